@@ -1,0 +1,96 @@
+package countersign
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AuditEntry is one row of the append-only audit log. Each row's Hash covers
+// its own fields and the Hash of the row before it, so a changed, inserted
+// or removed row breaks the chain.
+type AuditEntry struct {
+	Seq       int64
+	At        time.Time
+	AccountID string
+	RequestID string
+	Event     string
+	Actor     string
+	Detail    string
+	PrevHash  string
+	Hash      string
+}
+
+// AuditGenesis is the PrevHash of the first entry.
+const AuditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// ComputeHash returns the chain hash of e from its fields and PrevHash. Every
+// field is length-prefixed so that no two entries encode alike.
+func (e *AuditEntry) ComputeHash() string {
+	var b strings.Builder
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	field(e.PrevHash)
+	field(strconv.FormatInt(e.Seq, 10))
+	field(strconv.FormatInt(e.At.UnixNano(), 10))
+	field(e.AccountID)
+	field(e.RequestID)
+	field(e.Event)
+	field(e.Actor)
+	field(e.Detail)
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:])
+}
+
+// AuditProblem is one break found by VerifyAudit.
+type AuditProblem struct {
+	Seq     int64
+	Problem string
+}
+
+// AuditVerifier checks the chain one entry at a time, so that a long log is
+// verified without holding it in memory.
+type AuditVerifier struct {
+	prevSeq  int64
+	prevHash string
+	Problems []AuditProblem
+	Count    int64
+}
+
+// NewAuditVerifier returns a verifier that expects the chain to start at
+// the genesis hash.
+func NewAuditVerifier() *AuditVerifier {
+	return &AuditVerifier{prevHash: AuditGenesis}
+}
+
+// Add checks the next entry of the log.
+func (v *AuditVerifier) Add(e *AuditEntry) {
+	v.Count++
+	if e.Seq != v.prevSeq+1 {
+		v.Problems = append(v.Problems, AuditProblem{e.Seq, "entries " + strconv.FormatInt(v.prevSeq+1, 10) + " to " + strconv.FormatInt(e.Seq-1, 10) + " are missing"})
+	}
+	if e.PrevHash != v.prevHash {
+		v.Problems = append(v.Problems, AuditProblem{e.Seq, "does not link to the entry before it"})
+	}
+	if e.ComputeHash() != e.Hash {
+		v.Problems = append(v.Problems, AuditProblem{e.Seq, "was changed after it was written"})
+	}
+	v.prevSeq, v.prevHash = e.Seq, e.Hash
+}
+
+// Finish compares the end of the chain with the recorded head and returns
+// every problem found.
+func (v *AuditVerifier) Finish(headSeq int64, headHash string) []AuditProblem {
+	switch {
+	case headSeq != v.prevSeq:
+		v.Problems = append(v.Problems, AuditProblem{v.prevSeq, "the log ends at entry " + strconv.FormatInt(v.prevSeq, 10) + " but the recorded head is entry " + strconv.FormatInt(headSeq, 10)})
+	case headSeq > 0 && headHash != v.prevHash:
+		v.Problems = append(v.Problems, AuditProblem{v.prevSeq, "the last entry does not match the recorded head"})
+	}
+	return v.Problems
+}

@@ -1,0 +1,207 @@
+// Package client is the Go client of countersign's v1 API. Every client
+// role of the binary (the rm wrapper, the hook, the gateway, the terminal
+// approver) talks to the server only through it.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Client calls one countersign server with one credential: an agent key
+// (csk_…) or an approver token (cst_…).
+type Client struct {
+	BaseURL    string
+	Credential string
+	HTTP       *http.Client
+}
+
+// New returns a client of the server at baseURL.
+func New(baseURL, credential string) *Client {
+	return &Client{
+		BaseURL:    strings.TrimRight(baseURL, "/"),
+		Credential: credential,
+		// No overall timeout: long polls set their own through ctx.
+		HTTP: &http.Client{Transport: http.DefaultTransport},
+	}
+}
+
+// Request is a request as the API shows it.
+type Request struct {
+	ID               string          `json:"id"`
+	Reference        string          `json:"reference"`
+	Kind             string          `json:"kind"`
+	Action           string          `json:"action"`
+	Arguments        json.RawMessage `json:"arguments"`
+	ArgsHash         string          `json:"args_hash"`
+	Preview          string          `json:"preview"`
+	PreviewHash      string          `json:"preview_hash"`
+	RiskReasons      []string        `json:"risk_reasons"`
+	Context          Context         `json:"context"`
+	Key              string          `json:"key"`
+	Status           string          `json:"status"`
+	CreatedAt        time.Time       `json:"created_at"`
+	ExpiresAt        time.Time       `json:"expires_at"`
+	DecidedAt        *time.Time      `json:"decided_at"`
+	DecidedBy        string          `json:"decided_by"`
+	Text             string          `json:"text"`
+	AutoApproved     bool            `json:"auto_approved"`
+	AutoApproveUntil *time.Time      `json:"auto_approve_until"`
+	ConsumedAt       *time.Time      `json:"consumed_at"`
+	InboxURL         string          `json:"inbox_url"`
+}
+
+// Context is where the agent was when it asked.
+type Context struct {
+	User      string `json:"user,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// CreateInput is what an agent asks about.
+type CreateInput struct {
+	Kind        string          `json:"kind"`
+	Action      string          `json:"action"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Preview     string          `json:"preview,omitempty"`
+	RiskReasons []string        `json:"risk_reasons,omitempty"`
+	Context     Context         `json:"context"`
+	TTLSeconds  int             `json:"ttl_seconds,omitempty"`
+}
+
+// Decision is what an approver decides.
+type Decision struct {
+	Decision           string `json:"decision"`
+	Text               string `json:"text,omitempty"`
+	AutoApproveMinutes int    `json:"auto_approve_minutes,omitempty"`
+}
+
+// Error is an error answer of the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// ErrUnreachable wraps every failure to reach the server or to understand
+// its answer, so that callers can fail closed with a clear message.
+var ErrUnreachable = errors.New("countersign server unreachable or answering garbage")
+
+// Create asks for a decision. created is false when an identical live
+// request of the same key was returned instead.
+func (c *Client) Create(ctx context.Context, in CreateInput) (r *Request, created bool, err error) {
+	status, err := c.do(ctx, http.MethodPost, "/api/v1/requests", in, &r)
+	return r, status == http.StatusCreated, err
+}
+
+// Get returns a request of the client's key.
+func (c *Client) Get(ctx context.Context, id string) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/requests/"+url.PathEscape(id), nil, &r)
+	return r, err
+}
+
+// Wait long-polls a request for up to wait (the server holds at most 60 s)
+// and returns its state when it changed or the wait ended.
+func (c *Client) Wait(ctx context.Context, id string, wait time.Duration) (*Request, error) {
+	var r *Request
+	path := "/api/v1/requests/" + url.PathEscape(id) + "?wait=" + url.QueryEscape(wait.String())
+	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
+	defer cancel()
+	_, err := c.do(ctx, http.MethodGet, path, nil, &r)
+	return r, err
+}
+
+// Consume uses an approval, once.
+func (c *Client) Consume(ctx context.Context, id string) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/consume", nil, &r)
+	return r, err
+}
+
+// Cancel gives up a pending request.
+func (c *Client) Cancel(ctx context.Context, id string) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/cancel", nil, &r)
+	return r, err
+}
+
+// List returns the requests of the approver's account with the status
+// (any when empty), newest first.
+func (c *Client) List(ctx context.Context, status string, limit int) ([]*Request, error) {
+	q := url.Values{}
+	if status != "" {
+		q.Set("status", status)
+	}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	var out struct {
+		Requests []*Request `json:"requests"`
+	}
+	_, err := c.do(ctx, http.MethodGet, "/api/v1/requests?"+q.Encode(), nil, &out)
+	return out.Requests, err
+}
+
+// Decide records a decision on a request, named by id or reference code.
+func (c *Client) Decide(ctx context.Context, idOrRef string, d Decision) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(idOrRef)+"/decision", d, &r)
+	return r, err
+}
+
+// do sends one API call and decodes the answer into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, body)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Credential)
+	req.Header.Set("Accept", "application/json")
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("%w: reading the answer: %v", ErrUnreachable, err)
+	}
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+			return resp.StatusCode, fmt.Errorf("%w: status %d without an error body", ErrUnreachable, resp.StatusCode)
+		}
+		return resp.StatusCode, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%w: the answer is not the expected JSON", ErrUnreachable)
+	}
+	return resp.StatusCode, nil
+}

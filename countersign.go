@@ -1,0 +1,112 @@
+// Package countersign holds the domain of the approval gateway: accounts,
+// agent keys, approvers, requests and their lifecycle states, the store
+// interface every backend implements, and the error catalogue. It imports
+// nothing of the application, so every other package can depend on it.
+package countersign
+
+import (
+	"context"
+	"time"
+)
+
+// Clock tells the time. Every rule takes time from one injectable clock so
+// that tests move it instead of sleeping.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time in UTC.
+func (SystemClock) Now() time.Time { return time.Now().UTC() }
+
+// Account is a namespace: a person or a team. Everything belongs to exactly
+// one account and nothing crosses accounts.
+type Account struct {
+	ID        string
+	Name      string
+	CreatedAt time.Time
+}
+
+// AgentKey is the credential one agent uses. Only the SHA-256 hash of the
+// secret is stored.
+type AgentKey struct {
+	ID        string
+	AccountID string
+	Name      string
+	Hash      string // hex SHA-256 of the secret
+	Hint      string // the first characters of the secret, for display
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the key is valid
+}
+
+// Revoked reports whether the key was revoked.
+func (k *AgentKey) Revoked() bool { return !k.RevokedAt.IsZero() }
+
+// Approver is a human who can decide the requests of the accounts it belongs
+// to.
+type Approver struct {
+	ID           string
+	Username     string
+	PasswordHash string // argon2id, PHC string format
+	CreatedAt    time.Time
+}
+
+// ApproverToken is an API credential of an approver, scoped to one account.
+// Only the SHA-256 hash of the secret is stored.
+type ApproverToken struct {
+	ID         string
+	ApproverID string
+	AccountID  string
+	Name       string
+	Hash       string
+	Hint       string
+	CreatedAt  time.Time
+	RevokedAt  time.Time
+}
+
+// Revoked reports whether the token was revoked.
+func (t *ApproverToken) Revoked() bool { return !t.RevokedAt.IsZero() }
+
+// Agent is the principal behind an agent key, as the server saw it.
+type Agent struct {
+	KeyID     string
+	AccountID string
+	KeyName   string
+}
+
+// ApproverPrincipal is an approver acting for one account.
+type ApproverPrincipal struct {
+	ApproverID string
+	Username   string
+	AccountID  string
+}
+
+// Service is the approval lifecycle: the only thing that changes a request's
+// state. Every route, page, CLI and gateway calls it.
+type Service interface {
+	// Create asks for a human's decision. An identical live request of the
+	// same key (same binding) is returned instead of a new one, with
+	// created false. Errors: EINVALID, ELIMIT.
+	Create(ctx context.Context, agent Agent, in CreateInput) (req *Request, created bool, err error)
+	// Get returns a request of the agent's own key. Errors: ENOTFOUND.
+	Get(ctx context.Context, agent Agent, id string) (*Request, error)
+	// Wait holds until the request is no longer pending, the wait ends, or
+	// ctx is done, and returns its current state. Errors: ENOTFOUND.
+	Wait(ctx context.Context, agent Agent, id string, wait time.Duration) (*Request, error)
+	// Consume turns an approved request into a consumed one, exactly once.
+	// Errors: ENOTFOUND, ECONFLICT.
+	Consume(ctx context.Context, agent Agent, id string) (*Request, error)
+	// Cancel turns a pending request into a cancelled one. Errors:
+	// ENOTFOUND, ECONFLICT.
+	Cancel(ctx context.Context, agent Agent, id string) (*Request, error)
+	// List returns the requests of the approver's account, newest first.
+	List(ctx context.Context, approver ApproverPrincipal, f RequestFilter) ([]*Request, error)
+	// Find returns one request of the approver's account by id or by
+	// reference code. Errors: ENOTFOUND.
+	Find(ctx context.Context, approver ApproverPrincipal, idOrRef string) (*Request, error)
+	// Decide records the first decision on a pending request. Errors:
+	// EINVALID, ENOTFOUND, ECONFLICT.
+	Decide(ctx context.Context, approver ApproverPrincipal, id string, d DecisionInput) (*Request, error)
+}

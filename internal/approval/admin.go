@@ -1,0 +1,189 @@
+package approval
+
+import (
+	"context"
+	"regexp"
+	"strings"
+
+	"github.com/countersign/countersign"
+)
+
+// Admin creates and revokes accounts and credentials. The CLI and the
+// server's first start both go through it.
+type Admin struct {
+	Store countersign.Store
+	Clock countersign.Clock
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+func validName(what, name string) error {
+	if !namePattern.MatchString(name) {
+		return countersign.Errorf(countersign.EINVALID, "%s must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", what)
+	}
+	return nil
+}
+
+func (a *Admin) now() countersign.Clock {
+	if a.Clock == nil {
+		return countersign.SystemClock{}
+	}
+	return a.Clock
+}
+
+// CreateAccount adds an account.
+func (a *Admin) CreateAccount(ctx context.Context, name string) (*countersign.Account, error) {
+	if err := validName("account name", name); err != nil {
+		return nil, err
+	}
+	acc := &countersign.Account{ID: countersign.NewID("acc_"), Name: name, CreatedAt: a.now().Now()}
+	if err := a.Store.CreateAccount(ctx, acc); err != nil {
+		return nil, err
+	}
+	return acc, nil
+}
+
+// CreateAgentKey adds an agent key to the named account and returns it with
+// its secret, which is shown once and never stored.
+func (a *Admin) CreateAgentKey(ctx context.Context, account, name string) (*countersign.AgentKey, string, error) {
+	if err := validName("key name", name); err != nil {
+		return nil, "", err
+	}
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, "", err
+	}
+	secret := countersign.NewSecret(countersign.AgentKeyPrefix)
+	k := &countersign.AgentKey{
+		ID: countersign.NewID("key_"), AccountID: acc.ID, Name: name,
+		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: a.now().Now(),
+	}
+	if err := a.Store.CreateAgentKey(ctx, k); err != nil {
+		return nil, "", err
+	}
+	return k, secret, nil
+}
+
+// CreateApprover adds an approver with a password to the named account, or
+// adds an existing approver to it when password is empty.
+func (a *Admin) CreateApprover(ctx context.Context, account, username, password string) (*countersign.Approver, error) {
+	if err := validName("username", username); err != nil {
+		return nil, err
+	}
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return nil, err
+	}
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	switch {
+	case err == nil && password != "":
+		return nil, countersign.Errorf(countersign.ECONFLICT, "approver %q exists; to add it to another account, leave out the password", username)
+	case countersign.ErrorCode(err) == countersign.ENOTFOUND:
+		if len(password) < 10 {
+			return nil, countersign.Errorf(countersign.EINVALID, "the password must be at least 10 characters")
+		}
+		ap = &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: HashPassword(password), CreatedAt: a.now().Now()}
+		if err := a.Store.CreateApprover(ctx, ap); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	}
+	if err := a.Store.AddMembership(ctx, ap.ID, acc.ID, a.now().Now()); err != nil {
+		return nil, err
+	}
+	return ap, nil
+}
+
+// CreateApproverToken adds an API token for an approver in one of its
+// accounts (the only one when account is empty) and returns its secret,
+// which is shown once and never stored.
+func (a *Admin) CreateApproverToken(ctx context.Context, username, account, name string) (*countersign.ApproverToken, string, error) {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return nil, "", err
+	}
+	accounts, err := a.Store.Memberships(ctx, ap.ID)
+	if err != nil {
+		return nil, "", err
+	}
+	accountID, err := a.pickAccount(ctx, accounts, account)
+	if err != nil {
+		return nil, "", err
+	}
+	if name == "" {
+		name = "cli"
+	}
+	secret := countersign.NewSecret(countersign.ApproverTokenPrefix)
+	t := &countersign.ApproverToken{
+		ID: countersign.NewID("tok_"), ApproverID: ap.ID, AccountID: accountID, Name: name,
+		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: a.now().Now(),
+	}
+	if err := a.Store.CreateApproverToken(ctx, t); err != nil {
+		return nil, "", err
+	}
+	return t, secret, nil
+}
+
+func (a *Admin) pickAccount(ctx context.Context, memberOf []string, account string) (string, error) {
+	if account == "" {
+		if len(memberOf) != 1 {
+			return "", countersign.Errorf(countersign.EINVALID, "the approver belongs to %d accounts; name one with --account", len(memberOf))
+		}
+		return memberOf[0], nil
+	}
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range memberOf {
+		if id == acc.ID {
+			return id, nil
+		}
+	}
+	return "", countersign.Errorf(countersign.EINVALID, "the approver is not a member of account %q", account)
+}
+
+// Authenticator turns bearer secrets into principals.
+type Authenticator struct {
+	Store countersign.Store
+}
+
+// Agent returns the principal of an agent key. An approver token, an
+// unknown or a revoked key is EUNAUTHORIZED or EFORBIDDEN, never an agent.
+func (a *Authenticator) Agent(ctx context.Context, secret string) (countersign.Agent, error) {
+	if strings.HasPrefix(secret, countersign.ApproverTokenPrefix) {
+		return countersign.Agent{}, countersign.Errorf(countersign.EFORBIDDEN, "this route takes an agent key (csk_…), not an approver token")
+	}
+	if !strings.HasPrefix(secret, countersign.AgentKeyPrefix) {
+		return countersign.Agent{}, badCredential()
+	}
+	k, err := a.Store.AgentKeyByHash(ctx, countersign.HashSecret(secret))
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND || (err == nil && k.Revoked()) {
+		return countersign.Agent{}, badCredential()
+	} else if err != nil {
+		return countersign.Agent{}, err
+	}
+	return countersign.Agent{KeyID: k.ID, AccountID: k.AccountID, KeyName: k.Name}, nil
+}
+
+// Approver returns the principal of an approver token.
+func (a *Authenticator) Approver(ctx context.Context, secret string) (countersign.ApproverPrincipal, error) {
+	if strings.HasPrefix(secret, countersign.AgentKeyPrefix) {
+		return countersign.ApproverPrincipal{}, countersign.Errorf(countersign.EFORBIDDEN, "this route takes an approver token (cst_…); an agent key can never decide")
+	}
+	if !strings.HasPrefix(secret, countersign.ApproverTokenPrefix) {
+		return countersign.ApproverPrincipal{}, badCredential()
+	}
+	t, ap, err := a.Store.ApproverTokenByHash(ctx, countersign.HashSecret(secret))
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND || (err == nil && t.Revoked()) {
+		return countersign.ApproverPrincipal{}, badCredential()
+	} else if err != nil {
+		return countersign.ApproverPrincipal{}, err
+	}
+	return countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: t.AccountID}, nil
+}
+
+func badCredential() error {
+	return countersign.Errorf(countersign.EUNAUTHORIZED, "the credential is unknown or revoked")
+}

@@ -1,0 +1,260 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// Get implements countersign.Service. Another key's request is not found.
+func (s *Service) Get(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
+	r, err := s.store.Request(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.KeyID != agent.KeyID || r.AccountID != agent.AccountID {
+		return nil, notFound()
+	}
+	return s.expireLazily(ctx, r)
+}
+
+// expireLazily expires a live request that is past its expiry, so that a
+// read never shows an expired request as pending or approved, even between
+// two sweeps.
+func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*countersign.Request, error) {
+	now := s.clock.Now()
+	if !r.Expired(now) {
+		return r, nil
+	}
+	ids, err := s.store.ExpireRequests(ctx, r.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	s.expired(ids, r)
+	return s.store.Request(ctx, r.ID)
+}
+
+// Wait implements countersign.Service.
+func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, wait time.Duration) (*countersign.Request, error) {
+	r, err := s.Get(ctx, agent, id)
+	if err != nil || r.Status != countersign.StatusPending || wait <= 0 {
+		return r, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		// Subscribe before reading, so that a change between the read
+		// and the wait still rings.
+		ch, stop := s.hub.Subscribe(id)
+		r, err = s.Get(ctx, agent, id)
+		if err != nil || r.Status != countersign.StatusPending {
+			stop()
+			return r, err
+		}
+		// Wake at the expiry too, so that the waiter sees "expired" without
+		// waiting for the sweeper.
+		expiry := time.NewTimer(max(r.ExpiresAt.Sub(s.clock.Now()), 0) + 10*time.Millisecond)
+		select {
+		case <-ch:
+		case <-expiry.C:
+		case <-timer.C:
+			stop()
+			expiry.Stop()
+			return r, nil
+		case <-ctx.Done():
+			stop()
+			expiry.Stop()
+			return r, nil
+		case <-s.hub.Closed():
+			stop()
+			expiry.Stop()
+			return r, nil
+		}
+		stop()
+		expiry.Stop()
+	}
+}
+
+// Consume implements countersign.Service.
+func (s *Service) Consume(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
+	return s.transition(ctx, countersign.Transition{
+		ID: id, From: []countersign.Status{countersign.StatusApproved}, To: countersign.StatusConsumed,
+		KeyID: agent.KeyID, AccountID: agent.AccountID,
+	}, countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: "{}"})
+}
+
+// Cancel implements countersign.Service.
+func (s *Service) Cancel(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
+	return s.transition(ctx, countersign.Transition{
+		ID: id, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusCancelled,
+		KeyID: agent.KeyID, AccountID: agent.AccountID,
+	}, countersign.AuditEvent{Event: "cancelled", Actor: "key:" + agent.KeyID, Detail: "{}"})
+}
+
+// List implements countersign.Service.
+func (s *Service) List(ctx context.Context, ap countersign.ApproverPrincipal, f countersign.RequestFilter) ([]*countersign.Request, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, countersign.Errorf(countersign.EINVALID, "status must be one of pending, approved, denied, responded, stopped, expired, cancelled, consumed")
+	}
+	if f.Limit < 0 || f.Limit > 500 {
+		return nil, countersign.Errorf(countersign.EINVALID, "limit must be between 1 and 500")
+	}
+	if f.Reference != "" {
+		ref, ok := countersign.ParseReference(f.Reference)
+		if !ok {
+			return nil, countersign.Errorf(countersign.EINVALID, "reference must look like K7F-2QX")
+		}
+		f.Reference = ref
+	}
+	f.AccountID = ap.AccountID
+	// Sweep first, so that a list of pending requests holds none that has
+	// expired since the last sweep.
+	if _, err := s.Sweep(ctx); err != nil {
+		return nil, err
+	}
+	return s.store.Requests(ctx, f)
+}
+
+// Find implements countersign.Service: by request id, or by the reference
+// code of the account's newest request that has it.
+func (s *Service) Find(ctx context.Context, ap countersign.ApproverPrincipal, idOrRef string) (*countersign.Request, error) {
+	var r *countersign.Request
+	if strings.HasPrefix(idOrRef, "req_") {
+		got, err := s.store.Request(ctx, idOrRef)
+		if err != nil {
+			return nil, err
+		}
+		r = got
+	} else {
+		ref, ok := countersign.ParseReference(idOrRef)
+		if !ok {
+			return nil, notFound()
+		}
+		list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: ap.AccountID, Reference: ref, Limit: 1})
+		if err != nil {
+			return nil, err
+		} else if len(list) == 0 {
+			return nil, notFound()
+		}
+		r = list[0]
+	}
+	if r.AccountID != ap.AccountID {
+		return nil, notFound()
+	}
+	return s.expireLazily(ctx, r)
+}
+
+// Decide implements countersign.Service. The first decision wins: the
+// change is one conditional update, and a later one gets ECONFLICT.
+func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, idOrRef string, d countersign.DecisionInput) (*countersign.Request, error) {
+	to, ok := d.Decision.Status()
+	if !ok {
+		return nil, countersign.Errorf(countersign.EINVALID, "decision must be one of approve, deny, respond, stop")
+	}
+	if err := validText("text", d.Text, maxText, d.Decision == countersign.DecisionRespond); err != nil {
+		return nil, err
+	}
+	if d.AutoApproveMinutes != 0 && (d.Decision != countersign.DecisionApprove || d.AutoApproveMinutes < 1 || d.AutoApproveMinutes > 60) {
+		return nil, countersign.Errorf(countersign.EINVALID, "auto_approve_minutes goes only with approve, from 1 to 60")
+	}
+	r, err := s.Find(ctx, ap, idOrRef)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	t := countersign.Transition{
+		ID: r.ID, From: []countersign.Status{countersign.StatusPending}, To: to, Now: now,
+		AccountID: ap.AccountID, DecidedBy: ap.Username, Reason: d.Text,
+	}
+	detail := map[string]any{}
+	if to == countersign.StatusApproved {
+		t.ExpiresAt = r.ExpiresAt
+		if grace := now.Add(s.cfg.ConsumeGrace); grace.After(t.ExpiresAt) {
+			t.ExpiresAt = grace
+		}
+	}
+	if d.AutoApproveMinutes > 0 {
+		if r.Context.SessionID == "" {
+			return nil, countersign.Errorf(countersign.EINVALID, "this request names no agent session, so no auto-approve window can be opened; approve it without one")
+		}
+		t.Window = &countersign.AutoApproveWindow{
+			ID: countersign.NewID("win_"), AccountID: r.AccountID, KeyID: r.KeyID, SessionID: r.Context.SessionID,
+			Kind: r.Kind, Action: WindowAction(r.Kind, r.Action), Until: now.Add(time.Duration(d.AutoApproveMinutes) * time.Minute),
+			CreatedAt: now, RequestID: r.ID,
+		}
+		detail["auto_approve_minutes"] = d.AutoApproveMinutes
+	}
+	if d.Text != "" {
+		detail["text"] = d.Text
+	}
+	b, _ := json.Marshal(detail)
+	got, err := s.transition(ctx, t, countersign.AuditEvent{Event: string(to), Actor: "approver:" + ap.Username, Detail: string(b)})
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.decided(got)
+	s.log.Info("request decided", "request", got.ID, "reference", got.Reference, "status", got.Status, "approver", ap.Username)
+	return got, nil
+}
+
+// transition runs one conditional change and rings the hub after it is
+// committed.
+func (s *Service) transition(ctx context.Context, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	if t.Now.IsZero() {
+		t.Now = s.clock.Now()
+	}
+	r, err := s.store.Transition(ctx, t, ev)
+	if err != nil {
+		return nil, err
+	}
+	s.hub.Notify(r.ID)
+	s.metrics.entered(r)
+	return r, nil
+}
+
+// Sweep expires every live request that is past its expiry and wakes its
+// waiters. It returns how many it expired.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	ids, err := s.store.ExpireRequests(ctx, "", s.clock.Now())
+	if err != nil {
+		return 0, err
+	}
+	s.expired(ids, nil)
+	return len(ids), nil
+}
+
+func (s *Service) expired(ids []string, r *countersign.Request) {
+	for _, id := range ids {
+		s.hub.Notify(id)
+		kind := countersign.Kind("")
+		if r != nil {
+			kind = r.Kind
+		}
+		s.metrics.requests.Inc(string(kind), string(countersign.StatusExpired))
+	}
+}
+
+// RunSweeper sweeps every SweepInterval until ctx is done.
+func (s *Service) RunSweeper(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if n, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error("sweep expired requests", "err", err)
+			} else if n > 0 {
+				s.log.Info("requests expired", "count", n)
+			}
+		}
+	}
+}
+
+func notFound() error {
+	return countersign.Errorf(countersign.ENOTFOUND, "no such request")
+}

@@ -1,0 +1,260 @@
+// Package approval holds the lifecycle rules of requests: create with a
+// binding, decide (the first decision wins), consume once, cancel, expire,
+// auto-approve windows and the per-account limit. It is the only package
+// that changes a request's state; every route, page and client role goes
+// through it.
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/metrics"
+)
+
+// Config holds the limits of the lifecycle.
+type Config struct {
+	// TTL is how long a request waits for a decision (default 10 minutes).
+	TTL time.Duration
+	// MaxTTL bounds a TTL an agent asks for (default 1 hour).
+	MaxTTL time.Duration
+	// ConsumeGrace is the least time an approved request stays usable after
+	// the approval, so that a decision in the last second can still be
+	// used (default 1 minute).
+	ConsumeGrace time.Duration
+	// MaxPending is how many requests an account may have waiting at once
+	// (default 5).
+	MaxPending int
+	// SweepInterval is how often expired requests are swept (default 5 s).
+	SweepInterval time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.TTL <= 0 {
+		c.TTL = 10 * time.Minute
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = time.Hour
+	}
+	if c.MaxTTL < c.TTL {
+		c.MaxTTL = c.TTL
+	}
+	if c.ConsumeGrace <= 0 {
+		c.ConsumeGrace = time.Minute
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 5
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = 5 * time.Second
+	}
+}
+
+// Service implements countersign.Service on a Store.
+type Service struct {
+	store   countersign.Store
+	clock   countersign.Clock
+	hub     *Hub
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+var _ countersign.Service = (*Service)(nil)
+
+// New returns a service on the store. A nil clock is the system clock; a nil
+// logger discards.
+func New(store countersign.Store, clock countersign.Clock, hub *Hub, cfg Config, log *slog.Logger, m *Metrics) *Service {
+	cfg.setDefaults()
+	if clock == nil {
+		clock = countersign.SystemClock{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(metrics.NewRegistry(), hub)
+	}
+	return &Service{store: store, clock: clock, hub: hub, cfg: cfg, log: log, metrics: m}
+}
+
+// Config returns the service's limits after defaults.
+func (s *Service) Config() Config { return s.cfg }
+
+// Hub returns the hub the service rings.
+func (s *Service) Hub() *Hub { return s.hub }
+
+// Limits of what one request may carry, so that a request stays readable on
+// a phone and one agent cannot fill the store.
+const (
+	maxAction      = 4096
+	maxPreview     = 16 << 10
+	maxArguments   = 32 << 10
+	maxRiskReasons = 50
+	maxRiskReason  = 500
+	maxContext     = 1024
+	maxText        = 4000
+)
+
+// Create implements countersign.Service.
+func (s *Service) Create(ctx context.Context, agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, bool, error) {
+	r, err := s.newRequest(agent, in)
+	if err != nil {
+		return nil, false, err
+	}
+	ev := countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID, Detail: bindingDetail(r)}
+	if err := s.applyWindow(ctx, r, &ev); err != nil {
+		return nil, false, err
+	}
+	for range 8 {
+		r.Reference = countersign.NewReference()
+		ev.Detail = bindingDetail(r)
+		got, created, err := s.store.CreateRequest(ctx, r, s.cfg.MaxPending, r.CreatedAt, ev)
+		if countersign.ErrorCode(err) == countersign.ECONFLICT {
+			continue // the reference is taken by a live request: draw again
+		} else if err != nil {
+			return nil, false, err
+		}
+		if created {
+			s.metrics.entered(got)
+			s.log.Info("request created", "request", got.ID, "reference", got.Reference, "kind", got.Kind, "account", got.AccountID, "key", got.KeyID, "status", got.Status)
+		}
+		return got, created, nil
+	}
+	return nil, false, fmt.Errorf("create request: no free reference code after 8 draws")
+}
+
+// newRequest validates the input and builds the request with its binding.
+func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, error) {
+	if in.Kind == "" {
+		in.Kind = countersign.KindGeneric
+	}
+	if !in.Kind.Valid() {
+		return nil, countersign.Errorf(countersign.EINVALID, "kind must be one of rm, tool, mcp, generic")
+	}
+	if err := validText("action", in.Action, maxAction, true); err != nil {
+		return nil, err
+	}
+	if len(in.Arguments) > maxArguments {
+		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
+	}
+	args, err := Canonical(in.Arguments)
+	if err != nil {
+		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
+	}
+	if in.Preview == "" {
+		in.Preview = DefaultPreview(in.Action, args)
+	}
+	if err := validText("preview", in.Preview, maxPreview, true); err != nil {
+		return nil, err
+	}
+	if len(in.RiskReasons) > maxRiskReasons {
+		return nil, countersign.Errorf(countersign.EINVALID, "at most %d risk reasons", maxRiskReasons)
+	}
+	for _, reason := range in.RiskReasons {
+		if err := validText("each risk reason", reason, maxRiskReason, true); err != nil {
+			return nil, err
+		}
+	}
+	c := in.Context
+	for name, v := range map[string]string{"context.user": c.User, "context.host": c.Host, "context.cwd": c.Cwd, "context.session_id": c.SessionID} {
+		if err := validText(name, v, maxContext, false); err != nil {
+			return nil, err
+		}
+	}
+	ttl := in.TTL
+	if ttl == 0 {
+		ttl = s.cfg.TTL
+	} else if ttl < 10*time.Second || ttl > s.cfg.MaxTTL {
+		return nil, countersign.Errorf(countersign.EINVALID, "ttl must be between 10 seconds and %s", s.cfg.MaxTTL)
+	}
+	now := s.clock.Now()
+	return &countersign.Request{
+		ID:          countersign.NewID("req_"),
+		AccountID:   agent.AccountID,
+		KeyID:       agent.KeyID,
+		KeyName:     agent.KeyName,
+		Kind:        in.Kind,
+		Action:      in.Action,
+		Arguments:   args,
+		ArgsHash:    Hash(args),
+		Preview:     in.Preview,
+		PreviewHash: Hash([]byte(in.Preview)),
+		RiskReasons: append([]string{}, in.RiskReasons...),
+		Context:     c,
+		Status:      countersign.StatusPending,
+		CreatedAt:   now,
+		ExpiresAt:   now.Add(ttl),
+		Seed:        in.Seed,
+	}, nil
+}
+
+// applyWindow approves the request at once when an auto-approve window of
+// the same key, session, kind and action is open.
+func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *countersign.AuditEvent) error {
+	if r.Context.SessionID == "" {
+		return nil
+	}
+	w, err := s.store.ActiveWindow(ctx, r.KeyID, r.Context.SessionID, r.Kind, WindowAction(r.Kind, r.Action), r.CreatedAt)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	r.Status = countersign.StatusApproved
+	r.DecidedAt = r.CreatedAt
+	r.DecidedBy = countersign.DecidedByAutoApprove
+	r.AutoApproveUntil = w.Until
+	ev.Event = "auto_approved"
+	return nil
+}
+
+// WindowAction is the action an auto-approve window is scoped to: the tool
+// for tool, mcp and generic requests; any delete for rm requests, whose
+// action is the whole command line.
+func WindowAction(kind countersign.Kind, action string) string {
+	if kind == countersign.KindRm {
+		return ""
+	}
+	return action
+}
+
+// DefaultPreview is the preview of a request that came without one: the
+// action and its arguments, indented.
+func DefaultPreview(action string, canonicalArgs json.RawMessage) string {
+	if string(canonicalArgs) == "{}" {
+		return action
+	}
+	var v any
+	if err := json.Unmarshal(canonicalArgs, &v); err != nil {
+		return action
+	}
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return action + "\n" + string(b)
+}
+
+func validText(name, v string, max int, required bool) error {
+	switch {
+	case required && strings.TrimSpace(v) == "":
+		return countersign.Errorf(countersign.EINVALID, "%s is required", name)
+	case len(v) > max:
+		return countersign.Errorf(countersign.EINVALID, "%s must be at most %d bytes", name, max)
+	case !utf8.ValidString(v):
+		return countersign.Errorf(countersign.EINVALID, "%s must be UTF-8", name)
+	}
+	return nil
+}
+
+func bindingDetail(r *countersign.Request) string {
+	b, _ := json.Marshal(map[string]string{
+		"kind": string(r.Kind), "action": r.Action, "args_hash": r.ArgsHash,
+		"preview_hash": r.PreviewHash, "reference": r.Reference, "session_id": r.Context.SessionID,
+	})
+	return string(b)
+}

@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// subcommand splits "key create …" into "create" and the rest.
+func subcommand(args []string, names ...string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, fmt.Errorf("%w: name one of: %s", ErrUsage, strings.Join(names, ", "))
+	}
+	for _, n := range names {
+		if args[0] == n {
+			return n, args[1:], nil
+		}
+	}
+	return "", nil, fmt.Errorf("%w: unknown subcommand %q; name one of: %s", ErrUsage, args[0], strings.Join(names, ", "))
+}
+
+func runAccount(ctx context.Context, env *Env, args []string) error {
+	sub, args, err := subcommand(args, "create", "list")
+	if err != nil {
+		return err
+	}
+	fs := newFlags(env, "account "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	// Check the arguments before opening the store, which creates the data
+	// directory: a mistyped command must change nothing.
+	if sub == "create" && len(rest) != 1 {
+		return fmt.Errorf("%w: countersign account create NAME", ErrUsage)
+	} else if sub == "list" && len(rest) > 0 {
+		return fmt.Errorf("%w: countersign account list takes no arguments", ErrUsage)
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	switch sub {
+	case "create":
+		acc, err := (&approval.Admin{Store: store}).CreateAccount(ctx, rest[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "created account %s (%s)\n", acc.Name, acc.ID)
+	case "list":
+		accounts, err := store.Accounts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range accounts {
+			fmt.Fprintf(env.Stdout, "%s\t%s\n", a.Name, a.ID)
+		}
+	}
+	return nil
+}
+
+func runKey(ctx context.Context, env *Env, args []string) error {
+	sub, args, err := subcommand(args, "create", "list", "revoke")
+	if err != nil {
+		return err
+	}
+	fs := newFlags(env, "key "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	account := fs.String("account", "default", "account name")
+	name := fs.String("name", "", "key name (create)")
+	asJSON := fs.Bool("json", false, "print JSON (create, list)")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	// Check the arguments before opening the store, which creates the data
+	// directory: a mistyped command must change nothing.
+	switch {
+	case sub == "create" && (*name == "" || len(rest) > 0):
+		return fmt.Errorf("%w: countersign key create --account A --name N [--json]", ErrUsage)
+	case sub == "list" && len(rest) > 0:
+		return fmt.Errorf("%w: countersign key list [--account A] [--json]", ErrUsage)
+	case sub == "revoke" && len(rest) != 1:
+		return fmt.Errorf("%w: countersign key revoke [--account A] NAME-OR-ID", ErrUsage)
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	admin := &approval.Admin{Store: store}
+	switch sub {
+	case "create":
+		k, secret, err := admin.CreateAgentKey(ctx, *account, *name)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(env.Stdout).Encode(map[string]string{"id": k.ID, "key": secret})
+		}
+		fmt.Fprintf(env.Stdout, "created agent key %s (%s) in account %s:\n\n  %s\n\nIt is shown once and stored only as a hash.\n", k.Name, k.ID, *account, secret)
+	case "list":
+		acc, err := store.AccountByName(ctx, *account)
+		if err != nil {
+			return err
+		}
+		keys, err := store.AgentKeys(ctx, acc.ID)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			out := []map[string]any{}
+			for _, k := range keys {
+				out = append(out, map[string]any{"id": k.ID, "name": k.Name, "hint": k.Hint, "created_at": k.CreatedAt, "revoked": k.Revoked()})
+			}
+			return json.NewEncoder(env.Stdout).Encode(out)
+		}
+		tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tID\tKEY\tCREATED\tSTATE")
+		for _, k := range keys {
+			state := "active"
+			if k.Revoked() {
+				state = "revoked " + k.RevokedAt.Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.Name, k.ID, k.Hint, k.CreatedAt.Format(time.DateTime), state)
+		}
+		return tw.Flush()
+	case "revoke":
+		acc, err := store.AccountByName(ctx, *account)
+		if err != nil {
+			return err
+		}
+		if err := store.RevokeAgentKey(ctx, acc.ID, rest[0], time.Now().UTC()); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "revoked agent key %s\n", rest[0])
+	}
+	return nil
+}
+
+func runApprover(ctx context.Context, env *Env, args []string) error {
+	sub, args, err := subcommand(args, "create")
+	if err != nil {
+		return err
+	}
+	fs := newFlags(env, "approver "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	account := fs.String("account", "default", "account name")
+	username := fs.String("username", "", "the approver's username")
+	stdin := fs.Bool("password-stdin", false, "read the password from standard input instead of generating one")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *username == "" || len(rest) > 0 {
+		return fmt.Errorf("%w: countersign approver create --account A --username U [--password-stdin]", ErrUsage)
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	var password string
+	generated := false
+	if *stdin {
+		line, err := bufio.NewReader(env.Stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return fmt.Errorf("read the password from standard input: %w", err)
+		}
+		password = strings.TrimRight(line, "\r\n")
+	} else if _, err := store.ApproverByUsername(ctx, *username); countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		password, generated = approval.NewPassword(), true
+	}
+	ap, err := (&approval.Admin{Store: store}).CreateApprover(ctx, *account, *username, password)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "approver %s (%s) is a member of account %s\n", ap.Username, ap.ID, *account)
+	if generated {
+		fmt.Fprintf(env.Stdout, "password (shown once): %s\n", password)
+	}
+	return nil
+}
+
+func runToken(ctx context.Context, env *Env, args []string) error {
+	sub, args, err := subcommand(args, "create")
+	if err != nil {
+		return err
+	}
+	fs := newFlags(env, "token "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	approver := fs.String("approver", "", "the approver's username")
+	account := fs.String("account", "", "account the token acts for (needed when the approver belongs to several)")
+	name := fs.String("name", "cli", "token name")
+	asJSON := fs.Bool("json", false, "print JSON")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *approver == "" || len(rest) > 0 {
+		return fmt.Errorf("%w: countersign token create --approver U [--account A] [--json]", ErrUsage)
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	t, secret, err := (&approval.Admin{Store: store}).CreateApproverToken(ctx, *approver, *account, *name)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(env.Stdout).Encode(map[string]string{"id": t.ID, "token": secret})
+	}
+	fmt.Fprintf(env.Stdout, "created approver token %s for %s:\n\n  %s\n\nIt is shown once and stored only as a hash.\n", t.ID, *approver, secret)
+	return nil
+}
+
+func runAudit(ctx context.Context, env *Env, args []string) error {
+	sub, args, err := subcommand(args, "verify")
+	if err != nil {
+		return err
+	}
+	fs := newFlags(env, "audit "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	// Read the head first: entries written after it are checked too, but
+	// the comparison is with the head as it was.
+	seq, hash, err := store.AuditHead(ctx)
+	if err != nil {
+		return err
+	}
+	v := countersign.NewAuditVerifier()
+	var after int64
+	for done := false; !done; {
+		page, err := store.AuditLog(ctx, after, 1000)
+		if err != nil {
+			return err
+		}
+		done = len(page) < 1000
+		for _, e := range page {
+			if e.Seq > seq {
+				done = true
+				break
+			}
+			v.Add(e)
+			after = e.Seq
+		}
+	}
+	problems := v.Finish(seq, hash)
+	if len(problems) == 0 {
+		fmt.Fprintf(env.Stdout, "audit log intact: %d entries, head %d %s\n", v.Count, seq, hash)
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(env.Stdout, "entry %d: %s\n", p.Seq, p.Problem)
+	}
+	return fmt.Errorf("the audit log was changed: %d problems", len(problems))
+}

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/countersign/countersign/client"
+)
+
+// approverConfig is the terminal client's file, approver.toml in the user's
+// config directory:
+//
+//	url   = "https://approve.example.com"
+//	token = "cst_…"
+type approverConfig struct {
+	URL   string `toml:"url"`
+	Token string `toml:"token"`
+}
+
+// approverClient builds the client from the flags, then the environment
+// (COUNTERSIGN_URL, COUNTERSIGN_TOKEN or COUNTERSIGN_TOKEN_FILE), then the
+// config file.
+func approverClient(env *Env, server, token string) (*client.Client, error) {
+	var file approverConfig
+	if dir, err := os.UserConfigDir(); err == nil {
+		if xdg := env.Getenv("XDG_CONFIG_HOME"); xdg != "" {
+			dir = xdg
+		}
+		path := filepath.Join(dir, "countersign", "approver.toml")
+		if _, err := toml.DecodeFile(path, &file); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read %s: %w", path, err)
+		}
+	}
+	if server == "" {
+		server = envOr(env, "COUNTERSIGN_URL", file.URL)
+	}
+	if token == "" {
+		t, err := secretFromEnv(env, "COUNTERSIGN_TOKEN")
+		if err != nil {
+			return nil, err
+		}
+		token = t
+		if token == "" {
+			token = file.Token
+		}
+	}
+	if server == "" {
+		server = "http://127.0.0.1:8080"
+	}
+	if token == "" {
+		return nil, fmt.Errorf("%w: no approver token: pass --token, set COUNTERSIGN_TOKEN, or put token = \"cst_…\" in approver.toml in your config directory (create one with: countersign token create --approver NAME)", ErrUsage)
+	}
+	return client.New(server, token), nil
+}
+
+func runList(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "list")
+	server := fs.String("server", "", "server URL (COUNTERSIGN_URL)")
+	token := fs.String("token", "", "approver token (COUNTERSIGN_TOKEN)")
+	status := fs.String("status", "pending", "status to list, or 'all'")
+	limit := fs.Int("limit", 50, "at most this many")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	c, err := approverClient(env, *server, *token)
+	if err != nil {
+		return err
+	}
+	st := *status
+	if st == "all" {
+		st = ""
+	}
+	list, err := c.List(ctx, st, *limit)
+	if err != nil {
+		return apiError(c, err)
+	}
+	if len(list) == 0 {
+		fmt.Fprintln(env.Stdout, "no requests")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "REF\tSTATUS\tKIND\tKEY\tEXPIRES\tACTION")
+	for _, r := range list {
+		expires := time.Until(r.ExpiresAt).Round(time.Second).String()
+		if r.Status != "pending" && r.Status != "approved" {
+			expires = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, r.Key, expires, oneLine(r.Action, 80))
+	}
+	return tw.Flush()
+}
+
+func runApprove(ctx context.Context, env *Env, args []string) error {
+	return runDecide(ctx, env, "approve", args)
+}
+
+func runDeny(ctx context.Context, env *Env, args []string) error {
+	return runDecide(ctx, env, "deny", args)
+}
+
+func runDecide(ctx context.Context, env *Env, decision string, args []string) error {
+	fs := newFlags(env, decision)
+	server := fs.String("server", "", "server URL (COUNTERSIGN_URL)")
+	token := fs.String("token", "", "approver token (COUNTERSIGN_TOKEN)")
+	var reason *string
+	var minutes *int
+	if decision == "deny" {
+		reason = fs.String("reason", "", "why, told to the agent")
+	} else {
+		minutes = fs.Int("for", 0, "also approve similar requests of the same agent session for this many minutes (1-60)")
+	}
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return fmt.Errorf("%w: countersign %s REFERENCE", ErrUsage, decision)
+	}
+	c, err := approverClient(env, *server, *token)
+	if err != nil {
+		return err
+	}
+	d := client.Decision{Decision: decision}
+	if reason != nil {
+		d.Text = *reason
+	}
+	if minutes != nil {
+		d.AutoApproveMinutes = *minutes
+	}
+	r, err := c.Decide(ctx, rest[0], d)
+	if err != nil {
+		return apiError(c, err)
+	}
+	fmt.Fprintf(env.Stdout, "%s %s: %s\n", r.Reference, r.Status, oneLine(r.Action, 100))
+	return nil
+}
+
+// apiError says what went wrong with a call to the server in words that
+// name the server and the setting to fix.
+func apiError(c *client.Client, err error) error {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return errors.New(e.Message)
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		return fmt.Errorf("cannot reach the countersign server at %s (set --server or COUNTERSIGN_URL): %v", c.BaseURL, err)
+	}
+	return err
+}
+
+// oneLine shortens s to one line of at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+)
+
+// serveConfig is the configuration of countersign serve: each field is a
+// flag, and COUNTERSIGN_<FLAG> in the environment sets its default.
+type serveConfig struct {
+	addr       string
+	data       string
+	publicURL  string
+	ttl        time.Duration
+	maxPending int
+	rateLimit  int
+	logLevel   string
+	logFormat  string
+}
+
+func runServe(ctx context.Context, env *Env, args []string) error {
+	cfg, err := parseServe(env, args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(env, cfg.logLevel, cfg.logFormat)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, cfg.data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	if err := firstStart(ctx, env, store); err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s (set COUNTERSIGN_ADDR or --addr): %w", cfg.addr, err)
+	}
+	public, err := publicURL(cfg.publicURL, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return err
+	}
+
+	reg := metrics.NewRegistry()
+	hub := approval.NewHub()
+	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending}, log, approval.NewMetrics(reg, hub))
+	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit}, svc,
+		&approval.Authenticator{Store: store}, reg, log)
+
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	defer stopSweep()
+	go svc.RunSweeper(sweepCtx)
+
+	log.Info("countersign listening", "addr", ln.Addr().String(), "public_url", public.String(), "data", cfg.data)
+	err = srv.Serve(ctx, ln)
+	log.Info("countersign stopped")
+	return err
+}
+
+func parseServe(env *Env, args []string) (*serveConfig, error) {
+	cfg := &serveConfig{}
+	fs := newFlags(env, "serve")
+	fs.StringVar(&cfg.addr, "addr", envOr(env, "COUNTERSIGN_ADDR", "127.0.0.1:8080"), "address to listen on (COUNTERSIGN_ADDR)")
+	fs.StringVar(&cfg.data, "data", dataDir(env, ""), "data directory (COUNTERSIGN_DATA)")
+	fs.StringVar(&cfg.publicURL, "public-url", env.Getenv("COUNTERSIGN_PUBLIC_URL"), "URL where people reach the server (COUNTERSIGN_PUBLIC_URL; default http://ADDR)")
+	ttl := fs.String("request-ttl", envOr(env, "COUNTERSIGN_REQUEST_TTL", "10m"), "how long a request waits for a decision (COUNTERSIGN_REQUEST_TTL)")
+	maxPending := fs.String("max-pending", envOr(env, "COUNTERSIGN_MAX_PENDING", "5"), "requests an account may have waiting at once (COUNTERSIGN_MAX_PENDING)")
+	rate := fs.String("rate-limit", envOr(env, "COUNTERSIGN_RATE_LIMIT", "1200"), "API requests per minute per client address, 0 for none (COUNTERSIGN_RATE_LIMIT)")
+	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
+	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(rest) > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", ErrUsage, rest[0])
+	}
+	// Check the address and the public URL here, before the store is
+	// opened: a configuration mistake must not create the data directory
+	// or print the first start's secrets.
+	if err := checkAddr(cfg.addr); err != nil {
+		return nil, err
+	}
+	if cfg.publicURL != "" {
+		if _, err := publicURL(cfg.publicURL, cfg.addr); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.ttl, err = time.ParseDuration(*ttl); err != nil || cfg.ttl < 10*time.Second || cfg.ttl > 24*time.Hour {
+		return nil, fmt.Errorf("%w: request TTL %q must be a duration from 10s to 24h, such as 10m", ErrUsage, *ttl)
+	}
+	if cfg.maxPending, err = strconv.Atoi(*maxPending); err != nil || cfg.maxPending < 1 || cfg.maxPending > 10000 {
+		return nil, fmt.Errorf("%w: max pending %q must be a number from 1 to 10000", ErrUsage, *maxPending)
+	}
+	if cfg.rateLimit, err = strconv.Atoi(*rate); err != nil || cfg.rateLimit < 0 {
+		return nil, fmt.Errorf("%w: rate limit %q must be a number of requests per minute, 0 for none", ErrUsage, *rate)
+	}
+	return cfg, nil
+}
+
+// checkAddr checks that addr is a host (or nothing) and a port number.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%w: listen address %q (COUNTERSIGN_ADDR or --addr) must be host:port, such as 127.0.0.1:8080", ErrUsage, addr)
+	}
+	return nil
+}
+
+// publicURL parses the configured public URL, or builds one from the
+// listening address.
+func publicURL(configured, listening string) (*url.URL, error) {
+	if configured == "" {
+		return &url.URL{Scheme: "http", Host: listening}, nil
+	}
+	u, err := url.Parse(strings.TrimRight(configured, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w: COUNTERSIGN_PUBLIC_URL %q must be an http or https URL such as https://approve.example.com", ErrUsage, configured)
+	}
+	return u, nil
+}
+
+func newLogger(env *Env, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: log level %q must be debug, info, warn or error", ErrUsage, level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(env.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(env.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: log format %q must be text or json", ErrUsage, format)
+}
+
+// firstStart sets up an empty store with the account "default", the
+// approver "admin" and one agent key, and prints their secrets once, to
+// standard output and never to the log.
+func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
+	accounts, err := store.Accounts(ctx)
+	if err != nil || len(accounts) > 0 {
+		return err
+	}
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "default"); err != nil {
+		return err
+	}
+	password := approval.NewPassword()
+	if _, err := admin.CreateApprover(ctx, "default", "admin", password); err != nil {
+		return err
+	}
+	_, key, err := admin.CreateAgentKey(ctx, "default", "default")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, `
+countersign: first start. Created the account "default" with:
+
+  approver   admin
+  password   %s
+  agent key  %s
+
+These are shown once and stored only as hashes. Keep them now.
+Create an approver API token for the terminal client with:
+  countersign token create --approver admin
+
+`, password, key)
+	return nil
+}

@@ -1,0 +1,229 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// apiHandler is an API handler that returns its error instead of writing
+// it.
+type apiHandler func(w http.ResponseWriter, r *http.Request) error
+
+// api turns a handler's error into a JSON error and applies the API's rate
+// limit per client address.
+func (s *Server) api(h apiHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if ok, retry := s.limiter.allow(clientAddr(r), time.Now()); !ok {
+			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
+				Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry})
+			return
+		}
+		if err := h(w, r); err != nil {
+			s.writeAPIError(w, r, err)
+		}
+	}
+}
+
+type agentHandler func(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error
+type approverHandler func(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, error) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if h == "" {
+		return "", countersign.Errorf(countersign.EUNAUTHORIZED, "send a credential as Authorization: Bearer <key>")
+	} else if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", countersign.Errorf(countersign.EUNAUTHORIZED, "the Authorization header must be: Bearer <key>")
+	}
+	return strings.TrimSpace(token), nil
+}
+
+// agent lets only a valid agent key through.
+func (s *Server) agent(h agentHandler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		secret, err := bearer(r)
+		if err != nil {
+			return err
+		}
+		a, err := s.auth.Agent(r.Context(), secret)
+		if err != nil {
+			return err
+		}
+		return h(w, r, a)
+	}
+}
+
+// approver lets only a valid approver token through.
+func (s *Server) approver(h approverHandler) apiHandler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		secret, err := bearer(r)
+		if err != nil {
+			return err
+		}
+		ap, err := s.auth.Approver(r.Context(), secret)
+		if err != nil {
+			return err
+		}
+		return h(w, r, ap)
+	}
+}
+
+func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) error {
+	return countersign.Errorf(countersign.ENOTFOUND, "no such route: %s %s", r.Method, "see the API reference in the README")
+}
+
+// createInput is the body of POST /api/v1/requests.
+type createInput struct {
+	Kind        countersign.Kind           `json:"kind"`
+	Action      string                     `json:"action"`
+	Arguments   json.RawMessage            `json:"arguments"`
+	Preview     string                     `json:"preview"`
+	RiskReasons []string                   `json:"risk_reasons"`
+	Context     countersign.RequestContext `json:"context"`
+	TTLSeconds  int                        `json:"ttl_seconds"`
+}
+
+func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	var in createInput
+	if err := decodeJSON(w, r, &in, false); err != nil {
+		return err
+	}
+	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
+		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
+		RiskReasons: in.RiskReasons, Context: in.Context, TTL: time.Duration(in.TTLSeconds) * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK // an identical live request was returned
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, s.requestJSON(req))
+	return nil
+}
+
+func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	wait, err := s.parseWait(r.URL.Query().Get("wait"))
+	if err != nil {
+		return err
+	}
+	var req *countersign.Request
+	if wait > 0 {
+		// The wait outlives the server's write timeout: give this response
+		// its own deadline.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		req, err = s.service.Wait(ctx, agent, r.PathValue("id"), wait)
+	} else {
+		req, err = s.service.Get(r.Context(), agent, r.PathValue("id"))
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	return nil
+}
+
+// parseWait reads the wait parameter: a Go duration ("25s") or seconds
+// ("25"), at most MaxWait (longer waits are shortened).
+func (s *Server) parseWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		n, nerr := strconv.Atoi(v)
+		if nerr != nil {
+			return 0, countersign.Errorf(countersign.EINVALID, "wait must be a duration such as 25s")
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < 0 {
+		return 0, countersign.Errorf(countersign.EINVALID, "wait must not be negative")
+	}
+	return min(d, s.cfg.MaxWait), nil
+}
+
+func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	req, err := s.service.Consume(r.Context(), agent, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	return nil
+}
+
+func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
+		return err
+	}
+	req, err := s.service.Cancel(r.Context(), agent, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	return nil
+}
+
+func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
+	q := r.URL.Query()
+	f := countersign.RequestFilter{
+		Status:    countersign.Status(q.Get("status")),
+		Reference: q.Get("reference"),
+		SessionID: q.Get("session_id"),
+		Limit:     50,
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return countersign.Errorf(countersign.EINVALID, "limit must be a number from 1 to 500")
+		}
+		f.Limit = n
+	}
+	list, err := s.service.List(r.Context(), ap, f)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Requests []requestJSON `json:"requests"`
+	}{Requests: make([]requestJSON, 0, len(list))}
+	for _, req := range list {
+		out.Requests = append(out.Requests, s.requestJSON(req))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// decisionInput is the body of POST /api/v1/requests/{id}/decision.
+type decisionInput struct {
+	Decision           countersign.Decision `json:"decision"`
+	Text               string               `json:"text"`
+	AutoApproveMinutes int                  `json:"auto_approve_minutes"`
+}
+
+func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
+	var in decisionInput
+	if err := decodeJSON(w, r, &in, false); err != nil {
+		return err
+	}
+	req, err := s.service.Decide(r.Context(), ap, r.PathValue("id"), countersign.DecisionInput{
+		Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes,
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	return nil
+}

@@ -1,0 +1,60 @@
+package server
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// requestJSON is a request as the API shows it.
+type requestJSON struct {
+	ID               string                     `json:"id"`
+	Reference        string                     `json:"reference"`
+	Kind             countersign.Kind           `json:"kind"`
+	Action           string                     `json:"action"`
+	Arguments        json.RawMessage            `json:"arguments"`
+	ArgsHash         string                     `json:"args_hash"`
+	Preview          string                     `json:"preview"`
+	PreviewHash      string                     `json:"preview_hash"`
+	RiskReasons      []string                   `json:"risk_reasons"`
+	Context          countersign.RequestContext `json:"context"`
+	Key              string                     `json:"key"`
+	Status           countersign.Status         `json:"status"`
+	CreatedAt        time.Time                  `json:"created_at"`
+	ExpiresAt        time.Time                  `json:"expires_at"`
+	DecidedAt        *time.Time                 `json:"decided_at"`
+	DecidedBy        string                     `json:"decided_by,omitempty"`
+	Text             string                     `json:"text,omitempty"`
+	AutoApproved     bool                       `json:"auto_approved"`
+	AutoApproveUntil *time.Time                 `json:"auto_approve_until,omitempty"`
+	ConsumedAt       *time.Time                 `json:"consumed_at,omitempty"`
+	InboxURL         string                     `json:"inbox_url"`
+}
+
+func (s *Server) requestJSON(r *countersign.Request) requestJSON {
+	reasons := r.RiskReasons
+	if reasons == nil {
+		reasons = []string{}
+	}
+	args := r.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	return requestJSON{
+		ID: r.ID, Reference: countersign.FormatReference(r.Reference), Kind: r.Kind, Action: r.Action,
+		Arguments: args, ArgsHash: r.ArgsHash, Preview: r.Preview, PreviewHash: r.PreviewHash,
+		RiskReasons: reasons, Context: r.Context, Key: r.KeyName, Status: r.Status,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
+		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,
+		AutoApproveUntil: timePtr(r.AutoApproveUntil), ConsumedAt: timePtr(r.ConsumedAt),
+		InboxURL: s.inboxURL(r.ID),
+	}
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

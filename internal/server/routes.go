@@ -1,0 +1,64 @@
+package server
+
+import (
+	"net/http"
+	"time"
+)
+
+// routes lists every route of the server in one place.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /metrics", s.metrics)
+
+	// The v1 API: agents ask, wait, consume and cancel; approvers list and
+	// decide.
+	mux.HandleFunc("POST /api/v1/requests", s.api(s.agent(s.createRequest)))
+	mux.HandleFunc("GET /api/v1/requests/{id}", s.api(s.agent(s.getRequest)))
+	mux.HandleFunc("POST /api/v1/requests/{id}/consume", s.api(s.agent(s.consumeRequest)))
+	mux.HandleFunc("POST /api/v1/requests/{id}/cancel", s.api(s.agent(s.cancelRequest)))
+	mux.HandleFunc("GET /api/v1/requests", s.api(s.approver(s.listRequests)))
+	mux.HandleFunc("POST /api/v1/requests/{id}/decision", s.api(s.approver(s.decideRequest)))
+	mux.HandleFunc("/api/", s.api(s.apiNotFound))
+
+	return s.observe(mux)
+}
+
+// observe counts and logs every request by its route pattern, never by its
+// path, which can hold tokens of link routes.
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.httpRequests.Inc(route, statusText(sw.status))
+		s.log.Debug("http", "method", r.Method, "route", route, "status", sw.status, "duration_ms", time.Since(start).Milliseconds())
+	})
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection, for the write
+// deadline of long polls.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func statusText(code int) string {
+	const digits = "0123456789"
+	if code < 100 || code > 999 {
+		return "000"
+	}
+	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
+}

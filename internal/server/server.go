@@ -1,0 +1,121 @@
+// Package server is countersign's HTTP face: the v1 JSON API, health and
+// metrics. Handlers decode, call the approval service and render; no rule
+// lives here.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+)
+
+// Config is what the server needs besides its services.
+type Config struct {
+	// PublicURL is where humans reach the server, such as
+	// https://approve.example.com; links and the inbox URL are built on it.
+	PublicURL *url.URL
+	// RatePerMinute is how many API requests one client address may make
+	// in a minute (0: no limit).
+	RatePerMinute int
+	// MaxWait bounds a long poll (default 60 s).
+	MaxWait time.Duration
+}
+
+// Server holds the handlers' dependencies.
+type Server struct {
+	cfg      Config
+	service  *approval.Service
+	auth     *approval.Authenticator
+	log      *slog.Logger
+	registry *metrics.Registry
+	limiter  *rateLimiter
+	started  time.Time
+
+	httpRequests *metrics.CounterVec
+	handler      http.Handler
+}
+
+// New returns a server. reg is where the service's metrics are registered
+// too, so that /metrics shows both.
+func New(cfg Config, service *approval.Service, auth *approval.Authenticator, reg *metrics.Registry, log *slog.Logger) *Server {
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = 60 * time.Second
+	}
+	if cfg.PublicURL == nil {
+		cfg.PublicURL = &url.URL{Scheme: "http", Host: "127.0.0.1:8080"}
+	}
+	s := &Server{
+		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
+		limiter: newRateLimiter(cfg.RatePerMinute),
+		started: time.Now(),
+		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
+			"HTTP requests by route and status code.", "route", "code"),
+	}
+	s.handler = s.routes()
+	return s
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve answers on ln until ctx is done, then shuts down gracefully: waiting
+// long polls are answered at once with the request's current state, and
+// requests in flight may finish for up to 10 seconds.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      15 * time.Second, // long polls extend their own
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.service.Hub().Close()
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdown)
+	if e := <-errc; e != nil && !errors.Is(e, http.ErrServerClosed) && err == nil {
+		err = e
+	}
+	return err
+}
+
+// inboxURL is the inbox page of a request.
+func (s *Server) inboxURL(id string) string {
+	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + "/approvals/" + url.PathEscape(id)
+}
+
+// clientAddr is the address a limit counts against: the connection's IP,
+// with IPv6 addresses reduced to their /64, which one client usually holds
+// whole.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return host
+	}
+	if ip.To4() == nil {
+		return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	}
+	return ip.String()
+}
+

@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// CreateAccount adds an account, giving it an id when a.ID is empty.
+// Errors: ECONFLICT if the name is taken.
+func (db *DB) CreateAccount(ctx context.Context, a *countersign.Account) error {
+	a.ID = orID(a.ID, "acc_")
+	_, err := db.write.ExecContext(ctx, `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
+		a.ID, a.Name, nanos(a.CreatedAt))
+	if isUnique(err) {
+		return countersign.Errorf(countersign.ECONFLICT, "account %q already exists", a.Name)
+	} else if err != nil {
+		return fmt.Errorf("create account: %w", err)
+	}
+	return nil
+}
+
+// Account returns an account by id. Errors: ENOTFOUND.
+func (db *DB) Account(ctx context.Context, id string) (*countersign.Account, error) {
+	return findAccount(ctx, db.read, `id = ?`, id)
+}
+
+// AccountByName returns an account by name. Errors: ENOTFOUND.
+func (db *DB) AccountByName(ctx context.Context, name string) (*countersign.Account, error) {
+	return findAccount(ctx, db.read, `name = ?`, name)
+}
+
+// Accounts lists all accounts by name.
+func (db *DB) Accounts(ctx context.Context) ([]*countersign.Account, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, name, created_at FROM accounts ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Account{}
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// findAccount returns the one account matching where.
+func findAccount(ctx context.Context, q querier, where string, arg any) (*countersign.Account, error) {
+	a, err := scanAccount(q.QueryRowContext(ctx, `SELECT id, name, created_at FROM accounts WHERE `+where, arg))
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read account: %w", err)
+	}
+	return a, nil
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+func scanAccount(s scanner) (*countersign.Account, error) {
+	var a countersign.Account
+	var created int64
+	if err := s.Scan(&a.ID, &a.Name, &created); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromNanos(created)
+	return &a, nil
+}
+
+// CreateApprover adds an approver, giving it an id when a.ID is empty.
+// Errors: ECONFLICT if the username is taken.
+func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error {
+	a.ID = orID(a.ID, "apr_")
+	_, err := db.write.ExecContext(ctx, `
+		INSERT INTO approvers (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)`,
+		a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
+	if isUnique(err) {
+		return countersign.Errorf(countersign.ECONFLICT, "approver %q already exists", a.Username)
+	} else if err != nil {
+		return fmt.Errorf("create approver: %w", err)
+	}
+	return nil
+}
+
+// ApproverByUsername returns an approver. Errors: ENOTFOUND.
+func (db *DB) ApproverByUsername(ctx context.Context, username string) (*countersign.Approver, error) {
+	var a countersign.Approver
+	var created int64
+	err := db.read.QueryRowContext(ctx, `
+		SELECT id, username, password_hash, created_at FROM approvers WHERE username = ?`, username).
+		Scan(&a.ID, &a.Username, &a.PasswordHash, &created)
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read approver: %w", err)
+	}
+	a.CreatedAt = fromNanos(created)
+	return &a, nil
+}
+
+// AddMembership makes an approver a member of an account; adding an
+// existing membership is not an error. Errors: ENOTFOUND when the approver
+// or the account does not exist.
+func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+	_, err := db.write.ExecContext(ctx, `
+		INSERT INTO memberships (approver_id, account_id, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (approver_id, account_id) DO NOTHING`,
+		approverID, accountID, nanos(at))
+	if isForeignKey(err) {
+		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+	} else if err != nil {
+		return fmt.Errorf("add membership: %w", err)
+	}
+	return nil
+}
+
+// Memberships returns the ids of the accounts an approver belongs to, in
+// the order they were added.
+func (db *DB) Memberships(ctx context.Context, approverID string) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `
+		SELECT account_id FROM memberships WHERE approver_id = ? ORDER BY created_at, account_id`, approverID)
+	if err != nil {
+		return nil, fmt.Errorf("list memberships: %w", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list memberships: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list memberships: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,98 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// defaultAuditPage is how many entries AuditLog returns when the caller
+// gives no limit.
+const defaultAuditPage = 1000
+
+// AuditLog returns the audit entries with Seq > after, in order, at most
+// limit of them (1000 when limit is not positive).
+func (db *DB) AuditLog(ctx context.Context, after int64, limit int) ([]*countersign.AuditEntry, error) {
+	if limit <= 0 {
+		limit = defaultAuditPage
+	}
+	rows, err := db.read.QueryContext(ctx, `
+		SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash, hash
+		FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.AuditEntry{}
+	for rows.Next() {
+		var e countersign.AuditEntry
+		var at int64
+		if err := rows.Scan(&e.Seq, &at, &e.AccountID, &e.RequestID, &e.Event, &e.Actor, &e.Detail, &e.PrevHash, &e.Hash); err != nil {
+			return nil, fmt.Errorf("read audit log: %w", err)
+		}
+		e.At = fromNanos(at)
+		out = append(out, &e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	return out, nil
+}
+
+// AuditHead returns the sequence number and hash of the newest entry as
+// recorded beside the log (zero and "" when empty).
+func (db *DB) AuditHead(ctx context.Context) (seq int64, hash string, err error) {
+	return auditHead(ctx, db.read)
+}
+
+// auditHead reads the head row, which the first migration creates.
+func auditHead(ctx context.Context, q querier) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := q.QueryRowContext(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash)
+	if err == sql.ErrNoRows {
+		return 0, "", nil
+	} else if err != nil {
+		return 0, "", fmt.Errorf("read audit head: %w", err)
+	}
+	return seq, hash, nil
+}
+
+// appendAudit writes the next entry of the chain and moves the head, inside
+// the caller's write transaction: the entry commits with the change it
+// records, or neither does.
+func appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, accountID, requestID string, ev countersign.AuditEvent) error {
+	seq, prev, err := auditHead(ctx, tx)
+	if err != nil {
+		return err
+	}
+	if seq == 0 {
+		prev = countersign.AuditGenesis
+	}
+	e := countersign.AuditEntry{
+		Seq:       seq + 1,
+		At:        fromNanos(nanos(at)),
+		AccountID: accountID,
+		RequestID: requestID,
+		Event:     ev.Event,
+		Actor:     ev.Actor,
+		Detail:    ev.Detail,
+		PrevHash:  prev,
+	}
+	e.Hash = e.ComputeHash()
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		e.Seq, nanos(e.At), e.AccountID, e.RequestID, e.Event, e.Actor, e.Detail, e.PrevHash, e.Hash); err != nil {
+		return fmt.Errorf("append audit entry: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, e.Seq, e.Hash); err != nil {
+		return fmt.Errorf("move audit head: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+const agentKeyColumns = `id, account_id, name, hash, hint, created_at, revoked_at`
+
+// CreateAgentKey adds an agent key, giving it an id when k.ID is empty.
+// Errors: ECONFLICT on a duplicate name within the account, ENOTFOUND when
+// the account does not exist.
+func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error {
+	k.ID = orID(k.ID, "key_")
+	_, err := db.write.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt))
+	if isUnique(err) {
+		return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", k.Name)
+	} else if isForeignKey(err) {
+		return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+	} else if err != nil {
+		return fmt.Errorf("create agent key: %w", err)
+	}
+	return nil
+}
+
+// AgentKeyByHash returns a key, revoked or not, by the hash of its secret.
+// Errors: ENOTFOUND.
+func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.AgentKey, error) {
+	k, err := scanAgentKey(db.read.QueryRowContext(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys WHERE hash = ?`, hash))
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read agent key: %w", err)
+	}
+	return k, nil
+}
+
+// AgentKeys lists an account's keys by name.
+func (db *DB) AgentKeys(ctx context.Context, accountID string) ([]*countersign.AgentKey, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys WHERE account_id = ? ORDER BY name`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list agent keys: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.AgentKey{}
+	for rows.Next() {
+		k, err := scanAgentKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agent keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agent keys: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeAgentKey revokes a key of the account by id or name; an id wins
+// over a name. Errors: ENOTFOUND, ECONFLICT if already revoked.
+func (db *DB) RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		return revokeAgentKey(ctx, tx, accountID, idOrName, at)
+	})
+}
+
+func revokeAgentKey(ctx context.Context, tx *sql.Tx, accountID, idOrName string, at time.Time) error {
+	var id string
+	var revoked int64
+	err := tx.QueryRowContext(ctx, `
+		SELECT id, revoked_at FROM agent_keys
+		WHERE account_id = ? AND (id = ? OR name = ?)
+		ORDER BY id = ? DESC LIMIT 1`, accountID, idOrName, idOrName, idOrName).Scan(&id, &revoked)
+	if err == sql.ErrNoRows {
+		return countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+	} else if err != nil {
+		return fmt.Errorf("read agent key: %w", err)
+	}
+	if revoked != 0 {
+		return countersign.Errorf(countersign.ECONFLICT, "agent key is already revoked")
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE agent_keys SET revoked_at = ? WHERE id = ?`, nanos(at), id); err != nil {
+		return fmt.Errorf("revoke agent key: %w", err)
+	}
+	return nil
+}
+
+func scanAgentKey(s scanner) (*countersign.AgentKey, error) {
+	var k countersign.AgentKey
+	var created, revoked int64
+	if err := s.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &k.Hint, &created, &revoked); err != nil {
+		return nil, err
+	}
+	k.CreatedAt, k.RevokedAt = fromNanos(created), fromNanos(revoked)
+	return &k, nil
+}
+
+// CreateApproverToken adds an approver API token, giving it an id when
+// t.ID is empty. Errors: ENOTFOUND when the approver or the account does not
+// exist, ECONFLICT on a duplicate id.
+func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverToken) error {
+	t.ID = orID(t.ID, "tok_")
+	_, err := db.write.ExecContext(ctx, `
+		INSERT INTO approver_tokens (id, approver_id, account_id, name, hash, hint, created_at, revoked_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt))
+	if isUnique(err) {
+		return countersign.Errorf(countersign.ECONFLICT, "approver token already exists")
+	} else if isForeignKey(err) {
+		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+	} else if err != nil {
+		return fmt.Errorf("create approver token: %w", err)
+	}
+	return nil
+}
+
+// ApproverTokenByHash returns a token, revoked or not, with its approver.
+// Errors: ENOTFOUND.
+func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
+	var t countersign.ApproverToken
+	var a countersign.Approver
+	var tCreated, tRevoked, aCreated int64
+	err := db.read.QueryRowContext(ctx, `
+		SELECT t.id, t.approver_id, t.account_id, t.name, t.hash, t.hint, t.created_at, t.revoked_at,
+		       a.id, a.username, a.password_hash, a.created_at
+		FROM approver_tokens t JOIN approvers a ON a.id = t.approver_id
+		WHERE t.hash = ?`, hash).
+		Scan(&t.ID, &t.ApproverID, &t.AccountID, &t.Name, &t.Hash, &t.Hint, &tCreated, &tRevoked,
+			&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+	if err == sql.ErrNoRows {
+		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("read approver token: %w", err)
+	}
+	t.CreatedAt, t.RevokedAt, a.CreatedAt = fromNanos(tCreated), fromNanos(tRevoked), fromNanos(aCreated)
+	return &t, &a, nil
+}

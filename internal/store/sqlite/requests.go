@@ -1,0 +1,231 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// Limits of Requests.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
+	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
+	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
+	consumed_at, seed`
+
+// CreateRequest stores a new request and its audit entry, or returns the
+// identical live request of the same key with created false; see
+// countersign.Store. A request without an id gets one, and a zero CreatedAt
+// becomes now. maxPending <= 0 means no limit. Errors: EINVALID, ELIMIT,
+// ECONFLICT (the reference code is taken), ENOTFOUND (no such account or
+// key).
+func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (got *countersign.Request, created bool, err error) {
+	err = db.update(ctx, func(tx *sql.Tx) error {
+		got, created, err = createRequest(ctx, tx, r, maxPending, now, ev)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return got, created, nil
+}
+
+func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+	if !r.Status.Valid() {
+		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
+	}
+	// The twin is looked for first: asking again for what is already
+	// waiting is not a new request and must not hit the limit.
+	if twin, err := liveTwin(ctx, tx, r, now); err != nil || twin != nil {
+		return twin, false, err
+	}
+	if r.Status == countersign.StatusPending && maxPending > 0 {
+		if err := checkPendingLimit(ctx, tx, r.AccountID, maxPending, now); err != nil {
+			return nil, false, err
+		}
+	}
+	r.ID = orID(r.ID, "req_")
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	if err := insertRequest(ctx, tx, r); err != nil {
+		return nil, false, err
+	}
+	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
+		return nil, false, err
+	}
+	got, err := getRequest(ctx, tx, r.ID)
+	return got, true, err
+}
+
+// liveTwin returns the live, unexpired request of the same key with the
+// same binding, or nil when there is none.
+func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.Time) (*countersign.Request, error) {
+	got, err := scanRequest(tx.QueryRowContext(ctx, `
+		SELECT `+requestColumns+` FROM requests
+		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
+		  AND status IN ('pending', 'approved') AND expires_at > ?
+		ORDER BY created_at DESC, id DESC LIMIT 1`,
+		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now)))
+	if err == sql.ErrNoRows {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("look for identical request: %w", err)
+	}
+	return got, nil
+}
+
+// checkPendingLimit fails with ELIMIT when the account already has
+// maxPending requests waiting that have not expired at now. RetryAfter is
+// when the soonest of them expires and so frees a place.
+func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPending int, now time.Time) error {
+	var n int
+	var soonest sql.NullInt64
+	err := tx.QueryRowContext(ctx, `
+		SELECT COUNT(*), MIN(expires_at) FROM requests
+		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`,
+		accountID, nanos(now)).Scan(&n, &soonest)
+	if err != nil {
+		return fmt.Errorf("count pending requests: %w", err)
+	}
+	if n < maxPending {
+		return nil
+	}
+	return &countersign.Error{
+		Code: countersign.ELIMIT,
+		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
+			"decide or cancel one, or wait for one to expire, then ask again", n),
+		RetryAfter: fromNanos(soonest.Int64).Sub(now),
+	}
+}
+
+// insertRequest writes r as a new row.
+func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) error {
+	reasons, err := json.Marshal(r.RiskReasons)
+	if err != nil {
+		return fmt.Errorf("encode risk reasons: %w", err)
+	}
+	rctx, err := json.Marshal(r.Context)
+	if err != nil {
+		return fmt.Errorf("encode request context: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
+		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(reasons), string(rctx), r.Status,
+		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
+		nanos(r.ConsumedAt), string(r.Seed))
+	switch {
+	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
+		return countersign.Errorf(countersign.ECONFLICT, "reference code %s is already in use", countersign.FormatReference(r.Reference))
+	case isUnique(err):
+		return countersign.Errorf(countersign.ECONFLICT, "request already exists")
+	case isForeignKey(err):
+		return countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
+	case err != nil:
+		return fmt.Errorf("insert request: %w", err)
+	}
+	return nil
+}
+
+// Request returns a request by id. Errors: ENOTFOUND.
+func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, error) {
+	return getRequest(ctx, db.read, id)
+}
+
+func getRequest(ctx context.Context, q querier, id string) (*countersign.Request, error) {
+	r, err := scanRequest(q.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`, id))
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read request: %w", err)
+	}
+	return r, nil
+}
+
+// Requests lists the requests of f.AccountID, newest first: at most
+// f.Limit of them, 50 when not positive and never more than 500. Errors:
+// EINVALID without an account.
+func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
+	if f.AccountID == "" {
+		return nil, countersign.Errorf(countersign.EINVALID, "an account is required to list requests")
+	}
+	where, args := []string{"account_id = ?"}, []any{f.AccountID}
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	if f.Reference != "" {
+		where, args = append(where, "reference = ?"), append(args, f.Reference)
+	}
+	if f.SessionID != "" {
+		where, args = append(where, "json_extract(context, '$.session_id') = ?"), append(args, f.SessionID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	limit = min(limit, maxListLimit)
+	args = append(args, limit)
+
+	rows, err := db.read.QueryContext(ctx, `SELECT `+requestColumns+` FROM requests
+		WHERE `+strings.Join(where, " AND ")+`
+		ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Request{}
+	for rows.Next() {
+		r, err := scanRequest(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list requests: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list requests: %w", err)
+	}
+	return out, nil
+}
+
+// scanRequest reads one row of requestColumns. It returns sql.ErrNoRows
+// unwrapped, for the caller to turn into ENOTFOUND.
+func scanRequest(s scanner) (*countersign.Request, error) {
+	var r countersign.Request
+	var args, reasons, rctx, seed string
+	var created, expires, decided, autoUntil, consumed int64
+	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
+		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &r.Status,
+		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
+		&consumed, &seed)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(reasons), &r.RiskReasons); err != nil {
+		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(rctx), &r.Context); err != nil {
+		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
+	}
+	r.Arguments, r.Seed = rawJSON(args), rawJSON(seed)
+	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(created), fromNanos(expires), fromNanos(decided)
+	r.AutoApproveUntil, r.ConsumedAt = fromNanos(autoUntil), fromNanos(consumed)
+	return &r, nil
+}
+
+// rawJSON returns stored JSON text, nil for none.
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}

@@ -1,0 +1,197 @@
+package sqlite
+
+import (
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/storetest"
+)
+
+func openTest(t *testing.T, path string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) countersign.Store {
+		return openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	})
+}
+
+// rawDB opens the file beside the store, as an attacker with the file
+// would.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatalf("open raw: %v", err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	return raw
+}
+
+func exec(t *testing.T, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// seed stores an account, a key and n requests, each with its audit entry.
+func seed(t *testing.T, db *DB, n int) {
+	t.Helper()
+	ctx := t.Context()
+	acc := &countersign.Account{Name: "acme", CreatedAt: storetest.Base}
+	if err := db.CreateAccount(ctx, acc); err != nil {
+		t.Fatal(err)
+	}
+	key := &countersign.AgentKey{AccountID: acc.ID, Name: "laptop", Hash: "h", CreatedAt: storetest.Base}
+	if err := db.CreateAgentKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: string(rune('a' + i)), PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		_, _, err := db.CreateRequest(ctx, r, 0, storetest.Base.Add(time.Duration(i)), countersign.AuditEvent{Event: "created", Actor: "key:" + key.ID, Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, db, 3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openTest(t, path)
+	acc, err := db.AccountByName(t.Context(), "acme")
+	if err != nil {
+		t.Fatalf("AccountByName after reopening: %v", err)
+	}
+	reqs, err := db.Requests(t.Context(), countersign.RequestFilter{AccountID: acc.ID})
+	if err != nil || len(reqs) != 3 {
+		t.Fatalf("Requests after reopening: %d, %v; want 3", len(reqs), err)
+	}
+	if problems, n := storetest.Verify(t, db); len(problems) != 0 || n != 3 {
+		t.Errorf("audit after reopening: %d entries, problems %v", n, problems)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	known := migrations()[len(migrations())-1].version
+	exec(t, rawDB(t, path), `INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, known+1)
+
+	_, err = Open(t.Context(), path)
+	want := fmt.Sprintf("database schema version %d is newer than this binary (%d); upgrade countersign", known+1, known)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open of a newer database: %v, want an error containing %q", err, want)
+	}
+}
+
+func TestMigrationsRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	openTest(t, path)
+	db := openTest(t, path) // a second open applies nothing twice
+	var n, max int
+	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &max); err != nil {
+		t.Fatal(err)
+	}
+	if ms := migrations(); n != len(ms) || max != ms[len(ms)-1].version {
+		t.Errorf("schema_migrations: %d rows up to %d, want %d up to %d", n, max, len(ms), ms[len(ms)-1].version)
+	}
+}
+
+func TestWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db := openTest(t, path)
+	for name, pool := range map[string]*sql.DB{"write": db.write, "read": db.read} {
+		var mode string
+		var sync, fk, busy int
+		row := pool.QueryRowContext(t.Context(), `SELECT
+			(SELECT journal_mode FROM pragma_journal_mode), (SELECT synchronous FROM pragma_synchronous),
+			(SELECT foreign_keys FROM pragma_foreign_keys), (SELECT timeout FROM pragma_busy_timeout)`)
+		if err := row.Scan(&mode, &sync, &fk, &busy); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if mode != "wal" || sync != 1 || fk != 1 || busy != 5000 {
+			t.Errorf("%s pool: journal_mode %s, synchronous %d, foreign_keys %d, busy_timeout %d; want wal, 1, 1, 5000", name, mode, sync, fk, busy)
+		}
+	}
+	if _, err := db.read.ExecContext(t.Context(), `DELETE FROM accounts`); err == nil {
+		t.Errorf("the read pool can write")
+	}
+}
+
+func TestAuditTamper(t *testing.T) {
+	tests := []struct {
+		name  string
+		query string
+		want  string
+	}{
+		{"changed detail", `UPDATE audit_log SET detail = '{"x":1}' WHERE seq = 2`, "was changed after it was written"},
+		{"deleted middle row", `DELETE FROM audit_log WHERE seq = 2`, "are missing"},
+		{"deleted last row", `DELETE FROM audit_log WHERE seq = 4`, "recorded head is entry 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "countersign.db")
+			db := openTest(t, path)
+			seed(t, db, 4)
+			if problems, _ := storetest.Verify(t, db); len(problems) != 0 {
+				t.Fatalf("before tampering: %v", problems)
+			}
+			exec(t, rawDB(t, path), tt.query)
+			problems, _ := storetest.Verify(t, db)
+			found := false
+			for _, p := range problems {
+				found = found || strings.Contains(p.Problem, tt.want)
+			}
+			if !found {
+				t.Errorf("problems %v, want one saying %q", problems, tt.want)
+			}
+		})
+	}
+}
+
+func TestPathWithQuestionMark(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "what?#%20")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "countersign.db")
+	openTest(t, path)
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the database is not where asked: %v", err)
+	}
+}

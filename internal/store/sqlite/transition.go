@@ -1,0 +1,196 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// Transition moves a request from one of t.From to t.To while it has not
+// expired at t.Now, opens t.Window with an approval, and writes ev, all in
+// one transaction. The change is one conditional UPDATE, so of two callers
+// racing on the same request exactly one succeeds. A decision sets
+// DecidedAt to t.Now with t.DecidedBy and t.Reason; consumed sets
+// ConsumedAt. Errors: EINVALID, ENOTFOUND, ECONFLICT.
+func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	if len(t.From) == 0 || !t.To.Valid() {
+		return nil, countersign.Errorf(countersign.EINVALID, "a transition needs a known target and at least one source status")
+	}
+	if t.Window != nil && t.To != countersign.StatusApproved {
+		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
+	}
+	var got *countersign.Request
+	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		got, err = transition(ctx, tx, t, ev)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	ok, err := updateStatus(ctx, tx, t)
+	if err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, transitionRefusal(ctx, tx, t)
+	}
+	got, err := getRequest(ctx, tx, t.ID)
+	if err != nil {
+		return nil, err
+	}
+	if t.Window != nil {
+		if err := insertWindow(ctx, tx, got, *t.Window, t.Now); err != nil {
+			return nil, err
+		}
+	}
+	if err := appendAudit(ctx, tx, t.Now, got.AccountID, got.ID, ev); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// isDecision reports whether s is what a human's decision leads to.
+func isDecision(s countersign.Status) bool {
+	switch s {
+	case countersign.StatusApproved, countersign.StatusDenied, countersign.StatusResponded, countersign.StatusStopped:
+		return true
+	}
+	return false
+}
+
+// updateStatus runs the one conditional UPDATE of t and reports whether it
+// changed the request.
+func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (bool, error) {
+	set, args := []string{"status = ?"}, []any{t.To}
+	if isDecision(t.To) {
+		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
+		args = append(args, nanos(t.Now), t.DecidedBy, t.Reason)
+	}
+	if t.To == countersign.StatusConsumed {
+		set, args = append(set, "consumed_at = ?"), append(args, nanos(t.Now))
+	}
+	if !t.ExpiresAt.IsZero() {
+		set, args = append(set, "expires_at = ?"), append(args, nanos(t.ExpiresAt))
+	}
+	if t.Window != nil {
+		set, args = append(set, "auto_approve_until = ?"), append(args, nanos(t.Window.Until))
+	}
+
+	where := []string{"id = ?", "status IN (" + placeholders(len(t.From)) + ")", "expires_at > ?"}
+	args = append(args, t.ID)
+	for _, s := range t.From {
+		args = append(args, s)
+	}
+	args = append(args, nanos(t.Now))
+	if t.KeyID != "" {
+		where, args = append(where, "key_id = ?"), append(args, t.KeyID)
+	}
+	if t.AccountID != "" {
+		where, args = append(where, "account_id = ?"), append(args, t.AccountID)
+	}
+
+	res, err := tx.ExecContext(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+
+		` WHERE `+strings.Join(where, " AND "), args...)
+	if err != nil {
+		return false, fmt.Errorf("update request status: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("update request status: %w", err)
+	}
+	return n == 1, nil
+}
+
+// transitionRefusal explains why the UPDATE of t changed nothing: another
+// key's or account's request does not exist for the caller; any other
+// request is in a state that does not allow the change.
+func transitionRefusal(ctx context.Context, tx *sql.Tx, t countersign.Transition) error {
+	r, err := getRequest(ctx, tx, t.ID)
+	if err != nil {
+		return err
+	}
+	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
+		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	switch {
+	case r.Status == countersign.StatusExpired, r.Expired(t.Now):
+		return countersign.Errorf(countersign.ECONFLICT, "request has expired")
+	case r.Status == countersign.StatusPending:
+		return countersign.Errorf(countersign.ECONFLICT, "request is still pending")
+	}
+	return countersign.Errorf(countersign.ECONFLICT, "request is already %s", r.Status)
+}
+
+// placeholders returns n comma-separated question marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// ExpireRequests marks every live request whose expiry is at or before now
+// (all of them, or only id when id is not empty) as expired, writes an
+// audit entry for each, and returns the ids it expired, sorted.
+func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]string, error) {
+	var ids []string
+	err := db.update(ctx, func(tx *sql.Tx) (err error) {
+		ids, err = expireRequests(ctx, tx, id, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) ([]string, error) {
+	query, args := `UPDATE requests SET status = 'expired'
+		WHERE status IN ('pending', 'approved') AND expires_at <= ?`, []any{nanos(now)}
+	if id != "" {
+		query, args = query+` AND id = ?`, append(args, id)
+	}
+	rows, err := tx.QueryContext(ctx, query+` RETURNING id, account_id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("expire requests: %w", err)
+	}
+	// The UPDATE is done only when its RETURNING rows are all read, so
+	// they are read before any audit entry is written.
+	accounts := map[string]string{}
+	ids := []string{}
+	for rows.Next() {
+		var rid, acc string
+		if err := rows.Scan(&rid, &acc); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("expire requests: %w", err)
+		}
+		accounts[rid] = acc
+		ids = append(ids, rid)
+	}
+	if err := firstErr(rows.Err(), rows.Close()); err != nil {
+		return nil, fmt.Errorf("expire requests: %w", err)
+	}
+	slices.Sort(ids)
+	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
+	for _, rid := range ids {
+		if err := appendAudit(ctx, tx, now, accounts[rid], rid, ev); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

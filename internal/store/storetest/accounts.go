@@ -1,0 +1,173 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+func testAccounts(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	b := &countersign.Account{ID: countersign.NewID("acc_"), Name: "beta", CreatedAt: Base.Add(123 * time.Nanosecond)}
+	a := &countersign.Account{ID: countersign.NewID("acc_"), Name: "alpha", CreatedAt: Base}
+	for _, acc := range []*countersign.Account{b, a} {
+		if err := s.CreateAccount(ctx, acc); err != nil {
+			t.Fatalf("CreateAccount(%s): %v", acc.Name, err)
+		}
+	}
+
+	got, err := s.Account(ctx, b.ID)
+	if err != nil {
+		t.Fatalf("Account: %v", err)
+	}
+	same(t, "Account", got, b)
+	got, err = s.AccountByName(ctx, "alpha")
+	if err != nil {
+		t.Fatalf("AccountByName: %v", err)
+	}
+	same(t, "AccountByName", got, a)
+
+	all, err := s.Accounts(ctx)
+	if err != nil {
+		t.Fatalf("Accounts: %v", err)
+	}
+	same(t, "Accounts", all, []*countersign.Account{a, b})
+
+	err = s.CreateAccount(ctx, &countersign.Account{ID: countersign.NewID("acc_"), Name: "alpha", CreatedAt: Base})
+	wantCode(t, "CreateAccount with a taken name", err, countersign.ECONFLICT)
+	_, err = s.Account(ctx, "acc_missing")
+	wantCode(t, "Account(missing)", err, countersign.ENOTFOUND)
+	_, err = s.AccountByName(ctx, "missing")
+	wantCode(t, "AccountByName(missing)", err, countersign.ENOTFOUND)
+}
+
+func testAgentKeys(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	other := mustAccount(t, s, "other")
+	otherKey := mustKey(t, s, other, "laptop") // the same name in another account is fine
+
+	got, err := s.AgentKeyByHash(ctx, f.key.Hash)
+	if err != nil {
+		t.Fatalf("AgentKeyByHash: %v", err)
+	}
+	same(t, "AgentKeyByHash", got, f.key)
+	if got.Revoked() {
+		t.Errorf("a new key is revoked")
+	}
+	_, err = s.AgentKeyByHash(ctx, sha("unknown"))
+	wantCode(t, "AgentKeyByHash(unknown)", err, countersign.ENOTFOUND)
+
+	keys, err := s.AgentKeys(ctx, f.account.ID)
+	if err != nil {
+		t.Fatalf("AgentKeys: %v", err)
+	}
+	if len(keys) != 2 {
+		t.Fatalf("AgentKeys: got %d keys, want 2", len(keys))
+	}
+	for _, k := range keys {
+		if k.AccountID != f.account.ID {
+			t.Errorf("AgentKeys lists key %s of account %s", k.ID, k.AccountID)
+		}
+	}
+
+	dup := &countersign.AgentKey{ID: countersign.NewID("key_"), AccountID: f.account.ID, Name: "laptop", Hash: sha("x"), CreatedAt: Base}
+	wantCode(t, "CreateAgentKey with a taken name", s.CreateAgentKey(ctx, dup), countersign.ECONFLICT)
+	orphan := &countersign.AgentKey{ID: countersign.NewID("key_"), AccountID: "acc_missing", Name: "x", Hash: sha("y"), CreatedAt: Base}
+	wantCode(t, "CreateAgentKey of a missing account", s.CreateAgentKey(ctx, orphan), countersign.ENOTFOUND)
+
+	testRevoke(t, f, otherKey)
+}
+
+func testRevoke(t *testing.T, f *fixture, otherKey *countersign.AgentKey) {
+	s, ctx := f.s, t.Context()
+	at := Base.Add(time.Hour + 7*time.Nanosecond)
+	if err := s.RevokeAgentKey(ctx, f.account.ID, "laptop", at); err != nil {
+		t.Fatalf("RevokeAgentKey by name: %v", err)
+	}
+	got, err := s.AgentKeyByHash(ctx, f.key.Hash)
+	if err != nil {
+		t.Fatalf("AgentKeyByHash of a revoked key: %v", err)
+	}
+	if !got.Revoked() || !got.RevokedAt.Equal(at) {
+		t.Errorf("revoked key: RevokedAt = %v, want %v", got.RevokedAt, at)
+	}
+	wantCode(t, "RevokeAgentKey twice", s.RevokeAgentKey(ctx, f.account.ID, f.key.ID, at), countersign.ECONFLICT)
+
+	if err := s.RevokeAgentKey(ctx, f.account.ID, f.key2.ID, at); err != nil {
+		t.Fatalf("RevokeAgentKey by id: %v", err)
+	}
+	wantCode(t, "RevokeAgentKey(missing)", s.RevokeAgentKey(ctx, f.account.ID, "nope", at), countersign.ENOTFOUND)
+	wantCode(t, "RevokeAgentKey of another account's key", s.RevokeAgentKey(ctx, f.account.ID, otherKey.ID, at), countersign.ENOTFOUND)
+	got, err = s.AgentKeyByHash(ctx, otherKey.Hash)
+	if err != nil || got.Revoked() {
+		t.Errorf("another account's key named laptop: revoked = %v, err = %v; want untouched", got != nil && got.Revoked(), err)
+	}
+}
+
+func testApprovers(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc1, acc2 := mustAccount(t, s, "one"), mustAccount(t, s, "two")
+	a := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: "$argon2id$v=19$x", CreatedAt: Base}
+	if err := s.CreateApprover(ctx, a); err != nil {
+		t.Fatalf("CreateApprover: %v", err)
+	}
+	got, err := s.ApproverByUsername(ctx, "alice")
+	if err != nil {
+		t.Fatalf("ApproverByUsername: %v", err)
+	}
+	same(t, "ApproverByUsername", got, a)
+	_, err = s.ApproverByUsername(ctx, "bob")
+	wantCode(t, "ApproverByUsername(missing)", err, countersign.ENOTFOUND)
+	dup := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", CreatedAt: Base}
+	wantCode(t, "CreateApprover with a taken username", s.CreateApprover(ctx, dup), countersign.ECONFLICT)
+
+	ids, err := s.Memberships(ctx, a.ID)
+	if err != nil || len(ids) != 0 {
+		t.Fatalf("Memberships before any: %v, %v; want none", ids, err)
+	}
+	for _, acc := range []*countersign.Account{acc1, acc2, acc1} {
+		if err := s.AddMembership(ctx, a.ID, acc.ID, Base); err != nil {
+			t.Fatalf("AddMembership(%s): %v", acc.Name, err)
+		}
+	}
+	ids, err = s.Memberships(ctx, a.ID)
+	if err != nil {
+		t.Fatalf("Memberships: %v", err)
+	}
+	slices.Sort(ids)
+	want := []string{acc1.ID, acc2.ID}
+	slices.Sort(want)
+	same(t, "Memberships", ids, want)
+	wantCode(t, "AddMembership to a missing account", s.AddMembership(ctx, a.ID, "acc_missing", Base), countersign.ENOTFOUND)
+}
+
+func testApproverTokens(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc := mustAccount(t, s, "one")
+	a := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: "h", CreatedAt: Base}
+	if err := s.CreateApprover(ctx, a); err != nil {
+		t.Fatalf("CreateApprover: %v", err)
+	}
+	secret := countersign.NewSecret(countersign.ApproverTokenPrefix)
+	tok := &countersign.ApproverToken{
+		ID: countersign.NewID("tok_"), ApproverID: a.ID, AccountID: acc.ID, Name: "phone",
+		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: Base,
+	}
+	if err := s.CreateApproverToken(ctx, tok); err != nil {
+		t.Fatalf("CreateApproverToken: %v", err)
+	}
+	gotTok, gotApr, err := s.ApproverTokenByHash(ctx, tok.Hash)
+	if err != nil {
+		t.Fatalf("ApproverTokenByHash: %v", err)
+	}
+	same(t, "ApproverTokenByHash token", gotTok, tok)
+	same(t, "ApproverTokenByHash approver", gotApr, a)
+	if gotTok.Revoked() {
+		t.Errorf("a new token is revoked")
+	}
+	_, _, err = s.ApproverTokenByHash(ctx, sha("unknown"))
+	wantCode(t, "ApproverTokenByHash(unknown)", err, countersign.ENOTFOUND)
+}

@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+func testExpireRequests(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	other := mustAccount(t, s, "other")
+	otherKey := mustKey(t, s, other, "x")
+
+	mk := func(key *countersign.AgentKey, name string, ttl time.Duration) *countersign.Request {
+		r := newRequest(key, "Bash", `{"n":"`+name+`"}`, name)
+		r.ExpiresAt = Base.Add(ttl)
+		return create(t, s, r, Base)
+	}
+	p1 := mk(f.key, "p1", time.Minute)
+	p2 := mk(otherKey, "p2", 2*time.Minute)
+	a1 := mk(f.key, "a1", time.Minute)
+	approve(t, s, a1.ID, Base.Add(time.Second))
+	d1 := mk(f.key, "d1", time.Minute)
+	deny(t, s, d1.ID, Base.Add(time.Second))
+	p3 := mk(f.key, "p3", 10*time.Minute)
+	seq, _, _ := s.AuditHead(ctx)
+
+	now := Base.Add(2 * time.Minute)
+	ids, err := s.ExpireRequests(ctx, "", now)
+	if err != nil {
+		t.Fatalf("ExpireRequests: %v", err)
+	}
+	slices.Sort(ids)
+	want := []string{p1.ID, p2.ID, a1.ID}
+	slices.Sort(want)
+	same(t, "expired ids", ids, want)
+	for _, r := range []*countersign.Request{p1, p2, a1} {
+		got, _ := s.Request(ctx, r.ID)
+		if got.Status != countersign.StatusExpired {
+			t.Errorf("%s: status %s, want expired", r.Preview, got.Status)
+		}
+	}
+	for _, r := range []*countersign.Request{d1, p3} {
+		got, _ := s.Request(ctx, r.ID)
+		if got.Status == countersign.StatusExpired {
+			t.Errorf("%s was expired", r.Preview)
+		}
+	}
+
+	// One audit entry per expired request, by the system, at now.
+	entries, err := s.AuditLog(ctx, seq, 100)
+	if err != nil {
+		t.Fatalf("AuditLog: %v", err)
+	}
+	if len(entries) != 3 {
+		t.Fatalf("expiry wrote %d audit entries, want 3", len(entries))
+	}
+	accounts := map[string]string{p1.ID: f.account.ID, p2.ID: other.ID, a1.ID: f.account.ID}
+	for _, e := range entries {
+		if e.Event != "expired" || e.Actor != "system" || e.Detail != "{}" || !e.At.Equal(now) || accounts[e.RequestID] != e.AccountID {
+			t.Errorf("audit entry of an expiry: %+v", e)
+		}
+		delete(accounts, e.RequestID)
+	}
+
+	if ids, err := s.ExpireRequests(ctx, "", now); err != nil || len(ids) != 0 {
+		t.Errorf("ExpireRequests again: %v, %v; want none", ids, err)
+	}
+	// With an id, only that request, and only once it is due (at its
+	// expiry, not after).
+	p4 := mk(f.key, "p4", 10*time.Minute)
+	if ids, err := s.ExpireRequests(ctx, p3.ID, Base.Add(5*time.Minute)); err != nil || len(ids) != 0 {
+		t.Errorf("ExpireRequests(p3) before its expiry: %v, %v; want none", ids, err)
+	}
+	ids, err = s.ExpireRequests(ctx, p3.ID, p3.ExpiresAt)
+	if err != nil || len(ids) != 1 || ids[0] != p3.ID {
+		t.Errorf("ExpireRequests(p3) at its expiry: %v, %v; want [%s]", ids, err, p3.ID)
+	}
+	if got, _ := s.Request(ctx, p4.ID); got.Status != countersign.StatusPending {
+		t.Errorf("ExpireRequests(p3) expired p4 too")
+	}
+}
+
+func testWindows(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	r := create(t, s, newRequest(f.key, "Bash", `{}`, "x"), Base)
+	until := Base.Add(15*time.Minute + 3)
+	w := &countersign.AutoApproveWindow{
+		ID: countersign.NewID("win_"), AccountID: f.account.ID, KeyID: f.key.ID, SessionID: "sess-1",
+		Kind: countersign.KindTool, Action: "Bash", Until: until, CreatedAt: Base.Add(time.Minute), RequestID: r.ID,
+	}
+	got, err := s.Transition(ctx, countersign.Transition{
+		ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice", Window: w,
+	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: `{"auto_approve_minutes":15}`})
+	if err != nil {
+		t.Fatalf("approve with a window: %v", err)
+	}
+	if !got.AutoApproveUntil.Equal(until) {
+		t.Errorf("AutoApproveUntil = %v, want %v", got.AutoApproveUntil, until)
+	}
+
+	found, err := s.ActiveWindow(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", Base.Add(10*time.Minute))
+	if err != nil {
+		t.Fatalf("ActiveWindow: %v", err)
+	}
+	same(t, "ActiveWindow", found, w)
+
+	// The window never widens: every other key, session, kind or action,
+	// and any time from Until on, finds nothing.
+	misses := []struct {
+		what    string
+		key     string
+		session string
+		kind    countersign.Kind
+		action  string
+		now     time.Time
+	}{
+		{"another key", f.key2.ID, "sess-1", countersign.KindTool, "Bash", Base.Add(10 * time.Minute)},
+		{"another session", f.key.ID, "sess-2", countersign.KindTool, "Bash", Base.Add(10 * time.Minute)},
+		{"no session", f.key.ID, "", countersign.KindTool, "Bash", Base.Add(10 * time.Minute)},
+		{"another kind", f.key.ID, "sess-1", countersign.KindMCP, "Bash", Base.Add(10 * time.Minute)},
+		{"another action", f.key.ID, "sess-1", countersign.KindTool, "Write", Base.Add(10 * time.Minute)},
+		{"at Until", f.key.ID, "sess-1", countersign.KindTool, "Bash", until},
+		{"after Until", f.key.ID, "sess-1", countersign.KindTool, "Bash", until.Add(time.Hour)},
+	}
+	for _, m := range misses {
+		_, err := s.ActiveWindow(ctx, m.key, m.session, m.kind, m.action, m.now)
+		wantCode(t, "ActiveWindow for "+m.what, err, countersign.ENOTFOUND)
+	}
+}

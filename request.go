@@ -1,0 +1,175 @@
+package countersign
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Kind says what kind of action a request is about.
+type Kind string
+
+// The kinds of request.
+const (
+	KindRm      Kind = "rm"      // a delete through the safe-rm client
+	KindTool    Kind = "tool"    // a Claude Code tool call
+	KindMCP     Kind = "mcp"     // an MCP tool call through the gateway
+	KindGeneric Kind = "generic" // anything else an agent asks about
+)
+
+// Valid reports whether k is one of the known kinds.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindRm, KindTool, KindMCP, KindGeneric:
+		return true
+	}
+	return false
+}
+
+// Status is where a request is in its lifecycle.
+type Status string
+
+// The statuses of a request. pending moves to exactly one of approved,
+// denied, responded, stopped, expired or cancelled; approved moves to
+// consumed (or expired when it is never used).
+const (
+	StatusPending   Status = "pending"
+	StatusApproved  Status = "approved"
+	StatusDenied    Status = "denied"
+	StatusResponded Status = "responded"
+	StatusStopped   Status = "stopped"
+	StatusExpired   Status = "expired"
+	StatusCancelled Status = "cancelled"
+	StatusConsumed  Status = "consumed"
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusApproved, StatusDenied, StatusResponded,
+		StatusStopped, StatusExpired, StatusCancelled, StatusConsumed:
+		return true
+	}
+	return false
+}
+
+// Live reports whether a request in this status can still change because
+// of time passing: pending and approved requests expire.
+func (s Status) Live() bool { return s == StatusPending || s == StatusApproved }
+
+// DecidedByAutoApprove is the DecidedBy of a request approved by an open
+// auto-approve window rather than by a human.
+const DecidedByAutoApprove = "auto_approve"
+
+// RequestContext is where the agent was when it asked.
+type RequestContext struct {
+	User      string `json:"user,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// Request is one thing awaiting, or having had, a human's decision.
+type Request struct {
+	ID          string
+	AccountID   string
+	KeyID       string // the agent key that asked; only it may see and use the request
+	KeyName     string
+	Reference   string // six characters of ReferenceAlphabet, shown as XXX-XXX
+	Kind        Kind
+	Action      string          // the command or tool name
+	Arguments   json.RawMessage // RFC 8785 canonical JSON
+	ArgsHash    string          // hex SHA-256 of Arguments
+	Preview     string          // what the human sees
+	PreviewHash string          // hex SHA-256 of Preview
+	RiskReasons []string
+	Context     RequestContext
+	Status      Status
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	DecidedAt   time.Time // zero until decided
+	DecidedBy   string    // approver username, or DecidedByAutoApprove
+	Reason      string    // the deny reason or the answer to the agent
+	// AutoApproveUntil is set on an approval that opened an auto-approve
+	// window.
+	AutoApproveUntil time.Time
+	ConsumedAt       time.Time
+	// Seed holds data of the seed-compatible routes (link tokens and the
+	// original payload); the v1 API ignores it.
+	Seed json.RawMessage
+}
+
+// Expired reports whether a live request has passed its expiry at now.
+func (r *Request) Expired(now time.Time) bool {
+	return r.Status.Live() && !now.Before(r.ExpiresAt)
+}
+
+// CreateInput is what an agent asks about.
+type CreateInput struct {
+	Kind        Kind
+	Action      string
+	Arguments   json.RawMessage // any JSON value; canonicalised before hashing
+	Preview     string          // empty: built from the action and arguments
+	RiskReasons []string
+	Context     RequestContext
+	TTL         time.Duration // zero: the server's default
+	Seed        json.RawMessage
+}
+
+// Decision is what a human decides about a pending request.
+type Decision string
+
+// The decisions.
+const (
+	DecisionApprove Decision = "approve"
+	DecisionDeny    Decision = "deny"
+	DecisionRespond Decision = "respond"
+	DecisionStop    Decision = "stop"
+)
+
+// Status returns the status a request takes on this decision.
+func (d Decision) Status() (Status, bool) {
+	switch d {
+	case DecisionApprove:
+		return StatusApproved, true
+	case DecisionDeny:
+		return StatusDenied, true
+	case DecisionRespond:
+		return StatusResponded, true
+	case DecisionStop:
+		return StatusStopped, true
+	}
+	return "", false
+}
+
+// DecisionInput is a decision with its details.
+type DecisionInput struct {
+	Decision Decision
+	// Text is the deny reason, or the answer to the agent for respond.
+	Text string
+	// AutoApproveMinutes, with approve, opens an auto-approve window of 1 to
+	// 60 minutes for the same key, session, kind and action.
+	AutoApproveMinutes int
+}
+
+// RequestFilter selects requests of one account for listing.
+type RequestFilter struct {
+	AccountID string
+	Status    Status // empty: any
+	Reference string // empty: any
+	SessionID string // empty: any
+	Limit     int    // at most this many, newest first
+}
+
+// AutoApproveWindow lets requests of one agent key's session through without
+// asking, until it closes. It never widens beyond its scope.
+type AutoApproveWindow struct {
+	ID        string
+	AccountID string
+	KeyID     string
+	SessionID string
+	Kind      Kind
+	Action    string // empty for kinds that are not scoped to a tool
+	Until     time.Time
+	CreatedAt time.Time
+	RequestID string // the approval that opened it
+}

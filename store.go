@@ -1,0 +1,120 @@
+package countersign
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps accounts, credentials, requests, windows and the audit log.
+// Every method that changes a request writes its audit entry in the same
+// transaction, so the log and the state never disagree. State changes that
+// can race are single conditional statements: of two callers, exactly one
+// succeeds.
+type Store interface {
+	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
+	CreateAccount(ctx context.Context, a *Account) error
+	// Account returns an account by id. Errors: ENOTFOUND.
+	Account(ctx context.Context, id string) (*Account, error)
+	// AccountByName returns an account by name. Errors: ENOTFOUND.
+	AccountByName(ctx context.Context, name string) (*Account, error)
+	// Accounts lists all accounts by name.
+	Accounts(ctx context.Context) ([]*Account, error)
+
+	// CreateAgentKey adds an agent key. Errors: ECONFLICT on a duplicate
+	// name within the account, ENOTFOUND for an unknown account.
+	CreateAgentKey(ctx context.Context, k *AgentKey) error
+	// AgentKeyByHash returns a key, revoked or not, by the hash of its
+	// secret. Errors: ENOTFOUND.
+	AgentKeyByHash(ctx context.Context, hash string) (*AgentKey, error)
+	// AgentKeys lists an account's keys.
+	AgentKeys(ctx context.Context, accountID string) ([]*AgentKey, error)
+	// RevokeAgentKey revokes a key of the account by id or name. Errors:
+	// ENOTFOUND, ECONFLICT if already revoked.
+	RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error
+
+	// CreateApprover adds an approver. Errors: ECONFLICT if the username is
+	// taken.
+	CreateApprover(ctx context.Context, a *Approver) error
+	// ApproverByUsername returns an approver. Errors: ENOTFOUND.
+	ApproverByUsername(ctx context.Context, username string) (*Approver, error)
+	// AddMembership makes an approver a member of an account; adding an
+	// existing membership is not an error. Errors: ENOTFOUND for an unknown
+	// approver or account.
+	AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error
+	// Memberships returns the ids of the accounts an approver belongs to.
+	Memberships(ctx context.Context, approverID string) ([]string, error)
+
+	// CreateApproverToken adds an approver API token. Errors: ENOTFOUND for
+	// an unknown approver or account.
+	CreateApproverToken(ctx context.Context, t *ApproverToken) error
+	// ApproverTokenByHash returns a token, revoked or not, with its
+	// approver. Errors: ENOTFOUND.
+	ApproverTokenByHash(ctx context.Context, hash string) (*ApproverToken, *Approver, error)
+
+	// CreateRequest stores a new request and its audit entry. Before
+	// inserting, in the same transaction, it looks for a live request of
+	// the same key with the same binding (kind, action, argument hash,
+	// preview hash) that has not expired at now and returns that one
+	// instead, with created false. Otherwise, when the account already has
+	// maxPending pending requests that have not expired at now, it fails
+	// with ELIMIT (maxPending <= 0: no limit). A reference code already used by a live request of the
+	// account fails with ECONFLICT so that the caller draws another.
+	CreateRequest(ctx context.Context, r *Request, maxPending int, now time.Time, ev AuditEvent) (got *Request, created bool, err error)
+	// Request returns a request by id. Errors: ENOTFOUND.
+	Request(ctx context.Context, id string) (*Request, error)
+	// Requests lists the requests of f.AccountID, newest first.
+	Requests(ctx context.Context, f RequestFilter) ([]*Request, error)
+
+	// Transition moves a request from one of the statuses in t.From to
+	// t.To, only while it has not expired at t.Now, and writes ev. It
+	// returns the updated request. When the request is not in one of those
+	// statuses or has expired, it fails with ECONFLICT and changes nothing.
+	// Errors: ENOTFOUND, ECONFLICT.
+	Transition(ctx context.Context, t Transition, ev AuditEvent) (*Request, error)
+	// ExpireRequests marks every live request whose expiry is at or before
+	// now (all of them, or only id when id is not empty) as expired, writes
+	// an audit entry for each, and returns the ids it expired.
+	ExpireRequests(ctx context.Context, id string, now time.Time) ([]string, error)
+
+	// ActiveWindow returns the auto-approve window open at now for a key,
+	// session, kind and action. Errors: ENOTFOUND.
+	ActiveWindow(ctx context.Context, keyID, sessionID string, kind Kind, action string, now time.Time) (*AutoApproveWindow, error)
+
+	// AuditLog returns the audit entries with Seq > after, in order, at most
+	// limit of them.
+	AuditLog(ctx context.Context, after int64, limit int) ([]*AuditEntry, error)
+	// AuditHead returns the sequence number and hash of the newest entry as
+	// recorded beside the log (zero and "" when empty).
+	AuditHead(ctx context.Context) (seq int64, hash string, err error)
+
+	// Close releases the store.
+	Close() error
+}
+
+// Transition describes one conditional state change of a request.
+type Transition struct {
+	ID   string
+	From []Status
+	To   Status
+	Now  time.Time
+	// KeyID, when set, must be the key that created the request; another
+	// key's request is ENOTFOUND.
+	KeyID string
+	// AccountID, when set, must be the request's account; another
+	// account's request is ENOTFOUND.
+	AccountID string
+	DecidedBy string
+	Reason    string
+	// ExpiresAt, when not zero, replaces the expiry (an approval keeps a
+	// short grace to be consumed in).
+	ExpiresAt time.Time
+	// Window, when set with an approval, is opened in the same transaction.
+	Window *AutoApproveWindow
+}
+
+// AuditEvent is what happened, to be written to the audit log.
+type AuditEvent struct {
+	Event  string // created, auto_approved, approved, denied, responded, stopped, consumed, cancelled, expired
+	Actor  string // "key:<id>", "approver:<username>", "system"
+	Detail string // a short JSON object with the binding or the reason
+}
