@@ -11,6 +11,8 @@ import (
 // can race are single conditional statements: of two callers, exactly one
 // succeeds.
 type Store interface {
+	SessionStore
+
 	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error
 	// Account returns an account by id. Errors: ENOTFOUND.

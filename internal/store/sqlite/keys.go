@@ -120,7 +120,8 @@ func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverTo
 }
 
 // ApproverTokenByHash returns a token, revoked or not, with its approver.
-// Errors: ENOTFOUND.
+// A token of an approver who left its account is not found. Errors:
+// ENOTFOUND.
 func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
 	var t countersign.ApproverToken
 	var a countersign.Approver
@@ -129,6 +130,7 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 		SELECT t.id, t.approver_id, t.account_id, t.name, t.hash, t.hint, t.created_at, t.revoked_at,
 		       a.id, a.username, a.password_hash, a.created_at
 		FROM approver_tokens t JOIN approvers a ON a.id = t.approver_id
+		JOIN memberships m ON m.approver_id = t.approver_id AND m.account_id = t.account_id
 		WHERE t.hash = ?`, hash).
 		Scan(&t.ID, &t.ApproverID, &t.AccountID, &t.Name, &t.Hash, &t.Hint, &tCreated, &tRevoked,
 			&a.ID, &a.Username, &a.PasswordHash, &aCreated)

@@ -151,6 +151,9 @@ func testApproverTokens(t *testing.T, open Opener) {
 	if err := s.CreateApprover(ctx, a); err != nil {
 		t.Fatalf("CreateApprover: %v", err)
 	}
+	if err := s.AddMembership(ctx, a.ID, acc.ID, Base); err != nil {
+		t.Fatalf("AddMembership: %v", err)
+	}
 	secret := countersign.NewSecret(countersign.ApproverTokenPrefix)
 	tok := &countersign.ApproverToken{
 		ID: countersign.NewID("tok_"), ApproverID: a.ID, AccountID: acc.ID, Name: "phone",
@@ -170,4 +173,11 @@ func testApproverTokens(t *testing.T, open Opener) {
 	}
 	_, _, err = s.ApproverTokenByHash(ctx, sha("unknown"))
 	wantCode(t, "ApproverTokenByHash(unknown)", err, countersign.ENOTFOUND)
+
+	// Leaving the account revokes the approver's tokens there.
+	if err := s.RemoveMembership(ctx, a.ID, acc.ID, Base.Add(time.Minute)); err != nil {
+		t.Fatalf("RemoveMembership: %v", err)
+	}
+	_, _, err = s.ApproverTokenByHash(ctx, tok.Hash)
+	wantCode(t, "ApproverTokenByHash after RemoveMembership", err, countersign.ENOTFOUND)
 }

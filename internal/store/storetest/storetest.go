@@ -55,6 +55,9 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ExpireRequests", testExpireRequests},
 		{"Windows", testWindows},
 		{"AuditChain", testAuditChain},
+		{"Sessions", testSessions},
+		{"Membership", testMembershipRemoval},
+		{"ServerKey", testServerKey},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, Opener(open)) })

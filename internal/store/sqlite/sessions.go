@@ -1,0 +1,233 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// CreateSession implements countersign.SessionStore.
+func (db *DB) CreateSession(ctx context.Context, s *countersign.Session) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO sessions
+			(hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client)
+		if isForeignKey(err) {
+			return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		} else if err != nil {
+			return fmt.Errorf("create session: %w", err)
+		}
+		return nil
+	})
+}
+
+const sessionColumns = `s.hash, s.approver_id, s.account_id, s.created_at, s.expires_at, s.last_seen_at, s.user_agent, s.client`
+
+func scanSession(s scanner, extra ...any) (*countersign.Session, error) {
+	var out countersign.Session
+	var created, expires, seen int64
+	dest := append([]any{&out.Hash, &out.ApproverID, &out.AccountID, &created, &expires, &seen, &out.UserAgent, &out.Client}, extra...)
+	if err := s.Scan(dest...); err != nil {
+		return nil, err
+	}
+	out.CreatedAt, out.ExpiresAt, out.LastSeenAt = fromNanos(created), fromNanos(expires), fromNanos(seen)
+	return &out, nil
+}
+
+// SessionByHash implements countersign.SessionStore. The join on memberships
+// makes a session end the moment its approver leaves the account.
+func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*countersign.Session, *countersign.Approver, error) {
+	var a countersign.Approver
+	var aCreated int64
+	s, err := scanSession(db.read.QueryRowContext(ctx, `
+		SELECT `+sessionColumns+`, a.id, a.username, a.password_hash, a.created_at
+		FROM sessions s
+		JOIN approvers a ON a.id = s.approver_id
+		JOIN memberships m ON m.approver_id = s.approver_id AND m.account_id = s.account_id
+		WHERE s.hash = ? AND s.expires_at > ?`, hash, nanos(now)),
+		&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+	if err == sql.ErrNoRows {
+		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "session not found")
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("read session: %w", err)
+	}
+	a.CreatedAt = fromNanos(aCreated)
+	return s, &a, nil
+}
+
+// TouchSession implements countersign.SessionStore.
+func (db *DB) TouchSession(ctx context.Context, hash string, now time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, nanos(now), hash); err != nil {
+			return fmt.Errorf("touch session: %w", err)
+		}
+		return nil
+	})
+}
+
+// Sessions implements countersign.SessionStore.
+func (db *DB) Sessions(ctx context.Context, approverID string, now time.Time) ([]*countersign.Session, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+sessionColumns+` FROM sessions s
+		WHERE s.approver_id = ? AND s.expires_at > ? ORDER BY s.created_at DESC`, approverID, nanos(now))
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Session{}
+	for rows.Next() {
+		s, err := scanSession(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list sessions: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// SwitchSessionAccount implements countersign.SessionStore.
+func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE sessions SET account_id = ? WHERE hash = ?
+			AND EXISTS (SELECT 1 FROM memberships m WHERE m.approver_id = sessions.approver_id AND m.account_id = ?)`,
+			accountID, hash, accountID)
+		if err != nil {
+			return fmt.Errorf("switch session account: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return countersign.Errorf(countersign.ENOTFOUND, "no such account")
+		}
+		return nil
+	})
+}
+
+// DeleteSession implements countersign.SessionStore.
+func (db *DB) DeleteSession(ctx context.Context, hash string) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+		return nil
+	})
+}
+
+// DeleteSessions implements countersign.SessionStore.
+func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error) {
+	var n int64
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID)
+		if err != nil {
+			return fmt.Errorf("delete sessions: %w", err)
+		}
+		n, _ = res.RowsAffected()
+		return nil
+	})
+	return int(n), err
+}
+
+// SetPassword implements countersign.SessionStore.
+func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE id = ?`, passwordHash, approverID)
+		if err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID); err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		return nil
+	})
+}
+
+// RemoveMembership implements countersign.SessionStore.
+func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID)
+		if err != nil {
+			return fmt.Errorf("remove membership: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return countersign.Errorf(countersign.ENOTFOUND, "the approver is not a member of that account")
+		}
+		for _, q := range []string{
+			`DELETE FROM sessions WHERE approver_id = ? AND account_id = ?`,
+			`UPDATE approver_tokens SET revoked_at = ` + fmt.Sprint(nanos(at)) + ` WHERE approver_id = ? AND account_id = ? AND revoked_at = 0`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, approverID, accountID); err != nil {
+				return fmt.Errorf("remove membership: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// RemoveApprover implements countersign.SessionStore.
+func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM sessions WHERE approver_id = ?`,
+			`DELETE FROM approver_tokens WHERE approver_id = ?`,
+			`DELETE FROM memberships WHERE approver_id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, approverID); err != nil {
+				return fmt.Errorf("remove approver: %w", err)
+			}
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM approvers WHERE id = ?`, approverID)
+		if err != nil {
+			return fmt.Errorf("remove approver: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		}
+		return nil
+	})
+}
+
+// MembershipAccounts implements countersign.SessionStore.
+func (db *DB) MembershipAccounts(ctx context.Context, approverID string) ([]*countersign.Account, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT a.id, a.name, a.created_at FROM accounts a
+		JOIN memberships m ON m.account_id = a.id WHERE m.approver_id = ? ORDER BY a.name`, approverID)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Account{}
+	for rows.Next() {
+		a, err := scanAccount(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list accounts: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ServerKey implements countersign.SessionStore. INSERT OR IGNORE then
+// SELECT makes two processes drawing at once agree on the first.
+func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, error) {
+	var key []byte
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		fresh := make([]byte, size)
+		rand.Read(fresh)
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO server_keys (name, key, created_at) VALUES (?, ?, ?)`,
+			name, fresh, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("server key: %w", err)
+		}
+		return tx.QueryRowContext(ctx, `SELECT key FROM server_keys WHERE name = ?`, name).Scan(&key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(key) != size {
+		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
+	}
+	return key, nil
+}

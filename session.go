@@ -1,0 +1,66 @@
+package countersign
+
+import (
+	"context"
+	"time"
+)
+
+// Session is a browser's proof that an approver signed in. The cookie holds
+// a random id; only its SHA-256 hash is stored, so a stolen database opens
+// no session.
+type Session struct {
+	Hash       string
+	ApproverID string
+	// AccountID is the account whose inbox the session shows; the approver
+	// must still be a member of it, or the session is gone.
+	AccountID  string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	LastSeenAt time.Time
+	UserAgent  string
+	Client     string // the client address at sign-in
+}
+
+// SessionStore keeps browser sessions and the server's keys. It is part of
+// Store.
+type SessionStore interface {
+	// CreateSession stores a session. Errors: ENOTFOUND for an unknown
+	// approver or account.
+	CreateSession(ctx context.Context, s *Session) error
+	// SessionByHash returns a session that has not expired at now, whose
+	// approver is still a member of its account, with that approver.
+	// Errors: ENOTFOUND.
+	SessionByHash(ctx context.Context, hash string, now time.Time) (*Session, *Approver, error)
+	// TouchSession records that a session was used at now.
+	TouchSession(ctx context.Context, hash string, now time.Time) error
+	// Sessions lists an approver's sessions that have not expired at now,
+	// newest first.
+	Sessions(ctx context.Context, approverID string, now time.Time) ([]*Session, error)
+	// SwitchSessionAccount makes a session show another account of its
+	// approver. Errors: ENOTFOUND when the session is gone or the approver
+	// is not a member of the account.
+	SwitchSessionAccount(ctx context.Context, hash, accountID string) error
+	// DeleteSession ends one session; ending a gone session is no error.
+	DeleteSession(ctx context.Context, hash string) error
+	// DeleteSessions ends every session of an approver and returns how many
+	// it ended.
+	DeleteSessions(ctx context.Context, approverID string) (int, error)
+
+	// SetPassword replaces an approver's password hash and ends its
+	// sessions. Errors: ENOTFOUND.
+	SetPassword(ctx context.Context, approverID, passwordHash string) error
+	// RemoveMembership takes an approver out of an account, ending its
+	// sessions and revoking its tokens there. Errors: ENOTFOUND.
+	RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error
+	// RemoveApprover removes an approver with its memberships, sessions and
+	// tokens. Errors: ENOTFOUND.
+	RemoveApprover(ctx context.Context, approverID string) error
+	// MembershipAccounts returns the accounts an approver belongs to, by
+	// name.
+	MembershipAccounts(ctx context.Context, approverID string) ([]*Account, error)
+
+	// ServerKey returns the server's key of that name, drawing and storing
+	// size random bytes the first time, so that every replica uses the
+	// same one.
+	ServerKey(ctx context.Context, name string, size int) ([]byte, error)
+}
