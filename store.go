@@ -75,8 +75,8 @@ type Store interface {
 	Transition(ctx context.Context, t Transition, ev AuditEvent) (*Request, error)
 	// ExpireRequests marks every live request whose expiry is at or before
 	// now (all of them, or only id when id is not empty) as expired, writes
-	// an audit entry for each, and returns the ids it expired.
-	ExpireRequests(ctx context.Context, id string, now time.Time) ([]string, error)
+	// an audit entry for each, and returns those it expired, by id.
+	ExpireRequests(ctx context.Context, id string, now time.Time) ([]Expired, error)
 
 	// ActiveWindow returns the auto-approve window open at now for a key,
 	// session, kind and action. Errors: ENOTFOUND.
@@ -91,6 +91,12 @@ type Store interface {
 
 	// Close releases the store.
 	Close() error
+}
+
+// Expired names a request that ExpireRequests expired.
+type Expired struct {
+	ID        string
+	AccountID string
 }
 
 // Transition describes one conditional state change of a request.

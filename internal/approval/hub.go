@@ -75,3 +75,7 @@ func (h *Hub) Closed() <-chan struct{} { return h.closed }
 
 // Waiters returns how many waits are in progress.
 func (h *Hub) Waiters() int64 { return h.count.Load() }
+
+// AccountTopic is the hub topic rung on every change of an account's
+// requests; the inbox's live updates wait on it.
+func AccountTopic(accountID string) string { return "account:" + accountID }

@@ -13,7 +13,7 @@ import (
 func (s *Service) Get(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
 	r, err := s.store.Request(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, sameNotFound(err)
 	}
 	if r.KeyID != agent.KeyID || r.AccountID != agent.AccountID {
 		return nil, notFound()
@@ -33,7 +33,7 @@ func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*co
 	if err != nil {
 		return nil, err
 	}
-	s.expired(ids, r)
+	s.expired(ids)
 	return s.store.Request(ctx, r.ID)
 }
 
@@ -125,7 +125,7 @@ func (s *Service) Find(ctx context.Context, ap countersign.ApproverPrincipal, id
 	if strings.HasPrefix(idOrRef, "req_") {
 		got, err := s.store.Request(ctx, idOrRef)
 		if err != nil {
-			return nil, err
+			return nil, sameNotFound(err)
 		}
 		r = got
 	} else {
@@ -208,9 +208,10 @@ func (s *Service) transition(ctx context.Context, t countersign.Transition, ev c
 	}
 	r, err := s.store.Transition(ctx, t, ev)
 	if err != nil {
-		return nil, err
+		return nil, sameNotFound(err)
 	}
 	s.hub.Notify(r.ID)
+	s.hub.Notify(AccountTopic(r.AccountID))
 	s.metrics.entered(r)
 	return r, nil
 }
@@ -222,18 +223,15 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.expired(ids, nil)
+	s.expired(ids)
 	return len(ids), nil
 }
 
-func (s *Service) expired(ids []string, r *countersign.Request) {
-	for _, id := range ids {
-		s.hub.Notify(id)
-		kind := countersign.Kind("")
-		if r != nil {
-			kind = r.Kind
-		}
-		s.metrics.requests.Inc(string(kind), string(countersign.StatusExpired))
+func (s *Service) expired(list []countersign.Expired) {
+	for _, e := range list {
+		s.hub.Notify(e.ID)
+		s.hub.Notify(AccountTopic(e.AccountID))
+		s.metrics.requests.Inc("", string(countersign.StatusExpired))
 	}
 }
 
@@ -257,4 +255,14 @@ func (s *Service) RunSweeper(ctx context.Context) {
 
 func notFound() error {
 	return countersign.Errorf(countersign.ENOTFOUND, "no such request")
+}
+
+// sameNotFound gives every not-found of a request one message, whether the
+// request does not exist or belongs to another key or account, so that the
+// answer never tells which.
+func sameNotFound(err error) error {
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return notFound()
+	}
+	return err
 }

@@ -122,6 +122,7 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 			return nil, false, err
 		}
 		if created {
+			s.hub.Notify(AccountTopic(got.AccountID))
 			s.metrics.entered(got)
 			s.log.Info("request created", "request", got.ID, "reference", got.Reference, "kind", got.Kind, "account", got.AccountID, "key", got.KeyID, "status", got.Status)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type serveConfig struct {
 	rateLimit  int
 	logLevel   string
 	logFormat  string
+	proxies    []netip.Prefix
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -61,7 +63,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
 	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit}, svc,
+	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
@@ -83,6 +85,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	ttl := fs.String("request-ttl", envOr(env, "COUNTERSIGN_REQUEST_TTL", "10m"), "how long a request waits for a decision (COUNTERSIGN_REQUEST_TTL)")
 	maxPending := fs.String("max-pending", envOr(env, "COUNTERSIGN_MAX_PENDING", "5"), "requests an account may have waiting at once (COUNTERSIGN_MAX_PENDING)")
 	rate := fs.String("rate-limit", envOr(env, "COUNTERSIGN_RATE_LIMIT", "1200"), "API requests per minute per client address, 0 for none (COUNTERSIGN_RATE_LIMIT)")
+	proxies := fs.String("trusted-proxies", env.Getenv("COUNTERSIGN_TRUSTED_PROXIES"), "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed (COUNTERSIGN_TRUSTED_PROXIES)")
 	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
 	rest, err := parse(fs, args)
@@ -112,7 +115,29 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	if cfg.rateLimit, err = strconv.Atoi(*rate); err != nil || cfg.rateLimit < 0 {
 		return nil, fmt.Errorf("%w: rate limit %q must be a number of requests per minute, 0 for none", ErrUsage, *rate)
 	}
+	if cfg.proxies, err = parseProxies(*proxies); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// parseProxies reads a comma-separated list of addresses and CIDRs.
+func parseProxies(v string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+		} else if a, err := netip.ParseAddr(f); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			return nil, fmt.Errorf("%w: trusted proxy %q must be an address or a CIDR such as 10.0.0.0/8", ErrUsage, f)
+		}
+	}
+	return out, nil
 }
 
 // checkAddr checks that addr is a host (or nothing) and a port number.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -19,7 +18,7 @@ type apiHandler func(w http.ResponseWriter, r *http.Request) error
 // limit per client address.
 func (s *Server) api(h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, retry := s.limiter.allow(clientAddr(r), time.Now()); !ok {
+		if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {
 			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
 				Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry})
 			return
@@ -76,7 +75,7 @@ func (s *Server) approver(h approverHandler) apiHandler {
 }
 
 func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) error {
-	return countersign.Errorf(countersign.ENOTFOUND, "no such route: %s %s", r.Method, "see the API reference in the README")
+	return countersign.Errorf(countersign.ENOTFOUND, "no such route: %s %s; see the API reference in the README", r.Method, r.URL.Path)
 }
 
 // createInput is the body of POST /api/v1/requests.
@@ -97,7 +96,7 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent cou
 	}
 	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
 		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
-		RiskReasons: in.RiskReasons, Context: in.Context, TTL: time.Duration(in.TTLSeconds) * time.Second,
+		RiskReasons: in.RiskReasons, Context: in.Context, TTL: ttl(in.TTLSeconds),
 	})
 	if err != nil {
 		return err
@@ -110,6 +109,14 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent cou
 	return nil
 }
 
+// ttl turns ttl_seconds into a duration without overflow: a number too
+// large for a Duration must stay too large, for the service to refuse, and
+// not wrap around into a short, valid TTL.
+func ttl(seconds int) time.Duration {
+	const limit = 1 << 30 // 34 years: far beyond any TTL, and an int everywhere
+	return time.Duration(min(max(seconds, -limit), limit)) * time.Second
+}
+
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
 	wait, err := s.parseWait(r.URL.Query().Get("wait"))
 	if err != nil {
@@ -120,9 +127,10 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, agent counte
 		// The wait outlives the server's write timeout: give this response
 		// its own deadline.
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		defer cancel()
-		req, err = s.service.Wait(ctx, agent, r.PathValue("id"), wait)
+		// Wait ends itself after wait. A deadline on its context as well
+		// would fail a store read that is in progress when it passes, and
+		// answer 500 instead of the request's state.
+		req, err = s.service.Wait(r.Context(), agent, r.PathValue("id"), wait)
 	} else {
 		req, err = s.service.Get(r.Context(), agent, r.PathValue("id"))
 	}

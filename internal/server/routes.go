@@ -3,6 +3,8 @@ package server
 import (
 	"net/http"
 	"time"
+
+	"github.com/countersign/countersign/internal/web"
 )
 
 // routes lists every route of the server in one place.
@@ -21,6 +23,23 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/requests", s.api(s.approver(s.listRequests)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/decision", s.api(s.approver(s.decideRequest)))
 	mux.HandleFunc("/api/", s.api(s.apiNotFound))
+
+	// The inbox (ADR 0007): pages behind an approver's browser session.
+	mux.HandleFunc("GET /{$}", s.page(func(w http.ResponseWriter, r *http.Request) error {
+		http.Redirect(w, r, "/approvals", http.StatusSeeOther)
+		return nil
+	}))
+	mux.HandleFunc("GET /signin", s.page(s.signinForm))
+	mux.HandleFunc("POST /signin", s.page(s.signin))
+	mux.HandleFunc("POST /signout", s.page(s.signedIn(s.signout)))
+	mux.HandleFunc("GET /sessions", s.page(s.signedIn(s.sessionList)))
+	mux.HandleFunc("POST /sessions/signout-all", s.page(s.signedIn(s.signoutEverywhere)))
+	mux.HandleFunc("POST /account", s.page(s.signedIn(s.switchAccount)))
+	mux.HandleFunc("GET /approvals", s.page(s.signedIn(s.inbox)))
+	mux.HandleFunc("GET /approvals/events", s.page(s.signedIn(s.events)))
+	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
+	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
+	mux.Handle("GET /static/", s.static())
 
 	return s.observe(mux)
 }
@@ -61,4 +80,20 @@ func statusText(code int) string {
 		return "000"
 	}
 	return string([]byte{digits[code/100], digits[code/10%10], digits[code%10]})
+}
+
+// static serves the embedded CSS and script, with the page headers and a
+// day of caching.
+func (s *Server) static() http.Handler {
+	files := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.checkHost(r); err != nil {
+			s.writePageError(w, r, err)
+			return
+		}
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'")
+		files.ServeHTTP(w, r)
+	})
 }

@@ -6,15 +6,19 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/web"
 )
 
 // Config is what the server needs besides its services.
@@ -27,6 +31,12 @@ type Config struct {
 	RatePerMinute int
 	// MaxWait bounds a long poll (default 60 s).
 	MaxWait time.Duration
+	// Store is where sessions and the server's keys live; nil: the
+	// authenticator's store.
+	Store countersign.Store
+	// TrustedProxies are the addresses of reverse proxies whose
+	// X-Forwarded-For names the client.
+	TrustedProxies []netip.Prefix
 }
 
 // Server holds the handlers' dependencies.
@@ -37,6 +47,10 @@ type Server struct {
 	log      *slog.Logger
 	registry *metrics.Registry
 	limiter  *rateLimiter
+	signins  *signinLimiter
+	sessions *approval.Sessions
+	pages    *web.Pages
+	csrfKey  []byte
 	started  time.Time
 
 	httpRequests *metrics.CounterVec
@@ -44,7 +58,8 @@ type Server struct {
 }
 
 // New returns a server. reg is where the service's metrics are registered
-// too, so that /metrics shows both.
+// too, so that /metrics shows both. It panics when a page template is
+// broken, which the tests catch before any release.
 func New(cfg Config, service *approval.Service, auth *approval.Authenticator, reg *metrics.Registry, log *slog.Logger) *Server {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 60 * time.Second
@@ -52,10 +67,25 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	if cfg.PublicURL == nil {
 		cfg.PublicURL = &url.URL{Scheme: "http", Host: "127.0.0.1:8080"}
 	}
+	if cfg.Store == nil {
+		cfg.Store = auth.Store
+	}
+	pages, err := web.Parse()
+	if err != nil {
+		panic(err)
+	}
+	csrfKey, err := cfg.Store.ServerKey(context.Background(), "csrf", 32)
+	if err != nil {
+		panic(fmt.Errorf("read the CSRF key: %w", err))
+	}
 	s := &Server{
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
-		limiter: newRateLimiter(cfg.RatePerMinute),
-		started: time.Now(),
+		limiter:  newRateLimiter(cfg.RatePerMinute),
+		signins:  newSigninLimiter(),
+		sessions: &approval.Sessions{Store: cfg.Store, Clock: countersign.SystemClock{}},
+		pages:    pages,
+		csrfKey:  csrfKey,
+		started:  time.Now(),
 		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
 			"HTTP requests by route and status code.", "route", "code"),
 	}
@@ -101,6 +131,54 @@ func (s *Server) inboxURL(id string) string {
 	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + "/approvals/" + url.PathEscape(id)
 }
 
+// clientAddr is the client's address: the connection's, or, when the
+// connection comes from a trusted proxy, the nearest address in
+// X-Forwarded-For that is not a trusted proxy.
+func (s *Server) clientAddr(r *http.Request) string {
+	if len(s.cfg.TrustedProxies) == 0 {
+		return clientAddr(r)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil || !s.trusted(addr) {
+		return clientAddr(r)
+	}
+	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		if err != nil {
+			break // a garbled header: count the proxy itself
+		}
+		if !s.trusted(a) {
+			return addrKey(a)
+		}
+	}
+	return clientAddr(r)
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// addrKey is the key a limit counts an address under: IPv6 by its /64.
+func addrKey(a netip.Addr) string {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
 // clientAddr is the address a limit counts against: the connection's IP,
 // with IPv6 addresses reduced to their /64, which one client usually holds
 // whole.
@@ -118,4 +196,3 @@ func clientAddr(r *http.Request) string {
 	}
 	return ip.String()
 }
-

@@ -137,8 +137,8 @@ func placeholders(n int) string {
 // ExpireRequests marks every live request whose expiry is at or before now
 // (all of them, or only id when id is not empty) as expired, writes an
 // audit entry for each, and returns the ids it expired, sorted.
-func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]string, error) {
-	var ids []string
+func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]countersign.Expired, error) {
+	var ids []countersign.Expired
 	err := db.update(ctx, func(tx *sql.Tx) (err error) {
 		ids, err = expireRequests(ctx, tx, id, now)
 		return err
@@ -149,7 +149,7 @@ func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]s
 	return ids, nil
 }
 
-func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) ([]string, error) {
+func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) ([]countersign.Expired, error) {
 	query, args := `UPDATE requests SET status = 'expired'
 		WHERE status IN ('pending', 'approved') AND expires_at <= ?`, []any{nanos(now)}
 	if id != "" {
@@ -177,12 +177,14 @@ func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) (
 	}
 	slices.Sort(ids)
 	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
+	out := make([]countersign.Expired, 0, len(ids))
 	for _, rid := range ids {
 		if err := appendAudit(ctx, tx, now, accounts[rid], rid, ev); err != nil {
 			return nil, err
 		}
+		out = append(out, countersign.Expired{ID: rid, AccountID: accounts[rid]})
 	}
-	return ids, nil
+	return out, nil
 }
 
 // firstErr returns the first non-nil error.

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// requestView is a request as the pages show it.
+type requestView struct {
+	ID, Ref, Kind, Action, Preview, Key, Status string
+	Reasons                                     []string
+	Ctx                                         countersign.RequestContext
+	Arguments                                   string
+	CreatedAt, ExpiresAt, DecidedAt             time.Time
+	DecidedBy, Text                             string
+	Pending                                     bool
+}
+
+func viewOf(r *countersign.Request) *requestView {
+	v := &requestView{
+		ID: r.ID, Ref: countersign.FormatReference(r.Reference), Kind: string(r.Kind), Action: r.Action,
+		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: r.RiskReasons, Ctx: r.Context,
+		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, DecidedBy: r.DecidedBy,
+		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
+	}
+	if len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
+		var a any
+		if json.Unmarshal(r.Arguments, &a) == nil {
+			b, _ := json.MarshalIndent(a, "", "  ")
+			v.Arguments = string(b)
+		}
+	}
+	return v
+}
+
+// inboxPage is the data of the inbox.
+type inboxPage struct {
+	pageBase
+	Pending []*requestView
+	History []*requestView
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error {
+	base, err := s.base(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	list, err := s.service.List(r.Context(), b.approver, countersign.RequestFilter{Limit: 100})
+	if err != nil {
+		return err
+	}
+	p := inboxPage{pageBase: base}
+	p.Live = "inbox"
+	for _, req := range list {
+		if req.Status == countersign.StatusPending {
+			p.Pending = append(p.Pending, viewOf(req))
+		} else {
+			p.History = append(p.History, viewOf(req))
+		}
+	}
+	return s.render(w, http.StatusOK, "inbox", p)
+}
+
+// requestPage is the data of a request's page.
+type requestPage struct {
+	pageBase
+	R             *requestView
+	Error         string
+	WindowMinutes []int
+}
+
+var windowMinutes = []int{5, 15, 30, 60}
+
+func (s *Server) requestDetail(w http.ResponseWriter, r *http.Request, b *browser) error {
+	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.renderRequest(w, r, b, http.StatusOK, req, "")
+}
+
+func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browser, status int, req *countersign.Request, msg string) error {
+	base, err := s.base(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes}
+	if p.R.Pending {
+		p.Live = "request"
+	}
+	return s.render(w, status, "request", p)
+}
+
+// decide takes a decision from the request's page. A conflict (someone
+// decided first, or it expired) shows the page again with what happened.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, b *browser) error {
+	d := countersign.DecisionInput{Decision: countersign.Decision(r.PostFormValue("decision")), Text: r.PostFormValue("text")}
+	if v := r.PostFormValue("auto_approve_minutes"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return countersign.Errorf(countersign.EINVALID, "Choose how many minutes to approve for.")
+		}
+		d.AutoApproveMinutes = n
+	}
+	req, err := s.service.Decide(r.Context(), b.approver, r.PathValue("id"), d)
+	switch countersign.ErrorCode(err) {
+	case "":
+		http.Redirect(w, r, "/approvals/"+req.ID, http.StatusSeeOther)
+		return nil
+	case countersign.ECONFLICT, countersign.EINVALID:
+		cur, ferr := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+		if ferr != nil {
+			return ferr
+		}
+		status := http.StatusConflict
+		if countersign.ErrorCode(err) == countersign.EINVALID {
+			status = http.StatusBadRequest
+		}
+		return s.renderRequest(w, r, b, status, cur, countersign.ErrorMessage(err)+".")
+	}
+	return err
+}
+
+// events streams "changed" to the inbox whenever a request of the session's
+// account changes, as server-sent events. The page reloads on it; the hub
+// only rings, so nothing about any request travels here.
+func (s *Server) events(w http.ResponseWriter, r *http.Request, b *browser) error {
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's write timeout; it ends by itself
+	// after a while and the browser reconnects.
+	const streamFor = 10 * time.Minute
+	rc.SetWriteDeadline(time.Now().Add(streamFor + 10*time.Second))
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 3000\n\n")
+	rc.Flush()
+
+	hub := s.service.Hub()
+	end := time.NewTimer(streamFor)
+	defer end.Stop()
+	beat := time.NewTicker(25 * time.Second)
+	defer beat.Stop()
+	topic := approval.AccountTopic(b.session.AccountID)
+	for {
+		ch, stop := hub.Subscribe(topic)
+		select {
+		case <-ch:
+			fmt.Fprint(w, "event: changed\ndata: {}\n\n")
+		case <-beat.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		case <-end.C:
+			stop()
+			return nil
+		case <-r.Context().Done():
+			stop()
+			return nil
+		case <-hub.Closed():
+			stop()
+			return nil
+		}
+		stop()
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+	}
+}

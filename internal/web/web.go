@@ -1,0 +1,118 @@
+// Package web holds the inbox's pages and static files, embedded in the
+// binary and parsed at start-up, so that a broken template fails at boot and
+// not in front of a user.
+package web
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"strings"
+	"time"
+	"unicode"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Static returns the static files (CSS and the one script), served under
+// /static/.
+func Static() fs.FS {
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		panic(err) // the embed pattern guarantees the folder
+	}
+	return sub
+}
+
+// Pages are the parsed templates, one per page, each with the layout.
+type Pages struct {
+	pages map[string]*template.Template
+}
+
+// Parse parses every page. It fails when a template is broken.
+func Parse() (*Pages, error) {
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("parse layout: %w", err)
+	}
+	names, err := fs.Glob(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, err
+	}
+	p := &Pages{pages: make(map[string]*template.Template)}
+	for _, n := range names {
+		name := strings.TrimPrefix(n, "templates/")
+		if name == "layout.html" {
+			continue
+		}
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, n)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", name, err)
+		}
+		p.pages[strings.TrimSuffix(name, ".html")] = t
+	}
+	return p, nil
+}
+
+// Render writes a page. It renders into a buffer first, so that a failing
+// template never sends half a page.
+func (p *Pages) Render(w io.Writer, page string, data any) error {
+	t, ok := p.pages[page]
+	if !ok {
+		return fmt.Errorf("no page %q", page)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", data); err != nil {
+		return fmt.Errorf("render %s: %w", page, err)
+	}
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+var funcs = template.FuncMap{
+	"visible":  Visible,
+	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"lines":    firstLines,
+	"hasLines": func(s string, n int) bool { return strings.Count(s, "\n") >= n },
+}
+
+// Visible makes control characters visible: an ANSI escape sequence or a
+// carriage return in a command is shown as \x1b or \r rather than passed to
+// the page, where it could hide what follows. Newlines and tabs stay.
+func Visible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\n' || r == '\t':
+			b.WriteRune(r)
+		case r == unicode.ReplacementChar:
+			b.WriteString(`\ufffd`)
+		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// firstLines returns the first n lines of s.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "\n")
+}
