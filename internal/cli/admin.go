@@ -148,9 +148,12 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 }
 
 func runApprover(ctx context.Context, env *Env, args []string) error {
-	sub, args, err := subcommand(args, "create")
+	sub, args, err := subcommand(args, "create", "passwd", "remove")
 	if err != nil {
 		return err
+	}
+	if sub != "create" {
+		return runApproverChange(ctx, env, sub, args)
 	}
 	fs := newFlags(env, "approver "+sub)
 	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")

@@ -30,10 +30,13 @@ type approverConfig struct {
 // config file.
 func approverClient(env *Env, server, token string) (*client.Client, error) {
 	var file approverConfig
-	if dir, err := os.UserConfigDir(); err == nil {
-		if xdg := env.Getenv("XDG_CONFIG_HOME"); xdg != "" {
-			dir = xdg
-		}
+	// XDG_CONFIG_HOME comes from env first, so that it counts even when the
+	// process has no HOME (os.UserConfigDir fails then).
+	dir, err := env.Getenv("XDG_CONFIG_HOME"), error(nil)
+	if dir == "" {
+		dir, err = os.UserConfigDir()
+	}
+	if err == nil {
 		path := filepath.Join(dir, "countersign", "approver.toml")
 		if _, err := toml.DecodeFile(path, &file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("read %s: %w", path, err)

@@ -46,13 +46,15 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer store.Close()
 
-	if err := firstStart(ctx, env, store); err != nil {
-		return err
-	}
-
+	// Listen before the first start, so that a taken port fails before any
+	// secret is printed.
 	ln, err := net.Listen("tcp", cfg.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s (set COUNTERSIGN_ADDR or --addr): %w", cfg.addr, err)
+	}
+	if err := firstStart(ctx, env, store); err != nil {
+		ln.Close()
+		return err
 	}
 	public, err := publicURL(cfg.publicURL, ln.Addr().String())
 	if err != nil {
@@ -156,7 +158,7 @@ func publicURL(configured, listening string) (*url.URL, error) {
 		return &url.URL{Scheme: "http", Host: listening}, nil
 	}
 	u, err := url.Parse(strings.TrimRight(configured, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return nil, fmt.Errorf("%w: COUNTERSIGN_PUBLIC_URL %q must be an http or https URL such as https://approve.example.com", ErrUsage, configured)
 	}
 	return u, nil

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestKill9Durability: a server killed with SIGKILL loses no request and no
+// decision; agents that retry their wait against the restarted server get
+// the right answer.
+func TestKill9Durability(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	s := b.serve()
+	fs := s.parseFirstStart()
+	token := jsonObject(t, b.mustRun(b.env(), "token", "create", "--data", b.data, "--approver", "admin", "--json"), "id", "token")["token"]
+
+	pending := s.createRequest(fs.key, "pending one")
+	approved := s.createRequest(fs.key, "approved one")
+	denied := s.createRequest(fs.key, "denied one")
+	consumed := s.createRequest(fs.key, "consumed one")
+	decide := func(r apiRequest, body, want string) {
+		t.Helper()
+		got := expectRequest(t, http.StatusOK, "POST", s.URL+"/api/v1/requests/"+r.Reference+"/decision", token, body)
+		if got.Status != want || got.ID != r.ID {
+			t.Fatalf("decision on %s: %+v, want %s", r.Reference, got, want)
+		}
+	}
+	decide(approved, `{"decision":"approve"}`, "approved")
+	decide(denied, `{"decision":"deny","text":"not on a Friday"}`, "denied")
+	decide(consumed, `{"decision":"approve"}`, "approved")
+	expectRequest(t, http.StatusOK, "POST", s.URL+"/api/v1/requests/"+consumed.ID+"/consume", fs.key, "")
+
+	st := s.stop(syscall.SIGKILL)
+	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the server was not killed by SIGKILL: %v", st)
+	}
+
+	s2 := b.serve()
+	get := func(r apiRequest, wait string) apiRequest {
+		t.Helper()
+		return expectRequest(t, http.StatusOK, "GET", s2.URL+"/api/v1/requests/"+r.ID+"?wait="+wait, fs.key, "")
+	}
+	// A pending request is still pending: the retried wait holds, then
+	// answers pending.
+	start := time.Now()
+	if got := get(pending, "1s"); got.Status != "pending" || got.Reference != pending.Reference {
+		t.Errorf("pending request after kill -9: %+v", got)
+	}
+	if held := time.Since(start); held < 900*time.Millisecond {
+		t.Errorf("the wait on a pending request returned after %v, want it held about 1 s", held)
+	}
+	// An approved request is approved at once, and usable exactly once.
+	if got := get(approved, "30s"); got.Status != "approved" || got.DecidedBy != "admin" {
+		t.Errorf("approved request after kill -9: %+v", got)
+	}
+	if got := expectRequest(t, http.StatusOK, "POST", s2.URL+"/api/v1/requests/"+approved.ID+"/consume", fs.key, ""); got.Status != "consumed" {
+		t.Errorf("consume after kill -9: %+v", got)
+	}
+	expectError(t, http.StatusConflict, "conflict", "POST", s2.URL+"/api/v1/requests/"+approved.ID+"/consume", fs.key, "")
+	if got := get(denied, "30s"); got.Status != "denied" || got.Text != "not on a Friday" {
+		t.Errorf("denied request after kill -9: %+v", got)
+	}
+	expectError(t, http.StatusConflict, "conflict", "POST", s2.URL+"/api/v1/requests/"+denied.ID+"/consume", fs.key, "")
+	if got := get(consumed, "30s"); got.Status != "consumed" {
+		t.Errorf("consumed request after kill -9: %+v", got)
+	}
+	expectError(t, http.StatusConflict, "conflict", "POST", s2.URL+"/api/v1/requests/"+consumed.ID+"/consume", fs.key, "")
+
+	// The approver sees every one with its status, and can still decide
+	// the pending one.
+	approver := b.env("COUNTERSIGN_URL="+s2.URL, "COUNTERSIGN_TOKEN="+token)
+	all := b.mustRun(approver, "list", "--status", "all")
+	for ref, status := range map[string]string{
+		pending.Reference: "pending", approved.Reference: "consumed", denied.Reference: "denied", consumed.Reference: "consumed",
+	} {
+		if !regexp.MustCompile(`(?m)^` + ref + `\s+` + status + `\s`).MatchString(all) {
+			t.Errorf("list --status all lacks %s %s:\n%s", ref, status, all)
+		}
+	}
+	if out := b.mustRun(approver, "approve", pending.Reference); out != pending.Reference+" approved: pending one\n" {
+		t.Errorf("approve after restart printed %q", out)
+	}
+	if got := get(pending, "30s"); got.Status != "approved" {
+		t.Errorf("the pending request after its approval: %+v", got)
+	}
+	s2.stopClean()
+	if out := s2.stdout.String(); out != "" {
+		t.Errorf("the restart printed on stdout:\n%s", out)
+	}
+	assertNoSecrets(t, s.stderr.String()+s2.stderr.String(), fs.password, fs.key, token)
+
+	// Nothing the kill interrupted broke the audit chain.
+	if out := b.mustRun(b.env(), "audit", "verify", "--data", b.data); !strings.HasPrefix(out, "audit log intact: ") {
+		t.Errorf("audit verify after kill -9: %q", out)
+	}
+}
+
+// TestGracefulShutdown: on SIGTERM a held long poll is answered at once with
+// the request's current state, and the server exits 0.
+func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	s := b.serve()
+	fs := s.parseFirstStart()
+	r := s.createRequest(fs.key, "wait for me")
+
+	poll := longPoll(s.URL+"/api/v1/requests/"+r.ID+"?wait=50s", fs.key, 60*time.Second)
+	s.waitWaiters(1)
+
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// 15 s is a failure bound only: the answer comes at once.
+	select {
+	case p := <-poll:
+		if p.err != nil || p.code != http.StatusOK || !strings.Contains(string(p.body), `"status":"pending"`) || !strings.Contains(string(p.body), r.ID) {
+			t.Errorf("the long poll at shutdown answered %d %s (%v), want 200 pending", p.code, p.body, p.err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the long poll was not answered within 15 s of SIGTERM")
+	}
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the server did not exit within 15 s of SIGTERM\nstderr: %s", s.stderr)
+	}
+	if code := s.state.ExitCode(); code != 0 {
+		t.Errorf("exit %d after SIGTERM, want 0\nstderr: %s", code, s.stderr)
+	}
+	if !strings.Contains(s.stderr.String(), `msg="countersign stopped"`) {
+		t.Errorf("the log lacks the stop line:\n%s", s.stderr)
+	}
+	assertNoSecrets(t, s.stderr.String(), fs.password, fs.key)
+}

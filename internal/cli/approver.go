@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// runApproverChange is "approver passwd" and "approver remove". A new
+// password ends the approver's browser sessions; removal ends its sessions
+// and tokens, in one account (--account) or everywhere.
+func runApproverChange(ctx context.Context, env *Env, sub string, args []string) error {
+	fs := newFlags(env, "approver "+sub)
+	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	username := fs.String("username", "", "the approver's username")
+	account := fs.String("account", "", "remove: only from this account")
+	stdin := fs.Bool("password-stdin", false, "passwd: read the new password from standard input instead of generating one")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *username == "" || len(rest) > 0 {
+		return fmt.Errorf("%w: countersign approver %s --username U", ErrUsage, sub)
+	}
+	store, err := openStore(ctx, dataDir(env, *data))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ap, err := store.ApproverByUsername(ctx, *username)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "passwd":
+		password, generated := approval.NewPassword(), true
+		if *stdin {
+			line, err := bufio.NewReader(env.Stdin).ReadString('\n')
+			if err != nil && line == "" {
+				return fmt.Errorf("read the password from standard input: %w", err)
+			}
+			password, generated = strings.TrimRight(line, "\r\n"), false
+		}
+		if len(password) < 10 {
+			return fmt.Errorf("the password must be at least 10 characters")
+		}
+		if err := store.SetPassword(ctx, ap.ID, approval.HashPassword(password)); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "new password for %s; its browser sessions have ended\n", ap.Username)
+		if generated {
+			fmt.Fprintf(env.Stdout, "password (shown once): %s\n", password)
+		}
+	case "remove":
+		if *account != "" {
+			acc, err := store.AccountByName(ctx, *account)
+			if err != nil {
+				return err
+			}
+			if err := store.RemoveMembership(ctx, ap.ID, acc.ID, time.Now().UTC()); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "removed %s from account %s; its sessions and tokens there have ended\n", ap.Username, acc.Name)
+			return nil
+		}
+		if err := store.RemoveApprover(ctx, ap.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed approver %s with its sessions and tokens\n", ap.Username)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// TestApproverPasswdRemove covers the life of an approver from the command
+// line: a new password works and ends the old sessions; removal from one
+// account ends what it had there; removal everywhere ends the rest.
+func TestApproverPasswdRemove(t *testing.T) {
+	dir := t.TempDir()
+	run := func(stdin string, args ...string) (int, string) {
+		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
+		env.Stdin = strings.NewReader(stdin)
+		code := Run(t.Context(), env, args)
+		return code, stdout.String() + stderr.String()
+	}
+	for _, args := range [][]string{
+		{"account", "create", "one"}, {"account", "create", "two"},
+	} {
+		if code, out := run("", args...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, out)
+		}
+	}
+	if code, out := run("first-password\n", "approver", "create", "--account", "one", "--username", "ann", "--password-stdin"); code != 0 {
+		t.Fatalf("approver create: %d %s", code, out)
+	}
+	if code, out := run("", "approver", "create", "--account", "two", "--username", "ann"); code != 0 {
+		t.Fatalf("approver create in a second account: %d %s", code, out)
+	}
+
+	store, err := openStore(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sessions := &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	oldID, _, err := sessions.SignIn(t.Context(), "ann", "first-password", "192.0.2.1", "test")
+	if err != nil {
+		t.Fatalf("sign in with the first password: %v", err)
+	}
+
+	if code, out := run("second-password\n", "approver", "passwd", "--username", "ann", "--password-stdin"); code != 0 || !strings.Contains(out, "sessions have ended") {
+		t.Fatalf("approver passwd: %d %s", code, out)
+	}
+	if _, _, err := sessions.Session(t.Context(), oldID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Fatalf("session after passwd: %v, want not found", err)
+	}
+	if _, err := signIn(t, sessions, "first-password"); err == nil {
+		t.Fatal("the old password still signs in")
+	}
+	id, err := signIn(t, sessions, "second-password")
+	if err != nil {
+		t.Fatalf("sign in with the new password: %v", err)
+	}
+	if code, out := run("", "approver", "passwd", "--username", "ann", "--password-stdin"); code != 1 {
+		t.Fatalf("approver passwd with an empty password: %d %s", code, out)
+	}
+
+	// The session opened in account one; leaving account one ends it.
+	if code, out := run("", "approver", "remove", "--username", "ann", "--account", "one"); code != 0 {
+		t.Fatalf("approver remove --account one: %d %s", code, out)
+	}
+	if _, _, err := sessions.Session(t.Context(), id); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Fatalf("session in the account left: %v, want not found", err)
+	}
+	if code, out := run("", "approver", "remove", "--username", "ann"); code != 0 {
+		t.Fatalf("approver remove: %d %s", code, out)
+	}
+	if _, err := store.ApproverByUsername(t.Context(), "ann"); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Fatalf("approver after remove: %v", err)
+	}
+	if code, _ := run("", "approver", "remove", "--username", "ann"); code != 1 {
+		t.Fatalf("removing a removed approver exited %d, want 1", code)
+	}
+}
+
+func signIn(t *testing.T, s *approval.Sessions, password string) (string, error) {
+	id, _, err := s.SignIn(t.Context(), "ann", password, "192.0.2.1", "test")
+	return id, err
+}

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testEnv is an Env with the given variables and captured streams.
+func testEnv(vars map[string]string) (*Env, *bytes.Buffer, *bytes.Buffer) {
+	var stdout, stderr bytes.Buffer
+	return &Env{
+		Stdin:  strings.NewReader(""),
+		Stdout: &stdout,
+		Stderr: &stderr,
+		Getenv: func(k string) string { return vars[k] },
+	}, &stdout, &stderr
+}
+
+func TestParseServeDefaults(t *testing.T) {
+	env, _, _ := testEnv(nil)
+	cfg, err := parseServe(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := serveConfig{addr: "127.0.0.1:8080", data: "countersign-data", ttl: 10 * time.Minute,
+		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text"}
+	if !reflect.DeepEqual(*cfg, want) {
+		t.Errorf("defaults %+v, want %+v", *cfg, want)
+	}
+}
+
+func TestParseServeEnvAndFlags(t *testing.T) {
+	vars := map[string]string{
+		"COUNTERSIGN_ADDR":            "0.0.0.0:9000",
+		"COUNTERSIGN_DATA":            "/var/lib/countersign",
+		"COUNTERSIGN_PUBLIC_URL":      "https://approve.example.com/",
+		"COUNTERSIGN_REQUEST_TTL":     "90s",
+		"COUNTERSIGN_MAX_PENDING":     "20",
+		"COUNTERSIGN_RATE_LIMIT":      "0",
+		"COUNTERSIGN_LOG_LEVEL":       "debug",
+		"COUNTERSIGN_LOG_FORMAT":      "json",
+		"COUNTERSIGN_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7,::1",
+	}
+	env, _, _ := testEnv(vars)
+	cfg, err := parseServe(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
+		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json"}
+	var proxies []string
+	for _, p := range cfg.proxies {
+		proxies = append(proxies, p.String())
+	}
+	if want := []string{"10.0.0.0/8", "192.168.1.7/32", "::1/128"}; !slices.Equal(proxies, want) {
+		t.Errorf("trusted proxies %q, want %q", proxies, want)
+	}
+	cfg.proxies = nil
+	if !reflect.DeepEqual(*cfg, want) {
+		t.Errorf("from the environment %+v, want %+v", *cfg, want)
+	}
+
+	// A flag wins over its variable.
+	cfg, err = parseServe(env, []string{"--addr", "127.0.0.1:0", "--request-ttl", "24h", "--data", "d", "--max-pending", "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.addr != "127.0.0.1:0" || cfg.ttl != 24*time.Hour || cfg.data != "d" || cfg.maxPending != 1 || cfg.rateLimit != 0 {
+		t.Errorf("flags over the environment: %+v", *cfg)
+	}
+}
+
+func TestParseServeBadValues(t *testing.T) {
+	tests := []struct {
+		name  string
+		vars  map[string]string
+		args  []string
+		wantM string // in the message
+	}{
+		{"ttl word", map[string]string{"COUNTERSIGN_REQUEST_TTL": "soon"}, nil, `request TTL "soon"`},
+		{"ttl no unit", map[string]string{"COUNTERSIGN_REQUEST_TTL": "600"}, nil, `request TTL "600"`},
+		{"ttl too short", map[string]string{"COUNTERSIGN_REQUEST_TTL": "9s"}, nil, `request TTL "9s"`},
+		{"ttl too long", map[string]string{"COUNTERSIGN_REQUEST_TTL": "24h1s"}, nil, `request TTL "24h1s"`},
+		{"ttl negative", map[string]string{"COUNTERSIGN_REQUEST_TTL": "-10m"}, nil, `request TTL "-10m"`},
+		{"ttl flag", nil, []string{"--request-ttl", "0"}, `request TTL "0"`},
+		{"addr no port", map[string]string{"COUNTERSIGN_ADDR": "127.0.0.1"}, nil, `listen address "127.0.0.1"`},
+		{"addr word", map[string]string{"COUNTERSIGN_ADDR": "localhost:http-alt"}, nil, `listen address "localhost:http-alt"`},
+		{"addr port too big", map[string]string{"COUNTERSIGN_ADDR": "127.0.0.1:70000"}, nil, `listen address "127.0.0.1:70000"`},
+		{"addr flag", nil, []string{"--addr", "nonsense"}, `listen address "nonsense"`},
+		{"public url no scheme", map[string]string{"COUNTERSIGN_PUBLIC_URL": "approve.example.com"}, nil, "COUNTERSIGN_PUBLIC_URL"},
+		{"public url ftp", map[string]string{"COUNTERSIGN_PUBLIC_URL": "ftp://approve.example.com"}, nil, "must be an http or https URL"},
+		{"public url no host", map[string]string{"COUNTERSIGN_PUBLIC_URL": "https://"}, nil, "must be an http or https URL"},
+		{"public url query", map[string]string{"COUNTERSIGN_PUBLIC_URL": "https://a.example?x=1"}, nil, "must be an http or https URL"},
+		{"public url fragment", map[string]string{"COUNTERSIGN_PUBLIC_URL": "https://a.example/#x"}, nil, "must be an http or https URL"},
+		{"public url flag", nil, []string{"--public-url", "://"}, "must be an http or https URL"},
+		{"max pending zero", map[string]string{"COUNTERSIGN_MAX_PENDING": "0"}, nil, `max pending "0"`},
+		{"max pending word", map[string]string{"COUNTERSIGN_MAX_PENDING": "lots"}, nil, `max pending "lots"`},
+		{"rate limit negative", map[string]string{"COUNTERSIGN_RATE_LIMIT": "-1"}, nil, `rate limit "-1"`},
+		{"proxy word", map[string]string{"COUNTERSIGN_TRUSTED_PROXIES": "10.0.0.1,proxy.local"}, nil, `trusted proxy "proxy.local"`},
+		{"proxy bad cidr", nil, []string{"--trusted-proxies", "10.0.0.0/33"}, `trusted proxy "10.0.0.0/33"`},
+		{"unknown flag", nil, []string{"--port", "80"}, "flag provided but not defined: -port"},
+		{"argument", nil, []string{"now"}, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env, _, _ := testEnv(tt.vars)
+			cfg, err := parseServe(env, tt.args)
+			if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), tt.wantM) {
+				t.Errorf("parseServe = %+v, %v; want a usage error with %q", cfg, err, tt.wantM)
+			}
+		})
+	}
+}
+
+// TestServeUsageErrorTouchesNothing: a bad setting exits 2 with a message
+// before the data directory is created or a secret printed.
+func TestServeUsageErrorTouchesNothing(t *testing.T) {
+	for _, vars := range []map[string]string{
+		{"COUNTERSIGN_REQUEST_TTL": "soon"},
+		{"COUNTERSIGN_ADDR": "127.0.0.1"},
+		{"COUNTERSIGN_PUBLIC_URL": "approve.example.com"},
+		{"COUNTERSIGN_LOG_LEVEL": "loud"},
+		{"COUNTERSIGN_LOG_FORMAT": "xml"},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		vars["COUNTERSIGN_DATA"] = data
+		vars["COUNTERSIGN_ADDR"] = cmp.Or(vars["COUNTERSIGN_ADDR"], "127.0.0.1:0")
+		env, stdout, stderr := testEnv(vars)
+		if code := Run(context.Background(), env, []string{"serve"}); code != 2 {
+			t.Errorf("serve with %v: exit %d, want 2; stderr %q", vars, code, stderr)
+		}
+		if !strings.HasPrefix(stderr.String(), "countersign serve: usage: ") || stdout.Len() != 0 {
+			t.Errorf("serve with %v: stdout %q, stderr %q", vars, stdout, stderr)
+		}
+		if _, err := os.Stat(data); !os.IsNotExist(err) {
+			t.Errorf("serve with %v created the data directory (stat: %v)", vars, err)
+		}
+	}
+}
+
+func TestPublicURL(t *testing.T) {
+	tests := []struct{ configured, listening, want string }{
+		{"", "127.0.0.1:43210", "http://127.0.0.1:43210"},
+		{"", "[::1]:8080", "http://[::1]:8080"},
+		{"https://approve.example.com", "127.0.0.1:1", "https://approve.example.com"},
+		{"https://approve.example.com/", "127.0.0.1:1", "https://approve.example.com"},
+		{"http://10.0.0.7:8080/countersign/", "127.0.0.1:1", "http://10.0.0.7:8080/countersign"},
+	}
+	for _, tt := range tests {
+		u, err := publicURL(tt.configured, tt.listening)
+		if err != nil || u.String() != tt.want {
+			t.Errorf("publicURL(%q, %q) = %v, %v; want %s", tt.configured, tt.listening, u, err, tt.want)
+		}
+	}
+}
