@@ -39,6 +39,10 @@ type AgentKey struct {
 	Hint      string // the first characters of the secret, for display
 	CreatedAt time.Time
 	RevokedAt time.Time // zero while the key is valid
+	// SeedSecret, for the key designated for the seed-compatible routes, is
+	// the key sealed under a server key: those routes check an HMAC made
+	// with the key itself, so the server must be able to recover it.
+	SeedSecret []byte
 }
 
 // Revoked reports whether the key was revoked.

@@ -64,3 +64,7 @@ func ErrorMessage(err error) string {
 	}
 	return "Internal error."
 }
+
+// ErrReferenceTaken is the conflict of a new request whose reference code
+// a live request of its account already has; the caller draws another.
+var ErrReferenceTaken = &Error{Code: ECONFLICT, Message: "the reference code is taken"}

@@ -93,9 +93,26 @@ type Request struct {
 	// window.
 	AutoApproveUntil time.Time
 	ConsumedAt       time.Time
-	// Seed holds data of the seed-compatible routes (link tokens and the
-	// original payload); the v1 API ignores it.
+	// Seed holds the original payload of the seed-compatible routes; the
+	// v1 API ignores it.
 	Seed json.RawMessage
+	// SeedID is the id a client of the seed-compatible routes chose, such
+	// as "delete:del_1700000000_12345"; empty for the v1 API. It is unique
+	// among all requests.
+	SeedID string
+	// Links are stored with a new request and never read back with it.
+	Links []Link
+}
+
+// Link is a one-time capability of the seed-compatible routes: a random
+// token in an e-mailed URL that opens a confirm page for one decision on
+// one request. Only the token's hash is stored. The decision it leads to is
+// the request's first, so a used link, like every other, is dead.
+type Link struct {
+	Hash      string
+	RequestID string
+	Action    string // approve, deny, respond, auto_approve
+	CreatedAt time.Time
 }
 
 // Expired reports whether a live request has passed its expiry at now.
@@ -113,6 +130,8 @@ type CreateInput struct {
 	Context     RequestContext
 	TTL         time.Duration // zero: the server's default
 	Seed        json.RawMessage
+	SeedID      string
+	Links       []Link
 }
 
 // Decision is what a human decides about a pending request.

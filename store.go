@@ -60,10 +60,21 @@ type Store interface {
 	// instead, with created false. Otherwise, when the account already has
 	// maxPending pending requests that have not expired at now, it fails
 	// with ELIMIT (maxPending <= 0: no limit). A reference code already used by a live request of the
-	// account fails with ECONFLICT so that the caller draws another.
+	// account fails with ErrReferenceTaken so that the caller draws
+	// another; a SeedID already used fails with ECONFLICT. The request's
+	// Links are stored with it. Only requests with the same SeedID (empty
+	// for the v1 API) are identical.
 	CreateRequest(ctx context.Context, r *Request, maxPending int, now time.Time, ev AuditEvent) (got *Request, created bool, err error)
 	// Request returns a request by id. Errors: ENOTFOUND.
 	Request(ctx context.Context, id string) (*Request, error)
+	// RequestBySeedID returns the request a seed-compatible client named.
+	// Errors: ENOTFOUND.
+	RequestBySeedID(ctx context.Context, seedID string) (*Request, error)
+	// Link returns a link by the hash of its token. Errors: ENOTFOUND.
+	Link(ctx context.Context, hash string) (*Link, error)
+	// SeedKeys returns the unrevoked agent keys designated for the
+	// seed-compatible routes, with their sealed secrets.
+	SeedKeys(ctx context.Context) ([]*AgentKey, error)
 	// Requests lists the requests of f.AccountID, newest first.
 	Requests(ctx context.Context, f RequestFilter) ([]*Request, error)
 

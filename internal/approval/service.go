@@ -7,6 +7,7 @@ package approval
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -116,7 +117,7 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 		r.Reference = countersign.NewReference()
 		ev.Detail = bindingDetail(r)
 		got, created, err := s.store.CreateRequest(ctx, r, s.cfg.MaxPending, r.CreatedAt, ev)
-		if countersign.ErrorCode(err) == countersign.ECONFLICT {
+		if errors.Is(err, countersign.ErrReferenceTaken) {
 			continue // the reference is taken by a live request: draw again
 		} else if err != nil {
 			return nil, false, err
@@ -193,6 +194,8 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		CreatedAt:   now,
 		ExpiresAt:   now.Add(ttl),
 		Seed:        in.Seed,
+		SeedID:      in.SeedID,
+		Links:       in.Links,
 	}, nil
 }
 

@@ -9,15 +9,15 @@ import (
 	"github.com/countersign/countersign"
 )
 
-const agentKeyColumns = `id, account_id, name, hash, hint, created_at, revoked_at`
+const agentKeyColumns = `id, account_id, name, hash, hint, created_at, revoked_at, seed_secret`
 
 // CreateAgentKey adds an agent key, giving it an id when k.ID is empty.
 // Errors: ECONFLICT on a duplicate name within the account, ENOTFOUND when
 // the account does not exist.
 func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error {
 	k.ID = orID(k.ID, "key_")
-	_, err := db.write.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt))
+	_, err := db.write.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
 	if isUnique(err) {
 		return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", k.Name)
 	} else if isForeignKey(err) {
@@ -93,11 +93,43 @@ func revokeAgentKey(ctx context.Context, tx *sql.Tx, accountID, idOrName string,
 func scanAgentKey(s scanner) (*countersign.AgentKey, error) {
 	var k countersign.AgentKey
 	var created, revoked int64
-	if err := s.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &k.Hint, &created, &revoked); err != nil {
+	var secret []byte
+	if err := s.Scan(&k.ID, &k.AccountID, &k.Name, &k.Hash, &k.Hint, &created, &revoked, &secret); err != nil {
 		return nil, err
 	}
 	k.CreatedAt, k.RevokedAt = fromNanos(created), fromNanos(revoked)
+	if len(secret) > 0 {
+		k.SeedSecret = secret
+	}
 	return &k, nil
+}
+
+// orEmpty stores a nil byte slice as an empty blob, not NULL.
+func orEmpty(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// SeedKeys returns the unrevoked keys designated for the seed-compatible
+// routes, with their sealed secrets.
+func (db *DB) SeedKeys(ctx context.Context) ([]*countersign.AgentKey, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys
+		WHERE length(seed_secret) > 0 AND revoked_at = 0 ORDER BY created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("list seed keys: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.AgentKey{}
+	for rows.Next() {
+		k, err := scanAgentKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list seed keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 // CreateApproverToken adds an approver API token, giving it an id when

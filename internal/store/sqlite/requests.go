@@ -20,7 +20,7 @@ const (
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed`
+	consumed_at, seed, seed_id`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -60,6 +60,12 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 	if err := insertRequest(ctx, tx, r); err != nil {
 		return nil, false, err
 	}
+	for _, l := range r.Links {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO links (hash, request_id, action, created_at) VALUES (?, ?, ?, ?)`,
+			l.Hash, r.ID, l.Action, nanos(r.CreatedAt)); err != nil {
+			return nil, false, fmt.Errorf("insert link: %w", err)
+		}
+	}
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
 		return nil, false, err
 	}
@@ -73,9 +79,9 @@ func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.
 	got, err := scanRequest(tx.QueryRowContext(ctx, `
 		SELECT `+requestColumns+` FROM requests
 		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
-		  AND status IN ('pending', 'approved') AND expires_at > ?
+		  AND status IN ('pending', 'approved') AND expires_at > ? AND seed_id = ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
-		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now)))
+		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID))
 	if err == sql.ErrNoRows {
 		return nil, nil
 	} else if err != nil {
@@ -119,14 +125,16 @@ func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) erro
 		return fmt.Errorf("encode request context: %w", err)
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(reasons), string(rctx), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed))
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
-		return countersign.Errorf(countersign.ECONFLICT, "reference code %s is already in use", countersign.FormatReference(r.Reference))
+		return fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
+	case isUnique(err) && strings.Contains(err.Error(), "requests.seed_id"):
+		return countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
 	case isUnique(err):
 		return countersign.Errorf(countersign.ECONFLICT, "request already exists")
 	case isForeignKey(err):
@@ -206,7 +214,7 @@ func scanRequest(s scanner) (*countersign.Request, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
 		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &r.Status,
 		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
-		&consumed, &seed)
+		&consumed, &seed, &r.SeedID)
 	if err != nil {
 		return nil, err
 	}
@@ -228,4 +236,34 @@ func rawJSON(s string) json.RawMessage {
 		return nil
 	}
 	return json.RawMessage(s)
+}
+
+// RequestBySeedID returns the request a seed-compatible client named.
+// Errors: ENOTFOUND.
+func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.Request, error) {
+	if seedID == "" {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	r, err := scanRequest(db.read.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE seed_id = ?`, seedID))
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read request: %w", err)
+	}
+	return r, nil
+}
+
+// Link returns a link by the hash of its token. Errors: ENOTFOUND.
+func (db *DB) Link(ctx context.Context, hash string) (*countersign.Link, error) {
+	var l countersign.Link
+	var created int64
+	err := db.read.QueryRowContext(ctx, `SELECT hash, request_id, action, created_at FROM links WHERE hash = ?`, hash).
+		Scan(&l.Hash, &l.RequestID, &l.Action, &created)
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read link: %w", err)
+	}
+	l.CreatedAt = fromNanos(created)
+	return &l, nil
 }

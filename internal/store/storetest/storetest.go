@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Sessions", testSessions},
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
+		{"Seed", testSeed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, Opener(open)) })
