@@ -46,6 +46,17 @@ func (a *Admin) CreateAccount(ctx context.Context, name string) (*countersign.Ac
 // CreateAgentKey adds an agent key to the named account and returns it with
 // its secret, which is shown once and never stored.
 func (a *Admin) CreateAgentKey(ctx context.Context, account, name string) (*countersign.AgentKey, string, error) {
+	return a.createAgentKey(ctx, account, name, false)
+}
+
+// CreateSeedKey adds an agent key designated for the seed-compatible routes,
+// whose clients sign their bodies with the key itself: the server keeps the
+// secret sealed under a server key beside its hash.
+func (a *Admin) CreateSeedKey(ctx context.Context, account, name string) (*countersign.AgentKey, string, error) {
+	return a.createAgentKey(ctx, account, name, true)
+}
+
+func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed bool) (*countersign.AgentKey, string, error) {
 	if err := validName("key name", name); err != nil {
 		return nil, "", err
 	}
@@ -57,6 +68,13 @@ func (a *Admin) CreateAgentKey(ctx context.Context, account, name string) (*coun
 	k := &countersign.AgentKey{
 		ID: countersign.NewID("key_"), AccountID: acc.ID, Name: name,
 		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: a.now().Now(),
+	}
+	if seed {
+		sealed, err := sealSeedSecret(ctx, a.Store, k.ID, secret)
+		if err != nil {
+			return nil, "", err
+		}
+		k.SeedSecret = sealed
 	}
 	if err := a.Store.CreateAgentKey(ctx, k); err != nil {
 		return nil, "", err

@@ -78,6 +78,7 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 	account := fs.String("account", "default", "account name")
 	name := fs.String("name", "", "key name (create)")
 	asJSON := fs.Bool("json", false, "print JSON (create, list)")
+	seedHMAC := fs.Bool("seed-hmac", false, "create: designate the key for the seed-compatible routes, whose clients sign with it (X-SafeRM-Signature, X-Claude-Signature)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -100,7 +101,11 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 	admin := &approval.Admin{Store: store}
 	switch sub {
 	case "create":
-		k, secret, err := admin.CreateAgentKey(ctx, *account, *name)
+		create := admin.CreateAgentKey
+		if *seedHMAC {
+			create = admin.CreateSeedKey
+		}
+		k, secret, err := create(ctx, *account, *name)
 		if err != nil {
 			return err
 		}

@@ -14,3 +14,8 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	s.registry.WriteTo(w)
 }
+
+// seedHealth is the seed's health check.
+func (s *Server) seedHealth(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "uptime": time.Since(s.started).Seconds()})
+}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/web"
 )
 
@@ -23,6 +24,17 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/requests", s.api(s.approver(s.listRequests)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/decision", s.api(s.approver(s.decideRequest)))
 	mux.HandleFunc("/api/", s.api(s.apiNotFound))
+
+	// The seed's safe-rm API, with its paths, fields and status codes.
+	mux.HandleFunc("GET /health", s.seedHealth)
+	mux.HandleFunc("POST /api/delete-requests", s.api(s.createDeleteRequest))
+	mux.HandleFunc("GET /api/delete-requests", s.api(s.approver(s.listDeleteRequests)))
+	mux.HandleFunc("GET /api/delete-requests/{id}/status", s.api(s.deleteRequestStatus))
+	for _, action := range []string{approval.LinkApprove, approval.LinkDeny} {
+		path := "/api/delete-requests/" + action + "/{id}/{token}"
+		mux.HandleFunc("GET "+path, s.page(s.linkPage("delete:", action)))
+		mux.HandleFunc("POST "+path, s.page(s.linkPage("delete:", action)))
+	}
 
 	// The inbox (ADR 0007): pages behind an approver's browser session.
 	mux.HandleFunc("GET /{$}", s.page(func(w http.ResponseWriter, r *http.Request) error {

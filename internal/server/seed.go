@@ -1,0 +1,245 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// The seed-compatible routes keep the paths, fields and status codes of the
+// safe-rm system's API, so that a client written against it works
+// unchanged. One documented change: a link never decides on GET (mail
+// scanners open links); GET shows the request and a button, and the POST
+// from that page decides.
+
+// seedIDPattern bounds the ids seed clients choose ("del_1700000000_12345").
+var seedIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// seedBody reads a signed body of the seed routes and returns it with the
+// agent whose designated key signed it. The signature is checked over the
+// raw bytes before anything is decoded.
+func (s *Server) seedBody(w http.ResponseWriter, r *http.Request, header string) ([]byte, countersign.Agent, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, countersign.Agent{}, countersign.Errorf(countersign.ETOOLARGE, "the body must be at most %d bytes", maxBody)
+	} else if err != nil {
+		return nil, countersign.Agent{}, countersign.Errorf(countersign.EINVALID, "could not read the body")
+	}
+	agent, err := s.auth.SeedAgent(r.Context(), data, r.Header.Get(header))
+	if err != nil {
+		return nil, countersign.Agent{}, err
+	}
+	return data, agent, nil
+}
+
+// decodeStrict decodes one JSON object with no unknown fields.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if dec.More() {
+		return countersign.Errorf(countersign.EINVALID, "the body must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// deletePayload is the body of POST /api/delete-requests.
+type deletePayload struct {
+	RequestID     string   `json:"request_id"`
+	Command       string   `json:"command"`
+	RiskReasons   []string `json:"risk_reasons"`
+	AffectedPaths []string `json:"affected_paths"`
+	FileCount     int      `json:"file_count"`
+	User          string   `json:"user"`
+	Hostname      string   `json:"hostname"`
+	Cwd           string   `json:"cwd"`
+	Timestamp     int64    `json:"timestamp"`
+	// Targets are the resolved absolute targets; countersign's own client
+	// sends them, the seed's does not.
+	Targets []string `json:"targets,omitempty"`
+}
+
+func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) error {
+	data, agent, err := s.seedBody(w, r, "X-SafeRM-Signature")
+	if err != nil {
+		return err
+	}
+	var p deletePayload
+	if err := decodeStrict(data, &p); err != nil {
+		return err
+	}
+	if !seedIDPattern.MatchString(p.RequestID) {
+		return countersign.Errorf(countersign.EINVALID, "request_id must be 1 to 128 characters of letters, digits, '_', '.', ':' and '-'")
+	}
+	if len(p.AffectedPaths) > 50 || len(p.Targets) > 1000 {
+		return countersign.Errorf(countersign.EINVALID, "at most 50 affected_paths and 1000 targets")
+	}
+	if p.FileCount < 0 {
+		return countersign.Errorf(countersign.EINVALID, "file_count must not be negative")
+	}
+	args, _ := json.Marshal(map[string]any{
+		"command": p.Command, "affected_paths": nonNil(p.AffectedPaths), "targets": nonNil(p.Targets),
+		"file_count": p.FileCount, "cwd": p.Cwd,
+	})
+	tokens, links := approval.NewLinks(approval.LinkApprove, approval.LinkDeny)
+	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
+		Kind: countersign.KindRm, Action: p.Command, Arguments: args, Preview: deletePreview(&p),
+		RiskReasons: p.RiskReasons, Context: countersign.RequestContext{User: p.User, Host: p.Hostname, Cwd: p.Cwd},
+		Seed: data, SeedID: "delete:" + p.RequestID, Links: links,
+	})
+	if err != nil {
+		return err
+	}
+	out := map[string]any{
+		"success": true, "request_id": p.RequestID, "expires_at": req.ExpiresAt.Unix(),
+		"reference": countersign.FormatReference(req.Reference), "inbox_url": s.inboxURL(req.ID),
+	}
+	if !created {
+		// The same request again: its links were handed out the first time
+		// and are stored only as hashes.
+		writeJSON(w, http.StatusOK, out)
+		return nil
+	}
+	out["approval_url"] = s.linkURL("delete-requests", approval.LinkApprove, p.RequestID, tokens[approval.LinkApprove])
+	out["deny_url"] = s.linkURL("delete-requests", approval.LinkDeny, p.RequestID, tokens[approval.LinkDeny])
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// deletePreview is what a human sees of a seed delete request.
+func deletePreview(p *deletePayload) string {
+	var b strings.Builder
+	b.WriteString(p.Command)
+	paths := p.Targets
+	if len(paths) == 0 {
+		paths = p.AffectedPaths
+	}
+	if len(paths) > 0 {
+		b.WriteString("\n\nDeletes:")
+		for _, t := range paths {
+			b.WriteString("\n  " + t)
+		}
+	}
+	if p.FileCount > 0 {
+		b.WriteString("\n\nFiles: " + strconv.Itoa(p.FileCount))
+	}
+	return b.String()
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// linkURL is the public URL of a one-time link's confirm page.
+func (s *Server) linkURL(route, action, seedID, token string) string {
+	path := strings.ReplaceAll(action, "_", "-")
+	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + "/api/" + route + "/" + path + "/" + seedID + "/" + token
+}
+
+// seedStatus maps a request's status to the words of the seed's API:
+// consumed was approved, and what the seed has no word for reads as denied.
+func seedStatus(st countersign.Status, claude bool) string {
+	switch st {
+	case countersign.StatusPending, countersign.StatusApproved, countersign.StatusDenied, countersign.StatusExpired, countersign.StatusStopped:
+		return string(st)
+	case countersign.StatusConsumed:
+		return "approved"
+	case countersign.StatusResponded:
+		if claude {
+			return "responded"
+		}
+	}
+	return "denied"
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (s *Server) deleteRequestStatus(w http.ResponseWriter, r *http.Request) error {
+	req, err := s.service.SeedRequest(r.Context(), "delete:"+r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": seedStatus(req.Status, false), "approved_by": nullable(req.DecidedBy)})
+	return nil
+}
+
+func (s *Server) listDeleteRequests(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
+	list, err := s.seedList(r, ap, countersign.KindRm, "delete:")
+	if err != nil {
+		return err
+	}
+	out := []map[string]any{}
+	for _, req := range list {
+		var p deletePayload
+		json.Unmarshal(req.Seed, &p)
+		out = append(out, map[string]any{
+			"id": strings.TrimPrefix(req.SeedID, "delete:"), "command": req.Action, "risk_reasons": nonNil(req.RiskReasons),
+			"affected_paths": nonNil(p.AffectedPaths), "file_count": p.FileCount, "user": req.Context.User,
+			"hostname": req.Context.Host, "cwd": req.Context.Cwd, "status": seedStatus(req.Status, false),
+			"created_at": req.CreatedAt.Unix(), "expires_at": req.ExpiresAt.Unix(),
+			"approved_by": nullable(req.DecidedBy), "approved_at": unixOrNil(req.DecidedAt),
+			"reference": countersign.FormatReference(req.Reference),
+		})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "requests": out})
+	return nil
+}
+
+// seedList lists the account's requests of the seed routes with the prefix,
+// filtered by the seed's status word.
+func (s *Server) seedList(r *http.Request, ap countersign.ApproverPrincipal, kind countersign.Kind, prefix string) ([]*countersign.Request, error) {
+	q := r.URL.Query()
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return nil, countersign.Errorf(countersign.EINVALID, "limit must be a number from 1 to 500")
+		}
+		limit = n
+	}
+	want := q.Get("status")
+	list, err := s.service.List(r.Context(), ap, countersign.RequestFilter{SessionID: q.Get("session_id"), Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	out := []*countersign.Request{}
+	for _, req := range list {
+		if req.Kind != kind || !strings.HasPrefix(req.SeedID, prefix) {
+			continue
+		}
+		if want != "" && seedStatus(req.Status, kind == countersign.KindTool) != want {
+			continue
+		}
+		if out = append(out, req); len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+func unixOrNil(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.Unix()
+}
