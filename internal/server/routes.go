@@ -35,6 +35,16 @@ func (s *Server) routes() http.Handler {
 		mux.HandleFunc("GET "+path, s.page(s.linkPage("delete:", action)))
 		mux.HandleFunc("POST "+path, s.page(s.linkPage("delete:", action)))
 	}
+	mux.HandleFunc("POST /api/claude-events", s.api(s.createClaudeEvent))
+	mux.HandleFunc("GET /api/claude-events", s.api(s.approver(s.listClaudeEvents)))
+	mux.HandleFunc("GET /api/claude-events/{id}/status", s.api(s.claudeEventStatus))
+	for _, action := range []string{approval.LinkApprove, approval.LinkDeny, approval.LinkRespond} {
+		path := "/api/claude-events/" + action + "/{id}/{token}"
+		mux.HandleFunc("GET "+path, s.page(s.linkPage("claude:", action)))
+		mux.HandleFunc("POST "+path, s.page(s.linkPage("claude:", action)))
+	}
+	mux.HandleFunc("GET /api/claude-events/auto-approve/{id}/{token}/{minutes}", s.page(s.linkPage("claude:", approval.LinkAutoApprove)))
+	mux.HandleFunc("POST /api/claude-events/auto-approve/{id}/{token}/{minutes}", s.page(s.linkPage("claude:", approval.LinkAutoApprove)))
 
 	// The inbox (ADR 0007): pages behind an approver's browser session.
 	mux.HandleFunc("GET /{$}", s.page(func(w http.ResponseWriter, r *http.Request) error {
