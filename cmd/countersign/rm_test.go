@@ -27,9 +27,10 @@ func TestInvokedAsRm(t *testing.T) {
 	if err := os.WriteFile(precious, []byte("precious\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing listens on port 1: whatever the wrapper asks, it cannot get
+	// A guarded session (an agent marker is set), and nothing listens on
+	// port 1: whatever the wrapper asks, it cannot get
 	// an approval.
-	env := b.env("COUNTERSIGN_URL=http://127.0.0.1:1", "COUNTERSIGN_KEY=csk_unused")
+	env := b.env("COUNTERSIGN_URL=http://127.0.0.1:1", "COUNTERSIGN_KEY=csk_unused", "CLAUDECODE=1")
 
 	check := func(name string, res result) {
 		t.Helper()

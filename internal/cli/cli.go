@@ -47,8 +47,18 @@ func commands() map[string]command {
 		"list":     {"list requests, as an approver (through the API)", runList},
 		"approve":  {"approve a request by its reference, as an approver", runApprove},
 		"deny":     {"deny a request by its reference, as an approver", runDeny},
+		"rm":       {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
 	}
 }
+
+// exitError ends a command with its own exit status; msg, when set, is
+// printed first.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e exitError) Error() string { return e.msg }
 
 // ErrUsage marks an error in how a command was called: exit status 2.
 var ErrUsage = errors.New("usage")
@@ -69,9 +79,15 @@ func Run(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	err := cmd.run(ctx, env, args[1:])
+	var exit exitError
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &exit):
+		if exit.msg != "" {
+			fmt.Fprintf(env.Stderr, "countersign %s: %s\n", args[0], exit.msg)
+		}
+		return exit.code
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, ErrUsage):

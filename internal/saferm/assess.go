@@ -1,0 +1,261 @@
+package saferm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Assessor judges rm command lines against one policy, from one working
+// directory and home directory. Build it with Config.Assessor or fill every
+// field; Cwd must be absolute.
+type Assessor struct {
+	Cwd            string
+	Home           string   // "" when there is none
+	Protected      []string // absolute paths; see protectionReason
+	SafePatterns   []string // absolute shell patterns
+	FileThreshold  int      // more files than this is a risk
+	BytesThreshold int64    // more bytes than this is a risk
+	FileCap        int      // the tally stops here; 0 means DefaultFileCap
+	Git            string   // git executable; "" looks it up in PATH
+	GitTimeout     time.Duration
+}
+
+// Assessment is the verdict on one rm command line.
+type Assessment struct {
+	Blocked         bool     // hard-blocked: exit 1, no request
+	BlockReason     string   // why, when Blocked
+	Reasons         []string // risk reasons, seed wording where the seed has one
+	Targets         []string // absolute; symlinks resolved in the parent, not the final component
+	Missing         []string // the targets that do not exist
+	Exempt          bool     // every target matches a safe pattern
+	FileCount       int      // files the deletion removes, up to the cap
+	FileCountCapped bool     // the tally stopped at the cap: FileCount is a lower bound
+	Bytes           int64    // bytes of those files
+	Recursive       bool
+	Force           bool
+	NeedsApproval   bool // not blocked, not exempt, and at least one reason
+}
+
+// Verdict is what the wrapper does with an assessed command.
+type Verdict string
+
+// Verdicts.
+const (
+	VerdictPass  Verdict = "pass"  // run the real rm
+	VerdictAsk   Verdict = "ask"   // ask a human first
+	VerdictBlock Verdict = "block" // refuse, exit 1
+)
+
+// Verdict returns what to do with the command in a guarded session.
+func (a *Assessment) Verdict() Verdict {
+	switch {
+	case a.Blocked:
+		return VerdictBlock
+	case a.NeedsApproval:
+		return VerdictAsk
+	}
+	return VerdictPass
+}
+
+// Assess judges rm's arguments (the wrapper's flags removed). It never
+// fails: what it cannot find out becomes a reason to ask.
+func (a *Assessor) Assess(ctx context.Context, rmArgs []string) *Assessment {
+	flags := ParseRmArgs(rmArgs)
+	res := &Assessment{Recursive: flags.Recursive, Force: flags.Force}
+	env := a.env()
+	for _, op := range flags.Operands {
+		if op == "" {
+			continue // rm fails on an empty name and deletes nothing
+		}
+		if why := literalBlock(op); why != "" {
+			return res.block(why)
+		}
+		for _, p := range a.expand(op) {
+			target, full := resolve(a.Cwd, p)
+			if why := env.block(op, target, full); why != "" {
+				return res.block(why)
+			}
+			res.addTarget(target)
+		}
+	}
+	a.judge(ctx, res, flags, env)
+	return res
+}
+
+// block marks the assessment hard-blocked.
+func (res *Assessment) block(why string) *Assessment {
+	res.Blocked, res.BlockReason = true, why
+	return res
+}
+
+// addTarget records a target once.
+func (res *Assessment) addTarget(t string) {
+	for _, have := range res.Targets {
+		if have == t {
+			return
+		}
+	}
+	res.Targets = append(res.Targets, t)
+}
+
+// judge collects the risk reasons for the resolved targets.
+func (a *Assessor) judge(ctx context.Context, res *Assessment, flags RmFlags, env assessEnv) {
+	existing := a.existing(res)
+	safe := resolvePatterns(a.SafePatterns)
+	res.Exempt = len(res.Targets) > 0
+	for _, t := range res.Targets {
+		res.Exempt = res.Exempt && matchesSafe(t, safe)
+	}
+	if len(existing) > 0 && flags.Recursive {
+		res.reason("recursive deletion (-r/-R)")
+	}
+	if len(existing) > 0 && flags.Force {
+		res.reason("forced deletion (-f)")
+	}
+	if flags.NoPreserveRoot {
+		res.reason("--no-preserve-root")
+	}
+	for _, t := range res.Targets {
+		res.reason(protectionReason(t, env.protected))
+	}
+	work := a.count(res, existing, flags.Recursive)
+	a.thresholdReasons(res)
+	if !res.Exempt {
+		res.Reasons = append(res.Reasons, a.gitReasons(ctx, work)...)
+	}
+	res.NeedsApproval = !res.Exempt && len(res.Reasons) > 0
+}
+
+// reason adds a non-empty reason once.
+func (res *Assessment) reason(r string) {
+	if r == "" {
+		return
+	}
+	for _, have := range res.Reasons {
+		if have == r {
+			return
+		}
+	}
+	res.Reasons = append(res.Reasons, r)
+}
+
+// existing returns the targets that exist with their file info and notes
+// the missing ones: rm -f on a missing file deletes nothing.
+func (a *Assessor) existing(res *Assessment) map[string]os.FileInfo {
+	out := make(map[string]os.FileInfo, len(res.Targets))
+	for _, t := range res.Targets {
+		fi, err := os.Lstat(t)
+		if err != nil {
+			res.Missing = append(res.Missing, t)
+			continue
+		}
+		out[t] = fi
+	}
+	return out
+}
+
+// count tallies files and bytes — walking directories only for recursive
+// deletes, since rm without -r removes no directory contents — and
+// collects the git work trees the deletion touches.
+func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recursive bool) gitWork {
+	t := &tally{cap: a.FileCap}
+	if t.cap <= 0 {
+		t.cap = DefaultFileCap
+	}
+	work := gitWork{}
+	cache := map[string]bool{}
+	for _, target := range res.Targets {
+		fi, ok := existing[target]
+		if !ok {
+			continue
+		}
+		if inGitDir(target) {
+			res.reason("git repository data (.git): " + displayPath(target))
+		} else if root := findWorkTree(target, cache); root != "" {
+			rel, _ := filepath.Rel(root, target)
+			work.add(root, rel, root == target)
+		}
+		switch {
+		case !fi.IsDir():
+			if !t.full() {
+				t.addFile(fi.Size())
+			}
+		case recursive:
+			t.walk(target)
+		}
+	}
+	for _, r := range t.repos {
+		work.add(r, "", true)
+	}
+	res.FileCount, res.FileCountCapped, res.Bytes = t.files, t.capped, t.bytes
+	return work
+}
+
+// thresholdReasons flags large deletions. A capped tally counts as over the
+// file threshold: the real number is unknown, so ask.
+func (a *Assessor) thresholdReasons(res *Assessment) {
+	switch {
+	case res.FileCountCapped:
+		res.reason(fmt.Sprintf("large deletion: at least %d files (threshold %d)", res.FileCount, a.FileThreshold))
+	case res.FileCount > a.FileThreshold:
+		res.reason(fmt.Sprintf("large deletion: %d files (threshold %d)", res.FileCount, a.FileThreshold))
+	}
+	if res.Bytes > a.BytesThreshold {
+		res.reason(fmt.Sprintf("large deletion: %s (threshold %s)", FormatBytes(res.Bytes), FormatBytes(a.BytesThreshold)))
+	}
+}
+
+// expand expands a pattern the shell left unexpanded (quoted, or run
+// without a shell). The matches are assessed instead of the literal: a
+// superset of what rm will delete, which only makes asking likelier. A
+// pattern matching nothing is kept literally.
+func (a *Assessor) expand(op string) []string {
+	if !hasMeta(op) {
+		return []string{op}
+	}
+	pat := op
+	if !filepath.IsAbs(pat) {
+		pat = escapeMeta(a.Cwd) + "/" + pat
+	}
+	m, err := filepath.Glob(pat)
+	if err != nil || len(m) == 0 {
+		return []string{op}
+	}
+	return m
+}
+
+// escapeMeta quotes the pattern characters of a literal path, so that a
+// working directory named "[x]" is not read as a pattern.
+func escapeMeta(p string) string {
+	var b strings.Builder
+	for _, c := range p {
+		if strings.ContainsRune(`*?[\`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// literalBlock refuses the seed's hard-blocked operands as typed: "/", "~",
+// ".", "..", "$HOME" that reached rm unexpanded, and any path whose last
+// component is "." or ".." (GNU rm refuses those too; "a/.." is the
+// directory holding a, wherever a symlink a points).
+func literalBlock(op string) string {
+	trimmed := strings.TrimRight(op, "/")
+	if trimmed == "" && op != "" {
+		trimmed = "/"
+	}
+	switch trimmed {
+	case "/", "~", ".", "..", "$HOME", "${HOME}":
+		return fmt.Sprintf("refusing to delete %s: hard-blocked path", ShellQuote(op))
+	}
+	if base := filepath.Base(trimmed); strings.HasSuffix(trimmed, "/"+base) && (base == "." || base == "..") {
+		return fmt.Sprintf("refusing to delete %s: its last component is %s", ShellQuote(op), base)
+	}
+	return ""
+}

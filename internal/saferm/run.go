@@ -1,0 +1,313 @@
+package saferm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/countersign/countersign/client"
+)
+
+// Exit statuses of the wrapper, after the seed: 1 for every refusal, 130
+// (as after SIGINT) for a stopped session or Ctrl-C.
+const (
+	ExitRefused = 1
+	ExitUsage   = 2
+	ExitStopped = 130
+)
+
+// Env is what the wrapper sees of its process, so that tests run it in
+// process with a fake exec.
+type Env struct {
+	Args      []string // the wrapper's and rm's arguments, without argv[0]
+	Stdout    io.Writer
+	Stderr    io.Writer
+	Getenv    func(string) string
+	Cwd       string
+	Self      string // the wrapper's own executable, never run as the real rm
+	Terminal  bool   // stderr is a terminal: show a live countdown
+	Interrupt <-chan os.Signal
+	// Exec replaces the process with the real rm (syscall.Exec); it returns
+	// only on failure.
+	Exec func(path string, argv []string, env []string) error
+	Load LoadOptions
+}
+
+// maxRounds bounds how often the wrapper asks again when the targets
+// changed between approval and execution.
+const maxRounds = 3
+
+// Run is `countersign rm …`: assess, ask when risky, and run the real rm
+// only with an approval of exactly these targets. Whatever goes wrong, it
+// fails closed: nothing is deleted unless the real rm is run on purpose.
+func Run(ctx context.Context, e *Env) int {
+	inv, err := ParseArgs(e.Args)
+	if err != nil {
+		e.say("%v", err)
+		return ExitUsage
+	}
+	cfg, err := LoadConfig(inv, e.Load)
+	if err != nil {
+		e.say("%v; nothing was deleted", err)
+		return ExitRefused
+	}
+	realRm, err := FindRealRm(cfg.RealRm, e.Self)
+	if err != nil {
+		e.say("%v; set real_rm in %s; nothing was deleted", err, configName(cfg))
+		return ExitRefused
+	}
+	if len(inv.RmArgs) == 0 && !inv.DryRun {
+		return e.exec(realRm, nil)
+	}
+	guard := cfg.DetectGuard(e.Getenv)
+	assessor := cfg.Assessor(e.Cwd)
+	a := assessor.Assess(ctx, inv.RmArgs)
+	if inv.DryRun {
+		fmt.Fprint(e.Stdout, FormatDryRun(a, guard, realRm))
+		return 0
+	}
+	if !guard.Guarded {
+		return e.exec(realRm, inv.RmArgs)
+	}
+	switch a.Verdict() {
+	case VerdictBlock:
+		e.say("refused: %s; nothing was deleted", a.BlockReason)
+		return ExitRefused
+	case VerdictPass:
+		return e.exec(realRm, inv.RmArgs)
+	}
+	if cfg.ServerURL == "" || cfg.AgentKey == "" {
+		e.say("this delete needs a human's approval, but no countersign server is configured: set COUNTERSIGN_URL and COUNTERSIGN_KEY, or server_url and agent_key in %s; nothing was deleted", configName(cfg))
+		return ExitRefused
+	}
+	f := &flow{env: e, cfg: cfg, assessor: assessor, args: inv.RmArgs, c: client.New(cfg.ServerURL, cfg.AgentKey)}
+	for range maxRounds {
+		code, again := f.ask(ctx, a)
+		if !again {
+			if code < 0 {
+				return e.exec(realRm, inv.RmArgs)
+			}
+			return code
+		}
+		a = assessor.Assess(ctx, inv.RmArgs)
+		if a.Verdict() != VerdictAsk {
+			e.say("the targets changed and no longer need asking (%s); run the command again; nothing was deleted", a.Verdict())
+			return ExitRefused
+		}
+	}
+	e.say("the targets kept changing after approval; nothing was deleted")
+	return ExitRefused
+}
+
+// flow is one approval round trip with the server.
+type flow struct {
+	env      *Env
+	cfg      *Config
+	assessor *Assessor
+	args     []string
+	c        *client.Client
+}
+
+// ask asks for approval of a and waits. It returns -1 to run the real rm,
+// an exit status to stop with, or again when the targets changed after the
+// approval and a new one is needed.
+func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
+	rc := CurrentContext(f.env.Cwd)
+	p := BuildPayload(a, f.args, rc)
+	preview := p.Preview
+	p.Preview = ""
+	args, _ := json.Marshal(p)
+	req, _, err := f.c.Create(ctx, client.CreateInput{
+		Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
+		Context: client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd},
+	})
+	if err != nil {
+		return f.serverError(err), false
+	}
+	req, code = f.wait(ctx, req)
+	if code >= 0 {
+		return code, false
+	}
+	if _, err := f.c.Consume(ctx, req.ID); err != nil {
+		return f.serverError(err), false
+	}
+	// What the human approved is what runs: the targets are resolved again
+	// after the approval was used, just before the real rm.
+	now := f.assessor.Assess(ctx, f.args)
+	if now.Blocked || !slices.Equal(now.Targets, a.Targets) {
+		f.env.say("the targets changed since %s was approved; asking again", req.Reference)
+		return 0, true
+	}
+	return -1, false
+}
+
+// wait long-polls the request until it is decided, expires, the poll
+// timeout passes or Ctrl-C. It returns the approved request with -1, or an
+// exit status.
+func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, int) {
+	e := f.env
+	e.say("waiting for approval of %s: %s", req.Reference, oneLine(req.Action))
+	e.say("decide at %s (reference %s)", req.InboxURL, req.Reference)
+	deadline := time.Now().Add(f.cfg.PollTimeout)
+	if until := time.Until(req.ExpiresAt); until > 0 && until < f.cfg.PollTimeout {
+		deadline = req.ExpiresAt.Add(2 * time.Second)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopCountdown := f.countdown(ctx, req)
+	defer stopCountdown()
+
+	type result struct {
+		r   *client.Request
+		err error
+	}
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			stopCountdown()
+			f.cancel(req.ID)
+			e.say("no decision on %s in time; nothing was deleted", req.Reference)
+			return nil, ExitRefused
+		}
+		done := make(chan result, 1)
+		go func() {
+			r, err := f.c.Wait(ctx, req.ID, min(left, 25*time.Second))
+			done <- result{r, err}
+		}()
+		select {
+		case <-e.Interrupt:
+			cancel()
+			stopCountdown()
+			f.cancel(req.ID)
+			e.say("interrupted: %s cancelled; nothing was deleted", req.Reference)
+			return nil, ExitStopped
+		case res := <-done:
+			if res.err != nil {
+				stopCountdown()
+				return nil, f.serverError(res.err)
+			}
+			if code, final := f.outcome(res.r); final {
+				stopCountdown()
+				return res.r, code
+			}
+		}
+	}
+}
+
+// outcome turns a request's status into what the wrapper does.
+func (f *flow) outcome(r *client.Request) (code int, final bool) {
+	e := f.env
+	switch r.Status {
+	case "pending":
+		return 0, false
+	case "approved":
+		e.say("%s approved by %s", r.Reference, r.DecidedBy)
+		return -1, true
+	case "denied":
+		if r.Text != "" {
+			e.say("%s denied by %s: %s; nothing was deleted", r.Reference, r.DecidedBy, r.Text)
+		} else {
+			e.say("%s denied by %s; nothing was deleted", r.Reference, r.DecidedBy)
+		}
+	case "responded":
+		e.say("%s not approved; %s answered: %s", r.Reference, r.DecidedBy, r.Text)
+	case "stopped":
+		e.say("%s: %s stopped this session; nothing was deleted", r.Reference, r.DecidedBy)
+		return ExitStopped, true
+	case "expired":
+		e.say("%s expired without a decision; nothing was deleted", r.Reference)
+	default:
+		e.say("%s is %s; nothing was deleted", r.Reference, r.Status)
+	}
+	return ExitRefused, true
+}
+
+// cancel gives the request up on the server, briefly: the wrapper is
+// leaving anyway.
+func (f *flow) cancel(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	f.c.Cancel(ctx, id)
+}
+
+// serverError says what went wrong with the server, naming it and the
+// setting to fix, and refuses.
+func (f *flow) serverError(err error) int {
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
+		f.env.say("the countersign server at %s refused the agent key (%s); check COUNTERSIGN_KEY or agent_key in %s; nothing was deleted", f.cfg.ServerURL, ce.Message, configName(f.cfg))
+	case errors.As(err, &ce):
+		f.env.say("the countersign server at %s answered: %s; nothing was deleted", f.cfg.ServerURL, ce.Message)
+	default:
+		f.env.say("cannot reach the countersign server at %s (COUNTERSIGN_URL or server_url in %s): %v; nothing was deleted", f.cfg.ServerURL, configName(f.cfg), err)
+	}
+	return ExitRefused
+}
+
+// countdown shows, on a terminal, the time left on one line that updates
+// every second. It returns a function that stops it and ends the line.
+func (f *flow) countdown(ctx context.Context, req *client.Request) func() {
+	if !f.env.Terminal {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			left := max(time.Until(req.ExpiresAt).Round(time.Second), 0)
+			fmt.Fprintf(f.env.Stderr, "\r\x1b[K  %s  %d:%02d left  (Ctrl-C cancels)", req.Reference, int(left.Minutes()), int(left.Seconds())%60)
+			select {
+			case <-done:
+				fmt.Fprint(f.env.Stderr, "\r\x1b[K")
+				return
+			case <-ctx.Done():
+				fmt.Fprint(f.env.Stderr, "\r\x1b[K")
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var once bool
+	return func() {
+		if !once {
+			once = true
+			close(done)
+			<-finished
+		}
+	}
+}
+
+func (e *Env) say(format string, args ...any) {
+	fmt.Fprintf(e.Stderr, "countersign rm: "+format+"\n", args...)
+}
+
+// exec runs the real rm in place of this process.
+func (e *Env) exec(realRm string, args []string) int {
+	argv := append([]string{"rm"}, args...)
+	err := e.Exec(realRm, argv, os.Environ())
+	e.say("could not run %s: %v; nothing was deleted", realRm, err)
+	return ExitRefused
+}
+
+func configName(c *Config) string {
+	if c.File != "" {
+		return c.File
+	}
+	return "~/.config/countersign/config.toml"
+}
+
+func oneLine(s string) string {
+	if r := []rune(s); len(r) > 120 {
+		return string(r[:119]) + "…"
+	}
+	return s
+}
