@@ -54,8 +54,8 @@ type Store interface {
 	ApproverTokenByHash(ctx context.Context, hash string) (*ApproverToken, *Approver, error)
 
 	// CreateRequest stores a new request and its audit entry. Before
-	// inserting, in the same transaction, it looks for a live request of
-	// the same key with the same binding (kind, action, argument hash,
+	// inserting, in the same transaction, it looks for a pending request
+	// of the same key with the same binding (kind, action, argument hash,
 	// preview hash) that has not expired at now and returns that one
 	// instead, with created false. Otherwise, when the account already has
 	// maxPending pending requests that have not expired at now, it fails

@@ -49,11 +49,18 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
 		ch, stop := s.hub.Subscribe(id)
-		r, err = s.Get(ctx, agent, id)
-		if err != nil || r.Status != countersign.StatusPending {
+		got, err := s.Get(ctx, agent, id)
+		if err != nil && ctx.Err() != nil {
+			// The wait was given up during the read: like any other end
+			// of the wait, that answers the state last read, not an error.
 			stop()
-			return r, err
+			return r, nil
 		}
+		if err != nil || got.Status != countersign.StatusPending {
+			stop()
+			return got, err
+		}
+		r = got
 		// Wake at the expiry too, so that the waiter sees "expired" without
 		// waiting for the sweeper.
 		expiry := time.NewTimer(max(r.ExpiresAt.Sub(s.clock.Now()), 0) + 10*time.Millisecond)

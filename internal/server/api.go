@@ -153,7 +153,7 @@ func (s *Server) parseWait(v string) (time.Duration, error) {
 		if nerr != nil {
 			return 0, countersign.Errorf(countersign.EINVALID, "wait must be a duration such as 25s")
 		}
-		d = time.Duration(n) * time.Second
+		d = time.Duration(min(n, 1<<30)) * time.Second // no overflow into a negative wait
 	}
 	if d < 0 {
 		return 0, countersign.Errorf(countersign.EINVALID, "wait must not be negative")

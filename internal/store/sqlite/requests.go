@@ -73,13 +73,14 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 	return got, true, err
 }
 
-// liveTwin returns the live, unexpired request of the same key with the
-// same binding, or nil when there is none.
+// liveTwin returns the pending, unexpired request of the same key with the
+// same binding, or nil when there is none. An approved request is never a
+// twin: its approval covers the ask the human saw, once.
 func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	got, err := scanRequest(tx.QueryRowContext(ctx, `
 		SELECT `+requestColumns+` FROM requests
 		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
-		  AND status IN ('pending', 'approved') AND expires_at > ? AND seed_id = ?
+		  AND status = 'pending' AND expires_at > ? AND seed_id = ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID))
 	if err == sql.ErrNoRows {

@@ -83,12 +83,13 @@ func testDedupe(t *testing.T, open Opener) {
 		}
 	}
 
-	// An approved request is still live and deduplicates; a denied one
-	// does not.
+	// Only a pending request deduplicates: an approval covers the request
+	// the human saw, in its session, and is never handed to a second ask
+	// (an auto-approved one least of all); a denied one neither.
 	approve(t, s, first.ID, Base.Add(time.Minute))
 	got, created, err = s.CreateRequest(ctx, newRequest(f.key, "Bash", args, preview), 10, Base.Add(2*time.Minute), createdEvent(first))
-	if err != nil || created || got.ID != first.ID || got.Status != countersign.StatusApproved {
-		t.Errorf("CreateRequest after approval: got %v, created %v, err %v; want the approved %s", got, created, err, first.ID)
+	if err != nil || !created || got.ID == first.ID || got.Status != countersign.StatusPending {
+		t.Errorf("CreateRequest after approval: got %v, created %v, err %v; want a new pending request", got, created, err)
 	}
 	deny(t, s, differ["preview"].ID, Base.Add(time.Minute))
 	if got := create(t, s, newRequest(f.key, "Bash", args, "ls -la"), Base.Add(2*time.Minute)); got.ID == differ["preview"].ID {

@@ -1,0 +1,201 @@
+package approval_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+func TestHashArguments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b  string
+		equal bool
+	}{
+		{`{"b":1,"a":2}`, `{"a":2,"b":1.0}`, true},
+		{`{"a":100}`, `{"a":1e2}`, true},
+		{`{ "a" : [1, 2] }`, `{"a":[1,2]}`, true},
+		{``, `{}`, true},
+		{`{"a":"\u0041"}`, `{"a":"A"}`, true},
+		{`{"b":1,"a":2}`, `{"a":2,"b":2}`, false},
+		{`{"a":1}`, `{"a":"1"}`, false},
+		{`{"a":[1,2]}`, `{"a":[2,1]}`, false},
+		{`{"a":null}`, `{}`, false},
+	}
+	for _, tt := range tests {
+		ha, err := approval.HashArguments(json.RawMessage(tt.a))
+		if err != nil {
+			t.Fatalf("HashArguments(%s): %v", tt.a, err)
+		}
+		hb, err := approval.HashArguments(json.RawMessage(tt.b))
+		if err != nil {
+			t.Fatalf("HashArguments(%s): %v", tt.b, err)
+		}
+		if (ha == hb) != tt.equal {
+			t.Errorf("hash(%s) == hash(%s) is %v, want %v", tt.a, tt.b, ha == hb, tt.equal)
+		}
+	}
+	if _, err := approval.HashArguments(json.RawMessage(`{"a":`)); err == nil {
+		t.Error("HashArguments of broken JSON: no error")
+	}
+}
+
+func TestCreateBinding(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	in := countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash", Arguments: json.RawMessage(`{"b":1,"a":2}`), Preview: "run ls"}
+	r := e.create(e.keyA, in)
+
+	if string(r.Arguments) != `{"a":2,"b":1}` {
+		t.Errorf("arguments = %s, want the canonical {\"a\":2,\"b\":1}", r.Arguments)
+	}
+	if r.ArgsHash != sha(`{"a":2,"b":1}`) || r.PreviewHash != sha("run ls") {
+		t.Errorf("hashes = %s, %s; want SHA-256 of canonical arguments and of preview", r.ArgsHash, r.PreviewHash)
+	}
+	if r.Status != countersign.StatusPending || !r.CreatedAt.Equal(start) || !r.ExpiresAt.Equal(start.Add(10*time.Minute)) {
+		t.Errorf("new request = %s created %v expires %v", r.Status, r.CreatedAt, r.ExpiresAt)
+	}
+	if _, ok := countersign.ParseReference(r.Reference); !ok || !strings.HasPrefix(r.ID, "req_") {
+		t.Errorf("id %q, reference %q", r.ID, r.Reference)
+	}
+	if got := e.events(r.ID); len(got) != 1 || got[0] != "created" {
+		t.Errorf("audit events = %v, want [created]", got)
+	}
+
+	// The same call written differently is the same binding.
+	in.Arguments = json.RawMessage(`{"a":2,"b":1.0}`)
+	same, created, err := e.svc.Create(e.ctx, e.keyA, in)
+	if err != nil || created || same.ID != r.ID {
+		t.Errorf("reordered arguments: created=%v err=%v id=%v, want the first request", created, err, same)
+	}
+	// Different values, or a different preview, are another binding.
+	in.Arguments = json.RawMessage(`{"a":2,"b":2}`)
+	other := e.create(e.keyA, in)
+	if other.ArgsHash == r.ArgsHash || other.PreviewHash != r.PreviewHash {
+		t.Errorf("different values: args hash %s (first %s)", other.ArgsHash, r.ArgsHash)
+	}
+	in.Arguments, in.Preview = json.RawMessage(`{"b":1,"a":2}`), "run ls -la"
+	if p := e.create(e.keyA, in); p.PreviewHash == r.PreviewHash || p.ArgsHash != r.ArgsHash {
+		t.Errorf("different preview: preview hash %s (first %s)", p.PreviewHash, r.PreviewHash)
+	}
+}
+
+func TestCreateDefaultPreview(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindMCP, Action: "send_mail", Arguments: json.RawMessage(`{"to":"x@example.com"}`)})
+	want := "send_mail\n{\n  \"to\": \"x@example.com\"\n}"
+	if r.Preview != want || r.PreviewHash != sha(want) {
+		t.Errorf("preview = %q, want %q", r.Preview, want)
+	}
+	g := e.create(e.keyA, countersign.CreateInput{Action: "deploy"})
+	if g.Kind != countersign.KindGeneric || g.Preview != "deploy" || string(g.Arguments) != "{}" {
+		t.Errorf("bare request: kind %s preview %q arguments %s", g.Kind, g.Preview, g.Arguments)
+	}
+}
+
+func TestCreateIdenticalRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	in := e.toolCall("Bash", "s1")
+	r := e.create(e.keyA, in)
+
+	again, created, err := e.svc.Create(e.ctx, e.keyA, in)
+	if err != nil || created || again.ID != r.ID || again.Reference != r.Reference {
+		t.Fatalf("same key again: created=%v err=%v, want request %s", created, err, r.ID)
+	}
+	if got := e.events(r.ID); len(got) != 1 {
+		t.Errorf("audit events = %v, want one created", got)
+	}
+	// Another key of the same account never gets the first key's request.
+	b, created, err := e.svc.Create(e.ctx, e.keyB, in)
+	if err != nil || !created || b.ID == r.ID || b.KeyID != e.keyB.KeyID {
+		t.Errorf("other key: created=%v err=%v id=%v", created, err, b)
+	}
+}
+
+func TestCreateInvalid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	long := strings.Repeat("x", 5000)
+	tests := []struct {
+		name string
+		in   countersign.CreateInput
+	}{
+		{"unknown kind", countersign.CreateInput{Kind: "shell", Action: "ls"}},
+		{"no action", countersign.CreateInput{Kind: countersign.KindTool}},
+		{"blank action", countersign.CreateInput{Action: "  \t"}},
+		{"long action", countersign.CreateInput{Action: long}},
+		{"broken arguments", countersign.CreateInput{Action: "x", Arguments: json.RawMessage(`{"a":`)}},
+		{"ttl too short", countersign.CreateInput{Action: "x", TTL: 5 * time.Second}},
+		{"ttl too long", countersign.CreateInput{Action: "x", TTL: 2 * time.Hour}},
+		{"negative ttl", countersign.CreateInput{Action: "x", TTL: -time.Minute}},
+		{"not UTF-8", countersign.CreateInput{Action: "x\xff"}},
+		{"long session", countersign.CreateInput{Action: "x", Context: countersign.RequestContext{SessionID: long}}},
+		{"empty risk reason", countersign.CreateInput{Action: "x", RiskReasons: []string{""}}},
+	}
+	before := e.auditCount()
+	for _, tt := range tests {
+		_, _, err := e.svc.Create(e.ctx, e.keyA, tt.in)
+		wantCode(t, tt.name, err, countersign.EINVALID)
+	}
+	if got := e.auditCount(); got != before {
+		t.Errorf("audit log grew from %d to %d on refused requests", before, got)
+	}
+}
+
+func TestPendingLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	var first *countersign.Request
+	for i := range 5 {
+		r := e.create(e.keyA, e.toolCall("Bash", ""))
+		if i == 0 {
+			first = r
+		}
+	}
+	before := e.auditCount()
+
+	_, _, err := e.svc.Create(e.ctx, e.keyA, e.toolCall("Bash", ""))
+	wantCode(t, "6th request", err, countersign.ELIMIT)
+	if ae := asError(err); ae == nil || ae.RetryAfter != 10*time.Minute {
+		t.Errorf("6th request: %#v, want RetryAfter of 10m (when the oldest expires)", ae)
+	}
+	// The limit is the account's: the other key of acme is limited too.
+	_, _, err = e.svc.Create(e.ctx, e.keyB, e.toolCall("Bash", ""))
+	wantCode(t, "other key of the full account", err, countersign.ELIMIT)
+	if got := e.auditCount(); got != before {
+		t.Errorf("audit log grew from %d to %d on limited requests", before, got)
+	}
+	// Asking again for what is already waiting is not a new request.
+	again, created, err := e.svc.Create(e.ctx, e.keyA, countersign.CreateInput{Kind: first.Kind, Action: first.Action, Arguments: first.Arguments})
+	if err != nil || created || again.ID != first.ID {
+		t.Errorf("identical request at the limit: created=%v err=%v", created, err)
+	}
+	// Another account is not affected.
+	e.create(e.keyX, e.toolCall("Bash", ""))
+
+	// Cancelling one frees room.
+	if _, err := e.svc.Cancel(e.ctx, e.keyA, first.ID); err != nil {
+		t.Fatalf("Cancel: %v", err)
+	}
+	e.create(e.keyB, e.toolCall("Bash", ""))
+	_, _, err = e.svc.Create(e.ctx, e.keyA, e.toolCall("Bash", ""))
+	wantCode(t, "full again", err, countersign.ELIMIT)
+}
+
+func TestPendingLimitConfigured(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 2})
+	e.pending()
+	e.pending()
+	_, _, err := e.svc.Create(e.ctx, e.keyA, e.toolCall("Bash", ""))
+	wantCode(t, "3rd request with MaxPending 2", err, countersign.ELIMIT)
+	// Expired requests no longer count.
+	e.clock.Advance(10 * time.Minute)
+	e.pending()
+}

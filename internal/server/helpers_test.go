@@ -1,0 +1,376 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// start is where every test's clock begins.
+var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// fakeClock is a countersign.Clock that moves only when a test moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer is a log sink that handlers may write to at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// passwordHash is an argon2id hash in the format of approval.HashPassword
+// but with tiny parameters: the real ones take more than a second under the
+// race detector, and no test here is about passwords.
+func passwordHash() string {
+	salt := []byte("countersign-test")
+	key := argon2.IDKey([]byte("a long test password"), salt, 1, 64, 1, 32)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(key))
+}
+
+// testServer is the real handler over the real service on a real SQLite
+// store, with two accounts: acme (agent keys A and B, a revoked key, the
+// approver alice) and other (the key X, the approver bob).
+type testServer struct {
+	t     *testing.T
+	ctx   context.Context
+	URL   string
+	store *sqlite.DB
+	clock *fakeClock
+	hub   *approval.Hub
+	svc   *approval.Service
+	srv   *server.Server
+	logs  *syncBuffer
+	admin *approval.Admin
+	acme  *countersign.Account
+	other *countersign.Account
+
+	keyA, keyB, keyX, revoked string // agent keys
+	alice, bob                string // approver tokens
+
+	nextID int
+}
+
+type option func(*server.Config, *approval.Config)
+
+func newServer(t *testing.T, opts ...option) *testServer {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	s := &testServer{t: t, ctx: ctx, store: store, clock: &fakeClock{now: start}, hub: approval.NewHub(), logs: &syncBuffer{}}
+	s.admin = &approval.Admin{Store: store, Clock: s.clock}
+	s.acme, s.other = s.account("acme"), s.account("other")
+	s.keyA, s.keyB, s.keyX, s.revoked = s.key("acme", "a"), s.key("acme", "b"), s.key("other", "x"), s.key("acme", "old")
+	if err := store.RevokeAgentKey(ctx, s.acme.ID, "old", start); err != nil {
+		t.Fatalf("revoke key: %v", err)
+	}
+	s.alice, s.bob = s.approver("acme", "alice"), s.approver("other", "bob")
+
+	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}
+	var acfg approval.Config
+	for _, o := range opts {
+		o(&cfg, &acfg)
+	}
+	reg := metrics.NewRegistry()
+	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.svc = approval.New(store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
+	s.srv = server.New(cfg, s.svc, &approval.Authenticator{Store: store}, reg, log)
+	ts := httptest.NewServer(s.srv.Handler())
+	t.Cleanup(ts.Close)
+	s.URL = ts.URL
+	return s
+}
+
+func (s *testServer) account(name string) *countersign.Account {
+	s.t.Helper()
+	a, err := s.admin.CreateAccount(s.ctx, name)
+	if err != nil {
+		s.t.Fatalf("create account %s: %v", name, err)
+	}
+	return a
+}
+
+func (s *testServer) key(account, name string) string {
+	s.t.Helper()
+	_, secret, err := s.admin.CreateAgentKey(s.ctx, account, name)
+	if err != nil {
+		s.t.Fatalf("create key %s: %v", name, err)
+	}
+	return secret
+}
+
+// approver creates an approver of the account and returns an API token of
+// it. The approver row gets the precomputed password hash; membership and
+// token go through Admin.
+func (s *testServer) approver(account, username string) string {
+	s.t.Helper()
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: passwordHash(), CreatedAt: start}
+	if err := s.store.CreateApprover(s.ctx, ap); err != nil {
+		s.t.Fatalf("create approver %s: %v", username, err)
+	}
+	if _, err := s.admin.CreateApprover(s.ctx, account, username, ""); err != nil {
+		s.t.Fatalf("add approver %s to %s: %v", username, account, err)
+	}
+	_, secret, err := s.admin.CreateApproverToken(s.ctx, username, account, "test")
+	if err != nil {
+		s.t.Fatalf("create token of %s: %v", username, err)
+	}
+	return secret
+}
+
+// response is what the server answered.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// newRequest builds an API call with a credential (none when empty) and a
+// JSON body (none when empty).
+func (s *testServer) newRequest(method, path, cred, body string) *http.Request {
+	s.t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(s.ctx, method, s.URL+path, r)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if cred != "" {
+		req.Header.Set("Authorization", "Bearer "+cred)
+	}
+	return req
+}
+
+func (s *testServer) do(req *http.Request) response {
+	s.t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+func (s *testServer) call(method, path, cred, body string) response {
+	s.t.Helper()
+	return s.do(s.newRequest(method, path, cred, body))
+}
+
+// apiRequest is a request as the API shows it.
+type apiRequest struct {
+	ID           string          `json:"id"`
+	Reference    string          `json:"reference"`
+	Kind         string          `json:"kind"`
+	Action       string          `json:"action"`
+	Arguments    json.RawMessage `json:"arguments"`
+	ArgsHash     string          `json:"args_hash"`
+	Preview      string          `json:"preview"`
+	PreviewHash  string          `json:"preview_hash"`
+	Key          string          `json:"key"`
+	Status       string          `json:"status"`
+	CreatedAt    time.Time       `json:"created_at"`
+	ExpiresAt    time.Time       `json:"expires_at"`
+	DecidedAt    *time.Time      `json:"decided_at"`
+	DecidedBy    string          `json:"decided_by"`
+	Text         string          `json:"text"`
+	AutoApproved bool            `json:"auto_approved"`
+	ConsumedAt   *time.Time      `json:"consumed_at"`
+	InboxURL     string          `json:"inbox_url"`
+}
+
+// request checks a successful answer with the status and decodes it.
+func (r response) request(t *testing.T, status int) apiRequest {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d; body %s", r.status, status, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	var out apiRequest
+	if err := json.Unmarshal(r.body, &out); err != nil {
+		t.Fatalf("decode %s: %v", r.body, err)
+	}
+	return out
+}
+
+// wantError checks an error answer: the status, the JSON error body with the
+// code, and returns its message.
+func (r response) wantError(t *testing.T, what string, status int, code string) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	err := json.Unmarshal(r.body, &e)
+	if r.status != status || err != nil || e.Error.Code != code || e.Error.Message == "" {
+		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, bytes.TrimSpace(r.body), status, code)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("%s: Content-Type %q", what, ct)
+	}
+	return e.Error.Message
+}
+
+// toolBody is the body of a tool request with distinct arguments on each
+// call, so that no two are identical.
+func (s *testServer) toolBody(session string) string {
+	s.nextID++
+	return fmt.Sprintf(`{"kind":"tool","action":"Bash","arguments":{"n":%d},"preview":"run %d","context":{"session_id":%q}}`, s.nextID, s.nextID, session)
+}
+
+// create makes a new pending request of the agent key over the API.
+func (s *testServer) create(cred string) apiRequest {
+	s.t.Helper()
+	return s.call("POST", "/api/v1/requests", cred, s.toolBody("s1")).request(s.t, http.StatusCreated)
+}
+
+// decide posts a decision of alice's and expects it to win.
+func (s *testServer) decide(id, decision string) apiRequest {
+	s.t.Helper()
+	return s.call("POST", "/api/v1/requests/"+id+"/decision", s.alice, `{"decision":"`+decision+`"}`).request(s.t, http.StatusOK)
+}
+
+// snapshot is everything a refused call must leave alone: every request of
+// both accounts and the length of the audit log.
+func (s *testServer) snapshot() string {
+	s.t.Helper()
+	var b strings.Builder
+	entries, err := s.store.AuditLog(s.ctx, 0, 100000)
+	if err != nil {
+		s.t.Fatalf("AuditLog: %v", err)
+	}
+	fmt.Fprintf(&b, "audit entries: %d\n", len(entries))
+	for _, acc := range []*countersign.Account{s.acme, s.other} {
+		list, err := s.store.Requests(s.ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 500})
+		if err != nil {
+			s.t.Fatalf("Requests: %v", err)
+		}
+		for _, r := range list {
+			fmt.Fprintf(&b, "%s %s %s %q %v %v %v\n", r.ID, r.Status, r.DecidedBy, r.Reason, r.ExpiresAt, r.DecidedAt, r.ConsumedAt)
+		}
+	}
+	return b.String()
+}
+
+// unchanged fails the test when the store differs from the snapshot.
+func (s *testServer) unchanged(what, before string) {
+	s.t.Helper()
+	if after := s.snapshot(); after != before {
+		s.t.Errorf("%s changed the store:\nbefore:\n%safter:\n%s", what, before, after)
+	}
+}
+
+// waitForWaiters blocks until the hub has n waiters, so that a test acts
+// only once a long poll is really holding.
+func (s *testServer) waitForWaiters(n int64) {
+	s.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.hub.Waiters() < n {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("hub has %d waiters, want %d", s.hub.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// async runs an HTTP call in a goroutine; the answer (or the transport's
+// error) arrives on the channel.
+func async(client *http.Client, req *http.Request) <-chan asyncResult {
+	out := make(chan asyncResult, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			out <- asyncResult{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		out <- asyncResult{response{resp.StatusCode, resp.Header, body}, err}
+	}()
+	return out
+}
+
+type asyncResult struct {
+	response
+	err error
+}
+
+// await returns an async answer, failing the test if none came within a
+// generous bound that only guards against a hang.
+func await(t *testing.T, ch <-chan asyncResult, bound time.Duration) response {
+	t.Helper()
+	select {
+	case res := <-ch:
+		if res.err != nil {
+			t.Fatalf("call failed: %v", res.err)
+		}
+		return res.response
+	case <-time.After(bound):
+		t.Fatalf("no answer within %s", bound)
+		return response{}
+	}
+}

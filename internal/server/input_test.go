@@ -1,0 +1,192 @@
+package server_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+)
+
+func TestCreateBadInput(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	s.create(s.keyA)
+	tooBig := `{"action":"x","preview":"` + strings.Repeat("y", 64<<10) + `"}`
+	tests := []struct {
+		name        string
+		body        string
+		contentType string
+		status      int
+		code        string
+		message     string // a part of the message, when it matters
+	}{
+		{"malformed JSON", `{"action":`, "", 400, countersign.EINVALID, "not valid JSON"},
+		{"not JSON", `action=x`, "", 400, countersign.EINVALID, "not valid JSON"},
+		{"wrong type", `{"action":5}`, "", 400, countersign.EINVALID, `"action" must be a string`},
+		{"wrong nested type", `{"action":"x","context":{"session_id":1}}`, "", 400, countersign.EINVALID, "must be a string"},
+		{"unknown field", `{"action":"x","colour":"red"}`, "", 400, countersign.EINVALID, `unknown field "colour"`},
+		{"unknown nested field", `{"action":"x","context":{"pid":1}}`, "", 400, countersign.EINVALID, `unknown field "pid"`},
+		{"array", `[{"action":"x"}]`, "", 400, countersign.EINVALID, "JSON object"},
+		{"two objects", `{"action":"x"} {"action":"y"}`, "", 400, countersign.EINVALID, "exactly one"},
+		{"empty body", ``, "", 400, countersign.EINVALID, "JSON object"},
+		{"unknown kind", `{"kind":"shell","action":"x"}`, "", 400, countersign.EINVALID, "kind"},
+		{"no action", `{"kind":"tool"}`, "", 400, countersign.EINVALID, "action"},
+		{"short ttl", `{"action":"x","ttl_seconds":5}`, "", 400, countersign.EINVALID, "ttl"},
+		{"negative ttl", `{"action":"x","ttl_seconds":-60}`, "", 400, countersign.EINVALID, "ttl"},
+		// 18446744174 s is 100 s more than 2^64 ns: it must not wrap
+		// around into a short, valid TTL.
+		{"huge ttl", `{"action":"x","ttl_seconds":18446744174}`, "", 400, countersign.EINVALID, "ttl"},
+		{"body over 64 KiB", tooBig, "", 413, countersign.ETOOLARGE, "at most"},
+		{"text/plain", `{"action":"x"}`, "text/plain", 415, countersign.EUNSUPPORTED, "application/json"},
+		{"form", `{"action":"x"}`, "application/x-www-form-urlencoded", 415, countersign.EUNSUPPORTED, "application/json"},
+		{"no Content-Type", `{"action":"x"}`, "none", 415, countersign.EUNSUPPORTED, "application/json"},
+	}
+	before := s.snapshot()
+	for _, tt := range tests {
+		req := s.newRequest("POST", "/api/v1/requests", s.keyA, tt.body)
+		switch tt.contentType {
+		case "none":
+			req.Header.Del("Content-Type")
+		case "":
+		default:
+			req.Header.Set("Content-Type", tt.contentType)
+		}
+		msg := s.do(req).wantError(t, tt.name, tt.status, tt.code)
+		if !strings.Contains(msg, tt.message) {
+			t.Errorf("%s: message %q lacks %q", tt.name, msg, tt.message)
+		}
+	}
+	s.unchanged("refused creates", before)
+
+	// A charset parameter is fine.
+	req := s.newRequest("POST", "/api/v1/requests", s.keyA, s.toolBody("s1"))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	s.do(req).request(t, http.StatusCreated)
+}
+
+func TestDecisionBadInput(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	r := s.create(s.keyA)
+	noSession := s.call("POST", "/api/v1/requests", s.keyA, `{"action":"deploy"}`).request(t, http.StatusCreated)
+	tests := []struct {
+		name, id, body string
+		status         int
+		code           string
+	}{
+		{"unknown decision", r.ID, `{"decision":"maybe"}`, 400, countersign.EINVALID},
+		{"no decision", r.ID, `{}`, 400, countersign.EINVALID},
+		{"respond without text", r.ID, `{"decision":"respond"}`, 400, countersign.EINVALID},
+		{"minutes as a string", r.ID, `{"decision":"approve","auto_approve_minutes":"5"}`, 400, countersign.EINVALID},
+		{"61 minutes", r.ID, `{"decision":"approve","auto_approve_minutes":61}`, 400, countersign.EINVALID},
+		{"window with deny", r.ID, `{"decision":"deny","auto_approve_minutes":5}`, 400, countersign.EINVALID},
+		{"window without a session", noSession.ID, `{"decision":"approve","auto_approve_minutes":5}`, 400, countersign.EINVALID},
+		{"unknown field", r.ID, `{"decision":"approve","force":true}`, 400, countersign.EINVALID},
+		{"malformed", r.ID, `{"decision":`, 400, countersign.EINVALID},
+		{"empty body", r.ID, ``, 400, countersign.EINVALID},
+		{"unknown id", "req_doesnotexist", `{"decision":"approve"}`, 404, countersign.ENOTFOUND},
+	}
+	before := s.snapshot()
+	for _, tt := range tests {
+		s.call("POST", "/api/v1/requests/"+tt.id+"/decision", s.alice, tt.body).wantError(t, tt.name, tt.status, tt.code)
+	}
+	req := s.newRequest("POST", "/api/v1/requests/"+r.ID+"/decision", s.alice, `{"decision":"approve"}`)
+	req.Header.Set("Content-Type", "text/plain")
+	s.do(req).wantError(t, "decision as text/plain", 415, countersign.EUNSUPPORTED)
+	s.unchanged("refused decisions", before)
+}
+
+func TestConsumeCancelBadInput(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	r := s.create(s.keyA)
+	s.decide(r.ID, "approve")
+	p := s.create(s.keyA)
+	before := s.snapshot()
+	for _, path := range []string{"/api/v1/requests/" + r.ID + "/consume", "/api/v1/requests/" + p.ID + "/cancel"} {
+		s.call("POST", path, s.keyA, `{"force":true}`).wantError(t, path+" unknown field", 400, countersign.EINVALID)
+		s.call("POST", path, s.keyA, `nope`).wantError(t, path+" malformed", 400, countersign.EINVALID)
+		req := s.newRequest("POST", path, s.keyA, `{}`)
+		req.Header.Set("Content-Type", "text/plain")
+		s.do(req).wantError(t, path+" text/plain", 415, countersign.EUNSUPPORTED)
+	}
+	s.unchanged("refused consumes and cancels", before)
+}
+
+// TestCredentials: every route refuses a missing, malformed, unknown or
+// revoked credential with 401 and a WWW-Authenticate challenge, and the wrong
+// kind of credential with 403; none of them changes anything.
+func TestCredentials(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	r := s.create(s.keyA)
+	approved := s.create(s.keyA)
+	s.decide(approved.ID, "approve")
+	before := s.snapshot()
+
+	agentRoutes := []struct{ method, path, body string }{
+		{"POST", "/api/v1/requests", s.toolBody("s9")},
+		{"GET", "/api/v1/requests/" + r.ID, ""},
+		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", ""},
+		{"POST", "/api/v1/requests/" + approved.ID + "/consume", ""},
+		{"POST", "/api/v1/requests/" + r.ID + "/cancel", ""},
+	}
+	approverRoutes := []struct{ method, path, body string }{
+		{"GET", "/api/v1/requests?status=pending", ""},
+		{"POST", "/api/v1/requests/" + r.ID + "/decision", `{"decision":"approve"}`},
+	}
+	unauthorized := []struct{ name, header string }{
+		{"no credential", ""},
+		{"basic auth", "Basic YWxpY2U6c2VjcmV0"},
+		{"bearer without token", "Bearer"},
+		{"bearer with blank token", "Bearer    "},
+		{"garbage token", "Bearer hunter2"},
+		{"unknown agent key", "Bearer " + countersign.NewSecret(countersign.AgentKeyPrefix)},
+		{"unknown approver token", "Bearer " + countersign.NewSecret(countersign.ApproverTokenPrefix)},
+		{"revoked agent key", "Bearer " + s.revoked},
+	}
+	check := func(method, path, body, header string, status int, code string) {
+		t.Helper()
+		req := s.newRequest(method, path, "", body)
+		if header != "" {
+			req.Header.Set("Authorization", header)
+		}
+		resp := s.do(req)
+		resp.wantError(t, header+" on "+method+" "+path, status, code)
+		if got := resp.header.Get("WWW-Authenticate"); status == 401 && got != `Bearer realm="countersign"` {
+			t.Errorf("%s %s: WWW-Authenticate %q", method, path, got)
+		}
+	}
+	for _, rt := range append(agentRoutes, approverRoutes...) {
+		for _, u := range unauthorized {
+			// The revoked key and the unknown one of the other kind
+			// are refused as the wrong kind on some routes.
+			status, code := 401, countersign.EUNAUTHORIZED
+			if wrongKind(rt.path, u.name) {
+				status, code = 403, countersign.EFORBIDDEN
+			}
+			check(rt.method, rt.path, rt.body, u.header, status, code)
+		}
+	}
+	for _, rt := range agentRoutes {
+		check(rt.method, rt.path, rt.body, "Bearer "+s.alice, 403, countersign.EFORBIDDEN)
+	}
+	for _, rt := range approverRoutes {
+		check(rt.method, rt.path, rt.body, "Bearer "+s.keyA, 403, countersign.EFORBIDDEN)
+	}
+	s.unchanged("calls without a fitting credential", before)
+}
+
+// wrongKind reports whether a credential of the test is of the other kind
+// than the route takes, which is 403 even when the credential is unknown.
+func wrongKind(path, credential string) bool {
+	approverRoute := strings.HasSuffix(path, "/decision") || strings.HasSuffix(path, "?status=pending")
+	switch credential {
+	case "unknown approver token":
+		return !approverRoute
+	case "unknown agent key", "revoked agent key":
+		return approverRoute
+	}
+	return false
+}

@@ -1,0 +1,171 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/server"
+)
+
+// principal is alice as the service sees her.
+func (s *testServer) principal() countersign.ApproverPrincipal {
+	s.t.Helper()
+	p, err := (&approval.Authenticator{Store: s.store}).Approver(s.ctx, s.alice)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	resp := s.call("GET", "/healthz", "", "")
+	var body struct {
+		Status string   `json:"status"`
+		Uptime *float64 `json:"uptime_seconds"`
+	}
+	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &body) != nil || body.Status != "ok" || body.Uptime == nil {
+		t.Errorf("healthz: %d %s", resp.status, resp.body)
+	}
+	if ct := resp.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		t.Errorf("healthz Content-Type %q", ct)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	r := s.create(s.keyA)
+	s.clock.Advance(30 * time.Second)
+	s.decide(r.ID, "approve")
+	s.call("GET", "/healthz", "", "")
+
+	resp := s.call("GET", "/metrics", "", "")
+	if resp.status != http.StatusOK || !strings.HasPrefix(resp.header.Get("Content-Type"), "text/plain; version=0.0.4") {
+		t.Fatalf("metrics: %d %q", resp.status, resp.header.Get("Content-Type"))
+	}
+	body := string(resp.body)
+	for _, line := range []string{
+		"# TYPE countersign_requests_total counter",
+		`countersign_requests_total{kind="tool",status="pending"} 1`,
+		`countersign_requests_total{kind="tool",status="approved"} 1`,
+		"# TYPE countersign_decision_seconds histogram",
+		`countersign_decision_seconds_bucket{le="15"} 0`,
+		`countersign_decision_seconds_bucket{le="30"} 1`,
+		"countersign_decision_seconds_count 1",
+		"# TYPE countersign_waiters gauge",
+		"countersign_waiters 0",
+		"# TYPE countersign_http_requests_total counter",
+		`countersign_http_requests_total{route="POST /api/v1/requests",code="201"} 1`,
+		`countersign_http_requests_total{route="POST /api/v1/requests/{id}/decision",code="200"} 1`,
+		`countersign_http_requests_total{route="GET /healthz",code="200"} 1`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+	// Routes are counted by pattern, never by path: no id shows up.
+	if strings.Contains(body, r.ID) {
+		t.Error("metrics show a request id")
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.RatePerMinute = 1 })
+	s.call("GET", "/api/v1/requests", s.alice, "").request(t, http.StatusOK)
+	before := s.snapshot()
+
+	resp := s.call("POST", "/api/v1/requests", s.keyA, s.toolBody("s1"))
+	resp.wantError(t, "second call in the minute", http.StatusTooManyRequests, countersign.ELIMIT)
+	// One call a minute: the next token comes within 60 s (less by the
+	// time the calls took).
+	if n, err := strconv.Atoi(resp.header.Get("Retry-After")); err != nil || n < 1 || n > 60 {
+		t.Errorf("Retry-After %q, want 1 to 60 seconds", resp.header.Get("Retry-After"))
+	}
+	s.unchanged("a limited create", before)
+	// Health and metrics are not API calls and are not limited.
+	if got := s.call("GET", "/healthz", "", "").status; got != http.StatusOK {
+		t.Errorf("healthz while limited: %d", got)
+	}
+}
+
+func TestPendingLimitOverAPI(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for range 5 {
+		s.create(s.keyA)
+	}
+	before := s.snapshot()
+	resp := s.call("POST", "/api/v1/requests", s.keyB, s.toolBody("s1"))
+	resp.wantError(t, "6th pending request", http.StatusTooManyRequests, countersign.ELIMIT)
+	if got := resp.header.Get("Retry-After"); got != "600" {
+		t.Errorf("Retry-After %q, want 600 (the oldest expires in 10 minutes)", got)
+	}
+	s.unchanged("a limited create", before)
+	s.create(s.keyX)
+}
+
+func TestExpiredOverAPI(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	pending := s.create(s.keyA)
+	approved := s.create(s.keyA)
+	s.decide(approved.ID, "approve")
+	s.clock.Advance(10 * time.Minute)
+
+	s.call("POST", "/api/v1/requests/"+pending.ID+"/decision", s.alice, `{"decision":"approve"}`).wantError(t, "decide expired", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.keyA, "").wantError(t, "consume expired approval", http.StatusConflict, countersign.ECONFLICT)
+	for _, id := range []string{pending.ID, approved.ID} {
+		if got := s.call("GET", "/api/v1/requests/"+id, s.keyA, "").request(t, http.StatusOK); got.Status != "expired" {
+			t.Errorf("%s: %s, want expired", id, got.Status)
+		}
+	}
+	before := s.snapshot()
+	s.call("POST", "/api/v1/requests/"+pending.ID+"/decision", s.alice, `{"decision":"deny"}`).wantError(t, "decide expired again", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.keyA, "").wantError(t, "consume expired again", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+pending.ID+"/cancel", s.keyA, "").wantError(t, "cancel expired", http.StatusConflict, countersign.ECONFLICT)
+	s.unchanged("calls on expired requests", before)
+}
+
+// TestInternalError: a fault of ours answers 500 with an id to quote and
+// nothing of the fault; the log has the fault under that id.
+func TestInternalError(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	r := s.create(s.keyA)
+	s.store.Close()
+
+	for _, c := range []struct{ method, path, cred, body string }{
+		{"GET", "/api/v1/requests/" + r.ID, s.keyA, ""},
+		{"POST", "/api/v1/requests", s.keyA, s.toolBody("s1")},
+		{"GET", "/api/v1/requests", s.alice, ""},
+	} {
+		resp := s.call(c.method, c.path, c.cred, c.body)
+		msg := resp.wantError(t, c.method+" "+c.path, http.StatusInternalServerError, countersign.EINTERNAL)
+		m := regexp.MustCompile(`^Internal error; the server log has the details under id ([a-z0-9]+)\.$`).FindStringSubmatch(msg)
+		if m == nil {
+			t.Errorf("%s %s: message %q", c.method, c.path, msg)
+			continue
+		}
+		for _, leak := range []string{"sql", "database", "closed", "sqlite"} {
+			if strings.Contains(strings.ToLower(string(resp.body)), leak) {
+				t.Errorf("%s %s: answer shows %q: %s", c.method, c.path, leak, resp.body)
+			}
+		}
+		if logs := s.logs.String(); !strings.Contains(logs, "error_id="+m[1]) || !strings.Contains(logs, "closed") {
+			t.Errorf("the log lacks error %s with its cause:\n%s", m[1], logs)
+		}
+	}
+	if got := s.call("GET", "/healthz", "", "").status; got != http.StatusOK {
+		t.Errorf("healthz: %d", got)
+	}
+}
