@@ -49,6 +49,12 @@ type Store interface {
 	// CreateApproverToken adds an approver API token. Errors: ENOTFOUND for
 	// an unknown approver or account.
 	CreateApproverToken(ctx context.Context, t *ApproverToken) error
+	// ApproverTokens lists an approver's tokens, revoked or not, oldest
+	// first.
+	ApproverTokens(ctx context.Context, approverID string) ([]*ApproverToken, error)
+	// RevokeApproverToken revokes a token of the approver by id or name.
+	// Errors: ENOTFOUND, ECONFLICT if already revoked.
+	RevokeApproverToken(ctx context.Context, approverID, idOrName string, at time.Time) error
 	// ApproverTokenByHash returns a token, revoked or not, with its
 	// approver. Errors: ENOTFOUND.
 	ApproverTokenByHash(ctx context.Context, hash string) (*ApproverToken, *Approver, error)

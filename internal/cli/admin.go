@@ -200,9 +200,12 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 }
 
 func runToken(ctx context.Context, env *Env, args []string) error {
-	sub, args, err := subcommand(args, "create")
+	sub, args, err := subcommand(args, "create", "list", "revoke")
 	if err != nil {
 		return err
+	}
+	if sub != "create" {
+		return runTokenChange(ctx, env, sub, args)
 	}
 	fs := newFlags(env, "token "+sub)
 	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")

@@ -83,3 +83,48 @@ func signIn(t *testing.T, s *approval.Sessions, password string) (string, error)
 	id, _, err := s.SignIn(t.Context(), "ann", password, "192.0.2.1", "test")
 	return id, err
 }
+
+// TestTokenListRevoke: a revoked approver token stops authenticating.
+func TestTokenListRevoke(t *testing.T) {
+	dir := t.TempDir()
+	run := func(stdin string, args ...string) (int, string) {
+		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
+		env.Stdin = strings.NewReader(stdin)
+		code := Run(t.Context(), env, args)
+		return code, stdout.String() + stderr.String()
+	}
+	run("", "account", "create", "one")
+	if code, out := run("a-long-password\n", "approver", "create", "--account", "one", "--username", "ann", "--password-stdin"); code != 0 {
+		t.Fatalf("approver create: %d %s", code, out)
+	}
+	code, out := run("", "token", "create", "--approver", "ann", "--name", "phone")
+	if code != 0 {
+		t.Fatalf("token create: %d %s", code, out)
+	}
+	secret := strings.TrimSpace(strings.Split(strings.Split(out, "\n\n")[1], "\n")[0])
+
+	store, err := openStore(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	auth := &approval.Authenticator{Store: store}
+	if _, err := auth.Approver(t.Context(), secret); err != nil {
+		t.Fatalf("the new token: %v", err)
+	}
+	if code, out := run("", "token", "list", "--approver", "ann"); code != 0 || !strings.Contains(out, "phone") || !strings.Contains(out, "active") {
+		t.Fatalf("token list: %d %s", code, out)
+	}
+	if code, out := run("", "token", "revoke", "--approver", "ann", "phone"); code != 0 {
+		t.Fatalf("token revoke: %d %s", code, out)
+	}
+	if _, err := auth.Approver(t.Context(), secret); countersign.ErrorCode(err) != countersign.EUNAUTHORIZED {
+		t.Fatalf("the revoked token: %v, want unauthorized", err)
+	}
+	if code, out := run("", "token", "list", "--approver", "ann"); code != 0 || !strings.Contains(out, "revoked") {
+		t.Fatalf("token list after revoke: %d %s", code, out)
+	}
+	if code, _ := run("", "token", "revoke", "--approver", "ann", "phone"); code != 1 {
+		t.Fatalf("revoking again exited %d, want 1", code)
+	}
+}

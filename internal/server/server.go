@@ -70,6 +70,9 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	if cfg.Store == nil {
 		cfg.Store = auth.Store
 	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	pages, err := web.Parse()
 	if err != nil {
 		panic(err)

@@ -174,3 +174,48 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 	t.CreatedAt, t.RevokedAt, a.CreatedAt = fromNanos(tCreated), fromNanos(tRevoked), fromNanos(aCreated)
 	return &t, &a, nil
 }
+
+// ApproverTokens implements countersign.Store.
+func (db *DB) ApproverTokens(ctx context.Context, approverID string) ([]*countersign.ApproverToken, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT id, approver_id, account_id, name, hash, hint, created_at, revoked_at
+		FROM approver_tokens WHERE approver_id = ? ORDER BY created_at, id`, approverID)
+	if err != nil {
+		return nil, fmt.Errorf("list approver tokens: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.ApproverToken{}
+	for rows.Next() {
+		var t countersign.ApproverToken
+		var created, revoked int64
+		if err := rows.Scan(&t.ID, &t.ApproverID, &t.AccountID, &t.Name, &t.Hash, &t.Hint, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("list approver tokens: %w", err)
+		}
+		t.CreatedAt, t.RevokedAt = fromNanos(created), fromNanos(revoked)
+		out = append(out, &t)
+	}
+	return out, rows.Err()
+}
+
+// RevokeApproverToken implements countersign.Store. One conditional update:
+// of two revocations, one succeeds and the other is told.
+func (db *DB) RevokeApproverToken(ctx context.Context, approverID, idOrName string, at time.Time) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		var id string
+		var revoked int64
+		err := tx.QueryRowContext(ctx, `SELECT id, revoked_at FROM approver_tokens
+			WHERE approver_id = ? AND (id = ? OR name = ?) ORDER BY id = ? DESC, revoked_at = 0 DESC LIMIT 1`,
+			approverID, idOrName, idOrName, idOrName).Scan(&id, &revoked)
+		if err == sql.ErrNoRows {
+			return countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+		} else if err != nil {
+			return fmt.Errorf("read approver token: %w", err)
+		}
+		if revoked != 0 {
+			return countersign.Errorf(countersign.ECONFLICT, "approver token is already revoked")
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE approver_tokens SET revoked_at = ? WHERE id = ?`, nanos(at), id); err != nil {
+			return fmt.Errorf("revoke approver token: %w", err)
+		}
+		return nil
+	})
+}

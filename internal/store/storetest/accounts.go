@@ -174,6 +174,28 @@ func testApproverTokens(t *testing.T, open Opener) {
 	_, _, err = s.ApproverTokenByHash(ctx, sha("unknown"))
 	wantCode(t, "ApproverTokenByHash(unknown)", err, countersign.ENOTFOUND)
 
+	// Tokens are listed and revoked by id or name, once.
+	list, err := s.ApproverTokens(ctx, a.ID)
+	if err != nil || len(list) != 1 || list[0].ID != tok.ID || list[0].Revoked() {
+		t.Fatalf("ApproverTokens = %+v, %v", list, err)
+	}
+	other := &countersign.ApproverToken{ID: countersign.NewID("tok_"), ApproverID: a.ID, AccountID: acc.ID, Name: "laptop",
+		Hash: sha("laptop-token"), Hint: "cst_lapt…", CreatedAt: Base.Add(time.Second)}
+	if err := s.CreateApproverToken(ctx, other); err != nil {
+		t.Fatalf("CreateApproverToken: %v", err)
+	}
+	if err := s.RevokeApproverToken(ctx, a.ID, "laptop", Base.Add(time.Hour)); err != nil {
+		t.Fatalf("RevokeApproverToken by name: %v", err)
+	}
+	wantCode(t, "RevokeApproverToken again", s.RevokeApproverToken(ctx, a.ID, other.ID, Base.Add(time.Hour)), countersign.ECONFLICT)
+	wantCode(t, "RevokeApproverToken of another approver", s.RevokeApproverToken(ctx, "apr_other", tok.ID, Base.Add(time.Hour)), countersign.ENOTFOUND)
+	if got, _, err := s.ApproverTokenByHash(ctx, other.Hash); err != nil || !got.Revoked() || !got.RevokedAt.Equal(Base.Add(time.Hour)) {
+		t.Fatalf("revoked token = %+v, %v", got, err)
+	}
+	if got, _, err := s.ApproverTokenByHash(ctx, tok.Hash); err != nil || got.Revoked() {
+		t.Fatalf("the other token after revoking one = %+v, %v", got, err)
+	}
+
 	// Leaving the account revokes the approver's tokens there.
 	if err := s.RemoveMembership(ctx, a.ID, acc.ID, Base.Add(time.Minute)); err != nil {
 		t.Fatalf("RemoveMembership: %v", err)
