@@ -32,8 +32,8 @@ func (r *Registry) add(m writer) {
 	r.mu.Unlock()
 }
 
-// WriteTo writes every metric in the Prometheus text exposition format.
-func (r *Registry) WriteTo(w io.Writer) {
+// Write writes every metric in the Prometheus text exposition format.
+func (r *Registry) Write(w io.Writer) {
 	r.mu.Lock()
 	ms := append([]writer(nil), r.metrics...)
 	r.mu.Unlock()

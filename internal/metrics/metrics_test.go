@@ -18,7 +18,7 @@ func TestExposition(t *testing.T) {
 	h.Observe(5)
 
 	var b strings.Builder
-	r.WriteTo(&b)
+	r.Write(&b)
 	want := `# HELP x_total Things.
 # TYPE x_total counter
 x_total{kind="rm",status="pending"} 2

@@ -12,7 +12,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	s.registry.WriteTo(w)
+	s.registry.Write(w)
 }
 
 // seedHealth is the seed's health check.
