@@ -54,6 +54,9 @@ func (s *Server) createClaudeEvent(w http.ResponseWriter, r *http.Request) error
 		"success": true, "event_id": p.EventID, "expires_at": req.ExpiresAt.Unix(),
 		"reference": countersign.FormatReference(req.Reference), "inbox_url": s.inboxURL(req.ID),
 	}
+	if !created && !sameSeed(req.Seed, data) {
+		return seedIDTaken("event_id", p.EventID)
+	}
 	if req.DecidedBy == countersign.DecidedByAutoApprove {
 		out["status"], out["auto_approved"] = "auto_approved", true
 		writeJSON(w, http.StatusOK, out)

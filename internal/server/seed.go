@@ -106,6 +106,9 @@ func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) err
 		"success": true, "request_id": p.RequestID, "expires_at": req.ExpiresAt.Unix(),
 		"reference": countersign.FormatReference(req.Reference), "inbox_url": s.inboxURL(req.ID),
 	}
+	if !created && !sameSeed(req.Seed, data) {
+		return seedIDTaken("request_id", p.RequestID)
+	}
 	if !created {
 		// The same request again: its links were handed out the first time
 		// and are stored only as hashes.
@@ -136,6 +139,24 @@ func deletePreview(p *deletePayload) string {
 		b.WriteString("\n\nFiles: " + strconv.Itoa(p.FileCount))
 	}
 	return b.String()
+}
+
+// sameSeed reports whether a stored seed body and a new one are the same
+// JSON value. The store returns a live request of the same key, seed id and
+// binding as the same request, but the binding leaves out what a seed body
+// carries beside it (user, hostname, session, risk reasons, timestamp): a
+// body that differs there is another request under a taken id.
+func sameSeed(stored, body []byte) bool {
+	a, err := approval.Canonical(stored)
+	if err != nil {
+		return false
+	}
+	b, err := approval.Canonical(body)
+	return err == nil && bytes.Equal(a, b)
+}
+
+func seedIDTaken(field, id string) error {
+	return countersign.Errorf(countersign.ECONFLICT, "%s %q is already taken by another request", field, id)
 }
 
 func nonNil(s []string) []string {
