@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -30,10 +32,20 @@ func viewOf(r *countersign.Request) *requestView {
 		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
 	}
 	if len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
+		// Numbers as the agent's canonical JSON has them, and without HTML
+		// escaping, so that the human reads "a && b" and not
+		// "a \u0026\u0026 b"; the template escapes for the page.
 		var a any
-		if json.Unmarshal(r.Arguments, &a) == nil {
-			b, _ := json.MarshalIndent(a, "", "  ")
-			v.Arguments = string(b)
+		dec := json.NewDecoder(bytes.NewReader(r.Arguments))
+		dec.UseNumber()
+		if dec.Decode(&a) == nil {
+			var b strings.Builder
+			enc := json.NewEncoder(&b)
+			enc.SetEscapeHTML(false)
+			enc.SetIndent("", "  ")
+			if enc.Encode(a) == nil {
+				v.Arguments = strings.TrimSuffix(b.String(), "\n")
+			}
 		}
 	}
 	return v

@@ -29,7 +29,11 @@ func (s *Server) page(h pageHandler) http.HandlerFunc {
 		hd.Set("Content-Security-Policy", pageCSP)
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("X-Content-Type-Options", "nosniff")
-		hd.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with every form POST, even to its own origin
+		// (Fetch, "serializing a request origin"), and checkOrigin must
+		// refuse null. same-origin still sends nothing to any other site.
+		hd.Set("Referrer-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		err := s.checkHost(r)

@@ -169,7 +169,11 @@ func (s *Server) signoutEverywhere(w http.ResponseWriter, r *http.Request, b *br
 }
 
 func (s *Server) switchAccount(w http.ResponseWriter, r *http.Request, b *browser) error {
-	if err := s.cfg.Store.SwitchSessionAccount(r.Context(), b.session.Hash, r.PostFormValue("account")); err != nil {
+	err := s.cfg.Store.SwitchSessionAccount(r.Context(), b.session.Hash, r.PostFormValue("account"))
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		// Not "no such request", which the error page says for ENOTFOUND.
+		return countersign.Errorf(countersign.EFORBIDDEN, "You are not a member of that account.")
+	} else if err != nil {
 		return err
 	}
 	http.Redirect(w, r, "/approvals", http.StatusSeeOther)

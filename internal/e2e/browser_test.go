@@ -1,0 +1,377 @@
+// Package e2e_test drives the approval inbox in a real headless Chromium
+// against the real server: sign in, watch a request appear by itself,
+// approve it while the agent long-polls, and check that what an agent sends
+// is shown as text.
+package e2e_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/argon2"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+const password = "correct horse battery staple"
+
+// chromium returns the browser to drive, or skips the test without one
+// (fails it when COUNTERSIGN_TEST_STRICT=1).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
+		return "/usr/bin/chromium"
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	msg := "no Chromium: neither /usr/bin/chromium nor chromium in PATH (apt-get install -y chromium)"
+	if os.Getenv("COUNTERSIGN_TEST_STRICT") == "1" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// env is a real server on a real SQLite store, with the account acme, its
+// agent key and the approver alice.
+type env struct {
+	URL   string
+	hub   *approval.Hub
+	agent *client.Client
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e2e.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := admin.CreateAgentKey(ctx, "acme", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The approver's hash uses tiny argon2id parameters, which CheckPassword
+	// reads from the hash: signing in stays the real path, without seconds
+	// of hashing under the race detector. Admin adds it to the account.
+	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: cheapHash(password), CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	ts := httptest.NewUnstartedServer(nil)
+	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
+	hub := approval.NewHub()
+	reg := metrics.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	srv := server.New(server.Config{PublicURL: public}, svc, &approval.Authenticator{Store: store}, reg, log)
+	ts.Config.Handler = srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	// Runs first: ends the browser's event streams, which Close waits for.
+	t.Cleanup(hub.Close)
+	return &env{URL: public.String(), hub: hub, agent: client.New(public.String(), key)}
+}
+
+func cheapHash(pw string) string {
+	salt := []byte("countersign-salt")
+	k := argon2.IDKey([]byte(pw), salt, 1, 64, 1, 32)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(k))
+}
+
+// waiters waits until the hub holds at least n waits: the page's event
+// stream, and the agent's long poll.
+func (e *env) waiters(t *testing.T, n int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); e.hub.Waiters() < n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: the hub has %d waiters, want %d", what, e.hub.Waiters(), n)
+		}
+	}
+}
+
+// browser starts a headless Chromium with a fresh profile. Everything it
+// does ends within the test's budget.
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	profile := t.TempDir() // removed after the browser has exited
+	budget, cancelBudget := context.WithTimeout(context.Background(), 45*time.Second)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.UserDataDir(profile),
+	)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(budget, opts...)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc() // waits for the browser to exit
+		cancelBudget()
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// do runs browser steps with a timeout of their own.
+func do(t *testing.T, ctx context.Context, what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(sctx, steps...); err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, state(ctx))
+	}
+}
+
+// state describes where the browser is, for a failure message.
+func state(ctx context.Context) string {
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	s, err := chromedp.Run(sctx, chromedp.Evaluate[string](`location.href + "\n" + (document.body ? document.body.innerText : "")`))
+	if err != nil {
+		return "(the page cannot be read: " + err.Error() + ")"
+	}
+	return "the page at " + s
+}
+
+// eval evaluates a JavaScript expression in the page.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// appears waits until the page's visible text holds s. It asks again
+// every 100 ms and rides out navigations (a click that submits a form, the
+// page's own reload on an event), during which an evaluation fails.
+func appears(s string) chromedp.Action[chromedp.Void] {
+	q, _ := json.Marshal(s)
+	expr := fmt.Sprintf("!!document.body && document.body.innerText.includes(%s)", q)
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		var last error
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+			ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
+			if err == nil && ok {
+				return chromedp.Void{}, nil
+			}
+			last = err
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return chromedp.Void{}, fmt.Errorf("%q did not appear within 10 s (last error: %v)", s, last)
+	}
+}
+
+// fitsPhone checks a page at 360 px: no sideways scrolling, and nothing an
+// agent sends, however long a word, runs out of its box.
+func fitsPhone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	if w := eval[int](t, ctx, "document.documentElement.scrollWidth"); w > 360 {
+		t.Errorf("%s is %d px wide at a 360 px viewport: it scrolls sideways", what, w)
+	}
+	over := eval[[]string](t, ctx, `[...document.querySelectorAll("main *")]
+		.filter(el => el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX === "visible")
+		.map(el => el.tagName + "." + el.className + ": " + el.textContent.slice(0, 40))`)
+	if len(over) > 0 {
+		t.Errorf("in %s at 360 px these overflow their box: %q", what, over)
+	}
+}
+
+func TestBrowserInbox(t *testing.T) {
+	exe := chromium(t)
+	e := start(t)
+	ctx := browser(t, exe)
+	agentCtx, cancelAgent := context.WithTimeout(t.Context(), 40*time.Second)
+	defer cancelAgent()
+
+	// Signed out, the inbox sends the browser to the sign-in form.
+	do(t, ctx, "open the inbox", 10*time.Second,
+		chromedp.Navigate(e.URL+"/approvals"),
+		chromedp.WaitVisible(chromedp.ID("username")),
+	)
+	if loc := eval[string](t, ctx, "location.pathname + location.search"); loc != "/signin?next=%2Fapprovals" {
+		t.Fatalf("signed out, the inbox went to %q", loc)
+	}
+	do(t, ctx, "sign in", 10*time.Second,
+		chromedp.SendKeys(chromedp.ID("username"), "alice"),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		appears("Waiting for you"),
+	)
+	if loc := eval[string](t, ctx, "location.pathname"); loc != "/approvals" {
+		t.Fatalf("after sign-in the browser is at %q", loc)
+	}
+
+	// An agent asks; the open inbox shows it without the test reloading.
+	e.waiters(t, 1, "the inbox's event stream")
+	type created struct {
+		r   *client.Request
+		err error
+	}
+	ch := make(chan created, 1)
+	go func() {
+		r, _, err := e.agent.Create(agentCtx, client.CreateInput{
+			Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"rm -rf ./build"}`),
+			Preview: "rm -rf ./build", RiskReasons: []string{"recursive delete"},
+			Context: client.Context{User: "dev", Host: "laptop", Cwd: "/home/dev/app", SessionID: "sess-1"},
+		})
+		ch <- created{r, err}
+	}()
+	var req *client.Request
+	select {
+	case c := <-ch:
+		if c.err != nil {
+			t.Fatalf("the agent could not ask: %v", c.err)
+		}
+		req = c.r
+	case <-agentCtx.Done():
+		t.Fatal("the agent's request never returned")
+	}
+	do(t, ctx, "the request appears by itself", 10*time.Second, appears(req.Reference))
+
+	// The agent long-polls while the human reviews and approves.
+	type waited struct {
+		r   *client.Request
+		err error
+	}
+	wch := make(chan waited, 1)
+	go func() {
+		r, err := e.agent.Wait(agentCtx, req.ID, 30*time.Second)
+		wch <- waited{r, err}
+	}()
+	e.waiters(t, 2, "the agent's long poll and the inbox's event stream")
+	do(t, ctx, "review and approve", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`a[href="/approvals/`+req.ID+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("section.decide")),
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Approve `+req.Reference+` once"]`)),
+		appears("approved by alice"),
+	)
+	select {
+	case w := <-wch:
+		if w.err != nil || w.r.Status != "approved" || w.r.DecidedBy != "alice" {
+			t.Fatalf("the agent's wait returned %+v, %v; want approved by alice", w.r, w.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent's long poll did not return after the approval")
+	}
+	if r, err := e.agent.Consume(agentCtx, req.ID); err != nil || r.Status != "consumed" {
+		t.Fatalf("consume: %+v, %v", r, err)
+	}
+
+	// What an agent sends is shown as text, never run as markup.
+	const evil = `echo "<script>window.__pwned=1</script>" '"><img src=x onerror="window.__pwned=2">' ` + "\x1b[31mred\x1b[0m"
+	xss, _, err := e.agent.Create(agentCtx, client.CreateInput{
+		Kind: "tool", Action: evil, Preview: evil, RiskReasons: []string{"<script>window.__pwned=3</script>"},
+		Context: client.Context{Cwd: "/tmp/<script>window.__pwned=4</script>", SessionID: "sess-1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := e.agent.Create(agentCtx, client.CreateInput{
+		Kind: "rm", Action: "rm -r /home/dev/app/node_modules", Preview: "rm -r /home/dev/app/node_modules\n  12,408 files, 312 MB",
+		RiskReasons: []string{"recursive delete", "more than 1,000 files"},
+		Context:     client.Context{User: "dev", Host: "laptop", Cwd: "/home/dev/app"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, page := range []string{"/approvals", "/approvals/" + xss.ID} {
+		do(t, ctx, "open "+page, 10*time.Second, chromedp.Navigate(e.URL+page), appears(xss.Reference))
+		if v := eval[string](t, ctx, "typeof window.__pwned"); v != "undefined" {
+			t.Errorf("%s: window.__pwned is %s: the agent's markup ran", page, v)
+		}
+		text := eval[string](t, ctx, "document.body.innerText")
+		for _, want := range []string{"<script>window.__pwned=1</script>", `"><img src=x onerror="window.__pwned=2">`, `\x1b[31mred\x1b[0m`} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: the visible text lacks %q:\n%s", page, want, text)
+			}
+		}
+		if n := eval[int](t, ctx, "document.querySelectorAll('main script, main img').length"); n != 0 {
+			t.Errorf("%s: the page holds %d script or img elements", page, n)
+		}
+	}
+
+	// The inbox at phone width, with two requests waiting.
+	var shot []byte
+	do(t, ctx, "phone-width inbox", 15*time.Second,
+		chromedp.EmulateViewport(360, 740, chromedp.EmulateScale(2)),
+		chromedp.Navigate(e.URL+"/approvals"),
+		appears(xss.Reference),
+		appears(other.Reference),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			var err error
+			shot, err = chromedp.CaptureScreenshot()(ctx, tg)
+			return err
+		}),
+	)
+	fitsPhone(t, ctx, "the inbox")
+	save(t, "countersign-inbox-360.png", shot)
+
+	do(t, ctx, "phone-width request page", 10*time.Second,
+		chromedp.Navigate(e.URL+"/approvals/"+xss.ID), appears("Stop the agent's session"))
+	fitsPhone(t, ctx, "the request page")
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	shot, err = chromedp.Run(sctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	save(t, "countersign-request-360.png", shot)
+}
+
+// save writes a screenshot to $COUNTERSIGN_SCREENSHOT_DIR, or the
+// temporary directory, and logs where.
+func save(t *testing.T, name string, png []byte) {
+	t.Helper()
+	dir := os.Getenv("COUNTERSIGN_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot at 360 px: %s", path)
+}

@@ -1,0 +1,382 @@
+package server_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// ibPassword is every test approver's password.
+const ibPassword = "correct horse battery staple"
+
+// ibPasswordHash is an argon2id hash of ibPassword with tiny parameters.
+// CheckPassword reads the parameters from the hash, so signing in stays
+// the real code path while costing microseconds instead of seconds under
+// the race detector; these tests are about sessions, not password hashing.
+func ibPasswordHash() string {
+	salt := []byte("countersign-salt")
+	key := argon2.IDKey([]byte(ibPassword), salt, 1, 64, 1, 32)
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(key))
+}
+
+// ibEnv is the real handler over the real service on a real SQLite store,
+// served by httptest, with two accounts: acme (agent keys a and a2, the
+// approver alice) and other (the key x, the approver bob). carol belongs
+// to both.
+type ibEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	store  *sqlite.DB
+	hub    *approval.Hub
+	svc    *approval.Service
+	admin  *approval.Admin
+	srv    *server.Server
+	base   string   // where the listener answers
+	public *url.URL // the server's PublicURL
+
+	acme, other          *countersign.Account
+	alice, bob, carol    *countersign.Approver
+	keyA, keyA2, keyX    string // agent key secrets
+	addrs                atomic.Int64
+	client               *http.Client
+	agentA, agentA2, agX *client.Client
+}
+
+// ibSetup starts an environment. Unless an option says otherwise, the
+// PublicURL is the listener's own http URL and 127.0.0.1 is a trusted
+// proxy, so that each sign-in can come from its own X-Forwarded-For
+// address and the sign-in limit stays out of tests about something else.
+func ibSetup(t *testing.T, opts ...func(*server.Config)) *ibEnv {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	e := &ibEnv{t: t, ctx: ctx, store: store, hub: approval.NewHub()}
+	e.admin = &approval.Admin{Store: store}
+	e.acme, e.other = e.account("acme"), e.account("other")
+	e.keyA, e.keyA2, e.keyX = e.key("acme", "a"), e.key("acme", "a2"), e.key("other", "x")
+	e.alice, e.bob = e.approver("alice", "acme"), e.approver("bob", "other")
+	e.carol = e.approver("carol", "acme", "other")
+
+	ts := httptest.NewUnstartedServer(nil)
+	e.base = "http://" + ts.Listener.Addr().String()
+	cfg := server.Config{
+		PublicURL:      &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()},
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e.public = cfg.PublicURL
+	reg := metrics.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	e.svc = approval.New(store, nil, e.hub, approval.Config{}, log, approval.NewMetrics(reg, e.hub))
+	e.srv = server.New(cfg, e.svc, &approval.Authenticator{Store: store}, reg, log)
+	ts.Config.Handler = e.srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	// Runs before ts.Close: ends open event streams, which Close waits for.
+	t.Cleanup(e.hub.Close)
+	e.client = &http.Client{
+		Timeout:       10 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	e.agentA, e.agentA2, e.agX = client.New(e.base, e.keyA), client.New(e.base, e.keyA2), client.New(e.base, e.keyX)
+	return e
+}
+
+// ibPublic makes the server answer as https://approve.example.com.
+func ibPublic(raw string) func(*server.Config) {
+	return func(c *server.Config) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			panic(err)
+		}
+		c.PublicURL = u
+	}
+}
+
+// ibNoProxies trusts no proxy: X-Forwarded-For is only a header.
+func ibNoProxies(c *server.Config) { c.TrustedProxies = nil }
+
+func (e *ibEnv) account(name string) *countersign.Account {
+	e.t.Helper()
+	a, err := e.admin.CreateAccount(e.ctx, name)
+	if err != nil {
+		e.t.Fatalf("create account %s: %v", name, err)
+	}
+	return a
+}
+
+func (e *ibEnv) key(account, name string) string {
+	e.t.Helper()
+	_, secret, err := e.admin.CreateAgentKey(e.ctx, account, name)
+	if err != nil {
+		e.t.Fatalf("create key %s: %v", name, err)
+	}
+	return secret
+}
+
+// approver stores an approver with the cheap hash of ibPassword and makes
+// it a member of the accounts through Admin.
+func (e *ibEnv) approver(username string, accounts ...string) *countersign.Approver {
+	e.t.Helper()
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: ibPasswordHash(), CreatedAt: time.Now()}
+	if err := e.store.CreateApprover(e.ctx, ap); err != nil {
+		e.t.Fatalf("create approver %s: %v", username, err)
+	}
+	for _, acc := range accounts {
+		if _, err := e.admin.CreateApprover(e.ctx, acc, username, ""); err != nil {
+			e.t.Fatalf("add %s to %s: %v", username, acc, err)
+		}
+	}
+	return ap
+}
+
+// ibResp is what the server answered.
+type ibResp struct {
+	status int
+	header http.Header
+	body   string
+	cookie []*http.Cookie
+}
+
+type ibMod func(*http.Request)
+
+// ibHeader sets a header; an empty value removes it.
+func ibHeader(k, v string) ibMod {
+	return func(r *http.Request) {
+		if v == "" {
+			r.Header.Del(k)
+		} else {
+			r.Header.Set(k, v)
+		}
+	}
+}
+
+// ibHost sends the request for another Host.
+func ibHost(h string) ibMod { return func(r *http.Request) { r.Host = h } }
+
+// ibFrom makes the request come through the trusted proxy from addr.
+func ibFrom(addr string) ibMod { return ibHeader("X-Forwarded-For", addr) }
+
+// as sends a session cookie under the server's cookie name.
+func (e *ibEnv) as(id string) ibMod { return e.cookie(e.cookieName(), id) }
+
+func (e *ibEnv) cookie(name, value string) ibMod {
+	return func(r *http.Request) { r.AddCookie(&http.Cookie{Name: name, Value: value}) }
+}
+
+func (e *ibEnv) cookieName() string {
+	if e.public.Scheme == "https" {
+		return "__Host-countersign_session"
+	}
+	return "countersign_session"
+}
+
+func (e *ibEnv) origin() string { return e.public.Scheme + "://" + e.public.Host }
+
+// do sends a page request the way the inbox's own browser would: for the
+// public Host and, for a POST, a form with the public Origin. Mods change
+// that.
+func (e *ibEnv) do(method, path string, form url.Values, mods ...ibMod) ibResp {
+	e.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(e.ctx, method, e.base+path, body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Host = e.public.Host
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", e.origin())
+	}
+	for _, m := range mods {
+		m(req)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return ibResp{status: resp.StatusCode, header: resp.Header, body: string(b), cookie: resp.Cookies()}
+}
+
+func (e *ibEnv) get(path string, mods ...ibMod) ibResp {
+	return e.do(http.MethodGet, path, nil, mods...)
+}
+
+func (e *ibEnv) post(path string, form url.Values, mods ...ibMod) ibResp {
+	if form == nil {
+		form = url.Values{}
+	}
+	return e.do(http.MethodPost, path, form, mods...)
+}
+
+// want fails the test unless the answer has the status.
+func (r ibResp) want(t *testing.T, what string, status int) ibResp {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: status %d, want %d; body:\n%s", what, r.status, status, r.body)
+	}
+	return r
+}
+
+// wantRedirect fails the test unless the answer is 303 to location.
+func (r ibResp) wantRedirect(t *testing.T, what, location string) {
+	t.Helper()
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != location {
+		t.Fatalf("%s: %d to %q, want 303 to %q; body:\n%s", what, r.status, r.header.Get("Location"), location, r.body)
+	}
+}
+
+// sessionCookie returns the session cookie the answer set, or nil.
+func (e *ibEnv) sessionCookie(r ibResp) *http.Cookie {
+	for _, c := range r.cookie {
+		if c.Name == e.cookieName() {
+			return c
+		}
+	}
+	return nil
+}
+
+// ibSession is a signed-in browser: its cookie value and the CSRF token its
+// pages carry.
+type ibSession struct {
+	id, csrf string
+}
+
+// nextAddr is a fresh client address for a sign-in.
+func (e *ibEnv) nextAddr() string { return fmt.Sprintf("198.51.100.%d", e.addrs.Add(1)) }
+
+// signIn signs an approver in through the form, from a fresh address, and
+// reads the CSRF token off the inbox.
+func (e *ibEnv) signIn(username string) ibSession {
+	e.t.Helper()
+	r := e.post("/signin", url.Values{"username": {username}, "password": {ibPassword}, "next": {"/approvals"}}, ibFrom(e.nextAddr()))
+	r.wantRedirect(e.t, "sign in "+username, "/approvals")
+	c := e.sessionCookie(r)
+	if c == nil || c.Value == "" {
+		e.t.Fatalf("sign in %s: no session cookie in %v", username, r.header["Set-Cookie"])
+	}
+	inbox := e.get("/approvals", e.as(c.Value)).want(e.t, "inbox after sign-in", http.StatusOK)
+	return ibSession{id: c.Value, csrf: ibCSRF(e.t, inbox.body)}
+}
+
+var ibCSRFField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// ibCSRF returns the CSRF token of a page's forms; all of them must carry
+// the same one.
+func ibCSRF(t *testing.T, page string) string {
+	t.Helper()
+	m := ibCSRFField.FindAllStringSubmatch(page, -1)
+	if len(m) == 0 {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	for _, x := range m[1:] {
+		if x[1] != m[0][1] {
+			t.Fatalf("the page's forms carry different CSRF tokens: %q and %q", m[0][1], x[1])
+		}
+	}
+	return m[0][1]
+}
+
+// decide posts the decision form of a request with the session's token.
+func (e *ibEnv) decide(s ibSession, id string, form url.Values, mods ...ibMod) ibResp {
+	e.t.Helper()
+	if !form.Has("csrf") {
+		form.Set("csrf", s.csrf)
+	}
+	return e.post("/approvals/"+id+"/decision", form, append([]ibMod{e.as(s.id)}, mods...)...)
+}
+
+// create asks for a decision with an agent client and expects a new
+// request.
+func (e *ibEnv) create(c *client.Client, in client.CreateInput) *client.Request {
+	e.t.Helper()
+	if in.Kind == "" {
+		in.Kind = "tool"
+	}
+	r, created, err := c.Create(e.ctx, in)
+	if err != nil || !created {
+		e.t.Fatalf("create %q: created %v, %v", in.Action, created, err)
+	}
+	return r
+}
+
+var ibSeq atomic.Int64
+
+// ibTool is a tool request distinct from every other one.
+func ibTool(session string) client.CreateInput {
+	n := ibSeq.Add(1)
+	return client.CreateInput{
+		Kind: "tool", Action: "Bash",
+		Arguments: []byte(fmt.Sprintf(`{"command":"rm -rf build-%d"}`, n)),
+		Preview:   fmt.Sprintf("rm -rf build-%d", n),
+		Context:   client.Context{SessionID: session},
+	}
+}
+
+// request reads a request straight from the store.
+func (e *ibEnv) request(id string) *countersign.Request {
+	e.t.Helper()
+	r, err := e.store.Request(e.ctx, id)
+	if err != nil {
+		e.t.Fatalf("read %s: %v", id, err)
+	}
+	return r
+}
+
+// wantStatus fails the test unless the stored request has the status.
+func (e *ibEnv) wantStatus(what, id string, status countersign.Status) {
+	e.t.Helper()
+	if got := e.request(id).Status; got != status {
+		e.t.Errorf("%s: request is %s, want %s", what, got, status)
+	}
+}
+
+// signedIn reports whether a cookie value still opens the inbox.
+func (e *ibEnv) signedIn(id string) bool {
+	e.t.Helper()
+	r := e.get("/approvals", e.as(id))
+	switch {
+	case r.status == http.StatusOK:
+		return true
+	case r.status == http.StatusSeeOther && strings.HasPrefix(r.header.Get("Location"), "/signin"):
+		return false
+	}
+	e.t.Fatalf("GET /approvals: unexpected %d %s", r.status, r.body)
+	return false
+}
