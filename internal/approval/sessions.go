@@ -2,6 +2,7 @@ package approval
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -18,8 +19,10 @@ type Sessions struct {
 
 // dummyHash is checked against when the username is unknown, so that an
 // unknown name costs as much time as a wrong password and names cannot be
-// probed by timing.
-var dummyHash = HashPassword("countersign-no-such-approver")
+// probed by timing. It is made on first use: hashing costs 64 MiB and a
+// fraction of a second that a process that never signs anyone in need not
+// pay.
+var dummyHash = sync.OnceValue(func() string { return HashPassword("countersign-no-such-approver") })
 
 // SignIn checks an approver's password and opens a session in the first of
 // its accounts. It returns the session's secret id, which only the cookie
@@ -28,7 +31,7 @@ var dummyHash = HashPassword("countersign-no-such-approver")
 func (s *Sessions) SignIn(ctx context.Context, username, password, client, userAgent string) (string, *countersign.Session, error) {
 	ap, err := s.Store.ApproverByUsername(ctx, username)
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		CheckPassword(dummyHash, password)
+		CheckPassword(dummyHash(), password)
 		return "", nil, wrongPassword()
 	} else if err != nil {
 		return "", nil, err

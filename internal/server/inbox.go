@@ -166,6 +166,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, b *browser) erro
 		ch, stop := hub.Subscribe(topic)
 		select {
 		case <-ch:
+			// A session that ended since the stream began hears nothing
+			// more.
+			if again, err := s.browserOf(r.Context(), r); err != nil || again == nil {
+				stop()
+				return nil
+			}
 			fmt.Fprint(w, "event: changed\ndata: {}\n\n")
 		case <-beat.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
