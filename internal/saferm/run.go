@@ -126,6 +126,10 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 		Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
 		Context: client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd},
 	})
+	if err == nil && (req == nil || req.ID == "" || req.Status == "") {
+		// 200 with "null" or "{}": not a request, and nothing to wait on.
+		err = fmt.Errorf("%w: the answer is not a request", client.ErrUnreachable)
+	}
 	if err != nil {
 		return f.serverError(err), false
 	}
@@ -187,8 +191,12 @@ func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, 
 			e.say("interrupted: %s cancelled; nothing was deleted", req.Reference)
 			return nil, ExitStopped
 		case res := <-done:
+			if res.err == nil && (res.r == nil || res.r.Status == "") {
+				res.err = fmt.Errorf("%w: the answer is not a request", client.ErrUnreachable)
+			}
 			if res.err != nil {
 				stopCountdown()
+				f.cancel(req.ID)
 				return nil, f.serverError(res.err)
 			}
 			if code, final := f.outcome(res.r); final {

@@ -1,0 +1,416 @@
+package saferm_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/saferm"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// Run in process: the real server package over a real SQLite store behind
+// httptest, and a fake exec that records what would replace the process.
+
+// runServer is a real server with one account, an agent key and an
+// approver token.
+type runServer struct {
+	URL      string
+	key      string         // agent key
+	approver *client.Client // the approver's API client
+}
+
+func newRunServer(t *testing.T) *runServer {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(func() { store.Close() })
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := admin.CreateAgentKey(ctx, "acme", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The approver row is written directly: no test here signs in, and
+	// hashing a real password is slow under the race detector.
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: "unused", CreatedAt: time.Now()}
+	if err := store.CreateApprover(ctx, ap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := admin.CreateApproverToken(ctx, "alice", "acme", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := metrics.NewRegistry()
+	log := slog.New(slog.DiscardHandler)
+	hub := approval.NewHub()
+	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	srv := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, &approval.Authenticator{Store: store}, reg, log)
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	return &runServer{URL: ts.URL, key: key, approver: client.New(ts.URL, token)}
+}
+
+// requests returns every request of the account.
+func (s *runServer) requests(t *testing.T) []*client.Request {
+	t.Helper()
+	list, err := s.approver.List(t.Context(), "", 500)
+	if err != nil {
+		t.Fatalf("list requests: %v", err)
+	}
+	return list
+}
+
+// decideNext waits for a pending request and decides it, in the
+// background; the returned channel yields the decided request or an error.
+func (s *runServer) decideNext(ctx context.Context, decision string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			list, err := s.approver.List(ctx, "pending", 10)
+			if err != nil {
+				done <- err
+				return
+			}
+			if len(list) > 0 {
+				_, err := s.approver.Decide(ctx, list[0].ID, client.Decision{Decision: decision})
+				done <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		done <- ctx.Err()
+	}()
+	return done
+}
+
+// execCall is one call of the fake exec.
+type execCall struct {
+	path string
+	argv []string
+}
+
+// runCase is one Run in process.
+type runCase struct {
+	t      *testing.T
+	dir    string // the working directory
+	home   string
+	vars   map[string]string
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	mu     sync.Mutex
+	execs  []execCall
+}
+
+func newRunCase(t *testing.T, vars map[string]string) *runCase {
+	t.Helper()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &runCase{t: t, dir: filepath.Join(root, "work"), home: filepath.Join(root, "home"), vars: vars}
+	for _, d := range []string{c.dir, c.home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+func (c *runCase) getenv(name string) string { return c.vars[name] }
+
+// write creates a file in the working directory.
+func (c *runCase) write(rel, content string) string {
+	c.t.Helper()
+	p := filepath.Join(c.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	return p
+}
+
+// run runs the wrapper with args (the program name excluded).
+func (c *runCase) run(args ...string) int {
+	c.t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	none := filepath.Join(c.dir, "does-not-exist")
+	e := &saferm.Env{
+		Args: args, Stdout: &c.stdout, Stderr: &c.stderr, Getenv: c.getenv, Cwd: c.dir, Self: self,
+		Interrupt: make(chan os.Signal),
+		Exec: func(path string, argv []string, env []string) error {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.execs = append(c.execs, execCall{path, slices.Clone(argv)})
+			return nil
+		},
+		Load: saferm.LoadOptions{Getenv: c.getenv, Home: c.home, SystemConfig: none, SafeRmConf: none},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return saferm.Run(ctx, e)
+}
+
+// wantExec fails unless the fake exec ran once, the real rm by its
+// absolute path, with argv exactly "rm" and rmArgs.
+func (c *runCase) wantExec(rmArgs ...string) {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.execs) != 1 {
+		c.t.Fatalf("exec ran %d times, want once: %+v\nstderr: %s", len(c.execs), c.execs, c.stderr.String())
+	}
+	got := c.execs[0]
+	if !filepath.IsAbs(got.path) || filepath.Base(got.path) != "rm" {
+		c.t.Errorf("exec path %q, want an absolute path of the real rm", got.path)
+	}
+	if self, _ := os.Executable(); got.path == self {
+		c.t.Errorf("exec path %q is the wrapper itself", got.path)
+	}
+	if want := append([]string{"rm"}, rmArgs...); !slices.Equal(got.argv, want) {
+		c.t.Errorf("exec argv %q, want %q", got.argv, want)
+	}
+}
+
+// wantNoExec fails if the fake exec ran.
+func (c *runCase) wantNoExec() {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.execs) != 0 {
+		c.t.Errorf("exec ran %+v, want never\nstderr: %s", c.execs, c.stderr.String())
+	}
+}
+
+// The fake exec returns nil, which a real exec never does: Run then
+// reports that it could not run rm and refuses. That exit status is the
+// fallback's, so the tests look at the exec calls, not at it.
+
+func TestRunPassExecsOriginalArgs(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("one.txt", "x\n")
+	c.run("-v", "one.txt")
+	c.wantExec("-v", "one.txt")
+	if n := len(s.requests(t)); n != 0 {
+		t.Errorf("a no-risk rm made %d requests", n)
+	}
+}
+
+func TestRunWrapperFlagsStripped(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_KEY": s.key})
+	c.write("one.txt", "x\n")
+	// --server is the wrapper's before "--"; after it, rm's.
+	c.run("--server", s.URL, "one.txt", "--", "--server")
+	c.wantExec("one.txt", "--", "--server")
+}
+
+func TestRunUnguardedPassesThrough(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("proj/a/b.txt", "x\n")
+	c.run("-rf", "proj")
+	c.wantExec("-rf", "proj")
+	if n := len(s.requests(t)); n != 0 {
+		t.Errorf("an unguarded rm made %d requests", n)
+	}
+}
+
+func TestRunNoArgsPassesThrough(t *testing.T) {
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1"})
+	c.run()
+	c.wantExec()
+}
+
+func TestRunHardBlockNoRequest(t *testing.T) {
+	s := newRunServer(t)
+	for _, op := range []string{"/", "~", ".", "..", "$HOME"} {
+		c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+		if code := c.run("-rf", op); code != saferm.ExitRefused {
+			t.Errorf("rm -rf %s: exit %d, want %d", op, code, saferm.ExitRefused)
+		}
+		if !strings.Contains(c.stderr.String(), "refused: ") {
+			t.Errorf("rm -rf %s: stderr %q", op, c.stderr.String())
+		}
+		c.wantNoExec()
+	}
+	if n := len(s.requests(t)); n != 0 {
+		t.Errorf("hard blocks made %d requests", n)
+	}
+}
+
+func TestRunApprovedExecsOriginalArgs(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("proj/a.txt", "x\n")
+	// A wrapper flag among rm's arguments is the wrapper's, not rm's.
+	cfg := filepath.Join(c.home, "countersign.toml")
+	if err := os.WriteFile(cfg, []byte("poll_timeout = \"20s\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	decided := s.decideNext(t.Context(), "approve")
+	c.run("-r", "--config="+cfg, "proj", "-v")
+	if err := <-decided; err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	c.wantExec("-r", "proj", "-v")
+	list := s.requests(t)
+	if len(list) != 1 || list[0].Status != "consumed" || list[0].Kind != "rm" || list[0].Action != "rm -r proj -v" {
+		t.Errorf("requests after the approval: %+v", list)
+	}
+}
+
+func TestRunDeniedNoExec(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("proj/a.txt", "x\n")
+	decided := s.decideNext(t.Context(), "deny")
+	if code := c.run("-rf", "proj"); code != saferm.ExitRefused {
+		t.Errorf("denied: exit %d, want 1", code)
+	}
+	if err := <-decided; err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	c.wantNoExec()
+}
+
+// TestRunGarbageAnswers: whatever a broken server or proxy answers, the
+// wrapper refuses with a message naming the server and never runs rm.
+func TestRunGarbageAnswers(t *testing.T) {
+	answers := []struct {
+		name, contentType, body string
+		status                  int
+	}{
+		{"200 not JSON", "text/plain", "this is not JSON", http.StatusOK},
+		{"500 HTML", "text/html", "<html><body><h1>500 Internal Server Error</h1></body></html>", http.StatusInternalServerError},
+		{"502 HTML", "text/html", "<html><body>Bad Gateway</body></html>", http.StatusBadGateway},
+		{"200 null", "application/json", "null", http.StatusOK},
+		{"200 empty object", "application/json", "{}", http.StatusOK},
+		{"200 empty", "application/json", "", http.StatusOK},
+	}
+	for _, a := range answers {
+		t.Run(a.name, func(t *testing.T) {
+			var hits sync.Map
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Store(r.Method+" "+r.URL.Path, true)
+				w.Header().Set("Content-Type", a.contentType)
+				w.WriteHeader(a.status)
+				fmt.Fprint(w, a.body)
+			}))
+			defer ts.Close()
+			c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": ts.URL, "COUNTERSIGN_KEY": "csk_x"})
+			c.write("proj/a.txt", "x\n")
+			if code := c.run("-rf", "proj"); code != saferm.ExitRefused {
+				t.Errorf("exit %d, want %d", code, saferm.ExitRefused)
+			}
+			c.wantNoExec()
+			if _, asked := hits.Load("POST /api/v1/requests"); !asked {
+				t.Errorf("the wrapper never asked the server")
+			}
+			if se := c.stderr.String(); !strings.Contains(se, ts.URL) || !strings.Contains(se, "nothing was deleted") {
+				t.Errorf("stderr does not name the server and say nothing was deleted:\n%s", se)
+			}
+			if _, err := os.Stat(filepath.Join(c.dir, "proj", "a.txt")); err != nil {
+				t.Errorf("the file is gone: %v", err)
+			}
+		})
+	}
+}
+
+// TestRunGarbageWhileWaiting: the server takes the request, then a broken
+// proxy answers the long poll with an HTML error page. The wrapper refuses,
+// never runs rm, and withdraws the request so that nobody approves a
+// delete that will not happen.
+func TestRunGarbageWhileWaiting(t *testing.T) {
+	s := newRunServer(t)
+	target, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			fmt.Fprint(w, "<html><body>Bad Gateway</body></html>")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": ts.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("proj/a.txt", "x\n")
+	if code := c.run("-rf", "proj"); code != saferm.ExitRefused {
+		t.Errorf("exit %d, want %d", code, saferm.ExitRefused)
+	}
+	c.wantNoExec()
+	list := s.requests(t)
+	if len(list) != 1 || list[0].Status != "cancelled" {
+		t.Errorf("requests after the garbage answer: %d, %q, want one cancelled\nstderr: %s", len(list), list[0].Status, c.stderr.String())
+	}
+}
+
+// BenchmarkRunNoRisk is the wrapper's own work on `rm one-file` in a
+// guarded session — configuration, real rm lookup, guard, assessment — up
+// to the exec, in process: what the wrapper adds to the real rm beyond
+// starting the binary.
+func BenchmarkRunNoRisk(b *testing.B) {
+	root, err := filepath.EvalSymlinks(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "one-file"), []byte("x\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	vars := map[string]string{"CLAUDECODE": "1", "HOME": root}
+	getenv := func(name string) string { return vars[name] }
+	none := filepath.Join(root, "none")
+	execs := 0
+	e := &saferm.Env{
+		Args: []string{"one-file"}, Stdout: io.Discard, Stderr: io.Discard, Getenv: getenv, Cwd: root, Self: self,
+		Exec: func(string, []string, []string) error { execs++; return nil },
+		Load: saferm.LoadOptions{Getenv: getenv, Home: root, SystemConfig: none, SafeRmConf: none},
+	}
+	for b.Loop() {
+		saferm.Run(context.Background(), e)
+	}
+	if execs == 0 {
+		b.Fatal("the real rm was never run")
+	}
+}
