@@ -47,6 +47,7 @@ func commands() map[string]command {
 		"list":     {"list requests, as an approver (through the API)", runList},
 		"approve":  {"approve a request by its reference, as an approver", runApprove},
 		"deny":     {"deny a request by its reference, as an approver", runDeny},
+		"hook":     {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
 		"rm":       {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
 	}
 }

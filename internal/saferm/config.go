@@ -34,6 +34,12 @@ const (
 //	safe_patterns = ["/tmp/build-*"]
 //	file_threshold = 100
 //	bytes_threshold = 104857600
+//
+//	[hook]                          # the Claude Code hook's rules; see HookRules
+//	allow = ["Bash(go test:*)"]
+//	ask = ["mcp__*__delete_*"]
+//	deny = ["Write(~/.bashrc)"]
+//	prompt = ["WebFetch"]
 type Config struct {
 	ServerURL      string        // COUNTERSIGN_URL, --server
 	AgentKey       string        // COUNTERSIGN_KEY; never printed
@@ -47,8 +53,21 @@ type Config struct {
 	SafePatterns   []string
 	FileThreshold  int
 	BytesThreshold int64
-	File           string // the configuration file read, "" when none
-	Home           string // the home directory the paths were expanded for
+	Hook           HookRules // the [hook] table, read by the Claude Code hook only
+	File           string    // the configuration file read, "" when none
+	Home           string    // the home directory the paths were expanded for
+}
+
+// HookRules are the Claude Code hook's rules from the [hook] table, one list
+// per outcome: allow at once, ask a human through countersign, deny at once,
+// or leave the call to Claude Code's own permission prompt. The rm wrapper
+// ignores them; the hook parses and validates them (package claudehook), so
+// that a broken rule stops the hook, which fails closed, and not rm.
+type HookRules struct {
+	Allow  []string
+	Ask    []string
+	Deny   []string
+	Prompt []string
 }
 
 // DefaultAgentMarkers are environment variables that coding agents set in

@@ -26,6 +26,12 @@ type fileConfig struct {
 		FileThreshold  *int     `toml:"file_threshold"`
 		BytesThreshold *int64   `toml:"bytes_threshold"`
 	} `toml:"rm"`
+	Hook struct {
+		Allow  []string `toml:"allow"`
+		Ask    []string `toml:"ask"`
+		Deny   []string `toml:"deny"`
+		Prompt []string `toml:"prompt"`
+	} `toml:"hook"`
 }
 
 // mergeFile applies one configuration file over c.
@@ -55,6 +61,7 @@ func (c *Config) mergeFile(path string) error {
 		c.PollTimeout = *f.PollTimeout
 	}
 	c.mergeRm(f, md.IsDefined)
+	c.Hook = HookRules(f.Hook)
 	return nil
 }
 

@@ -1,0 +1,360 @@
+package claudehook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// InstallOptions are the flags of `countersign hook claude install`.
+type InstallOptions struct {
+	Settings string        // --settings FILE: merge into it; "" prints the block
+	Timeout  time.Duration // --timeout: the hook's timeout, passed to the hook too
+	Command  string        // --command: how Claude Code starts the hook
+	Events   []string      // --events: PreToolUse, PermissionRequest
+}
+
+// Install is `countersign hook claude install`: print the hooks block for
+// settings.json, or merge it into the given file.
+func Install(args []string, stdout, stderr io.Writer) error {
+	o, err := parseInstall(args, stderr)
+	if err != nil {
+		return err
+	}
+	if o.Settings == "" {
+		hooks := &object{vals: map[string]json.RawMessage{}}
+		for _, ev := range o.Events {
+			hooks.set(ev, []groupJSON{group(o)})
+		}
+		root := &object{vals: map[string]json.RawMessage{}}
+		root.setObject("hooks", hooks)
+		out, err := root.indent()
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(out)
+		return err
+	}
+	changed, err := MergeSettings(o.Settings, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "countersign hook: %s %s (%s)\n", changed, o.Settings, strings.Join(o.Events, ", "))
+	return nil
+}
+
+// parseInstall reads install's flags.
+func parseInstall(args []string, stderr io.Writer) (InstallOptions, error) {
+	o := InstallOptions{Timeout: DefaultTimeout, Command: "countersign hook claude"}
+	fs := flag.NewFlagSet("countersign hook claude install", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.Settings, "settings", "", "merge into this settings.json (kept otherwise as it is) instead of printing")
+	fs.Func("timeout", "the hook's timeout in seconds (default 600)", func(v string) error {
+		d, err := parseTimeout(v)
+		o.Timeout = d
+		return err
+	})
+	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
+	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	for _, ev := range strings.Split(*events, ",") {
+		ev = strings.TrimSpace(ev)
+		if ev != EventPreToolUse && ev != EventPermissionRequest {
+			return o, fmt.Errorf("--events: %q is not PreToolUse or PermissionRequest", ev)
+		}
+		o.Events = append(o.Events, ev)
+	}
+	if o.Timeout%time.Second != 0 {
+		return o, errors.New("--timeout: settings.json takes whole seconds")
+	}
+	return o, nil
+}
+
+// seconds is the timeout as settings.json writes it.
+func (o InstallOptions) seconds() int { return int(o.Timeout / time.Second) }
+
+// hookJSON is a command hook entry of settings.json.
+type hookJSON struct {
+	Type    string `json:"type"`
+	Command string `json:"command"`
+	Timeout int    `json:"timeout"`
+}
+
+// groupJSON is a matcher group of settings.json.
+type groupJSON struct {
+	Matcher string     `json:"matcher"`
+	Hooks   []hookJSON `json:"hooks"`
+}
+
+// hookEntry is the command hook entry. The command passes the timeout on,
+// so that the hook answers before Claude Code gives up on it.
+func hookEntry(o InstallOptions) hookJSON {
+	return hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
+}
+
+// group is the matcher group holding the hook: every tool, since the
+// policy has an opinion on reads, MCP tools and the rest too.
+func group(o InstallOptions) groupJSON {
+	return groupJSON{Matcher: "*", Hooks: []hookJSON{hookEntry(o)}}
+}
+
+// MergeSettings merges the hook into a settings.json, creating it when
+// missing. Everything already there is kept, in its order; an existing
+// countersign hook entry is updated in place instead of added twice. The
+// file is replaced atomically. It returns what it did.
+func MergeSettings(path string, o InstallOptions) (string, error) {
+	data, mode, err := readSettings(path)
+	if err != nil {
+		return "", err
+	}
+	root, err := parseObject(data)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	hooks, err := root.child("hooks")
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	did := "installed in"
+	for _, ev := range o.Events {
+		updated, err := mergeEvent(hooks, ev, o)
+		if err != nil {
+			return "", fmt.Errorf("%s: hooks.%s: %w", path, ev, err)
+		}
+		if updated {
+			did = "updated in"
+		}
+	}
+	root.setObject("hooks", hooks)
+	out, err := root.indent()
+	if err != nil {
+		return "", err
+	}
+	return did, writeAtomic(path, out, mode)
+}
+
+// readSettings reads the file, or "{}" when it does not exist.
+func readSettings(path string) ([]byte, fs.FileMode, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []byte("{}"), 0o600, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		data = []byte("{}")
+	}
+	return data, fi.Mode().Perm(), nil
+}
+
+// mergeEvent adds the hook to one event's list of matcher groups, or
+// updates the countersign entry already there.
+func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err error) {
+	var groups []json.RawMessage
+	if raw, ok := hooks.get(ev); ok {
+		if err := json.Unmarshal(raw, &groups); err != nil {
+			return false, errors.New("not a list of matcher groups")
+		}
+	}
+	for gi, g := range groups {
+		grp, err := parseObject(g)
+		if err != nil {
+			continue // not ours to judge
+		}
+		raw, _ := grp.get("hooks")
+		var entries []json.RawMessage
+		if json.Unmarshal(raw, &entries) != nil {
+			continue
+		}
+		for ei, e := range entries {
+			entry, err := parseObject(e)
+			if err != nil || !isCountersign(entry) {
+				continue
+			}
+			entry.set("command", hookEntry(o).Command)
+			entry.set("timeout", o.seconds())
+			entries[ei] = entry.marshal()
+			grp.set("hooks", entries)
+			groups[gi] = grp.marshal()
+			hooks.set(ev, groups)
+			return true, nil
+		}
+	}
+	groups = append(groups, mustJSON(group(o)))
+	hooks.set(ev, groups)
+	return false, nil
+}
+
+// isCountersign reports whether a hook entry runs `countersign hook
+// claude`, whatever the path of the binary.
+func isCountersign(entry *object) bool {
+	raw, _ := entry.get("command")
+	var cmd string
+	if json.Unmarshal(raw, &cmd) != nil {
+		return false
+	}
+	f := strings.Fields(cmd)
+	return len(f) >= 3 && filepath.Base(f[0]) == "countersign" && f[1] == "hook" && f[2] == "claude"
+}
+
+// writeAtomic replaces path with data: a temporary file in the same
+// directory, synced, then renamed over it.
+func writeAtomic(path string, data []byte, mode fs.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".settings-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename, there is nothing left to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// object is a JSON object that keeps its keys in order and its values as
+// written, so that merging touches only what it changes.
+type object struct {
+	keys []string
+	vals map[string]json.RawMessage
+}
+
+// parseObject reads a JSON object.
+func parseObject(data []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	o := &object{vals: map[string]json.RawMessage{}}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		o.set(t.(string), v)
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	return o, nil
+}
+
+// get returns a value.
+func (o *object) get(k string) (json.RawMessage, bool) {
+	v, ok := o.vals[k]
+	return v, ok
+}
+
+// set sets a value, keeping the key's place or adding it at the end.
+func (o *object) set(k string, v any) {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		raw = mustJSON(v)
+	}
+	if _, had := o.vals[k]; !had {
+		o.keys = append(o.keys, k)
+	}
+	o.vals[k] = raw
+}
+
+// child returns the object under k, new when missing.
+func (o *object) child(k string) (*object, error) {
+	raw, ok := o.get(k)
+	if !ok {
+		return &object{vals: map[string]json.RawMessage{}}, nil
+	}
+	c, err := parseObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", k, err)
+	}
+	return c, nil
+}
+
+// setObject sets k to an object.
+func (o *object) setObject(k string, c *object) { o.set(k, c.marshal()) }
+
+// marshal returns the object as compact JSON.
+func (o *object) marshal() json.RawMessage {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(o.vals[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// indent returns the object as the file's text: two-space indentation.
+func (o *object) indent() ([]byte, error) {
+	var compact, out bytes.Buffer
+	if err := json.Compact(&compact, o.marshal()); err != nil {
+		return nil, err
+	}
+	if err := json.Indent(&out, compact.Bytes(), "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// mustJSON marshals a value built here.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

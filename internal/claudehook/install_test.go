@@ -1,0 +1,192 @@
+package claudehook
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const printedBlock = `{
+  "hooks": {
+    "PreToolUse": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "countersign hook claude --timeout 600",
+            "timeout": 600
+          }
+        ]
+      }
+    ]
+  }
+}
+`
+
+func TestInstallPrints(t *testing.T) {
+	var out, errs bytes.Buffer
+	if err := Install(nil, &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != printedBlock {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), printedBlock)
+	}
+	out.Reset()
+	if err := Install([]string{"--timeout", "120", "--events", "PreToolUse,PermissionRequest", "--command", "/usr/local/bin/countersign hook claude"}, &out, &errs); err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Hooks map[string][]groupJSON `json:"hooks"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range []string{"PreToolUse", "PermissionRequest"} {
+		g := v.Hooks[ev]
+		if len(g) != 1 || g[0].Hooks[0].Command != "/usr/local/bin/countersign hook claude --timeout 120" || g[0].Hooks[0].Timeout != 120 {
+			t.Errorf("%s: %+v", ev, g)
+		}
+	}
+	for _, bad := range [][]string{{"--events", "Stop"}, {"--timeout", "0"}, {"--timeout", "1.5s"}, {"extra"}} {
+		if err := Install(bad, &out, &errs); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// existingSettings has keys the hook does not know, in an order that must
+// survive, and a hook of someone else on PreToolUse.
+const existingSettings = `{
+  "model": "opus",
+  "permissions": {"allow": ["Bash(ls:*)"], "deny": []},
+  "hooks": {
+    "PostToolUse": [{"matcher": "Write", "hooks": [{"type": "command", "command": "gofmt -w"}]}],
+    "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "other-check", "timeout": 5}]}]
+  },
+  "env": {"A": "<&>"},
+  "zzz": 1
+}
+`
+
+func TestInstallMerges(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".claude", "settings.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(existingSettings), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Install([]string{"--settings", path}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "installed in") {
+		t.Errorf("said %q", out.String())
+	}
+	data := readFile(t, path)
+	keys := topKeys(t, data)
+	if strings.Join(keys, ",") != "model,permissions,hooks,env,zzz" {
+		t.Errorf("keys %v: order or content changed", keys)
+	}
+	var s struct {
+		Permissions map[string][]string    `json:"permissions"`
+		Env         map[string]string      `json:"env"`
+		Hooks       map[string][]groupJSON `json:"hooks"`
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	pre := s.Hooks["PreToolUse"]
+	if len(pre) != 2 || pre[0].Hooks[0].Command != "other-check" || pre[1].Hooks[0].Command != "countersign hook claude --timeout 600" || pre[1].Matcher != "*" {
+		t.Errorf("PreToolUse = %+v", pre)
+	}
+	if len(s.Hooks["PostToolUse"]) != 1 || s.Env["A"] != "<&>" || s.Permissions["allow"][0] != "Bash(ls:*)" {
+		t.Errorf("other settings changed: %s", data)
+	}
+	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want the file's own 0640", fi.Mode().Perm())
+	}
+
+	// Again, with another timeout: updated in place, not added twice.
+	out.Reset()
+	if err := Install([]string{"--settings", path, "--timeout", "300"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(readFile(t, path), &s)
+	pre = s.Hooks["PreToolUse"]
+	if len(pre) != 2 || pre[1].Hooks[0].Command != "countersign hook claude --timeout 300" || pre[1].Hooks[0].Timeout != 300 || !strings.Contains(out.String(), "updated in") {
+		t.Errorf("second install: %+v, said %q", pre, out.String())
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("files left next to settings.json: %v", entries)
+	}
+}
+
+func TestInstallRecognisesOtherPaths(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	os.WriteFile(path, []byte(`{"hooks":{"PreToolUse":[{"matcher":"Bash|Write","hooks":[{"type":"command","command":"/opt/bin/countersign hook claude","timeout":600}]}]}}`), 0o600)
+	if _, err := MergeSettings(path, InstallOptions{Timeout: DefaultTimeout, Command: "countersign hook claude", Events: []string{EventPreToolUse}}); err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Hooks map[string][]groupJSON `json:"hooks"`
+	}
+	json.Unmarshal(readFile(t, path), &s)
+	if pre := s.Hooks["PreToolUse"]; len(pre) != 1 || len(pre[0].Hooks) != 1 || pre[0].Matcher != "Bash|Write" {
+		t.Errorf("an existing countersign entry was duplicated: %+v", pre)
+	}
+}
+
+func TestInstallCreatesAndRefuses(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new", "settings.json")
+	var out bytes.Buffer
+	if err := Install([]string{"--settings", path}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(readFile(t, path)); got != printedBlock {
+		t.Errorf("new file\n%s", got)
+	}
+	for name, content := range map[string]string{
+		"not JSON":          "{",
+		"not an object":     "[]",
+		"hooks not object":  `{"hooks": []}`,
+		"event not a list":  `{"hooks": {"PreToolUse": {}}}`,
+		"trailing data":     `{} {}`,
+		"hooks is a string": `{"hooks": "x"}`,
+	} {
+		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
+		os.WriteFile(p, []byte(content), 0o600)
+		if err := Install([]string{"--settings", p}, &out, &out); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if got := string(readFile(t, p)); got != content {
+			t.Errorf("%s: the file was changed to %q", name, got)
+		}
+	}
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// topKeys returns the keys of a JSON object in order.
+func topKeys(t *testing.T, data []byte) []string {
+	t.Helper()
+	o, err := parseObject(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.keys
+}

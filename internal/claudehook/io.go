@@ -1,0 +1,198 @@
+package claudehook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+)
+
+// Events the hook answers.
+const (
+	EventPreToolUse        = "PreToolUse"
+	EventPermissionRequest = "PermissionRequest"
+)
+
+// Input is what Claude Code writes to the hook's standard input for
+// PreToolUse and PermissionRequest. Fields the hook does not use are
+// ignored, so that a newer Claude Code keeps working.
+type Input struct {
+	SessionID      string          `json:"session_id"`
+	TranscriptPath string          `json:"transcript_path"`
+	Cwd            string          `json:"cwd"`
+	Event          string          `json:"hook_event_name"`
+	PermissionMode string          `json:"permission_mode"`
+	ToolName       string          `json:"tool_name"`
+	ToolInput      json.RawMessage `json:"tool_input"`
+	ToolUseID      string          `json:"tool_use_id"`
+	AgentID        string          `json:"agent_id"`
+	AgentType      string          `json:"agent_type"`
+}
+
+// maxInput bounds what the hook reads: a Write of a large file carries the
+// whole content.
+const maxInput = 64 << 20
+
+// errNoEvent is an input whose event cannot be known.
+var errNoEvent = errors.New("the hook input is not a JSON object with hook_event_name")
+
+// readEvent reads the input and returns its event name, and the raw input.
+func readEvent(r io.Reader) (string, []byte, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxInput+1))
+	if err != nil {
+		return "", nil, fmt.Errorf("read the hook input: %w", err)
+	}
+	if len(data) > maxInput {
+		return "", nil, fmt.Errorf("the hook input is larger than %d MiB", maxInput>>20)
+	}
+	var head struct {
+		Event string `json:"hook_event_name"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil || head.Event == "" {
+		return "", data, errNoEvent
+	}
+	return head.Event, data, nil
+}
+
+// parseCall decodes a PreToolUse or PermissionRequest input into the call
+// to decide. Any input the hook cannot read fully is an error: the caller
+// denies (fail closed).
+func parseCall(data []byte, cwd, projectDir string) (*Input, *Call, error) {
+	var in Input
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, nil, fmt.Errorf("the hook input does not have the documented shape: %v", err)
+	}
+	if in.ToolName == "" {
+		return &in, nil, errors.New("the input has no tool_name")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(in.ToolInput, &fields); err != nil || fields == nil {
+		return &in, nil, fmt.Errorf("tool_input of %s is not a JSON object", in.ToolName)
+	}
+	c := &Call{Tool: in.ToolName, Cwd: cwd}
+	if filepath.IsAbs(in.Cwd) {
+		c.Cwd = filepath.Clean(in.Cwd)
+	}
+	if !filepath.IsAbs(c.Cwd) {
+		return &in, nil, errors.New("the input has no absolute cwd, and the hook's own working directory is unknown")
+	}
+	c.Project = c.Cwd
+	if filepath.IsAbs(projectDir) {
+		c.Project = filepath.Clean(projectDir) // CLAUDE_PROJECT_DIR
+	}
+	if err := c.readInput(fields); err != nil {
+		return &in, nil, err
+	}
+	return &in, c, nil
+}
+
+// readInput takes the fields the policy needs from the tool input.
+func (c *Call) readInput(fields map[string]json.RawMessage) error {
+	key, need := "", false
+	switch c.Tool {
+	case "Bash":
+		key, need = "command", true
+	case "Write", "Edit", "MultiEdit":
+		key, need = "file_path", true
+	case "NotebookEdit":
+		key, need = "notebook_path", true
+	case "Read":
+		key = "file_path"
+	case "NotebookRead":
+		key = "notebook_path"
+	default:
+		return nil
+	}
+	raw, ok := fields[key]
+	if !ok {
+		if need {
+			return fmt.Errorf("tool_input of %s has no %s", c.Tool, key)
+		}
+		return nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil || (need && strings.TrimSpace(v) == "") {
+		return fmt.Errorf("tool_input.%s of %s is not a non-empty string", key, c.Tool)
+	}
+	if c.Tool == "Bash" {
+		c.Command = v
+	} else if v != "" {
+		c.Path = v
+		if !filepath.IsAbs(v) {
+			c.Path = filepath.Join(c.Cwd, v)
+		}
+	}
+	return nil
+}
+
+// outcome is the hook's answer.
+type outcome struct {
+	action Action // Allow, Deny, or Prompt for no answer
+	reason string
+	stop   bool // the human stopped the session
+}
+
+// preToolUseOut is the JSON answer to PreToolUse.
+type preToolUseOut struct {
+	HookSpecificOutput struct {
+		HookEventName            string `json:"hookEventName"`
+		PermissionDecision       string `json:"permissionDecision"`
+		PermissionDecisionReason string `json:"permissionDecisionReason,omitempty"`
+	} `json:"hookSpecificOutput"`
+	// Continue false stops Claude after a stop decision; StopReason is
+	// shown to the user.
+	Continue   *bool  `json:"continue,omitempty"`
+	StopReason string `json:"stopReason,omitempty"`
+}
+
+// permissionRequestOut is the JSON answer to PermissionRequest.
+type permissionRequestOut struct {
+	HookSpecificOutput struct {
+		HookEventName string `json:"hookEventName"`
+		Decision      struct {
+			Behavior  string `json:"behavior"`
+			Message   string `json:"message,omitempty"`
+			Interrupt bool   `json:"interrupt,omitempty"`
+		} `json:"decision"`
+	} `json:"hookSpecificOutput"`
+}
+
+// render returns the stdout of the answer to the event: nothing when the
+// call is left to Claude Code.
+func (o outcome) render(event string) []byte {
+	if o.action == Prompt {
+		return nil
+	}
+	var v any
+	switch event {
+	case EventPreToolUse:
+		var out preToolUseOut
+		out.HookSpecificOutput.HookEventName = event
+		out.HookSpecificOutput.PermissionDecision = o.action.String()
+		out.HookSpecificOutput.PermissionDecisionReason = o.reason
+		if o.stop {
+			no := false
+			out.Continue, out.StopReason = &no, o.reason
+		}
+		v = out
+	case EventPermissionRequest:
+		var out permissionRequestOut
+		out.HookSpecificOutput.HookEventName = event
+		out.HookSpecificOutput.Decision.Behavior = o.action.String()
+		if o.action == Deny {
+			out.HookSpecificOutput.Decision.Message = o.reason
+			out.HookSpecificOutput.Decision.Interrupt = o.stop
+		}
+		v = out
+	default:
+		return nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // "&&" and "<" stay readable in reasons
+	enc.Encode(v)
+	return b.Bytes()
+}

@@ -1,0 +1,196 @@
+package claudehook
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/countersign/countersign/internal/saferm"
+)
+
+// Policy decides tool calls. Three layers, from the bottom:
+//
+//   - defaults: read-only tools and read-only shell commands are allowed;
+//     git push --force, git reset --hard and writes outside the project
+//     directory are asked; everything else is left to Claude Code;
+//   - the rules of the [hook] table, which replace the default of every
+//     command or file they match (the strongest matching rule wins);
+//   - checks that no rule can loosen, only tighten: a delete is judged by
+//     the rm policy of the [rm] table (hard-blocked → deny, risky → ask),
+//     and whatever cannot be resolved before it runs (a computed delete
+//     target or command name, a script read from a pipe, code downloaded
+//     and run, a command that does not parse) is asked.
+type Policy struct {
+	Rules  Rules
+	Config *saferm.Config // the rm policy and the home directory
+}
+
+// Call is one tool call to decide.
+type Call struct {
+	Tool    string
+	Command string // Bash: the command line
+	Path    string // the file tools: the file, absolute
+	Cwd     string // absolute: where Claude Code runs the call
+	Project string // absolute: the project directory
+}
+
+// Verdict is the policy's decision on one call.
+type Verdict struct {
+	Action  Action
+	Reasons []string // why: the risks when asking, the refusal when denying
+	Details []string // what the call would do, for the human (delete targets)
+	// Default is set when a built-in default, not a rule or a check,
+	// decided some part of the call.
+	Default bool
+}
+
+// part is the judgement of one thing a call does: one shell command, one
+// file written, or the tool call itself.
+type part struct {
+	subjects []subject // what rules match
+	def      Action    // the default, when no rule matches
+	defWhy   []string
+	floor    Action // the checks' verdict; no rule goes below it
+	floorWhy []string
+	details  []string
+}
+
+// raise lifts the floor to action for the reasons.
+func (p *part) raise(action Action, why ...string) {
+	switch {
+	case action > p.floor:
+		p.floor, p.floorWhy = action, why
+	case action == p.floor:
+		p.floorWhy = append(p.floorWhy, why...)
+	}
+}
+
+// tool kinds for the defaults.
+var (
+	readTools  = []string{"Read", "Glob", "Grep", "LS", "NotebookRead", "TodoRead", "TodoWrite", "BashOutput", "TaskOutput"}
+	writeTools = []string{"Write", "Edit", "MultiEdit", "NotebookEdit"}
+)
+
+// Decide judges a call. It never fails: what it cannot find out becomes a
+// reason to ask.
+func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
+	var parts []part
+	switch {
+	case c.Tool == "Bash":
+		a := &analyzer{ctx: ctx, pol: p, call: c}
+		a.script(c.Command, &shState{cwd: c.Cwd}, stdin{})
+		parts = a.parts
+	case slices.Contains(writeTools, c.Tool):
+		parts = []part{p.writePart(c.Tool, c.Path, c)}
+	case slices.Contains(readTools, c.Tool):
+		pt := part{subjects: []subject{{tool: c.Tool}}, def: Allow, defWhy: []string{"reads only"}}
+		if c.Path != "" {
+			pt.subjects = pathSubjects(c.Tool, c.Path)
+		}
+		parts = []part{pt}
+	default:
+		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Prompt, defWhy: []string{"left to Claude Code's permissions"}}}
+	}
+	return p.combine(parts, c)
+}
+
+// combine applies the rules to each part and returns the strongest result.
+func (p *Policy) combine(parts []part, c *Call) Verdict {
+	v := Verdict{Action: Allow}
+	if len(parts) == 0 {
+		v.Reasons = []string{"runs nothing"}
+		return v
+	}
+	m := matchEnv{project: c.Project, home: p.Config.Home}
+	for i, pt := range parts {
+		action, why, byDefault := pt.def, pt.defWhy, true
+		if r, ok := p.Rules.match(pt.subjects, m); ok {
+			action, why, byDefault = r.Action, []string{"rule " + r.Action.String() + " " + r.Text}, false
+		}
+		switch {
+		case pt.floor > action:
+			action, why, byDefault = pt.floor, pt.floorWhy, false
+		case pt.floor == action && pt.floor > Allow:
+			why = append(slices.Clip(why), pt.floorWhy...)
+		}
+		if i == 0 || action > v.Action {
+			v = Verdict{Action: action}
+		}
+		if action == v.Action {
+			v.Reasons = appendNew(v.Reasons, why...)
+			v.Details = appendNew(v.Details, pt.details...)
+			v.Default = v.Default || byDefault
+		}
+	}
+	return v
+}
+
+// appendNew appends the strings not yet in list.
+func appendNew(list []string, add ...string) []string {
+	for _, s := range add {
+		if s != "" && !slices.Contains(list, s) {
+			list = append(list, s)
+		}
+	}
+	return list
+}
+
+// writePart judges writing the file at path (absolute, or relative to the
+// call's working directory): left to Claude Code inside the project
+// directory, asked outside it. Symlinks are followed, since a write goes
+// through them.
+func (p *Policy) writePart(tool, path string, c *Call) part {
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(c.Cwd, path)
+	}
+	pt := part{subjects: pathSubjects(tool, path)}
+	if inside(resolvePath(path), resolvePath(c.Project)) {
+		pt.def, pt.defWhy = Prompt, []string{"writes inside the project directory"}
+	} else {
+		pt.def, pt.defWhy = Ask, []string{"writes outside the project directory " + c.Project + ": " + filepath.Clean(path)}
+	}
+	return pt
+}
+
+// pathSubjects are the rule subjects of a file tool on path: the path as
+// given and as resolved, so that a rule on /etc also catches a symlink
+// into it.
+func pathSubjects(tool, path string) []subject {
+	clean := filepath.Clean(path)
+	out := []subject{{tool: tool, kind: argPath, arg: clean}}
+	if r := resolvePath(clean); r != clean {
+		out = append(out, subject{tool: tool, kind: argPath, arg: r})
+	}
+	return out
+}
+
+// inside reports whether p is dir or lies under it.
+func inside(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolvePath resolves the symlinks of p as far as p exists, keeping the
+// missing rest as written.
+func resolvePath(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	parent := filepath.Dir(p)
+	if parent == p {
+		return p
+	}
+	return filepath.Join(resolvePath(parent), filepath.Base(p))
+}
+
+// isDir reports whether p is a directory.
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// assessor returns the rm policy's assessor working from cwd.
+func (p *Policy) assessor(cwd string) *saferm.Assessor {
+	return p.Config.Assessor(cwd)
+}

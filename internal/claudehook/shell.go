@@ -1,0 +1,280 @@
+package claudehook
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// analyzer walks a Bash command line and judges every command in it,
+// wherever it sits: in a list, a pipeline, a subshell, a function, a
+// command substitution, a script given to bash -c or eval, or behind
+// sudo, env, xargs and their kind.
+type analyzer struct {
+	ctx       context.Context
+	pol       *Policy
+	call      *Call
+	parts     []part
+	depth     int // nesting of scripts inside scripts
+	downloads int // downloading commands seen so far
+}
+
+// maxDepth bounds scripts nested in scripts (bash -c "bash -c '…'").
+const maxDepth = 8
+
+// shState is what the analysis knows of the shell at a point.
+type shState struct {
+	cwd    string // "" when it cannot be known
+	remote string // where the commands run when not here: "on another host (ssh)"
+}
+
+// stdin is where a command's standard input comes from.
+type stdin struct {
+	pipe       bool         // the output of the previous pipeline stage
+	downloaded bool         // … in which something was downloaded
+	doc        *syntax.Word // a here-document or here-string
+	file       bool         // a file (<)
+}
+
+// add records a part.
+func (a *analyzer) add(p part) {
+	a.parts = append(a.parts, p)
+}
+
+// ask records a part that asks for the reasons.
+func (a *analyzer) ask(subjects []subject, why ...string) {
+	p := part{subjects: subjects}
+	p.raise(Ask, why...)
+	a.add(p)
+}
+
+// bashSubject is the rule subject of a command line.
+func bashSubject(line string) subject {
+	return subject{tool: "Bash", kind: argCommand, arg: line}
+}
+
+// script parses and walks a shell script.
+func (a *analyzer) script(src string, st *shState, in stdin) {
+	if a.depth >= maxDepth {
+		a.ask([]subject{bashSubject(src)}, "shell commands nested too deeply to check")
+		return
+	}
+	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(src), "")
+	if err != nil {
+		a.ask([]subject{bashSubject(src)}, "the command does not parse as shell, so it cannot be checked: "+err.Error())
+		return
+	}
+	a.depth++
+	a.stmts(f.Stmts, st, in)
+	a.depth--
+}
+
+// stmts walks a list of statements that share the shell's state.
+func (a *analyzer) stmts(list []*syntax.Stmt, st *shState, in stdin) {
+	for _, s := range list {
+		a.stmt(s, st, in)
+	}
+}
+
+// stmt walks one statement: its redirections, then its command.
+func (a *analyzer) stmt(s *syntax.Stmt, st *shState, in stdin) {
+	for _, r := range s.Redirs {
+		if r.Word != nil {
+			a.nested(r.Word, st)
+		}
+		if r.Hdoc != nil {
+			a.nested(r.Hdoc, st)
+		}
+		switch r.Op {
+		case syntax.Hdoc, syntax.DashHdoc:
+			in = stdin{doc: r.Hdoc}
+		case syntax.WordHdoc:
+			in = stdin{doc: r.Word}
+		case syntax.RdrIn:
+			in = stdin{file: true}
+		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
+			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
+			a.write(resolveWord(r.Word, a.pol.Config.Home)[0], st)
+		case syntax.DplOut:
+			// >&2 duplicates a descriptor; >&file (bash) writes a file.
+			if w := resolveWord(r.Word, a.pol.Config.Home)[0]; !w.static || !isFD(w.val) {
+				a.write(w, st)
+			}
+		}
+	}
+	if s.Cmd != nil {
+		a.command(s.Cmd, st, in)
+	}
+}
+
+// isFD reports whether a >& target names a descriptor or closes one.
+func isFD(v string) bool {
+	v = strings.TrimSuffix(v, "-")
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// command walks one command of any kind.
+func (a *analyzer) command(cmd syntax.Command, st *shState, in stdin) {
+	switch c := cmd.(type) {
+	case *syntax.CallExpr:
+		a.callExpr(c, st, in)
+	case *syntax.BinaryCmd:
+		a.binary(c, st, in)
+	case *syntax.Subshell:
+		sub := *st
+		a.stmts(c.Stmts, &sub, in)
+	case *syntax.Block:
+		a.stmts(c.Stmts, st, in)
+	case *syntax.IfClause:
+		a.branching(st, func(s *shState) {
+			for ic := c; ic != nil; ic = ic.Else {
+				a.stmts(ic.Cond, s, in)
+				a.stmts(ic.Then, s, in)
+			}
+		})
+	case *syntax.WhileClause:
+		a.branching(st, func(s *shState) {
+			a.stmts(c.Cond, s, in)
+			a.stmts(c.Do, s, in)
+		})
+	case *syntax.ForClause:
+		a.nested(c.Loop, st)
+		a.branching(st, func(s *shState) { a.stmts(c.Do, s, in) })
+	case *syntax.CaseClause:
+		a.nested(c.Word, st)
+		a.branching(st, func(s *shState) {
+			for _, item := range c.Items {
+				for _, p := range item.Patterns {
+					a.nested(p, s)
+				}
+				a.stmts(item.Stmts, s, in)
+			}
+		})
+	case *syntax.FuncDecl:
+		// A function's body is judged where it is defined, as if called.
+		body := *st
+		a.stmt(c.Body, &body, stdin{})
+	case *syntax.ArithmCmd, *syntax.TestClause, *syntax.DeclClause, *syntax.LetClause:
+		a.nested(c, st)
+	case *syntax.TimeClause:
+		if c.Stmt != nil {
+			a.stmt(c.Stmt, st, in)
+		}
+	case *syntax.CoprocClause:
+		co := *st
+		a.stmt(c.Stmt, &co, in)
+	default:
+		a.ask([]subject{bashSubject("")}, "a shell construct the hook does not check")
+	}
+}
+
+// branching walks code that may or may not run: a directory change inside
+// it leaves the working directory unknown after it.
+func (a *analyzer) branching(st *shState, walk func(*shState)) {
+	inner := *st
+	walk(&inner)
+	if inner.cwd != st.cwd {
+		st.cwd = ""
+	}
+}
+
+// binary walks a && b, a || b and pipelines.
+func (a *analyzer) binary(c *syntax.BinaryCmd, st *shState, in stdin) {
+	switch c.Op {
+	case syntax.AndStmt:
+		a.stmt(c.X, st, in)
+		a.stmt(c.Y, st, in)
+	case syntax.OrStmt:
+		before := st.cwd
+		a.stmt(c.X, st, in)
+		// b runs when a failed, perhaps before a's cd — unless b leaves.
+		if st.cwd != before && !exits(c.Y) {
+			st.cwd = ""
+		}
+		a.stmt(c.Y, st, in)
+	default: // | and |&: every stage in its own subshell
+		x, y := *st, *st
+		seen := a.downloads
+		a.stmt(c.X, &x, in)
+		a.stmt(c.Y, &y, stdin{pipe: true, downloaded: in.downloaded || a.downloads > seen})
+	}
+}
+
+// exits reports whether a statement is a plain exit or return.
+func exits(s *syntax.Stmt) bool {
+	call, ok := s.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 {
+		return false
+	}
+	name, ok := literal(call.Args[0], "")
+	return ok && (name == "exit" || name == "return")
+}
+
+// nested walks the command substitutions and process substitutions inside
+// a node that is not itself a command: they run too.
+func (a *analyzer) nested(n syntax.Node, st *shState) {
+	syntax.Walk(n, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.CmdSubst:
+			sub := *st
+			a.stmts(n.Stmts, &sub, stdin{})
+			return false
+		case *syntax.ProcSubst:
+			sub := *st
+			a.stmts(n.Stmts, &sub, stdin{})
+			return false
+		}
+		return true
+	})
+}
+
+// callExpr walks a simple command.
+func (a *analyzer) callExpr(c *syntax.CallExpr, st *shState, in stdin) {
+	for _, as := range c.Assigns {
+		a.nested(as, st)
+	}
+	for _, w := range c.Args {
+		a.nested(w, st)
+	}
+	if len(c.Args) == 0 {
+		return // assignments only
+	}
+	a.simple(&cmdCtx{w: words(c.Args, a.pol.Config.Home), st: st, in: in})
+}
+
+// write judges a file the shell writes (a redirection, tee).
+func (a *analyzer) write(w word, st *shState) {
+	sub := []subject{{tool: "Write", kind: argPath, arg: w.text()}}
+	switch {
+	case !w.static:
+		a.ask(sub, "writes to a file named only when the command runs: "+w.src)
+	case isDevice(w.val):
+	case st.remote != "":
+		a.add(part{subjects: sub, def: Prompt, defWhy: []string{"writes a file " + st.remote}})
+	case st.cwd == "" && !filepath.IsAbs(w.val):
+		a.ask(sub, "writes to "+w.val+" in a directory that cannot be known before the command runs")
+	default:
+		p := filepath.Join(st.cwd, w.val)
+		if filepath.IsAbs(w.val) {
+			p = filepath.Clean(w.val)
+		}
+		a.add(a.pol.writePart("Write", p, a.call))
+	}
+}
+
+// isDevice reports whether writing p goes to a terminal, a standard
+// stream or nowhere.
+func isDevice(p string) bool {
+	switch p {
+	case "/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty":
+		return true
+	}
+	return strings.HasPrefix(p, "/dev/fd/")
+}
