@@ -102,6 +102,9 @@ type Request struct {
 	SeedID string
 	// Links are stored with a new request and never read back with it.
 	Links []Link
+	// Outbox holds the notifications of a new request, stored in its
+	// transaction and never read back with it.
+	Outbox []OutboxItem
 }
 
 // Link is a one-time capability of the seed-compatible routes: a random
@@ -111,7 +114,7 @@ type Request struct {
 type Link struct {
 	Hash      string
 	RequestID string
-	Action    string // approve, deny, respond, auto_approve
+	Action    string // approve, deny, respond, auto_approve, stop
 	CreatedAt time.Time
 }
 

@@ -12,6 +12,7 @@ import (
 // succeeds.
 type Store interface {
 	SessionStore
+	OutboxStore
 
 	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

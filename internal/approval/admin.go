@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/countersign/countersign"
 )
@@ -15,10 +16,10 @@ type Admin struct {
 	Clock countersign.Clock
 }
 
-var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) }) // compiled on first use: every role starts with this package
 
 func validName(what, name string) error {
-	if !namePattern.MatchString(name) {
+	if !namePattern().MatchString(name) {
 		return countersign.Errorf(countersign.EINVALID, "%s must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", what)
 	}
 	return nil

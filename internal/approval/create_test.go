@@ -92,6 +92,12 @@ func TestCreateDefaultPreview(t *testing.T) {
 	if r.Preview != want || r.PreviewHash != sha(want) {
 		t.Errorf("preview = %q, want %q", r.Preview, want)
 	}
+	// The arguments read as sent: no \u escapes for < > &, numbers as
+	// canonicalised.
+	h := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash", Arguments: json.RawMessage(`{"command":"a && b <c>","n":1.50}`)})
+	if want := "Bash\n{\n  \"command\": \"a && b <c>\",\n  \"n\": 1.5\n}"; h.Preview != want {
+		t.Errorf("preview = %q, want %q", h.Preview, want)
+	}
 	g := e.create(e.keyA, countersign.CreateInput{Action: "deploy"})
 	if g.Kind != countersign.KindGeneric || g.Preview != "deploy" || string(g.Arguments) != "{}" {
 		t.Errorf("bare request: kind %s preview %q arguments %s", g.Kind, g.Preview, g.Arguments)

@@ -34,6 +34,7 @@ func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*co
 		return nil, err
 	}
 	s.expired(ids)
+	s.followUpExpired(ctx, ids)
 	return s.store.Request(ctx, r.ID)
 }
 
@@ -220,6 +221,7 @@ func (s *Service) transition(ctx context.Context, t countersign.Transition, ev c
 	s.hub.Notify(r.ID)
 	s.hub.Notify(AccountTopic(r.AccountID))
 	s.metrics.entered(r)
+	s.followUp(ctx, r)
 	return r, nil
 }
 
@@ -231,6 +233,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	s.expired(ids)
+	s.followUpExpired(ctx, ids)
 	return len(ids), nil
 }
 

@@ -20,6 +20,7 @@ const (
 	LinkDeny        = "deny"
 	LinkRespond     = "respond"
 	LinkAutoApprove = "auto_approve"
+	LinkStop        = "stop"
 )
 
 // DecidedByLink is who decided through an e-mailed link: whoever held the
@@ -74,20 +75,30 @@ func (s *Service) DecideByLink(ctx context.Context, seedID, action, token string
 	if err != nil {
 		return nil, err
 	}
-	switch action {
-	case LinkApprove:
-		d = countersign.DecisionInput{Decision: countersign.DecisionApprove}
-	case LinkDeny:
-		d = countersign.DecisionInput{Decision: countersign.DecisionDeny, Text: d.Text}
-	case LinkRespond:
-		d = countersign.DecisionInput{Decision: countersign.DecisionRespond, Text: d.Text}
-	case LinkAutoApprove:
-		d = countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: d.AutoApproveMinutes}
-	default:
+	d, ok := linkDecision(action, d)
+	if !ok {
 		return nil, linkNotFound()
 	}
 	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
 	return s.Decide(ctx, ap, r.ID, d)
+}
+
+// linkDecision is the decision a link's action stands for, with only the
+// details that action may carry.
+func linkDecision(action string, d countersign.DecisionInput) (countersign.DecisionInput, bool) {
+	switch action {
+	case LinkApprove:
+		return countersign.DecisionInput{Decision: countersign.DecisionApprove}, true
+	case LinkDeny:
+		return countersign.DecisionInput{Decision: countersign.DecisionDeny, Text: d.Text}, true
+	case LinkRespond:
+		return countersign.DecisionInput{Decision: countersign.DecisionRespond, Text: d.Text}, true
+	case LinkAutoApprove:
+		return countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: d.AutoApproveMinutes}, true
+	case LinkStop:
+		return countersign.DecisionInput{Decision: countersign.DecisionStop, Text: d.Text}, true
+	}
+	return countersign.DecisionInput{}, false
 }
 
 func linkNotFound() error {

@@ -6,6 +6,7 @@
 package approval
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,9 @@ type Config struct {
 	MaxPending int
 	// SweepInterval is how often expired requests are swept (default 5 s).
 	SweepInterval time.Duration
+	// Notifier, when set, builds the notifications of new requests and of
+	// their decisions and expiry; nil: none.
+	Notifier Notifier
 }
 
 func (c *Config) setDefaults() {
@@ -113,6 +117,7 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 	if err := s.applyWindow(ctx, r, &ev); err != nil {
 		return nil, false, err
 	}
+	s.announce(ctx, r)
 	for range 8 {
 		r.Reference = countersign.NewReference()
 		ev.Detail = bindingDetail(r)
@@ -235,12 +240,13 @@ func DefaultPreview(action string, canonicalArgs json.RawMessage) string {
 	if string(canonicalArgs) == "{}" {
 		return action
 	}
-	var v any
-	if err := json.Unmarshal(canonicalArgs, &v); err != nil {
+	// Indent the canonical text itself, so that numbers and strings read
+	// exactly as sent, and no < or & turns into a \u escape.
+	var b bytes.Buffer
+	if err := json.Indent(&b, canonicalArgs, "", "  "); err != nil {
 		return action
 	}
-	b, _ := json.MarshalIndent(v, "", "  ")
-	return action + "\n" + string(b)
+	return action + "\n" + b.String()
 }
 
 func validText(name, v string, max int, required bool) error {

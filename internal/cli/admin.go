@@ -32,7 +32,7 @@ func runAccount(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	fs := newFlags(env, "account "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func runAccount(ctx context.Context, env *Env, args []string) error {
 	} else if sub == "list" && len(rest) > 0 {
 		return fmt.Errorf("%w: countersign account list takes no arguments", ErrUsage)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	fs := newFlags(env, "key "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	account := fs.String("account", "default", "account name")
 	name := fs.String("name", "", "key name (create)")
 	asJSON := fs.Bool("json", false, "print JSON (create, list)")
@@ -93,7 +93,7 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 	case sub == "revoke" && len(rest) != 1:
 		return fmt.Errorf("%w: countersign key revoke [--account A] NAME-OR-ID", ErrUsage)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 		return runApproverChange(ctx, env, sub, args)
 	}
 	fs := newFlags(env, "approver "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	account := fs.String("account", "default", "account name")
 	username := fs.String("username", "", "the approver's username")
 	stdin := fs.Bool("password-stdin", false, "read the password from standard input instead of generating one")
@@ -172,7 +172,7 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 	if *username == "" || len(rest) > 0 {
 		return fmt.Errorf("%w: countersign approver create --account A --username U [--password-stdin]", ErrUsage)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -208,7 +208,7 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 		return runTokenChange(ctx, env, sub, args)
 	}
 	fs := newFlags(env, "token "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	approver := fs.String("approver", "", "the approver's username")
 	account := fs.String("account", "", "account the token acts for (needed when the approver belongs to several)")
 	name := fs.String("name", "cli", "token name")
@@ -220,7 +220,7 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 	if *approver == "" || len(rest) > 0 {
 		return fmt.Errorf("%w: countersign token create --approver U [--account A] [--json]", ErrUsage)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -242,27 +242,46 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	fs := newFlags(env, "audit "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	v, seq, hash, err := verifyAudit(ctx, store)
+	if err != nil {
+		return err
+	}
+	problems := v.Problems
+	if len(problems) == 0 {
+		fmt.Fprintf(env.Stdout, "audit log intact: %d entries, head %d %s\n", v.Count, seq, hash)
+		return nil
+	}
+	for _, p := range problems {
+		fmt.Fprintf(env.Stdout, "entry %d: %s\n", p.Seq, p.Problem)
+	}
+	return fmt.Errorf("the audit log was changed: %d problems", len(problems))
+}
+
+// verifyAudit checks the whole audit log of a store against its recorded
+// head, page by page, and returns the verifier (with its problems) and the
+// head it compared with.
+func verifyAudit(ctx context.Context, store countersign.Store) (*countersign.AuditVerifier, int64, string, error) {
 	// Read the head first: entries written after it are checked too, but
 	// the comparison is with the head as it was.
 	seq, hash, err := store.AuditHead(ctx)
 	if err != nil {
-		return err
+		return nil, 0, "", err
 	}
 	v := countersign.NewAuditVerifier()
 	var after int64
 	for done := false; !done; {
 		page, err := store.AuditLog(ctx, after, 1000)
 		if err != nil {
-			return err
+			return nil, 0, "", err
 		}
 		done = len(page) < 1000
 		for _, e := range page {
@@ -274,13 +293,6 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 			after = e.Seq
 		}
 	}
-	problems := v.Finish(seq, hash)
-	if len(problems) == 0 {
-		fmt.Fprintf(env.Stdout, "audit log intact: %d entries, head %d %s\n", v.Count, seq, hash)
-		return nil
-	}
-	for _, p := range problems {
-		fmt.Fprintf(env.Stdout, "entry %d: %s\n", p.Seq, p.Problem)
-	}
-	return fmt.Errorf("the audit log was changed: %d problems", len(problems))
+	v.Finish(seq, hash)
+	return v, seq, hash, nil
 }

@@ -15,7 +15,7 @@ import (
 // and tokens, in one account (--account) or everywhere.
 func runApproverChange(ctx context.Context, env *Env, sub string, args []string) error {
 	fs := newFlags(env, "approver "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	username := fs.String("username", "", "the approver's username")
 	account := fs.String("account", "", "remove: only from this account")
 	stdin := fs.Bool("password-stdin", false, "passwd: read the new password from standard input instead of generating one")
@@ -26,7 +26,7 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	if *username == "" || len(rest) > 0 {
 		return fmt.Errorf("%w: countersign approver %s --username U", ErrUsage, sub)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -44,11 +44,14 @@ func commands() map[string]command {
 		"approver": {"create approvers (on the data directory)", runApprover},
 		"token":    {"create approver API tokens (on the data directory)", runToken},
 		"audit":    {"verify the audit log (on the data directory)", runAudit},
+		"migrate":  {"apply the store's migrations and report its schema version", runMigrate},
+		"store":    {"copy an instance to another store, such as SQLite to PostgreSQL", runStoreCmd},
+		"notify":   {"add, list, test or remove notification channels; delivery status (on the data directory)", runNotify},
 		"list":     {"list requests, as an approver (through the API)", runList},
 		"approve":  {"approve a request by its reference, as an approver", runApprove},
 		"deny":     {"deny a request by its reference, as an approver", runDeny},
-		"hook":     {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
 		"rm":       {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
+		"hook":     {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
 )
 
@@ -22,6 +23,7 @@ import (
 type serveConfig struct {
 	addr       string
 	data       string
+	dbURL      string // a PostgreSQL store shared with other replicas; wins over data
 	publicURL  string
 	ttl        time.Duration
 	maxPending int
@@ -29,6 +31,9 @@ type serveConfig struct {
 	logLevel   string
 	logFormat  string
 	proxies    []netip.Prefix
+	// notify holds the channels of the configuration file, applied at
+	// start (COUNTERSIGN_NOTIFY_CONFIG).
+	notify []notify.Spec
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -40,7 +45,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, cfg.data)
+	store, storeName, err := openServeStore(ctx, cfg.data, cfg.dbURL, log)
 	if err != nil {
 		return err
 	}
@@ -56,6 +61,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		ln.Close()
 		return err
 	}
+	if err := applyNotifyConfig(ctx, store, cfg.notify, log); err != nil {
+		ln.Close()
+		return err
+	}
 	public, err := publicURL(cfg.publicURL, ln.Addr().String())
 	if err != nil {
 		ln.Close()
@@ -64,15 +73,19 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending}, log, approval.NewMetrics(reg, hub))
+	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
 	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
 	go svc.RunSweeper(sweepCtx)
+	stopFollow := followReplicas(svc, store, log)
+	defer stopFollow()
+	stopNotify := startNotifyWorker(store, public, log)
+	defer stopNotify()
 
-	log.Info("countersign listening", "addr", ln.Addr().String(), "public_url", public.String(), "data", cfg.data)
+	log.Info("countersign listening", "addr", ln.Addr().String(), "public_url", public.String(), "store", storeName)
 	err = srv.Serve(ctx, ln)
 	log.Info("countersign stopped")
 	return err
@@ -83,6 +96,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs := newFlags(env, "serve")
 	fs.StringVar(&cfg.addr, "addr", envOr(env, "COUNTERSIGN_ADDR", "127.0.0.1:8080"), "address to listen on (COUNTERSIGN_ADDR)")
 	fs.StringVar(&cfg.data, "data", dataDir(env, ""), "data directory (COUNTERSIGN_DATA)")
+	dbURL := fs.String("database-url", "", "PostgreSQL store shared by replicas, such as postgres://user@host/db; wins over --data (COUNTERSIGN_DATABASE_URL, COUNTERSIGN_DATABASE_URL_FILE)")
 	fs.StringVar(&cfg.publicURL, "public-url", env.Getenv("COUNTERSIGN_PUBLIC_URL"), "URL where people reach the server (COUNTERSIGN_PUBLIC_URL; default http://ADDR)")
 	ttl := fs.String("request-ttl", envOr(env, "COUNTERSIGN_REQUEST_TTL", "10m"), "how long a request waits for a decision (COUNTERSIGN_REQUEST_TTL)")
 	maxPending := fs.String("max-pending", envOr(env, "COUNTERSIGN_MAX_PENDING", "5"), "requests an account may have waiting at once (COUNTERSIGN_MAX_PENDING)")
@@ -90,12 +104,16 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	proxies := fs.String("trusted-proxies", env.Getenv("COUNTERSIGN_TRUSTED_PROXIES"), "comma-separated addresses or CIDRs of reverse proxies whose X-Forwarded-For is believed (COUNTERSIGN_TRUSTED_PROXIES)")
 	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
+	notifyConfig := fs.String("notify-config", env.Getenv("COUNTERSIGN_NOTIFY_CONFIG"), "TOML file of notification channels, applied at start (COUNTERSIGN_NOTIFY_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return nil, err
 	}
 	if len(rest) > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", ErrUsage, rest[0])
+	}
+	if cfg.dbURL, err = databaseURL(env, *dbURL); err != nil {
+		return nil, err
 	}
 	// Check the address and the public URL here, before the store is
 	// opened: a configuration mistake must not create the data directory
@@ -119,6 +137,11 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	}
 	if cfg.proxies, err = parseProxies(*proxies); err != nil {
 		return nil, err
+	}
+	if *notifyConfig != "" {
+		if cfg.notify, err = notify.LoadFile(*notifyConfig); err != nil {
+			return nil, err
+		}
 	}
 	return cfg, nil
 }
@@ -188,7 +211,9 @@ func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
 		return err
 	}
 	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "default"); err != nil {
+	if _, err := admin.CreateAccount(ctx, "default"); countersign.ErrorCode(err) == countersign.ECONFLICT {
+		return nil // another replica on the same database is doing the first start
+	} else if err != nil {
 		return err
 	}
 	password := approval.NewPassword()

@@ -2,16 +2,23 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
-// openStore opens the store of the data directory, creating it on first
-// use.
+// openStore opens the SQLite store of the data directory, creating it on
+// first use.
 func openStore(ctx context.Context, dir string) (countersign.Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create the data directory: %w", err)
@@ -21,4 +28,153 @@ func openStore(ctx context.Context, dir string) (countersign.Store, error) {
 		return nil, fmt.Errorf("open the store in %s: %w", dir, err)
 	}
 	return db, nil
+}
+
+// openDatabase opens the PostgreSQL store at url, migrating it. log
+// receives the notification listener's reconnections; nil discards.
+func openDatabase(ctx context.Context, url string, log *slog.Logger) (countersign.Store, error) {
+	db, err := postgres.Open(ctx, url, log)
+	if err != nil {
+		return nil, fmt.Errorf("open the PostgreSQL store at %s: %w", describeURL(url), err)
+	}
+	return db, nil
+}
+
+// storeLocation is where a command's store is: the flags --data and
+// --database-url, with their environment variables. Every command that
+// works on the store registers them through storeFlags, so that all of
+// them pick the backend alike.
+type storeLocation struct {
+	env         *Env
+	data        *string
+	databaseURL *string
+}
+
+// storeFlags registers --data and --database-url on fs.
+func storeFlags(env *Env, fs *flag.FlagSet) *storeLocation {
+	return storeFlagsFor(env, fs, fs.String("data", "", "data directory of the SQLite store (COUNTERSIGN_DATA)"))
+}
+
+// storeFlagsFor registers --database-url on fs, for a command that
+// registers --data itself into data.
+func storeFlagsFor(env *Env, fs *flag.FlagSet, data *string) *storeLocation {
+	return &storeLocation{
+		env:  env,
+		data: data,
+		databaseURL: fs.String("database-url", "",
+			"PostgreSQL store, such as postgres://user@host/db; wins over the data directory (COUNTERSIGN_DATABASE_URL, COUNTERSIGN_DATABASE_URL_FILE)"),
+	}
+}
+
+// url returns the database URL from the flag or the environment, "" for
+// the data directory.
+func (l *storeLocation) url() (string, error) {
+	return databaseURL(l.env, *l.databaseURL)
+}
+
+// open opens the store: PostgreSQL when a database URL is set, else SQLite
+// in the data directory.
+func (l *storeLocation) open(ctx context.Context, log *slog.Logger) (countersign.Store, error) {
+	u, err := l.url()
+	if err != nil {
+		return nil, err
+	}
+	if u != "" {
+		return openDatabase(ctx, u, log)
+	}
+	return openStore(ctx, dataDir(l.env, *l.data))
+}
+
+// describe names the store for a message, without any secret of the URL.
+func (l *storeLocation) describe() string {
+	if u, err := l.url(); err == nil && u != "" {
+		return "PostgreSQL " + describeURL(u)
+	}
+	return "SQLite " + filepath.Join(dataDir(l.env, *l.data), "countersign.db")
+}
+
+// databaseURL returns the database URL from the flag value, else from
+// COUNTERSIGN_DATABASE_URL or the file COUNTERSIGN_DATABASE_URL_FILE names
+// (the URL may hold a password); "" when none is set.
+func databaseURL(env *Env, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	return secretFromEnv(env, "COUNTERSIGN_DATABASE_URL")
+}
+
+// isDatabaseURL reports whether a location is a PostgreSQL URL rather than
+// a data directory.
+func isDatabaseURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// openLocation opens a store named by a data directory or a PostgreSQL
+// URL. mustExist refuses a data directory without a store, which opening
+// would create.
+func openLocation(ctx context.Context, loc string, mustExist bool) (countersign.Store, error) {
+	if isDatabaseURL(loc) {
+		return openDatabase(ctx, loc, nil)
+	}
+	if mustExist {
+		if _, err := os.Stat(filepath.Join(loc, "countersign.db")); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%s holds no countersign store (no countersign.db)", loc)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	return openStore(ctx, loc)
+}
+
+// describeLocation names a location for a message, without secrets.
+func describeLocation(loc string) string {
+	if isDatabaseURL(loc) {
+		return "PostgreSQL " + describeURL(loc)
+	}
+	return "SQLite " + filepath.Join(loc, "countersign.db")
+}
+
+// describeURL shows a database URL as host/database only: the user, the
+// password and the parameters stay out of messages and logs.
+func describeURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return "(the configured database)"
+	}
+	return u.Host + u.Path
+}
+
+// openServeStore opens the store of countersign serve: PostgreSQL when a
+// database URL is set, else SQLite in the data directory. It returns the
+// store and a name for the log, without any secret.
+func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (countersign.Store, string, error) {
+	if databaseURL != "" {
+		s, err := openDatabase(ctx, databaseURL, log)
+		return s, "postgres " + describeURL(databaseURL), err
+	}
+	s, err := openStore(ctx, dir)
+	return s, "sqlite " + filepath.Join(dir, "countersign.db"), err
+}
+
+// followReplicas, when the store is shared with other replicas (it has a
+// change feed), feeds the service's hub from it until the returned stop is
+// called, so that a decision made on another replica wakes the agents
+// waiting on this one.
+func followReplicas(svc *approval.Service, store countersign.Store, log *slog.Logger) (stop func()) {
+	feed, ok := store.(countersign.ChangeFeed)
+	if !ok {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := svc.FollowReplicas(ctx, feed); err != nil {
+			log.Error("follow the changes of other replicas", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }

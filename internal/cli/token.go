@@ -11,7 +11,7 @@ import (
 // tokens, by id or name. A revoked token stops working at once.
 func runTokenChange(ctx context.Context, env *Env, sub string, args []string) error {
 	fs := newFlags(env, "token "+sub)
-	data := fs.String("data", "", "data directory (COUNTERSIGN_DATA)")
+	where := storeFlags(env, fs)
 	approver := fs.String("approver", "", "the approver's username")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -20,7 +20,7 @@ func runTokenChange(ctx context.Context, env *Env, sub string, args []string) er
 	if *approver == "" || (sub == "list" && len(rest) != 0) || (sub == "revoke" && len(rest) != 1) {
 		return fmt.Errorf("%w: countersign token list --approver U | token revoke --approver U ID-OR-NAME", ErrUsage)
 	}
-	store, err := openStore(ctx, dataDir(env, *data))
+	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func (s *Server) createClaudeEvent(w http.ResponseWriter, r *http.Request) error
 	if err := decodeStrict(data, &p); err != nil {
 		return err
 	}
-	if !seedIDPattern.MatchString(p.EventID) {
+	if !seedIDPattern().MatchString(p.EventID) {
 		return countersign.Errorf(countersign.EINVALID, "event_id must be 1 to 128 characters of letters, digits, '_', '.', ':' and '-'")
 	}
 	input, err := claudeInput(p.ToolInput)

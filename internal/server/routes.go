@@ -45,6 +45,7 @@ func (s *Server) routes() http.Handler {
 	}
 	mux.HandleFunc("GET /api/claude-events/auto-approve/{id}/{token}/{minutes}", s.page(s.linkPage("claude:", approval.LinkAutoApprove)))
 	mux.HandleFunc("POST /api/claude-events/auto-approve/{id}/{token}/{minutes}", s.page(s.linkPage("claude:", approval.LinkAutoApprove)))
+	mux.HandleFunc("/links/{token}", s.page(s.tokenLinkPage)) // the links of notifications (notifylinks.go)
 
 	// The inbox (ADR 0007): pages behind an approver's browser session.
 	mux.HandleFunc("GET /{$}", s.page(func(w http.ResponseWriter, r *http.Request) error {

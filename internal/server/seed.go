@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -22,7 +23,7 @@ import (
 // from that page decides.
 
 // seedIDPattern bounds the ids seed clients choose ("del_1700000000_12345").
-var seedIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+var seedIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`) }) // compiled on first use: every role starts with this package
 
 // seedBody reads a signed body of the seed routes and returns it with the
 // agent whose designated key signed it. The signature is checked over the
@@ -80,7 +81,7 @@ func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) err
 	if err := decodeStrict(data, &p); err != nil {
 		return err
 	}
-	if !seedIDPattern.MatchString(p.RequestID) {
+	if !seedIDPattern().MatchString(p.RequestID) {
 		return countersign.Errorf(countersign.EINVALID, "request_id must be 1 to 128 characters of letters, digits, '_', '.', ':' and '-'")
 	}
 	if len(p.AffectedPaths) > 50 || len(p.Targets) > 1000 {

@@ -66,6 +66,9 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 			return nil, false, fmt.Errorf("insert link: %w", err)
 		}
 	}
+	if err := insertOutbox(ctx, tx, requestOutbox(r), r.CreatedAt); err != nil {
+		return nil, false, err
+	}
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
 		return nil, false, err
 	}

@@ -59,6 +59,12 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
 		{"Seed", testSeed},
+		{"Channels", testChannels},
+		{"OutboxWithRequest", testOutboxWithRequest},
+		{"OutboxClaim", testOutboxClaim},
+		{"OutboxEnqueue", testOutboxEnqueue},
+		{"OutboxStatus", testOutboxStatus},
+		{"OutboxClaimRace", testOutboxClaimRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, Opener(open)) })

@@ -1,0 +1,131 @@
+package approval
+
+import (
+	"context"
+	"strings"
+
+	"github.com/countersign/countersign"
+)
+
+// Notifier builds the notifications of requests: who is told, and what
+// they need to act. It only builds; the service stores what it builds, with
+// the request where it can, so that the rule of what is told lives in one
+// place and the service stays the only one that changes state.
+type Notifier interface {
+	// Announce returns the outbox items that tell an account's channels
+	// about a new pending request, and the one-time links they carry, to
+	// be stored in the request's own transaction. r has its id, account,
+	// binding and expiry, but not yet its reference code.
+	Announce(ctx context.Context, r *countersign.Request) ([]countersign.OutboxItem, []countersign.Link, error)
+	// FollowUp returns the outbox items that tell the channels able to
+	// take it that r is no longer pending (decided, expired or cancelled).
+	FollowUp(ctx context.Context, r *countersign.Request) ([]countersign.OutboxItem, error)
+}
+
+// announce adds the notifications of a new pending request to it, so that
+// CreateRequest stores them with the request. A failure to build them is
+// logged and leaves the request without notifications: a notification never
+// blocks or fails the agent's request.
+func (s *Service) announce(ctx context.Context, r *countersign.Request) {
+	n := s.cfg.Notifier
+	if n == nil || r.Status != countersign.StatusPending {
+		return
+	}
+	items, links, err := n.Announce(ctx, r)
+	if err != nil {
+		s.log.Error("prepare notifications; the request goes on without them", "request", r.ID, "err", err)
+		return
+	}
+	r.Links = append(r.Links, links...)
+	r.Outbox = items
+}
+
+// followUp enqueues the follow-ups of a request that left pending. It runs
+// after the change is committed; a failure is logged and changes nothing
+// else (a crash between the two loses only the follow-up).
+func (s *Service) followUp(ctx context.Context, r *countersign.Request) {
+	n := s.cfg.Notifier
+	if n == nil {
+		return
+	}
+	switch r.Status {
+	case countersign.StatusApproved, countersign.StatusDenied, countersign.StatusResponded,
+		countersign.StatusStopped, countersign.StatusCancelled, countersign.StatusExpired:
+	default:
+		return
+	}
+	// The follow-up must go out even when the caller has gone (an agent
+	// that cancelled and hung up), but no longer than a store call takes.
+	ctx = context.WithoutCancel(ctx)
+	items, err := n.FollowUp(ctx, r)
+	if err == nil && len(items) > 0 {
+		err = s.store.Enqueue(ctx, items, s.clock.Now())
+	}
+	if err != nil {
+		s.log.Error("enqueue follow-up notifications", "request", r.ID, "status", r.Status, "err", err)
+	}
+}
+
+// followUpExpired enqueues the follow-ups of requests that expired.
+func (s *Service) followUpExpired(ctx context.Context, list []countersign.Expired) {
+	if s.cfg.Notifier == nil {
+		return
+	}
+	for _, e := range list {
+		r, err := s.store.Request(context.WithoutCancel(ctx), e.ID)
+		if err != nil {
+			s.log.Error("read an expired request for its follow-ups", "request", e.ID, "err", err)
+			continue
+		}
+		s.followUp(ctx, r)
+	}
+}
+
+// TokenLink returns the request a one-time link of a notification opens,
+// found by its token alone, and the link's action. The links a token alone
+// opens are those of one decision without further details: approve, deny,
+// respond and stop; an unknown token and any other link are ENOTFOUND
+// alike.
+func (s *Service) TokenLink(ctx context.Context, token string) (*countersign.Request, string, error) {
+	if len(token) != 64 {
+		return nil, "", linkNotFound()
+	}
+	l, err := s.store.Link(ctx, countersign.HashSecret(strings.ToLower(token)))
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil, "", linkNotFound()
+	} else if err != nil {
+		return nil, "", err
+	}
+	switch l.Action {
+	case LinkApprove, LinkDeny, LinkRespond, LinkStop:
+	default:
+		return nil, "", linkNotFound()
+	}
+	r, err := s.store.Request(ctx, l.RequestID)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil, "", linkNotFound()
+	} else if err != nil {
+		return nil, "", err
+	}
+	r, err = s.expireLazily(ctx, r)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, l.Action, nil
+}
+
+// DecideByToken takes the decision of a link found by its token alone. Like
+// every link, it works once: the decision is the request's first or none.
+// Errors: EINVALID, ENOTFOUND, ECONFLICT.
+func (s *Service) DecideByToken(ctx context.Context, token string, d countersign.DecisionInput) (*countersign.Request, error) {
+	r, action, err := s.TokenLink(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := linkDecision(action, d)
+	if !ok {
+		return nil, linkNotFound()
+	}
+	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
+	return s.Decide(ctx, ap, r.ID, d)
+}

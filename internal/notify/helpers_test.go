@@ -1,0 +1,302 @@
+package notify_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/notify"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// fakeClock is a countersign.Clock that moves only when a test moves it.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// syncBuffer is a log destination shared by goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// env is the whole server on a real SQLite file: the approval service with
+// the notifier, the HTTP server at its public URL, and a worker, all on
+// one fake clock. Everything logs to logs.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	path     string
+	store    *sqlite.DB
+	clock    *fakeClock
+	svc      *approval.Service
+	http     *httptest.Server
+	public   *url.URL
+	delivery *notify.Delivery
+	worker   *notify.Worker
+	admin    *notify.Admin
+	agent    countersign.Agent
+	account  *countersign.Account
+	logs     *syncBuffer
+	log      *slog.Logger
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ctx: t.Context(), path: filepath.Join(t.TempDir(), "countersign.db"), logs: &syncBuffer{}}
+	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Real time, so that the server's sessions and the fake clock agree
+	// roughly; the fake clock moves only when a test moves it.
+	e.clock = &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	e.open()
+
+	admin := &approval.Admin{Store: e.store, Clock: e.clock}
+	acc, err := admin.CreateAccount(e.ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.account = acc
+	_, secret, err := admin.CreateAgentKey(e.ctx, "acme", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.agent, err = (&approval.Authenticator{Store: e.store}).Agent(e.ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+
+	// The public URL must be known before the server is built: it
+	// checks Host and Origin against it.
+	handler := &switchHandler{}
+	e.http = httptest.NewUnstartedServer(handler)
+	e.public = &url.URL{Scheme: "http", Host: e.http.Listener.Addr().String()}
+	e.http.Start()
+	t.Cleanup(e.http.Close)
+	e.serve(handler)
+	return e
+}
+
+// switchHandler lets the server be built after the listener exists.
+type switchHandler struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
+
+// open opens the store and builds everything on it.
+func (e *env) open() {
+	e.t.Helper()
+	store, err := sqlite.Open(e.ctx, e.path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.store = store
+	e.t.Cleanup(func() { store.Close() })
+	hub := approval.NewHub()
+	e.svc = approval.New(store, e.clock, hub, approval.Config{Notifier: notify.NewNotifier(store)}, e.log, nil)
+	e.admin = &notify.Admin{Store: store, Clock: e.clock}
+	if e.delivery == nil {
+		e.delivery = &notify.Delivery{}
+	}
+	e.worker = notify.NewWorker(store, e.delivery, e.clock, e.log, notify.WorkerConfig{})
+}
+
+func (e *env) serve(h *switchHandler) {
+	e.delivery.PublicURL = e.public
+	srv := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &approval.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
+	h.mu.Lock()
+	h.h = srv.Handler()
+	h.mu.Unlock()
+}
+
+// restart closes the store and opens it again with a new service and
+// worker, as a restarted server would.
+func (e *env) restart() {
+	e.t.Helper()
+	if err := e.store.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	e.open()
+	e.serve(e.http.Config.Handler.(*switchHandler))
+}
+
+// ask creates a pending request of the agent.
+func (e *env) ask(action string) *countersign.Request {
+	e.t.Helper()
+	r, created, err := e.svc.Create(e.ctx, e.agent, countersign.CreateInput{
+		Kind: countersign.KindRm, Action: action,
+		Arguments:   []byte(`{"targets":["/srv/data/a","/srv/data/<b>"]}`),
+		RiskReasons: []string{"recursive deletion (-r/-R)", "protected path: /srv"},
+		Context:     countersign.RequestContext{User: "deploy", Host: "prod-01", Cwd: "/home/deploy", SessionID: "sess-1"},
+	})
+	if err != nil || !created {
+		e.t.Fatalf("Create: created=%v err=%v", created, err)
+	}
+	return r
+}
+
+// runOnce runs the worker once and wants n items claimed.
+func (e *env) runOnce(n int) {
+	e.t.Helper()
+	got, err := e.worker.RunOnce(e.ctx)
+	if err != nil || got != n {
+		e.t.Fatalf("RunOnce = %d, %v; want %d items", got, err, n)
+	}
+}
+
+// status returns the delivery status of the account's channel of that name.
+func (e *env) status(name string) *countersign.ChannelStatus {
+	e.t.Helper()
+	list, err := e.admin.Status(e.ctx, "acme")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, st := range list {
+		if st.Channel.Name == name {
+			return st
+		}
+	}
+	e.t.Fatalf("no status of channel %s", name)
+	return nil
+}
+
+// request reads a request back.
+func (e *env) request(id string) *countersign.Request {
+	e.t.Helper()
+	r, err := e.store.Request(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// follow opens a confirm link with GET, as a mail client would, and
+// returns the status and page.
+func (e *env) follow(link string) (int, string) {
+	e.t.Helper()
+	resp, err := http.Get(link)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// press submits the confirm page's form, from the page's own origin.
+func (e *env) press(link string, form url.Values) (int, string) {
+	e.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, link, strings.NewReader(form.Encode()))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.public.Scheme+"://"+e.public.Host)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var tokenPattern = regexp.MustCompile(`/links/([0-9a-f]{64})`)
+
+// noTokens fails the test when a link token shows up in the logs.
+func (e *env) noTokens(texts ...string) {
+	e.t.Helper()
+	logs := e.logs.String()
+	for _, text := range texts {
+		for _, m := range tokenPattern.FindAllStringSubmatch(text, -1) {
+			if strings.Contains(logs, m[1]) {
+				e.t.Errorf("a link token is in the log")
+			}
+		}
+	}
+}
+
+// receiver is an HTTP receiver that can be taken down and brought back on
+// the same address.
+type receiver struct {
+	t       *testing.T
+	addr    string
+	handler http.Handler
+	srv     *httptest.Server
+}
+
+func newReceiver(t *testing.T, h http.Handler) *receiver {
+	r := &receiver{t: t, handler: h}
+	r.srv = httptest.NewServer(h)
+	r.addr = r.srv.Listener.Addr().String()
+	t.Cleanup(func() { r.srv.Close() })
+	return r
+}
+
+func (r *receiver) URL() string { return "http://" + r.addr }
+
+// down closes the receiver: connections are refused.
+func (r *receiver) down() { r.srv.Close() }
+
+// up starts it again on the same address.
+func (r *receiver) up() {
+	r.t.Helper()
+	var ln net.Listener
+	var err error
+	for range 50 {
+		if ln, err = net.Listen("tcp", r.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		r.t.Fatalf("listen again on %s: %v", r.addr, err)
+	}
+	r.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: r.handler}}
+	r.srv.Start()
+}

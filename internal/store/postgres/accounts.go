@@ -1,0 +1,185 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// CreateAccount adds an account, giving it an id when a.ID is empty.
+// Errors: ECONFLICT if the name is taken.
+func (db *DB) CreateAccount(ctx context.Context, a *countersign.Account) error {
+	a.ID = orID(a.ID, "acc_")
+	return db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)`,
+			a.ID, a.Name, nanos(a.CreatedAt))
+		if isUnique(err) {
+			return countersign.Errorf(countersign.ECONFLICT, "account %q already exists", a.Name)
+		} else if err != nil {
+			return fmt.Errorf("create account: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// Account returns an account by id. Errors: ENOTFOUND.
+func (db *DB) Account(ctx context.Context, id string) (*countersign.Account, error) {
+	return db.findAccount(ctx, `id = $1`, id)
+}
+
+// AccountByName returns an account by name. Errors: ENOTFOUND.
+func (db *DB) AccountByName(ctx context.Context, name string) (*countersign.Account, error) {
+	return db.findAccount(ctx, `name = $1`, name)
+}
+
+// Accounts lists all accounts by name.
+func (db *DB) Accounts(ctx context.Context) ([]*countersign.Account, error) {
+	var out []*countersign.Account
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, scanAccount, `SELECT id, name, created_at FROM accounts ORDER BY name`)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	return out, nil
+}
+
+// findAccount returns the one account matching where.
+func (db *DB) findAccount(ctx context.Context, where string, arg string) (*countersign.Account, error) {
+	if hasNUL(arg) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+	}
+	var a *countersign.Account
+	err := db.read(ctx, func(q querier) (err error) {
+		a, err = scanAccount(q.QueryRow(ctx, `SELECT id, name, created_at FROM accounts WHERE `+where, arg))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read account: %w", err)
+	}
+	return a, nil
+}
+
+func scanAccount(s pgx.Row) (*countersign.Account, error) {
+	var a countersign.Account
+	var created int64
+	if err := s.Scan(&a.ID, &a.Name, &created); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromNanos(created)
+	return &a, nil
+}
+
+// collect runs a query and scans every row with scan. It never returns a
+// nil slice, so that an empty list is [] as in the SQLite store.
+func collect[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CreateApprover adds an approver, giving it an id when a.ID is empty.
+// Errors: ECONFLICT if the username is taken.
+func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error {
+	a.ID = orID(a.ID, "apr_")
+	return db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO approvers (id, username, password_hash, created_at) VALUES ($1, $2, $3, $4)`,
+			a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
+		if isUnique(err) {
+			return countersign.Errorf(countersign.ECONFLICT, "approver %q already exists", a.Username)
+		} else if err != nil {
+			return fmt.Errorf("create approver: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// ApproverByUsername returns an approver. Errors: ENOTFOUND.
+func (db *DB) ApproverByUsername(ctx context.Context, username string) (*countersign.Approver, error) {
+	if hasNUL(username) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	}
+	var a *countersign.Approver
+	err := db.read(ctx, func(q querier) (err error) {
+		a, err = scanApprover(q.QueryRow(ctx, `
+			SELECT id, username, password_hash, created_at FROM approvers WHERE username = $1`, username))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read approver: %w", err)
+	}
+	return a, nil
+}
+
+func scanApprover(s pgx.Row) (*countersign.Approver, error) {
+	var a countersign.Approver
+	var created int64
+	if err := s.Scan(&a.ID, &a.Username, &a.PasswordHash, &created); err != nil {
+		return nil, err
+	}
+	a.CreatedAt = fromNanos(created)
+	return &a, nil
+}
+
+// AddMembership makes an approver a member of an account; adding an
+// existing membership is not an error. Errors: ENOTFOUND when the approver
+// or the account does not exist.
+func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+	return db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO memberships (approver_id, account_id, created_at) VALUES ($1, $2, $3)
+			ON CONFLICT (approver_id, account_id) DO NOTHING`,
+			approverID, accountID, nanos(at))
+		if isForeignKey(err) {
+			return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		} else if err != nil {
+			return fmt.Errorf("add membership: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// Memberships returns the ids of the accounts an approver belongs to, in
+// the order they were added.
+func (db *DB) Memberships(ctx context.Context, approverID string) ([]string, error) {
+	var out []string
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, scanString, `
+			SELECT account_id FROM memberships WHERE approver_id = $1 ORDER BY created_at, account_id`, approverID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list memberships: %w", err)
+	}
+	return out, nil
+}
+
+func scanString(s pgx.Row) (string, error) {
+	var v string
+	err := s.Scan(&v)
+	return v, err
+}

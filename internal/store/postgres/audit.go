@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// defaultAuditPage is how many entries AuditLog returns when the caller
+// gives no limit.
+const defaultAuditPage = 1000
+
+// AuditLog returns the audit entries with Seq > after, in order, at most
+// limit of them (1000 when limit is not positive).
+func (db *DB) AuditLog(ctx context.Context, after int64, limit int) ([]*countersign.AuditEntry, error) {
+	if limit <= 0 {
+		limit = defaultAuditPage
+	}
+	var out []*countersign.AuditEntry
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, scanAuditEntry, `
+			SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash, hash
+			FROM audit_log WHERE seq > $1 ORDER BY seq LIMIT $2`, after, limit)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", err)
+	}
+	return out, nil
+}
+
+func scanAuditEntry(s pgx.Row) (*countersign.AuditEntry, error) {
+	var e countersign.AuditEntry
+	var at int64
+	if err := s.Scan(&e.Seq, &at, &e.AccountID, &e.RequestID, &e.Event, &e.Actor, &e.Detail, &e.PrevHash, &e.Hash); err != nil {
+		return nil, err
+	}
+	e.At = fromNanos(at)
+	return &e, nil
+}
+
+// AuditHead returns the sequence number and hash of the newest entry as
+// recorded beside the log (zero and "" when empty).
+func (db *DB) AuditHead(ctx context.Context) (seq int64, hash string, err error) {
+	err = db.read(ctx, func(q querier) (err error) {
+		seq, hash, err = auditHead(ctx, q)
+		return err
+	})
+	return seq, hash, err
+}
+
+// auditHead reads the head row, which the first migration creates.
+func auditHead(ctx context.Context, q querier) (int64, string, error) {
+	var seq int64
+	var hash string
+	err := q.QueryRow(ctx, `SELECT seq, hash FROM audit_head WHERE id = 1`).Scan(&seq, &hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, "", nil
+	} else if err != nil {
+		return 0, "", fmt.Errorf("read audit head: %w", err)
+	}
+	return seq, hash, nil
+}
+
+// lockHeadSQL locks the head row of the chain. Locking it orders
+// appenders: a second transaction waits here until the first commits.
+// Callers lock it last, in the batch that also commits, so that it is
+// held for as short a time as possible.
+const lockHeadSQL = `SELECT 1 FROM audit_head WHERE id = 1 FOR UPDATE`
+
+// appendSQL appends one entry after the head of the chain, in one
+// statement: it computes the entry's hash as countersign.AuditEntry's
+// ComputeHash does (each field as its length in UTF-8 bytes, a colon and
+// the field; SHA-256 of all of them, in hex), inserts the entry and moves
+// the head. Computing it in the database lets a transaction append and
+// commit without another round trip to this process while it holds the
+// head. It runs after lockHeadSQL in the same transaction, so its snapshot
+// sees the head as the last appender left it. Its parameters: $1 the time
+// (unix nanoseconds), $2 the account, $3 the request, $4 the event, $5 the
+// actor, $6 the detail. The Go verifier (countersign audit verify) checks
+// every hash it writes.
+var appendSQL = func() string {
+	field := func(expr string) string {
+		return "octet_length(convert_to(" + expr + ", 'UTF8'))::text || ':' || " + expr
+	}
+	fields := []string{field("h.prev"), field("h.seq::text"), field("$1::bigint::text"),
+		field("$2::text"), field("$3::text"), field("$4::text"), field("$5::text"), field("$6::text")}
+	return `WITH h AS (
+		SELECT seq + 1 AS seq, CASE WHEN seq = 0 THEN '` + countersign.AuditGenesis + `' ELSE hash END AS prev
+		FROM audit_head WHERE id = 1
+	), e AS (
+		SELECT h.seq, h.prev, encode(sha256(convert_to(` + strings.Join(fields, " || ") + `, 'UTF8')), 'hex') AS hash
+		FROM h
+	), logged AS (
+		INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
+		SELECT e.seq, $1, $2, $3, $4, $5, $6, e.prev, e.hash FROM e
+		RETURNING seq, hash
+	)
+	UPDATE audit_head SET seq = logged.seq, hash = logged.hash FROM logged WHERE audit_head.id = 1`
+}()
+
+// auditItem is one entry to append: what happened to which request.
+type auditItem struct {
+	accountID, requestID string
+	ev                   countersign.AuditEvent
+}
+
+// queueAudit queues the lock of the head and the entries, in order, at
+// the time at. Read their results with auditResults.
+func queueAudit(b *pgx.Batch, at time.Time, items ...auditItem) {
+	b.Queue(lockHeadSQL)
+	for _, it := range items {
+		b.Queue(appendSQL, nanos(at), it.accountID, it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail)
+	}
+}
+
+// auditResults reads the results of what queueAudit queued for n entries.
+// An append that moved no head (the head row is missing) is an error: the
+// entry would be lost.
+func auditResults(br pgx.BatchResults, n int) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock the audit head: %w", err)
+	}
+	for range n {
+		tag, err := br.Exec()
+		if err != nil {
+			return fmt.Errorf("append audit entry: %w", badText(err))
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("append audit entry: the audit head is missing")
+		}
+	}
+	return nil
+}
+
+// appendAudit writes the next entries of the chain, one per event, and
+// moves the head, inside the caller's transaction: the entries commit with
+// the change they record, or none does.
+func appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, items ...auditItem) error {
+	batch := &pgx.Batch{}
+	queueAudit(batch, at, items...)
+	br := tx.SendBatch(ctx, batch)
+	defer br.Close()
+	if err := auditResults(br, len(items)); err != nil {
+		return err
+	}
+	return br.Close()
+}

@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+const channelColumns = `id, account_id, name, type, config, secret, created_at`
+
+// CreateChannel adds a notification channel. Errors: EINVALID, ECONFLICT
+// when the account has a channel of that name, ENOTFOUND for an unknown
+// account.
+func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
+	if !c.Type.Valid() {
+		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+	}
+	c.ID = orID(c.ID, "chn_")
+	return db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO notify_channels (`+channelColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+			c.ID, c.AccountID, c.Name, string(c.Type), string(c.Config), orEmpty(c.Secret), nanos(c.CreatedAt))
+		switch {
+		case isUnique(err):
+			return countersign.Errorf(countersign.ECONFLICT, "the account already has a channel named %q", c.Name)
+		case isForeignKey(err):
+			return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		case err != nil:
+			return fmt.Errorf("insert channel: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// UpdateChannel replaces a channel's type, config and secret. Errors:
+// EINVALID, ENOTFOUND.
+func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
+	if !c.Type.Valid() {
+		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+	}
+	if hasNUL(c.ID, c.AccountID) {
+		return channelNotFound()
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE notify_channels SET type = $1, config = $2, secret = $3
+			WHERE id = $4 AND account_id = $5`, string(c.Type), string(c.Config), orEmpty(c.Secret), c.ID, c.AccountID)
+		if err != nil {
+			return fmt.Errorf("update channel: %w", badText(err))
+		}
+		if tag.RowsAffected() == 0 {
+			return channelNotFound()
+		}
+		return nil
+	})
+}
+
+// Channel returns a channel by id. Errors: ENOTFOUND.
+func (db *DB) Channel(ctx context.Context, id string) (*countersign.Channel, error) {
+	if hasNUL(id) {
+		return nil, channelNotFound()
+	}
+	var c *countersign.Channel
+	err := db.read(ctx, func(q querier) (err error) {
+		c, err = scanChannel(q.QueryRow(ctx, `SELECT `+channelColumns+` FROM notify_channels WHERE id = $1`, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, channelNotFound()
+	} else if err != nil {
+		return nil, fmt.Errorf("read channel: %w", err)
+	}
+	return c, nil
+}
+
+// Channels lists an account's channels by name, or every account's when
+// accountID is empty.
+func (db *DB) Channels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
+	if hasNUL(accountID) {
+		return []*countersign.Channel{}, nil
+	}
+	query, args := `SELECT `+channelColumns+` FROM notify_channels ORDER BY account_id, name`, []any{}
+	if accountID != "" {
+		query, args = `SELECT `+channelColumns+` FROM notify_channels WHERE account_id = $1 ORDER BY name`, []any{accountID}
+	}
+	var out []*countersign.Channel
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, scanChannel, query, args...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list channels: %w", err)
+	}
+	return out, nil
+}
+
+// RemoveChannel removes a channel of the account, by id or name, and its
+// outbox items, in one transaction. Errors: ENOTFOUND.
+func (db *DB) RemoveChannel(ctx context.Context, accountID, idOrName string) error {
+	if hasNUL(accountID, idOrName) {
+		return channelNotFound()
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		var id string
+		err := tx.QueryRow(ctx, `SELECT id FROM notify_channels WHERE account_id = $1 AND (id = $2 OR name = $2)
+			ORDER BY (id = $2) DESC LIMIT 1 FOR UPDATE`, accountID, idOrName).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return channelNotFound()
+		} else if err != nil {
+			return fmt.Errorf("find channel: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE channel_id = $1`, id); err != nil {
+			return fmt.Errorf("remove the channel's outbox: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM notify_channels WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("remove channel: %w", err)
+		}
+		return nil
+	})
+}
+
+func scanChannel(s pgx.Row) (*countersign.Channel, error) {
+	var c countersign.Channel
+	var typ, config string
+	var created int64
+	if err := s.Scan(&c.ID, &c.AccountID, &c.Name, &typ, &config, &c.Secret, &created); err != nil {
+		return nil, err
+	}
+	c.Type = countersign.ChannelType(typ)
+	c.Config = rawJSON(config)
+	c.CreatedAt = fromNanos(created)
+	if len(c.Secret) == 0 {
+		c.Secret = nil
+	}
+	return &c, nil
+}
+
+func channelNotFound() error {
+	return countersign.Errorf(countersign.ENOTFOUND, "channel not found")
+}

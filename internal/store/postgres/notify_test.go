@@ -1,0 +1,186 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/storetest"
+)
+
+// feedRecorder collects what Listen reports. Other tests share the
+// database's notification channel, so changes are kept by request id.
+type feedRecorder struct {
+	mu      sync.Mutex
+	changes map[string][]string // request id → account ids, one per notification
+	resyncs int
+	pids    chan uint32 // the listener's backend pid each time it listens, 0 when it lost it
+	// firstPID is the backend pid of the listener's first connection.
+	firstPID uint32
+	signal   chan struct{}
+}
+
+func newRecorder() *feedRecorder {
+	return &feedRecorder{changes: map[string][]string{}, pids: make(chan uint32, 16), signal: make(chan struct{}, 1000)}
+}
+
+func (r *feedRecorder) change(requestID, accountID string) {
+	r.mu.Lock()
+	r.changes[requestID] = append(r.changes[requestID], accountID)
+	r.mu.Unlock()
+	r.signal <- struct{}{}
+}
+
+func (r *feedRecorder) resync() {
+	r.mu.Lock()
+	r.resyncs++
+	r.mu.Unlock()
+	r.signal <- struct{}{}
+}
+
+// waitFor blocks until cond holds, checking after each report; the bound
+// only guards against a hang.
+func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		ok := cond()
+		r.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-r.signal:
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// listen runs db.Listen until the test ends and returns the recorder once
+// it listens.
+func listen(t *testing.T, db *DB) *feedRecorder {
+	t.Helper()
+	rec := newRecorder()
+	db.listening = func(pid uint32) { rec.pids <- pid }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- db.Listen(ctx, rec.change, rec.resync) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	})
+	if rec.firstPID = <-rec.pids; rec.firstPID == 0 {
+		t.Fatal("the listener reported no connection")
+	}
+	rec.waitFor(t, "the first resync", func() bool { return rec.resyncs == 1 })
+	return rec
+}
+
+func TestListenAnnouncesChanges(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	rec := listen(t, listener)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	mk := func(args string, ttl time.Duration) *countersign.Request {
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: args, PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(ttl),
+		}
+		got, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	decided, expiring := mk("a", time.Hour), mk("b", time.Minute)
+	// A refused transition and a deduplicated create change nothing and
+	// announce nothing.
+	mk("a", time.Hour)
+	if _, err := writer.Transition(ctx, countersign.Transition{ID: decided.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: storetest.Base}, countersign.AuditEvent{Event: "consumed", Actor: "k", Detail: "{}"}); countersign.ErrorCode(err) != countersign.ECONFLICT {
+		t.Fatalf("consume of a pending request: %v", err)
+	}
+	if _, err := writer.Transition(ctx, countersign.Transition{ID: decided.ID, From: []countersign.Status{countersign.StatusPending},
+		To: countersign.StatusDenied, Now: storetest.Base}, countersign.AuditEvent{Event: "denied", Actor: "a", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.ExpireRequests(ctx, "", storetest.Base.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "three changes", func() bool {
+		return len(rec.changes[decided.ID]) == 2 && len(rec.changes[expiring.ID]) == 2
+	})
+	for id, accounts := range rec.changes {
+		if id != decided.ID && id != expiring.ID {
+			continue
+		}
+		for _, a := range accounts {
+			if a != acc.ID {
+				t.Errorf("change of %s announced with account %q, want %q", id, a, acc.ID)
+			}
+		}
+	}
+	// Nothing more arrives for them: a refused or deduplicated call
+	// announced nothing.
+	time.Sleep(100 * time.Millisecond)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n, m := len(rec.changes[decided.ID]), len(rec.changes[expiring.ID]); n != 2 || m != 2 {
+		t.Errorf("announcements: %d of the decided request, %d of the expired one; want 2 each (creation and change)", n, m)
+	}
+}
+
+// TestListenReconnects drops the listener's connection from the server
+// side, as a database restart does, and makes a change while it is gone:
+// the listener comes back and resyncs, which is how waiters learn of the
+// change nobody announced to them.
+func TestListenReconnects(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	// A long pause before reconnecting, so that the change below surely
+	// falls in the gap.
+	listener.minBackoff, listener.maxBackoff = time.Second, time.Second
+	rec := listen(t, listener)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+
+	pid := rec.firstPID
+	for range 2 {
+		old := pid
+		rec.mu.Lock()
+		before := rec.resyncs
+		rec.mu.Unlock()
+		pgtest.Exec(t, `SELECT pg_terminate_backend($1)`, int(old))
+		if got := <-rec.pids; got != 0 {
+			t.Fatalf("listener reported pid %d, want 0 (lost)", got)
+		}
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: countersign.NewID(""), PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+		pid = <-rec.pids
+		if pid == 0 || pid == old {
+			t.Fatalf("listener came back on pid %d (was %d)", pid, old)
+		}
+		rec.waitFor(t, "a resync after reconnecting", func() bool { return rec.resyncs > before })
+		rec.mu.Lock()
+		missed := len(rec.changes[r.ID])
+		rec.mu.Unlock()
+		if missed != 0 {
+			t.Errorf("the change made while the listener was gone was announced to it (%d times)", missed)
+		}
+	}
+}

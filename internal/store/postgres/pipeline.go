@@ -1,0 +1,122 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// pipe is a transaction on one connection that its caller drives in
+// batches: the first batch begins it, and the last one ends with COMMIT.
+// So the locks taken in the last batch (the head of the audit chain, above
+// all) are held only while the server runs that batch and commits, never
+// across a round trip to this process, which under load can take
+// milliseconds of scheduling. A change of a request costs two round trips.
+type pipe struct {
+	ctx  context.Context
+	conn *pgx.Conn
+	// began is set once BEGIN was sent; committing once a batch ending in
+	// COMMIT was sent, after which the outcome may be unknown.
+	began, committing bool
+	// open is the results of the batch last sent, closed before the next.
+	open pgx.BatchResults
+}
+
+// send sends b, after BEGIN when it is the first batch.
+func (p *pipe) send(b *pgx.Batch) pgx.BatchResults {
+	return p.sendBatch(b, false)
+}
+
+// sendCommit sends b followed by COMMIT. The caller reads b's results, then
+// the COMMIT's (commitResult).
+func (p *pipe) sendCommit(b *pgx.Batch) pgx.BatchResults {
+	return p.sendBatch(b, true)
+}
+
+func (p *pipe) sendBatch(b *pgx.Batch, commit bool) pgx.BatchResults {
+	if p.open != nil {
+		p.open.Close()
+	}
+	if !p.began {
+		b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "begin"}}, b.QueuedQueries...)
+	}
+	if commit {
+		b.Queue("commit")
+		p.committing = true
+	}
+	p.open = p.conn.SendBatch(p.ctx, b)
+	if !p.began {
+		p.began = true
+		if _, err := p.open.Exec(); err != nil {
+			return pgx.FailedBatchResults(b, fmt.Errorf("begin: %w", err))
+		}
+	}
+	return p.open
+}
+
+// commitResult reads the result of the COMMIT that sendCommit queued last.
+func commitResult(br pgx.BatchResults) error {
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if tag.String() == "ROLLBACK" {
+		return fmt.Errorf("commit: the transaction was rolled back")
+	}
+	return br.Close()
+}
+
+// pipeline runs fn in a pipe and rolls back whatever fn leaves open: a
+// refusal, a twin found, an error. When the connection turned out dead
+// before any COMMIT was sent, it runs fn once more on a fresh connection.
+func (db *DB) pipeline(ctx context.Context, fn func(p *pipe) error) error {
+	release, err := db.gate(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	committing, err := db.pipelineOnce(ctx, fn)
+	if err != nil && !committing && lostConnection(err) && ctx.Err() == nil {
+		db.pool.Reset()
+		_, err = db.pipelineOnce(ctx, fn)
+	}
+	return err
+}
+
+func (db *DB) pipelineOnce(ctx context.Context, fn func(p *pipe) error) (committing bool, err error) {
+	c, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return false, fmt.Errorf("acquire a connection: %w", err)
+	}
+	defer c.Release()
+	p := &pipe{ctx: ctx, conn: c.Conn()}
+	err = fn(p)
+	if p.open != nil {
+		if cerr := p.open.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}
+	// A connection left inside a transaction is rolled back before it goes
+	// back to the pool; one that cannot be is closed, and the pool drops it.
+	if !p.conn.IsClosed() && p.conn.PgConn().TxStatus() != 'I' {
+		if _, rerr := p.conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {
+			p.conn.Close(context.WithoutCancel(ctx))
+		}
+	}
+	return p.committing, err
+}
+
+// gate holds a write back while half of the pool already writes. Writes
+// queue on row and advisory locks inside the database; a connection waiting
+// there serves nobody, and without the gate a burst of writes could take
+// every connection from the reads, such as a woken long poll re-reading its
+// request.
+func (db *DB) gate(ctx context.Context) (release func(), err error) {
+	select {
+	case db.writers <- struct{}{}:
+		return func() { <-db.writers }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

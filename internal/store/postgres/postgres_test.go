@@ -1,0 +1,284 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/storetest"
+)
+
+// openTest opens a store on url and closes it when t ends.
+func openTest(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) countersign.Store {
+		return openTest(t, pgtest.SchemaURL(t))
+	})
+}
+
+// exec runs a statement on the store's own schema, as someone with access
+// to the database would.
+func exec(t *testing.T, db *DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.pool.Exec(t.Context(), query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// seed stores an account, a key and n requests, each with its audit entry.
+func seed(t *testing.T, db *DB, n int) (*countersign.Account, *countersign.AgentKey) {
+	t.Helper()
+	ctx := t.Context()
+	acc := &countersign.Account{Name: "acme", CreatedAt: storetest.Base}
+	if err := db.CreateAccount(ctx, acc); err != nil {
+		t.Fatal(err)
+	}
+	key := &countersign.AgentKey{AccountID: acc.ID, Name: "laptop", Hash: "h", CreatedAt: storetest.Base}
+	if err := db.CreateAgentKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: string(rune('a' + i)), PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		_, _, err := db.CreateRequest(ctx, r, 0, storetest.Base.Add(time.Duration(i)), countersign.AuditEvent{Event: "created", Actor: "key:" + key.ID, Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return acc, key
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	db, err := Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed(t, db, 3)
+	db.Close()
+
+	db = openTest(t, url)
+	acc, err := db.AccountByName(t.Context(), "acme")
+	if err != nil {
+		t.Fatalf("AccountByName after reopening: %v", err)
+	}
+	reqs, err := db.Requests(t.Context(), countersign.RequestFilter{AccountID: acc.ID})
+	if err != nil || len(reqs) != 3 {
+		t.Fatalf("Requests after reopening: %d, %v; want 3", len(reqs), err)
+	}
+	if problems, n := storetest.Verify(t, db); len(problems) != 0 || n != 3 {
+		t.Errorf("audit after reopening: %d entries, problems %v", n, problems)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	db := openTest(t, url)
+	known := Latest()
+	exec(t, db, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, known+1)
+
+	_, err := Open(t.Context(), url, nil)
+	want := fmt.Sprintf("database schema version %d is newer than this binary (%d); upgrade countersign", known+1, known)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open of a newer database: %v, want an error containing %q", err, want)
+	}
+}
+
+// TestMigrationsTogether opens the same empty schema from several
+// processes' worth of stores at once, as replicas starting together do:
+// the advisory lock lets each migration apply once.
+func TestMigrationsTogether(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	const n = 6
+	errs := make(chan error, n)
+	dbs := make(chan *DB, n)
+	for range n {
+		go func() {
+			db, err := Open(t.Context(), url, nil)
+			errs <- err
+			dbs <- db
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Errorf("Open at the same time: %v", err)
+		}
+		if db := <-dbs; db != nil {
+			t.Cleanup(func() { db.Close() })
+		}
+	}
+	db := openTest(t, url)
+	var count, max int
+	if err := db.pool.QueryRow(t.Context(), `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&count, &max); err != nil {
+		t.Fatal(err)
+	}
+	if ms := migrations(); count != len(ms) || max != Latest() {
+		t.Errorf("schema_migrations: %d rows up to %d, want %d up to %d", count, max, len(ms), Latest())
+	}
+	if v, err := db.SchemaVersion(t.Context()); err != nil || v != Latest() {
+		t.Errorf("SchemaVersion = %d, %v; want %d", v, err, Latest())
+	}
+}
+
+func TestAuditTamper(t *testing.T) {
+	tests := []struct {
+		name  string
+		query string
+		want  string
+	}{
+		{"changed detail", `UPDATE audit_log SET detail = '{"x":1}' WHERE seq = 2`, "was changed after it was written"},
+		{"deleted middle row", `DELETE FROM audit_log WHERE seq = 2`, "are missing"},
+		{"deleted last row", `DELETE FROM audit_log WHERE seq = 4`, "recorded head is entry 4"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openTest(t, pgtest.SchemaURL(t))
+			seed(t, db, 4)
+			if problems, _ := storetest.Verify(t, db); len(problems) != 0 {
+				t.Fatalf("before tampering: %v", problems)
+			}
+			exec(t, db, tt.query)
+			problems, _ := storetest.Verify(t, db)
+			found := false
+			for _, p := range problems {
+				found = found || strings.Contains(p.Problem, tt.want)
+			}
+			if !found {
+				t.Errorf("problems %v, want one saying %q", problems, tt.want)
+			}
+		})
+	}
+}
+
+// TestNULText: PostgreSQL text cannot hold a NUL character, which SQLite
+// stores. A lookup by such a value finds nothing, as it would there; a
+// write of one is refused as invalid input, not as an internal error.
+func TestNULText(t *testing.T) {
+	db := openTest(t, pgtest.SchemaURL(t))
+	acc, key := seed(t, db, 0)
+	ctx := t.Context()
+	_, err := db.Request(ctx, "req_\x00")
+	if countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("Request with a NUL: %v, want ENOTFOUND", err)
+	}
+	_, _, err = db.SessionByHash(ctx, "\x00", storetest.Base)
+	if countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("SessionByHash with a NUL: %v, want ENOTFOUND", err)
+	}
+	r := &countersign.Request{
+		AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+		Kind: countersign.KindGeneric, Action: "deploy", Preview: "a\x00b", ArgsHash: "x", PreviewHash: "p",
+		Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+	}
+	_, _, err = db.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "key:" + key.ID, Detail: "{}"})
+	if countersign.ErrorCode(err) != countersign.EINVALID {
+		t.Errorf("CreateRequest with a NUL in the preview: %v, want EINVALID", err)
+	}
+}
+
+// TestLostConnectionRetried: a read or a transaction on a connection the
+// server dropped (as after a restart) runs again on a fresh one instead of
+// failing.
+func TestLostConnectionRetried(t *testing.T) {
+	db := openTest(t, pgtest.SchemaURL(t))
+	acc, key := seed(t, db, 1)
+	ctx := t.Context()
+	for _, what := range []string{"read", "write", "request"} {
+		// Kill every connection of the pool while it holds them idle.
+		exec(t, db, `SELECT 1`)
+		terminatePool(t, db)
+		var err error
+		switch what {
+		case "read":
+			_, err = db.Account(ctx, acc.ID)
+		case "write":
+			err = db.CreateAccount(ctx, &countersign.Account{Name: "after-" + what, CreatedAt: storetest.Base})
+		case "request":
+			_, _, err = db.CreateRequest(ctx, &countersign.Request{
+				AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+				Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "after", PreviewHash: "p",
+				Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+			}, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"})
+		}
+		if err != nil {
+			t.Errorf("%s after the connections were terminated: %v", what, err)
+		}
+	}
+}
+
+// terminatePool ends the server side of every idle connection of db's pool.
+func terminatePool(t *testing.T, db *DB) {
+	t.Helper()
+	var pids []uint32
+	for _, c := range db.pool.AcquireAllIdle(t.Context()) {
+		pids = append(pids, c.Conn().PgConn().PID())
+		c.Release()
+	}
+	for _, pid := range pids {
+		pgtest.Exec(t, `SELECT pg_terminate_backend($1)`, int(pid))
+	}
+	// pg_terminate_backend returns before the backend has gone.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		pgtest.Scan(t, `SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)`, []any{pids}, &n)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backends %v still alive", pids)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestAuditHashInDatabase: the database computes each entry's hash (so that
+// a transaction appends and commits in one round trip); it must be the
+// hash countersign.AuditEntry.ComputeHash makes, for any text.
+func TestAuditHashInDatabase(t *testing.T) {
+	db := openTest(t, pgtest.SchemaURL(t))
+	acc, key := seed(t, db, 0)
+	ctx := t.Context()
+	for i, detail := range []string{"", "{}", `{"text":"ünïcode ✓ 日本語 🙂"}`, "a:b:c", strings.Repeat("x", 5000), "\n\\ 'quoted' \"double\""} {
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: fmt.Sprint(i), PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		at := storetest.Base.Add(time.Duration(i)*time.Second + 123)
+		if _, _, err := db.CreateRequest(ctx, r, 0, at, countersign.AuditEvent{Event: "created", Actor: "approver:zoë", Detail: detail}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if problems, n := storetest.Verify(t, db); len(problems) != 0 || n != 6 {
+		t.Fatalf("the chain the database wrote: %d entries, problems %v", n, problems)
+	}
+	entries, err := db.AuditLog(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Hash != e.ComputeHash() || len(e.Hash) != 64 {
+			t.Errorf("entry %d: hash %s, want %s", e.Seq, e.Hash, e.ComputeHash())
+		}
+	}
+}

@@ -1,0 +1,383 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// Limits of Requests.
+const (
+	defaultListLimit = 50
+	maxListLimit     = 500
+)
+
+// accountLock is the first key of the advisory lock a new request takes on
+// its account ("csac" in ASCII); the second is the hash of the account id.
+const accountLock = 0x6373_6163
+
+// notifyChannel is the channel every committed change of a request is
+// announced on, with the payload "<request id> <account id>".
+const notifyChannel = "countersign"
+
+const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
+	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
+	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
+	consumed_at, seed, seed_id`
+
+// CreateRequest stores a new request and its audit entry, or returns the
+// identical live request of the same key with created false; see
+// countersign.Store. A request without an id gets one, and a zero CreatedAt
+// becomes now. maxPending <= 0 means no limit. It takes two round trips:
+// the checks, then the insert with its audit entry and the commit. Errors:
+// EINVALID, ELIMIT, ECONFLICT (the reference code is taken), ENOTFOUND (no
+// such account or key).
+func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (got *countersign.Request, created bool, err error) {
+	if !r.Status.Valid() {
+		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
+	}
+	err = db.pipeline(ctx, func(p *pipe) (err error) {
+		got, created, err = createRequest(p, r, maxPending, now, ev)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return got, created, nil
+}
+
+func createRequest(p *pipe, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+	twin, waiting, err := checkCreate(p, r, maxPending, now)
+	if err != nil || twin != nil {
+		return twin, false, err
+	}
+	// The twin is looked for first: asking again for what is already
+	// waiting is not a new request and must not hit the limit.
+	if waiting != nil && waiting.n >= maxPending {
+		return nil, false, waiting.limitError(now)
+	}
+	r.ID = orID(r.ID, "req_")
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = now
+	}
+	got, err := insertRequest(p, r, now, ev)
+	if err != nil {
+		return nil, false, err
+	}
+	return got, true, nil
+}
+
+// pendingCount is how many requests of an account wait, and when the
+// soonest of them expires.
+type pendingCount struct {
+	n       int
+	soonest *int64
+}
+
+// limitError is the ELIMIT of an account at its limit. RetryAfter is when
+// the soonest waiting request expires and so frees a place.
+func (c *pendingCount) limitError(now time.Time) error {
+	var at int64
+	if c.soonest != nil {
+		at = *c.soonest
+	}
+	return &countersign.Error{
+		Code: countersign.ELIMIT,
+		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
+			"decide or cancel one, or wait for one to expire, then ask again", c.n),
+		RetryAfter: fromNanos(at).Sub(now),
+	}
+}
+
+// checkCreate, in the round trip that begins the transaction, takes the
+// account's creation lock, looks for a live twin of r and, when r is
+// pending and the account has a limit, counts the requests that wait. One
+// creation per account at a time: the twin and the limit are checked and
+// the row inserted with no other creation of the account in between, as
+// SQLite's single writer guarantees.
+func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time) (*countersign.Request, *pendingCount, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(accountLock), r.AccountID)
+	// The twin: the pending, unexpired request of the same key with the
+	// same binding. An approved request is never a twin: its approval
+	// covers the ask the human saw, once.
+	batch.Queue(`SELECT `+requestColumns+` FROM requests
+		WHERE key_id = $1 AND kind = $2 AND action = $3 AND args_hash = $4 AND preview_hash = $5
+		  AND status = 'pending' AND expires_at > $6 AND seed_id = $7
+		ORDER BY created_at DESC, id DESC LIMIT 1`,
+		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID)
+	limited := r.Status == countersign.StatusPending && maxPending > 0
+	if limited {
+		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
+			WHERE account_id = $1 AND status = 'pending' AND expires_at > $2`, r.AccountID, nanos(now))
+	}
+	br := p.send(batch)
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, fmt.Errorf("lock the account: %w", err)
+	}
+	twin, err := scanRequest(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		twin = nil
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("look for identical request: %w", badText(err))
+	}
+	var waiting *pendingCount
+	if limited {
+		waiting = &pendingCount{}
+		if err := br.QueryRow().Scan(&waiting.n, &waiting.soonest); err != nil {
+			return nil, nil, fmt.Errorf("count pending requests: %w", err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("look for identical request: %w", badText(err))
+	}
+	return twin, waiting, nil
+}
+
+// insertRequest, in one round trip, inserts r with its links and outbox
+// items, announces it, appends its audit entry and commits. It returns the
+// stored request.
+func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
+	batch := &pgx.Batch{}
+	if err := queueRequest(batch, r, true); err != nil {
+		return nil, err
+	}
+	for _, l := range r.Links {
+		queueLink(batch, countersign.Link{Hash: l.Hash, RequestID: r.ID, Action: l.Action, CreatedAt: r.CreatedAt})
+	}
+	outboxIDs := queueOutbox(batch, requestOutbox(r), r.CreatedAt)
+	queueNotify(batch, r.ID, r.AccountID)
+	queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
+
+	br := p.sendCommit(batch)
+	got, err := scanRequest(br.QueryRow())
+	if err != nil {
+		return nil, insertError(r, err)
+	}
+	for range r.Links {
+		if _, err := br.Exec(); err != nil {
+			return nil, insertError(r, err)
+		}
+	}
+	for range outboxIDs {
+		if _, err := br.Exec(); err != nil {
+			return nil, outboxError(err, outboxIDs)
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("announce the request: %w", err)
+	}
+	if err := auditResults(br, 1); err != nil {
+		return nil, err
+	}
+	if err := commitResult(br); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// queueNotify queues the announcement of a change of a request; it is sent
+// when the transaction commits, and not at all when it rolls back.
+func queueNotify(b *pgx.Batch, requestID, accountID string) {
+	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID)
+}
+
+// queueRequest queues the insert of r as a new row, returning the row
+// (requestColumns) when returning is set.
+func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
+	reasons, err := json.Marshal(r.RiskReasons)
+	if err != nil {
+		return fmt.Errorf("encode risk reasons: %w", err)
+	}
+	rctx, err := json.Marshal(r.Context)
+	if err != nil {
+		return fmt.Errorf("encode request context: %w", err)
+	}
+	ret := ""
+	if returning {
+		ret = ` RETURNING ` + requestColumns
+	}
+	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`+ret,
+		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
+		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(reasons), string(rctx), string(r.Status),
+		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.Context.SessionID)
+	return nil
+}
+
+// queueLink queues the insert of a one-time link.
+func queueLink(b *pgx.Batch, l countersign.Link) {
+	b.Queue(`INSERT INTO links (hash, request_id, action, created_at) VALUES ($1, $2, $3, $4)`,
+		l.Hash, l.RequestID, l.Action, nanos(l.CreatedAt))
+}
+
+// insertError turns the failure of a request's insert into the errors of
+// the SQLite store.
+func insertError(r *countersign.Request, err error) error {
+	pe := pgError(err)
+	switch {
+	case isUnique(err) && pe.ConstraintName == "requests_live_reference":
+		return fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
+	case isUnique(err) && pe.ConstraintName == "requests_seed_id":
+		return countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
+	case isUnique(err) && pe.TableName == "requests":
+		return countersign.Errorf(countersign.ECONFLICT, "request already exists")
+	case isForeignKey(err) && pe.TableName == "requests":
+		return countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
+	case pe != nil && pe.TableName == "links":
+		return fmt.Errorf("insert link: %w", err)
+	}
+	return fmt.Errorf("insert request: %w", badText(err))
+}
+
+// Request returns a request by id. Errors: ENOTFOUND.
+func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, error) {
+	if hasNUL(id) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	var r *countersign.Request
+	err := db.read(ctx, func(q querier) (err error) {
+		r, err = getRequest(ctx, q, id)
+		return err
+	})
+	return r, err
+}
+
+func getRequest(ctx context.Context, q querier, id string) (*countersign.Request, error) {
+	r, err := scanRequest(q.QueryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read request: %w", badText(err))
+	}
+	return r, nil
+}
+
+// Requests lists the requests of f.AccountID, newest first: at most
+// f.Limit of them, 50 when not positive and never more than 500. Errors:
+// EINVALID without an account.
+func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
+	if f.AccountID == "" {
+		return nil, countersign.Errorf(countersign.EINVALID, "an account is required to list requests")
+	}
+	if hasNUL(f.AccountID, string(f.Status), f.Reference, f.SessionID) {
+		return []*countersign.Request{}, nil // nothing stored matches
+	}
+	var a args
+	where := []string{"account_id = " + a.add(f.AccountID)}
+	if f.Status != "" {
+		where = append(where, "status = "+a.add(string(f.Status)))
+	}
+	if f.Reference != "" {
+		where = append(where, "reference = "+a.add(f.Reference))
+	}
+	if f.SessionID != "" {
+		where = append(where, "session_id = "+a.add(f.SessionID))
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
+	}
+	limit = min(limit, maxListLimit)
+	query := `SELECT ` + requestColumns + ` FROM requests
+		WHERE ` + strings.Join(where, " AND ") + `
+		ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limit)
+
+	var out []*countersign.Request
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, scanRequest, query, a...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list requests: %w", badText(err))
+	}
+	return out, nil
+}
+
+// scanRequest reads one row of requestColumns. It returns pgx.ErrNoRows
+// unwrapped, for the caller to turn into ENOTFOUND.
+func scanRequest(s pgx.Row) (*countersign.Request, error) {
+	var r countersign.Request
+	var kind, status, args, reasons, rctx, seed string
+	var created, expires, decided, autoUntil, consumed int64
+	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &kind, &r.Action,
+		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &status,
+		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
+		&consumed, &seed, &r.SeedID)
+	if err != nil {
+		return nil, err
+	}
+	r.Kind, r.Status = countersign.Kind(kind), countersign.Status(status)
+	if err := json.Unmarshal([]byte(reasons), &r.RiskReasons); err != nil {
+		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(rctx), &r.Context); err != nil {
+		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
+	}
+	r.Arguments, r.Seed = rawJSON(args), rawJSON(seed)
+	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(created), fromNanos(expires), fromNanos(decided)
+	r.AutoApproveUntil, r.ConsumedAt = fromNanos(autoUntil), fromNanos(consumed)
+	return &r, nil
+}
+
+// rawJSON returns stored JSON text, nil for none.
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+// RequestBySeedID returns the request a seed-compatible client named.
+// Errors: ENOTFOUND.
+func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.Request, error) {
+	if seedID == "" || hasNUL(seedID) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	var r *countersign.Request
+	err := db.read(ctx, func(q querier) (err error) {
+		r, err = scanRequest(q.QueryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE seed_id = $1`, seedID))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read request: %w", badText(err))
+	}
+	return r, nil
+}
+
+// Link returns a link by the hash of its token. Errors: ENOTFOUND.
+func (db *DB) Link(ctx context.Context, hash string) (*countersign.Link, error) {
+	if hasNUL(hash) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+	}
+	var l *countersign.Link
+	err := db.read(ctx, func(q querier) (err error) {
+		l, err = scanLink(q.QueryRow(ctx, `SELECT hash, request_id, action, created_at FROM links WHERE hash = $1`, hash))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read link: %w", badText(err))
+	}
+	return l, nil
+}
+
+func scanLink(s pgx.Row) (*countersign.Link, error) {
+	var l countersign.Link
+	var created int64
+	if err := s.Scan(&l.Hash, &l.RequestID, &l.Action, &created); err != nil {
+		return nil, err
+	}
+	l.CreatedAt = fromNanos(created)
+	return &l, nil
+}

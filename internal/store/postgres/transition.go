@@ -1,0 +1,217 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// Transition moves a request from one of t.From to t.To while it has not
+// expired at t.Now, opens t.Window with an approval, and writes ev, all in
+// one transaction of two round trips: the conditional UPDATE, then the
+// window, the announcement, the audit entry and the commit. The change is
+// one conditional UPDATE: of two callers racing on the same request, the
+// second waits for the first's row lock, re-checks the condition on the
+// committed row and changes nothing. A decision sets DecidedAt to t.Now
+// with t.DecidedBy and t.Reason; consumed sets ConsumedAt. Errors:
+// EINVALID, ENOTFOUND, ECONFLICT.
+func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	if len(t.From) == 0 || !t.To.Valid() {
+		return nil, countersign.Errorf(countersign.EINVALID, "a transition needs a known target and at least one source status")
+	}
+	if t.Window != nil && t.To != countersign.StatusApproved {
+		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
+	}
+	if hasNUL(t.ID, t.KeyID, t.AccountID) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	var got *countersign.Request
+	err := db.pipeline(ctx, func(p *pipe) (err error) {
+		got, err = transition(p, t, ev)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	got, err := updateStatus(p, t)
+	if err != nil {
+		return nil, err
+	} else if got == nil {
+		return nil, transitionRefusal(p.ctx, p.conn, t)
+	}
+	batch := &pgx.Batch{}
+	if t.Window != nil {
+		if err := queueWindow(batch, got, *t.Window, t.Now); err != nil {
+			return nil, err
+		}
+	}
+	queueNotify(batch, got.ID, got.AccountID)
+	queueAudit(batch, t.Now, auditItem{got.AccountID, got.ID, ev})
+	br := p.sendCommit(batch)
+	if t.Window != nil {
+		if _, err := br.Exec(); isUnique(err) {
+			return nil, countersign.Errorf(countersign.ECONFLICT, "auto-approve window already exists")
+		} else if err != nil {
+			return nil, fmt.Errorf("open auto-approve window: %w", badText(err))
+		}
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("announce the transition: %w", err)
+	}
+	if err := auditResults(br, 1); err != nil {
+		return nil, err
+	}
+	if err := commitResult(br); err != nil {
+		return nil, err
+	}
+	return got, nil
+}
+
+// isDecision reports whether s is what a human's decision leads to.
+func isDecision(s countersign.Status) bool {
+	switch s {
+	case countersign.StatusApproved, countersign.StatusDenied, countersign.StatusResponded, countersign.StatusStopped:
+		return true
+	}
+	return false
+}
+
+// updateStatus runs the one conditional UPDATE of t, in the round trip
+// that begins the transaction, and returns the updated request, or nil when
+// it changed nothing.
+func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, error) {
+	var a args
+	set := []string{"status = " + a.add(string(t.To))}
+	if isDecision(t.To) {
+		set = append(set, "decided_at = "+a.add(nanos(t.Now)), "decided_by = "+a.add(t.DecidedBy), "reason = "+a.add(t.Reason))
+	}
+	if t.To == countersign.StatusConsumed {
+		set = append(set, "consumed_at = "+a.add(nanos(t.Now)))
+	}
+	if !t.ExpiresAt.IsZero() {
+		set = append(set, "expires_at = "+a.add(nanos(t.ExpiresAt)))
+	}
+	if t.Window != nil {
+		set = append(set, "auto_approve_until = "+a.add(nanos(t.Window.Until)))
+	}
+
+	from := make([]string, len(t.From))
+	for i, s := range t.From {
+		from[i] = string(s)
+	}
+	where := []string{"id = " + a.add(t.ID), "status = ANY(" + a.add(from) + "::text[])", "expires_at > " + a.add(nanos(t.Now))}
+	if t.KeyID != "" {
+		where = append(where, "key_id = "+a.add(t.KeyID))
+	}
+	if t.AccountID != "" {
+		where = append(where, "account_id = "+a.add(t.AccountID))
+	}
+
+	batch := &pgx.Batch{}
+	batch.Queue(`UPDATE requests SET `+strings.Join(set, ", ")+
+		` WHERE `+strings.Join(where, " AND ")+` RETURNING `+requestColumns, a...)
+	br := p.send(batch)
+	got, err := scanRequest(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		got, err = nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("update request status: %w", badText(err))
+	}
+	// Closed before the caller reads anything else on the connection.
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("update request status: %w", err)
+	}
+	return got, nil
+}
+
+// transitionRefusal explains why the UPDATE of t changed nothing: another
+// key's or account's request does not exist for the caller; any other
+// request is in a state that does not allow the change.
+func transitionRefusal(ctx context.Context, q querier, t countersign.Transition) error {
+	r, err := getRequest(ctx, q, t.ID)
+	if err != nil {
+		return err
+	}
+	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
+		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	switch {
+	case r.Status == countersign.StatusExpired, r.Expired(t.Now):
+		return countersign.Errorf(countersign.ECONFLICT, "request has expired")
+	case r.Status == countersign.StatusPending:
+		return countersign.Errorf(countersign.ECONFLICT, "request is still pending")
+	}
+	return countersign.Errorf(countersign.ECONFLICT, "request is already %s", r.Status)
+}
+
+// ExpireRequests marks every live request whose expiry is at or before now
+// (all of them, or only id when id is not empty) as expired, writes an
+// audit entry for each, and returns the ids it expired, sorted.
+func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]countersign.Expired, error) {
+	if hasNUL(id) {
+		return []countersign.Expired{}, nil
+	}
+	var out []countersign.Expired
+	err := db.update(ctx, func(tx pgx.Tx) (err error) {
+		out, err = expireRequests(ctx, tx, id, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func expireRequests(ctx context.Context, tx pgx.Tx, id string, now time.Time) ([]countersign.Expired, error) {
+	// The rows are locked in id order, so that two replicas sweeping at
+	// once queue on the same first row instead of each holding a row the
+	// other waits for. After waiting, a row is re-checked and skipped if
+	// it changed meanwhile.
+	var a args
+	inner := `SELECT id FROM requests WHERE status IN ('pending', 'approved') AND expires_at <= ` + a.add(nanos(now))
+	if id != "" {
+		inner += ` AND id = ` + a.add(id)
+	}
+	rows, err := tx.Query(ctx, `UPDATE requests SET status = 'expired'
+		WHERE id IN (`+inner+` ORDER BY id FOR UPDATE)
+		RETURNING id, account_id`, a...)
+	if err != nil {
+		return nil, fmt.Errorf("expire requests: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (countersign.Expired, error) {
+		var e countersign.Expired
+		err := row.Scan(&e.ID, &e.AccountID)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire requests: %w", err)
+	}
+	if len(out) == 0 {
+		return []countersign.Expired{}, nil
+	}
+	slices.SortFunc(out, func(x, y countersign.Expired) int { return strings.Compare(x.ID, y.ID) })
+	batch := &pgx.Batch{}
+	items := make([]auditItem, 0, len(out))
+	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
+	for _, e := range out {
+		queueNotify(batch, e.ID, e.AccountID)
+		items = append(items, auditItem{e.AccountID, e.ID, ev})
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		return nil, fmt.Errorf("announce expiry: %w", err)
+	}
+	if err := appendAudit(ctx, tx, now, items...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

@@ -1,0 +1,21 @@
+package countersign
+
+import "context"
+
+// ChangeFeed is implemented by a store that several server replicas share
+// and that can tell each of them about the changes the others commit (the
+// PostgreSQL store, through LISTEN/NOTIFY). A store used by one process
+// alone does not implement it: the approval service rings its own hub.
+type ChangeFeed interface {
+	// Listen calls onChange for every committed change of a request (its
+	// creation, a transition, its expiry) made through any connection to
+	// the store, this process's included, and blocks until ctx is done.
+	// When the feed was interrupted (the database restarted, the
+	// connection dropped) it reconnects by itself and, once listening
+	// again, calls onResync, because changes committed in the gap were not
+	// announced: waiters must re-read the store. onResync is also called
+	// once the first time listening starts. The callbacks run on Listen's
+	// goroutine and must not block. Listen returns nil when ctx is done,
+	// and an error only when listening cannot work at all.
+	Listen(ctx context.Context, onChange func(requestID, accountID string), onResync func()) error
+}
