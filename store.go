@@ -91,6 +91,18 @@ type Store interface {
 	// statuses or has expired, it fails with ECONFLICT and changes nothing.
 	// Errors: ENOTFOUND, ECONFLICT.
 	Transition(ctx context.Context, t Transition, ev AuditEvent) (*Request, error)
+	// ConsumeApproved takes an approval without an id: it finds an approved
+	// request of keyID with this binding (kind, action, argument hash,
+	// preview hash, and no SeedID) that has not expired at now, turns it
+	// into consumed with ConsumedAt now, and writes ev for it, in one
+	// conditional statement, so that of callers racing for one approval
+	// exactly one gets it. When several match, the one decided first (then
+	// created first, then by id) is taken. Another key's request, a
+	// pending, consumed or expired one, or one with any part of the binding
+	// different never matches. It returns the consumed request. The MCP
+	// gateway uses it when a model retries a call that a human approved in
+	// the inbox. Errors: ENOTFOUND when no request matches.
+	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, now time.Time, ev AuditEvent) (*Request, error)
 	// ExpireRequests marks every live request whose expiry is at or before
 	// now (all of them, or only id when id is not empty) as expired, writes
 	// an audit entry for each, and returns those it expired, by id.

@@ -52,6 +52,7 @@ func commands() map[string]command {
 		"deny":     {"deny a request by its reference, as an approver", runDeny},
 		"rm":       {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
 		"hook":     {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
+		"mcp":      {"the MCP gateway over stdio: asks a human before commit and external tool calls", runMCP},
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
@@ -34,6 +35,9 @@ type serveConfig struct {
 	// notify holds the channels of the configuration file, applied at
 	// start (COUNTERSIGN_NOTIFY_CONFIG).
 	notify []notify.Spec
+	// mcp is the MCP gateway's configuration (COUNTERSIGN_MCP_CONFIG);
+	// nil: /mcp answers that none is configured.
+	mcp *gateway.Config
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -74,7 +78,13 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
 	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies}, svc,
+	mcpHandler, stopMCP, err := startMCP(ctx, cfg.mcp, store, svc, public, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMCP()
+	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
@@ -105,6 +115,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
 	notifyConfig := fs.String("notify-config", env.Getenv("COUNTERSIGN_NOTIFY_CONFIG"), "TOML file of notification channels, applied at start (COUNTERSIGN_NOTIFY_CONFIG)")
+	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return nil, err
@@ -140,6 +151,11 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	}
 	if *notifyConfig != "" {
 		if cfg.notify, err = notify.LoadFile(*notifyConfig); err != nil {
+			return nil, err
+		}
+	}
+	if *mcpConfig != "" {
+		if cfg.mcp, err = gateway.LoadConfig(*mcpConfig); err != nil {
 			return nil, err
 		}
 	}

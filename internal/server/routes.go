@@ -63,6 +63,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
 	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
 	mux.Handle("GET /static/", s.static())
+	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 
 	return s.observe(mux)
 }

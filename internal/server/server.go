@@ -37,6 +37,9 @@ type Config struct {
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client.
 	TrustedProxies []netip.Prefix
+	// MCP is the MCP gateway's streamable HTTP handler, served at /mcp
+	// (see mcp.go); nil: no MCP upstreams are configured.
+	MCP http.Handler
 }
 
 // Server holds the handlers' dependencies.

@@ -1,0 +1,44 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/countersign/countersign"
+)
+
+// TakeApproval uses an approval without its id: it consumes an approved,
+// unexpired request of the agent's own key whose binding (kind, action,
+// argument hash, preview hash) is the one of in, in one conditional store
+// step, and returns it. The MCP gateway calls it when a model retries a
+// call that a human approved in the inbox: the model holds no request id,
+// only the call, and the retry must take the approval once, and only with
+// the same arguments and the same key. Errors: EINVALID for arguments that
+// are not JSON, ENOTFOUND when no approval matches.
+func (s *Service) TakeApproval(ctx context.Context, agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, error) {
+	if in.Kind == "" {
+		in.Kind = countersign.KindGeneric
+	}
+	args, err := Canonical(in.Arguments)
+	if err != nil {
+		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
+	}
+	if in.Preview == "" {
+		in.Preview = DefaultPreview(in.Action, args)
+	}
+	argsHash, previewHash := Hash(args), Hash([]byte(in.Preview))
+	detail, _ := json.Marshal(map[string]string{
+		"kind": string(in.Kind), "action": in.Action, "args_hash": argsHash,
+		"preview_hash": previewHash, "via": "retry",
+	})
+	r, err := s.store.ConsumeApproved(ctx, agent.KeyID, in.Kind, in.Action, argsHash, previewHash, s.clock.Now(),
+		countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: string(detail)})
+	if err != nil {
+		return nil, sameNotFound(err)
+	}
+	s.hub.Notify(r.ID)
+	s.hub.Notify(AccountTopic(r.AccountID))
+	s.metrics.entered(r)
+	s.log.Info("approval taken by a retry", "request", r.ID, "reference", r.Reference, "kind", r.Kind, "key", r.KeyID)
+	return r, nil
+}

@@ -1,0 +1,102 @@
+package approval_test
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// mcpCall is an MCP call as the gateway asks about it.
+func mcpCall(tool, args string) countersign.CreateInput {
+	return countersign.CreateInput{Kind: countersign.KindMCP, Action: tool, Arguments: json.RawMessage(args),
+		Preview: "Tool: " + tool + "\n" + args}
+}
+
+func TestTakeApproval(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	call := mcpCall("fs_write", `{"path": "/a", "text": "x"}`)
+	r := e.create(e.keyA, call)
+
+	// Nothing to take while the request waits.
+	_, err := e.svc.TakeApproval(e.ctx, e.keyA, call)
+	wantCode(t, "TakeApproval(pending)", err, countersign.ENOTFOUND)
+	e.decide(r.ID, countersign.DecisionApprove)
+	before := e.auditCount()
+
+	// Another key, even of the same account, and any change of the call
+	// take nothing.
+	_, err = e.svc.TakeApproval(e.ctx, e.keyB, call)
+	wantCode(t, "TakeApproval(another key)", err, countersign.ENOTFOUND)
+	_, err = e.svc.TakeApproval(e.ctx, e.keyX, call)
+	wantCode(t, "TakeApproval(another account)", err, countersign.ENOTFOUND)
+	changed := mcpCall("fs_write", `{"path": "/b", "text": "x"}`)
+	changed.Preview = call.Preview
+	_, err = e.svc.TakeApproval(e.ctx, e.keyA, changed)
+	wantCode(t, "TakeApproval(changed arguments)", err, countersign.ENOTFOUND)
+	other := call
+	other.Preview += " (shaped)"
+	_, err = e.svc.TakeApproval(e.ctx, e.keyA, other)
+	wantCode(t, "TakeApproval(another preview)", err, countersign.ENOTFOUND)
+	if n := e.auditCount(); n != before {
+		t.Errorf("refused takes wrote %d audit entries", n-before)
+	}
+
+	// Key order and spacing do not change the call.
+	same := mcpCall("fs_write", `{"text":"x","path":"/a"}`)
+	same.Preview = call.Preview
+	got, err := e.svc.TakeApproval(e.ctx, e.keyA, same)
+	if err != nil {
+		t.Fatalf("TakeApproval: %v", err)
+	}
+	if got.ID != r.ID || got.Status != countersign.StatusConsumed || !got.ConsumedAt.Equal(e.clock.Now()) {
+		t.Errorf("took %s (%s at %v), want %s consumed now", got.ID, got.Status, got.ConsumedAt, r.ID)
+	}
+	if ev := e.events(r.ID); len(ev) != 3 || ev[2] != "consumed" {
+		t.Errorf("audit events %v, want created, approved, consumed", ev)
+	}
+	_, err = e.svc.TakeApproval(e.ctx, e.keyA, call)
+	wantCode(t, "TakeApproval(twice)", err, countersign.ENOTFOUND)
+	_, err = e.svc.Consume(e.ctx, e.keyA, r.ID)
+	wantCode(t, "Consume after TakeApproval", err, countersign.ECONFLICT)
+}
+
+func TestTakeApprovalExpired(t *testing.T) {
+	e := newEnv(t, approval.Config{TTL: time.Minute, ConsumeGrace: time.Minute})
+	call := mcpCall("send_mail", `{"to":"x@example.com"}`)
+	r := e.create(e.keyA, call)
+	e.decide(r.ID, countersign.DecisionApprove)
+	e.clock.Advance(time.Minute)
+	_, err := e.svc.TakeApproval(e.ctx, e.keyA, call)
+	wantCode(t, "TakeApproval(expired)", err, countersign.ENOTFOUND)
+}
+
+func TestTakeApprovalRace(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	call := mcpCall("deploy", `{"env":"prod"}`)
+	r := e.create(e.keyA, call)
+	e.decide(r.ID, countersign.DecisionApprove)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	wins := 0
+	for range 20 {
+		wg.Go(func() {
+			_, err := e.svc.TakeApproval(e.ctx, e.keyA, call)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				wins++
+			} else if countersign.ErrorCode(err) != countersign.ENOTFOUND {
+				t.Errorf("TakeApproval: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 {
+		t.Fatalf("%d retries took one approval, want exactly 1", wins)
+	}
+	e.wantStatus(r.ID, countersign.StatusConsumed)
+}

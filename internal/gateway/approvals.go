@@ -1,0 +1,250 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// approvalTTL is how long an MCP approval request waits for a human.
+const approvalTTL = 10 * time.Minute
+
+// Principal is who calls through the gateway: an agent key of an account.
+// Over stdio with a server, the gateway holds one key whose id only the
+// server knows, and ID stands in for it.
+type Principal struct {
+	ID      string
+	Account string
+	KeyName string
+	agent   countersign.Agent
+}
+
+// PrincipalOf is the principal of an agent key the server authenticated.
+func PrincipalOf(a countersign.Agent) Principal {
+	return Principal{ID: a.KeyID, Account: a.AccountID, KeyName: a.KeyName, agent: a}
+}
+
+// pendingCall is a call that needs a human, with its binding.
+type pendingCall struct {
+	Tool        string // exposed name: the request's action
+	Args        json.RawMessage
+	ArgsHash    string
+	Preview     string
+	PreviewHash string
+	SessionID   string
+}
+
+// ticket is an approval request as the gateway sees it.
+type ticket struct {
+	ID        string
+	Reference string // as shown: K7F-2QX
+	Status    countersign.Status
+	ExpiresAt time.Time
+	InboxURL  string // "" where no link may be shown (the local page)
+	Text      string // the deny reason, or the human's answer
+}
+
+// approvals is where the gateway's approval requests live: the approval
+// service in process (countersign serve, and the standalone gateway on its
+// own store), or a countersign server through the v1 API. Errors carry the
+// codes of countersign's catalogue.
+type approvals interface {
+	// ask files a request for the call, or returns the identical pending
+	// one of the principal with created false.
+	ask(ctx context.Context, p Principal, c *pendingCall) (t *ticket, created bool, err error)
+	get(ctx context.Context, p Principal, id string) (*ticket, error)
+	// wait holds up to d while the request is pending.
+	wait(ctx context.Context, p Principal, id string, d time.Duration) (*ticket, error)
+	consume(ctx context.Context, p Principal, id string) (*ticket, error)
+	cancel(ctx context.Context, p Principal, id string) (*ticket, error)
+	// take consumes an approved request of the principal with the call's
+	// binding, without its id (hint: the id of the last request asked for
+	// this call, if known). ENOTFOUND when there is none.
+	take(ctx context.Context, p Principal, c *pendingCall, hint string) (*ticket, error)
+	// decide records the user's answer to a form elicitation as the
+	// decision. Only where there is no approver to ask (the standalone
+	// gateway); elsewhere decidesByElicitation is false and the decision
+	// is made in the inbox.
+	decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error)
+	decidesByElicitation() bool
+	// announce tells the human about a new request through a channel of
+	// its own: the standalone gateway opens its local page; a server's
+	// notifications need nothing here.
+	announce(ctx context.Context, t *ticket) error
+}
+
+// serviceApprovals asks the approval service in process.
+type serviceApprovals struct {
+	svc *approval.Service
+	// inbox is the public URL the inbox is under; nil: no link is shown.
+	inbox *url.URL
+	// decider, when set, names who decides through elicitation answers.
+	decider string
+	// page opens the local approval page of the standalone gateway.
+	page *localPage
+}
+
+func (s *serviceApprovals) input(c *pendingCall) countersign.CreateInput {
+	return countersign.CreateInput{Kind: countersign.KindMCP, Action: c.Tool, Arguments: c.Args, Preview: c.Preview,
+		Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
+}
+
+func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, error) {
+	if err != nil {
+		return nil, err
+	}
+	t := &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: r.Status, ExpiresAt: r.ExpiresAt, Text: r.Reason}
+	if s.inbox != nil {
+		t.InboxURL = strings.TrimRight(s.inbox.String(), "/") + "/approvals/" + url.PathEscape(r.ID)
+	}
+	return t, nil
+}
+
+func (s *serviceApprovals) ask(ctx context.Context, p Principal, c *pendingCall) (*ticket, bool, error) {
+	r, created, err := s.svc.Create(ctx, p.agent, s.input(c))
+	t, err := s.ticket(r, err)
+	return t, created, err
+}
+
+func (s *serviceApprovals) get(ctx context.Context, p Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Get(ctx, p.agent, id))
+}
+
+func (s *serviceApprovals) wait(ctx context.Context, p Principal, id string, d time.Duration) (*ticket, error) {
+	return s.ticket(s.svc.Wait(ctx, p.agent, id, d))
+}
+
+func (s *serviceApprovals) consume(ctx context.Context, p Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Consume(ctx, p.agent, id))
+}
+
+func (s *serviceApprovals) cancel(ctx context.Context, p Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Cancel(ctx, p.agent, id))
+}
+
+func (s *serviceApprovals) take(ctx context.Context, p Principal, c *pendingCall, _ string) (*ticket, error) {
+	return s.ticket(s.svc.TakeApproval(ctx, p.agent, s.input(c)))
+}
+
+func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error) {
+	if s.decider == "" {
+		return nil, countersign.Errorf(countersign.EFORBIDDEN, "an MCP client's answer is not a decision here; approve in the inbox")
+	}
+	d := countersign.DecisionDeny
+	if approve {
+		d = countersign.DecisionApprove
+	}
+	ap := countersign.ApproverPrincipal{Username: s.decider, AccountID: p.Account}
+	return s.ticket(s.svc.Decide(ctx, ap, id, countersign.DecisionInput{Decision: d}))
+}
+
+func (s *serviceApprovals) decidesByElicitation() bool { return s.decider != "" }
+
+func (s *serviceApprovals) announce(ctx context.Context, t *ticket) error {
+	if s.page == nil {
+		return nil
+	}
+	return s.page.open(ctx, t.ID)
+}
+
+// clientApprovals asks a countersign server through the v1 API, with the
+// gateway's agent key.
+type clientApprovals struct {
+	c *client.Client
+}
+
+func (a *clientApprovals) ticket(r *client.Request, err error) (*ticket, error) {
+	if err != nil {
+		return nil, apiError(err)
+	}
+	return &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: countersign.Status(r.Status),
+		ExpiresAt: r.ExpiresAt, InboxURL: r.InboxURL, Text: r.Text}, nil
+}
+
+// apiError gives an error answer of the server the code of the catalogue
+// it carries, so that the gateway tells "not found" from "limited" alike
+// in and out of process.
+func apiError(err error) error {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return &countersign.Error{Code: e.Code, Message: e.Message}
+	}
+	return err
+}
+
+func (a *clientApprovals) ask(ctx context.Context, _ Principal, c *pendingCall) (*ticket, bool, error) {
+	r, created, err := a.c.Create(ctx, client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
+		Arguments: c.Args, Preview: c.Preview, Context: client.Context{SessionID: c.SessionID},
+		TTLSeconds: int(approvalTTL / time.Second)})
+	t, err := a.ticket(r, err)
+	return t, created, err
+}
+
+func (a *clientApprovals) get(ctx context.Context, _ Principal, id string) (*ticket, error) {
+	return a.ticket(a.c.Get(ctx, id))
+}
+
+// wait long-polls in steps the server allows (at most 60 s each).
+func (a *clientApprovals) wait(ctx context.Context, _ Principal, id string, d time.Duration) (*ticket, error) {
+	deadline := time.Now().Add(d)
+	for {
+		step := min(time.Until(deadline), 55*time.Second)
+		t, err := a.ticket(a.c.Wait(ctx, id, max(step, 0)))
+		if err != nil || t.Status != countersign.StatusPending || time.Until(deadline) <= 0 || ctx.Err() != nil {
+			return t, err
+		}
+	}
+}
+
+func (a *clientApprovals) consume(ctx context.Context, _ Principal, id string) (*ticket, error) {
+	return a.ticket(a.c.Consume(ctx, id))
+}
+
+func (a *clientApprovals) cancel(ctx context.Context, _ Principal, id string) (*ticket, error) {
+	return a.ticket(a.c.Cancel(ctx, id))
+}
+
+// take consumes the request the gateway last asked for this call, when a
+// human approved it. The API cannot look an approval up by its binding; the
+// gateway remembers what it asked, and the server checks the key.
+func (a *clientApprovals) take(ctx context.Context, p Principal, c *pendingCall, hint string) (*ticket, error) {
+	if hint == "" {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no approval for this call")
+	}
+	r, err := a.c.Get(ctx, hint)
+	if err != nil {
+		return nil, apiError(err)
+	}
+	if r.Status != string(countersign.StatusApproved) || r.Action != c.Tool || r.ArgsHash != c.ArgsHash || r.PreviewHash != c.PreviewHash {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no approval for this call")
+	}
+	return a.consume(ctx, p, hint)
+}
+
+func (a *clientApprovals) decide(context.Context, Principal, string, bool) (*ticket, error) {
+	return nil, countersign.Errorf(countersign.EFORBIDDEN, "an agent key never decides; approve in the inbox")
+}
+
+func (a *clientApprovals) decidesByElicitation() bool { return false }
+
+func (a *clientApprovals) announce(context.Context, *ticket) error { return nil }
+
+// describe is an error of the approval side as the model should read it.
+func describe(err error) string {
+	var e *countersign.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	if errors.Is(err, client.ErrUnreachable) {
+		return "the countersign server cannot be reached"
+	}
+	return fmt.Sprintf("internal error (%T)", err)
+}

@@ -1,0 +1,350 @@
+package gateway
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/countersign/countersign"
+)
+
+// Config is the gateway's configuration: the upstream servers, the tiers of
+// their tools and what each agent key may do. The stdio gateway reads it
+// from `countersign mcp --config FILE`, the server from
+// `countersign serve --mcp-config FILE`:
+//
+//	hold = "45s"                  # how long a retry waits for a decision in progress
+//
+//	[[upstream]]
+//	name = "fs"
+//	command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/srv/data"]
+//	env = { NODE_ENV = "production" }
+//
+//	[[upstream]]
+//	name = "github"
+//	url = "https://mcp.example.com/mcp"
+//	headers = { Authorization = "Bearer ${GITHUB_TOKEN}" }   # ${VAR} from the environment
+//	annotations = "ignore"        # do not believe its hints: every tool is external
+//
+//	[[tier]]                      # first match wins; exposed or upstream/tool names
+//	match = "fs/read_*"
+//	tier = "read"
+//
+//	[policy]                      # every agent key (over stdio: the gateway's)
+//	tiers = ["read", "write", "commit", "external"]
+//	confirm = ["commit", "external"]
+//
+//	[keys.ci]                     # the agent key named "ci" (countersign serve)
+//	tiers = ["read", "write"]
+//
+//	[standalone]                  # stdio without a server (ADR 0003's local page)
+//	opener = ["xdg-open"]
+//	data = "~/.local/state/countersign-mcp"
+type Config struct {
+	Upstreams []UpstreamConfig
+	Rules     []TierRule
+	Policy    Policy
+	Keys      map[string]Policy
+	// Hold is how long a call waits for a human's decision that is under
+	// way: a retry of a pending call, or the retry after the user answered
+	// an elicitation (default 45 s, below the 60 s request timeout of the
+	// TypeScript SDK).
+	Hold time.Duration
+	// Opener is the command that opens the local approval page (standalone
+	// only); empty: the system's opener.
+	Opener []string
+	// Data is where the standalone gateway keeps its store and audit log;
+	// empty: a temporary directory removed at exit.
+	Data string
+	// Clock tells the time of request states' expiry; nil: the system
+	// clock. Tests share one with the approval service.
+	Clock countersign.Clock
+}
+
+// UpstreamConfig is one MCP server behind the gateway: a command spoken to
+// over stdio, or a streamable HTTP URL.
+type UpstreamConfig struct {
+	Name    string            `toml:"name"`
+	Command CommandLine       `toml:"command"`
+	Env     map[string]string `toml:"env"`
+	URL     string            `toml:"url"`
+	Headers map[string]string `toml:"headers"`
+	// Prefix exposes every tool as <name>_<tool>, not only those whose
+	// names collide with another upstream's.
+	Prefix bool `toml:"prefix"`
+	// IgnoreAnnotations treats every tool as unannotated (external): for
+	// upstreams whose hints are not to be believed.
+	IgnoreAnnotations bool `toml:"-"`
+}
+
+// fileConfig is the TOML file's shape.
+type fileConfig struct {
+	Hold      string `toml:"hold"`
+	Upstreams []struct {
+		UpstreamConfig
+		Annotations string `toml:"annotations"`
+	} `toml:"upstream"`
+	Tier       []TierRule            `toml:"tier"`
+	Policy     filePolicy            `toml:"policy"`
+	Keys       map[string]filePolicy `toml:"keys"`
+	Standalone struct {
+		Opener CommandLine `toml:"opener"`
+		Data   string      `toml:"data"`
+	} `toml:"standalone"`
+}
+
+type filePolicy struct {
+	Tiers   *[]Tier `toml:"tiers"`
+	Confirm *[]Tier `toml:"confirm"`
+}
+
+// apply overrides the policy with what the file sets.
+func (f filePolicy) apply(p Policy) Policy {
+	if f.Tiers != nil {
+		p.Tiers = Tiers(*f.Tiers...)
+	}
+	if f.Confirm != nil {
+		p.Confirm = Tiers(*f.Confirm...)
+	}
+	return p
+}
+
+// DefaultHold is the hold of a configuration that sets none.
+const DefaultHold = 45 * time.Second
+
+// NewConfig returns the configuration before any file: no upstreams, the
+// default policy and hold.
+func NewConfig() *Config {
+	return &Config{Policy: DefaultPolicy(), Keys: map[string]Policy{}, Hold: DefaultHold}
+}
+
+// LoadConfig reads a configuration file. Unknown keys are refused, so that
+// a misspelt policy never silently allows more.
+func LoadConfig(file string) (*Config, error) {
+	var f fileConfig
+	md, err := toml.DecodeFile(file, &f)
+	if err != nil {
+		return nil, fmt.Errorf("read the MCP gateway configuration %s: %w", file, err)
+	}
+	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+		return nil, fmt.Errorf("the MCP gateway configuration %s has unknown keys: %v", file, undecoded)
+	}
+	c := NewConfig()
+	if f.Hold != "" {
+		if c.Hold, err = time.ParseDuration(f.Hold); err != nil || c.Hold < 0 || c.Hold > 10*time.Minute {
+			return nil, fmt.Errorf("%s: hold %q must be a duration from 0s to 10m", file, f.Hold)
+		}
+	}
+	for _, u := range f.Upstreams {
+		switch u.Annotations {
+		case "", "trust":
+		case "ignore":
+			u.IgnoreAnnotations = true
+		default:
+			return nil, fmt.Errorf("%s: upstream %q: annotations must be \"trust\" or \"ignore\"", file, u.Name)
+		}
+		c.Upstreams = append(c.Upstreams, u.UpstreamConfig)
+	}
+	c.Rules = f.Tier
+	c.Policy = f.Policy.apply(c.Policy)
+	for name, p := range f.Keys {
+		c.Keys[name] = p.apply(c.Policy)
+	}
+	c.Opener, c.Data = f.Standalone.Opener, expandHome(f.Standalone.Data)
+	if err := c.Check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return c, nil
+}
+
+// validName is what an upstream may be called: it becomes part of tool
+// names, which clients restrict to these characters.
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,31}$`)
+
+// Check validates the configuration and names the upstreams that have no
+// name.
+func (c *Config) Check() error {
+	seen := map[string]bool{}
+	for i := range c.Upstreams {
+		u := &c.Upstreams[i]
+		if (len(u.Command) == 0) == (u.URL == "") {
+			return fmt.Errorf("upstream %d (%q): set either command or url", i+1, u.Name)
+		}
+		if u.URL != "" {
+			if p, err := url.Parse(u.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+				return fmt.Errorf("upstream %q: url %q must be an http or https URL", u.Name, u.URL)
+			}
+		}
+		if u.Name == "" {
+			u.Name = deriveName(*u)
+		}
+		base := u.Name
+		for n := 2; seen[u.Name]; n++ {
+			u.Name = fmt.Sprintf("%s-%d", base, n)
+		}
+		if !validName.MatchString(u.Name) {
+			return fmt.Errorf("upstream name %q must be 1 to 32 letters, digits, - or _", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	for _, r := range c.Rules {
+		if _, err := path.Match(r.Match, ""); err != nil || r.Match == "" {
+			return fmt.Errorf("tier rule %q: not a valid pattern", r.Match)
+		}
+	}
+	return nil
+}
+
+// PolicyFor returns the policy of the agent key with this name.
+func (c *Config) PolicyFor(keyName string) Policy {
+	if p, ok := c.Keys[keyName]; ok {
+		return p
+	}
+	return c.Policy
+}
+
+// runners are commands that start another program named by a later word,
+// so that the upstream is named after that program instead.
+var runners = map[string]bool{"npx": true, "node": true, "uvx": true, "uv": true, "run": true, "python": true,
+	"python3": true, "bunx": true, "bun": true, "deno": true, "pipx": true, "docker": true, "exec": true, "go": true}
+
+// deriveName names an upstream after its program or its host.
+func deriveName(u UpstreamConfig) string {
+	if u.URL != "" {
+		if p, err := url.Parse(u.URL); err == nil {
+			return sanitizeName(strings.Split(p.Hostname(), ".")[0])
+		}
+	}
+	word := ""
+	for _, w := range u.Command {
+		if strings.HasPrefix(w, "-") {
+			continue
+		}
+		word = w
+		if !runners[filepath.Base(w)] {
+			break
+		}
+	}
+	word = filepath.Base(word)
+	if at := strings.LastIndex(word, "@"); at > 0 {
+		word = word[:at] // a version: server@1.2.3
+	}
+	word = strings.TrimSuffix(word, filepath.Ext(word))
+	word = strings.TrimPrefix(word, "mcp-server-")
+	return sanitizeName(word)
+}
+
+func sanitizeName(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		}
+	}
+	out := strings.TrimLeft(b.String(), "-_")
+	if len(out) > 32 {
+		out = out[:32]
+	}
+	if out == "" {
+		return "upstream"
+	}
+	return out
+}
+
+func expandHome(p string) string {
+	if strings.HasPrefix(p, "~/") {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, p[2:])
+		}
+	}
+	return p
+}
+
+// CommandLine is a command with its arguments: a list of words, or one
+// string split like a shell does (quotes and backslashes, no expansion).
+type CommandLine []string
+
+// UnmarshalTOML takes a string or a list of strings.
+func (c *CommandLine) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case string:
+		words, err := SplitCommand(v)
+		if err != nil {
+			return err
+		}
+		*c = words
+	case []any:
+		out := make([]string, 0, len(v))
+		for _, w := range v {
+			s, ok := w.(string)
+			if !ok {
+				return fmt.Errorf("a command must be a list of strings")
+			}
+			out = append(out, s)
+		}
+		*c = out
+	default:
+		return fmt.Errorf("a command must be a string or a list of strings")
+	}
+	return nil
+}
+
+// SplitCommand splits a command line into words like a POSIX shell, with
+// single and double quotes and backslashes, and nothing expanded.
+func SplitCommand(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord, quote := false, rune(0)
+	rs := []rune(s)
+	for i := 0; i < len(rs); i++ {
+		r := rs[i]
+		switch {
+		case quote == '\'':
+			if r == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\\' && quote != '\'':
+			if i+1 < len(rs) {
+				i++
+				cur.WriteRune(rs[i])
+				inWord = true
+			}
+		case quote == '"':
+			if r == '"' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				words, inWord = append(words, cur.String()), false
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	if len(words) == 0 {
+		return nil, fmt.Errorf("empty command")
+	}
+	return words, nil
+}

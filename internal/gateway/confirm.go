@@ -1,0 +1,177 @@
+package gateway
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// How a call is confirmed.
+const (
+	modeForm    = "form"    // an elicitation form (a, b)
+	modeURL     = "url"     // a URL elicitation of the inbox page (c)
+	modePending = "pending" // the approval_pending result and a retry (d)
+)
+
+// elicitationID names the gateway's one input request.
+const elicitationID = "countersign_approval"
+
+// newProtocolVersion is the first protocol version without server-to-client
+// requests: input_required results replace them.
+const newProtocolVersion = "2026-07-28"
+
+func newProtocol(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= newProtocolVersion }
+
+// choose picks how to ask, from what the client declared on this request
+// (2026-07-28) or its session (older): an elicitation where the client can
+// take one, else the approval_pending result. A legacy client over the
+// stateless HTTP endpoint has no capabilities in its ephemeral session, and
+// so gets approval_pending, the only thing that can reach it.
+func (g *Gateway) choose(req *mcp.CallToolRequest) string {
+	caps := req.ClientCapabilities()
+	if caps == nil || caps.Elicitation == nil {
+		return modePending
+	}
+	el := caps.Elicitation
+	form := el.Form != nil || el.URL == nil // {} is form, for clients older than 2025-11-25
+	url := el.URL != nil
+	if g.approvals.decidesByElicitation() {
+		// Standalone: the answer to the form is the decision. A URL
+		// elicitation would carry the local page's link, a capability,
+		// where the client might show it to the model: never.
+		if form {
+			return modeForm
+		}
+		return modePending
+	}
+	// With a server the decision is made in the inbox, which a URL
+	// elicitation opens directly.
+	if url {
+		return modeURL
+	}
+	return modeForm
+}
+
+// elicit returns the input_required result of an elicitation about t, with
+// the sealed state the retry must carry.
+func (g *Gateway) elicit(req *mcp.CallToolRequest, e *toolEntry, p Principal, c *pendingCall, t *ticket, mode string) *mcp.CallToolResult {
+	st := requestState{Principal: p.ID, Account: p.Account, Tool: e.name, ArgsHash: c.ArgsHash, PreviewHash: c.PreviewHash,
+		Request: t.ID, Mode: mode, Expires: t.ExpiresAt.Unix()}
+	var params *mcp.ElicitParams
+	switch {
+	case mode == modeURL:
+		params = &mcp.ElicitParams{Mode: "url", URL: t.InboxURL, ElicitationID: t.ID,
+			Message: fmt.Sprintf("countersign: approve request %s (%s) in the inbox, then come back here.", t.Reference, e.name)}
+	case g.approvals.decidesByElicitation():
+		params = &mcp.ElicitParams{Mode: "form", RequestedSchema: emptyForm(),
+			Message: fmt.Sprintf("Allow this call once? (countersign request %s)\n\n%s\n\nAccept runs it once; Decline refuses it.", t.Reference, c.Preview)}
+	default:
+		params = &mcp.ElicitParams{Mode: "form", RequestedSchema: emptyForm(),
+			Message: fmt.Sprintf("A human must approve this call before it runs (countersign request %s).\n\n%s\n\n"+
+				"Approve it in the countersign inbox: %s\nthen choose Accept here to continue. Decline cancels the request.",
+				t.Reference, c.Preview, t.InboxURL)}
+	}
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{elicitationID: params}, RequestState: g.states.seal(st)}
+}
+
+// emptyForm is the schema of a yes-or-no elicitation: no fields, the answer
+// is the action (accept, decline, cancel).
+func emptyForm() map[string]any {
+	return map[string]any{"type": "object", "properties": map[string]any{}}
+}
+
+// elicitAnswer is the client's answer to the gateway's elicitation, nil
+// when it sent none.
+func elicitAnswer(m mcp.InputResponseMap) *mcp.ElicitResult {
+	r, _ := m[elicitationID].(*mcp.ElicitResult)
+	return r
+}
+
+// pendingResult is the approval_pending result: what the model must pass on
+// (where to approve, the reference, the expiry) and what to do after. It is
+// an error result, so that no client holds it against the tool's output
+// schema, and it has not run.
+func pendingResult(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
+	where := fmt.Sprintf("Ask the user to approve request %s in the countersign inbox: %s", t.Reference, t.InboxURL)
+	if t.InboxURL == "" {
+		where = fmt.Sprintf("A confirmation page for request %s opened in a browser on this computer: ask the user to approve it there.", t.Reference)
+	}
+	text := fmt.Sprintf("approval_pending: %s has not run; it needs a human's approval first.\n%s\n"+
+		"The approval expires at %s (%s). Once the user has approved it, call %s again with exactly the same arguments: "+
+		"the approval is used once, by that call only. If the user denies it, do not retry.",
+		e.name, where, t.ExpiresAt.UTC().Format("15:04:05 MST on 2 Jan 2006"), inWords(t.ExpiresAt.Sub(now)), e.name)
+	res := notRun("%s", text)
+	if t.InboxURL != "" {
+		res.Meta["countersign/inbox_url"] = t.InboxURL
+	}
+	res.Meta["countersign/expires_at"] = t.ExpiresAt.UTC().Format(time.RFC3339)
+	setStatus(res, "approval_pending", t.Reference)
+	return res
+}
+
+// decidedResult tells the model what became of a request that did not end
+// in an approval it can use.
+func decidedResult(e *toolEntry, t *ticket) *mcp.CallToolResult {
+	var res *mcp.CallToolResult
+	switch t.Status {
+	case countersign.StatusDenied:
+		reason := ""
+		if t.Text != "" {
+			reason = fmt.Sprintf(" The reason given: %q.", t.Text)
+		}
+		res = notRun("denied: a human denied %s (request %s); it did not run.%s Do not retry it unless the user asks.", e.name, t.Reference, reason)
+	case countersign.StatusResponded:
+		res = notRun("answered: instead of approving %s (request %s), the human answered: %q. The call did not run.", e.name, t.Reference, t.Text)
+	case countersign.StatusStopped:
+		res = notRun("stopped: the human asked to stop (request %s for %s). The call did not run; stop and ask the user how to go on.", t.Reference, e.name)
+	case countersign.StatusExpired:
+		res = notRun("expired: nobody approved %s (request %s) in time; it did not run. Call it again to ask anew if it is still wanted.", e.name, t.Reference)
+	case countersign.StatusCancelled:
+		res = notRun("cancelled: request %s for %s was cancelled; the call did not run.", t.Reference, e.name)
+	default:
+		res = notRun("the approval request %s for %s is %s; the call did not run.", t.Reference, e.name, t.Status)
+	}
+	setStatus(res, string(t.Status), t.Reference)
+	return res
+}
+
+// refused is a confirmation that countersign does not accept: a bad or
+// spent request state, or an approval already used.
+func refused(why string) *mcp.CallToolResult {
+	res := notRun("refused: countersign refused this confirmation: %s. The call did not run; call the tool again without it to ask anew.", why)
+	setStatus(res, "refused", "")
+	return res
+}
+
+// notRun is an error result of a call that did not run.
+func notRun(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{},
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// toolError is an error result of a call that failed on the upstream side.
+func toolError(format string, args ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
+}
+
+// setStatus adds the machine-readable outcome to a result's _meta.
+func setStatus(res *mcp.CallToolResult, status, reference string) {
+	res.Meta["countersign/status"] = status
+	if reference != "" {
+		res.Meta["countersign/reference"] = reference
+	}
+}
+
+// inWords is a duration as a person says it: "in about 10 minutes".
+func inWords(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "now"
+	case d < 90*time.Second:
+		return fmt.Sprintf("in %d seconds", int(math.Ceil(d.Seconds())))
+	}
+	return fmt.Sprintf("in about %d minutes", int(math.Round(d.Minutes())))
+}

@@ -1,0 +1,322 @@
+// Package gateway is countersign's MCP gateway: an MCP server in front of
+// other MCP servers (stdio commands and streamable HTTP URLs). It mirrors
+// their tools, sorts each into a tier (read, write, commit, external) and
+// lets a call through at once, or only once a human approved exactly that
+// call: the same principal, tool, arguments and preview, once, within ten
+// minutes.
+//
+// How the human is asked depends on what the client declared, per call:
+//
+//   - a 2026-07-28 client that can elicit gets an input_required result
+//     with an elicitation and a sealed requestState;
+//   - a client of 2025-11-25 or older that can elicit gets the same through
+//     the SDK's legacy middleware, which sends elicitation/create;
+//   - with URL elicitation, the elicitation is the inbox page of the
+//     request (the browser proves the account; the URL is no capability);
+//   - every other client gets a tool result "approval_pending" naming the
+//     inbox URL, the reference and the expiry, and the model's retry of the
+//     same call takes the approval.
+//
+// Where a countersign server is involved (the /mcp endpoint of countersign
+// serve, or `countersign mcp` with COUNTERSIGN_URL), the decision is an
+// approver's, in the inbox or any channel of the server; an elicitation
+// shows the trusted preview and the way to the inbox, and holds the call
+// while the human decides. An agent key never decides, so no MCP client
+// answer approves anything there. Standalone (`countersign mcp` with no
+// server) there is no approver: the user's answer to the elicitation is the
+// decision, or ADR 0003's local page on 127.0.0.1 for clients without it.
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Gateway is one MCP server in front of the configured upstreams.
+type Gateway struct {
+	cfg       *Config
+	server    *mcp.Server
+	approvals approvals
+	states    *stateCodec
+	log       *slog.Logger
+	// fixed is the one principal of a stdio gateway; nil: each request's
+	// bearer key (the /mcp endpoint).
+	fixed     *Principal
+	upstreams []*upstream
+	progress  progressRoutes
+	recent    recentAsks
+	now       func() time.Time
+
+	syncMu sync.Mutex // one resync at a time
+	mu     sync.Mutex
+	tools  map[string]*toolEntry
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// options are what the constructors of each mode give the core.
+type options struct {
+	cfg       *Config
+	approvals approvals
+	stateKey  []byte
+	fixed     *Principal
+	log       *slog.Logger
+	stderr    io.Writer // upstream commands' stderr
+}
+
+func newGateway(o options) (*Gateway, error) {
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
+	if o.stderr == nil {
+		o.stderr = os.Stderr
+	}
+	if err := o.cfg.Check(); err != nil {
+		return nil, err
+	}
+	states, err := newStateCodec(o.stateKey)
+	if err != nil {
+		return nil, err
+	}
+	clock := o.cfg.Clock
+	if clock == nil {
+		clock = countersign.SystemClock{}
+	}
+	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
+		now: clock.Now, tools: map[string]*toolEntry{}}
+	g.progress.m = map[string]progressSink{}
+	g.recent.m = map[string]recentAsk{}
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
+		&mcp.ServerOptions{
+			HasTools: true, // even before the first upstream is up: its tools follow with list_changed
+			Logger:   quiet(o.log),
+			// The tool list depends on the caller's key: no intermediary
+			// may serve one key's list to another.
+			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+			Instructions: "Tools of commit or external tier run only after a human approves the exact call. " +
+				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
+				"and once they approved, call the same tool again with exactly the same arguments.",
+		})
+	g.server.AddReceivingMiddleware(g.filterTools)
+	for _, uc := range o.cfg.Upstreams {
+		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, g.progress.deliver, g.resync))
+	}
+	return g, nil
+}
+
+// Server returns the MCP server, for a transport to run.
+func (g *Gateway) Server() *mcp.Server { return g.server }
+
+// Start connects the upstreams and keeps them connected until Close. It
+// waits up to wait for each upstream's first attempt to connect, so that the
+// first tools/list already holds their tools; one that is slower or broken
+// joins later.
+func (g *Gateway) Start(ctx context.Context, wait time.Duration) {
+	ctx, g.stop = context.WithCancel(context.WithoutCancel(ctx))
+	for _, u := range g.upstreams {
+		g.wg.Go(func() { u.run(ctx) })
+	}
+	deadline := time.After(wait)
+	for _, u := range g.upstreams {
+		select {
+		case <-u.settled:
+		case <-deadline:
+			return
+		}
+	}
+}
+
+// Close stops the upstreams: commands get their stdin closed, then a
+// signal.
+func (g *Gateway) Close() {
+	if g.stop != nil {
+		g.stop()
+	}
+	g.wg.Wait()
+}
+
+// ServeStdio serves one client over in and out until it hangs up or ctx is
+// done.
+func (g *Gateway) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
+	err := g.server.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// principal returns who makes a request: the stdio gateway's own, or the
+// agent key the /mcp endpoint authenticated.
+func (g *Gateway) principal(req mcp.Request) (Principal, error) {
+	if g.fixed != nil {
+		return *g.fixed, nil
+	}
+	if extra := req.GetExtra(); extra != nil && extra.TokenInfo != nil {
+		if p, ok := extra.TokenInfo.Extra[principalKey].(Principal); ok {
+			return p, nil
+		}
+	}
+	return Principal{}, fmt.Errorf("no agent key: send Authorization: Bearer <agent key>")
+}
+
+// policy returns what the principal may do.
+func (g *Gateway) policy(p Principal) Policy {
+	if g.fixed != nil {
+		return g.cfg.Policy
+	}
+	return g.cfg.PolicyFor(p.KeyName)
+}
+
+// filterTools hides from tools/list every tool whose tier the caller's
+// policy does not have.
+func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		list, ok := res.(*mcp.ListToolsResult)
+		if err != nil || !ok || method != "tools/list" {
+			return res, err
+		}
+		p, err := g.principal(req)
+		if err != nil {
+			return nil, err
+		}
+		pol := g.policy(p)
+		out := *list
+		out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
+		for _, t := range list.Tools {
+			if e, ok := g.entry(t.Name); ok && pol.Sees(e.tier) {
+				out.Tools = append(out.Tools, t)
+			}
+		}
+		return &out, nil
+	}
+}
+
+// progressRoutes carries the progress notifications of an upstream call to
+// the client that asked for them: each forwarded call gets a token of its
+// own, since tokens of different clients may be the same.
+type progressRoutes struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[string]progressSink
+}
+
+type progressSink struct {
+	ctx   context.Context
+	ss    *mcp.ServerSession
+	token any
+}
+
+// route returns the token to send upstream (nil when the client asked for
+// no progress) and a function that ends the route.
+func (r *progressRoutes) route(ctx context.Context, req *mcp.CallToolRequest) (any, func()) {
+	tok := req.Params.GetProgressToken()
+	if tok == nil || req.Session == nil {
+		return nil, func() {}
+	}
+	r.mu.Lock()
+	r.next++
+	id := fmt.Sprintf("countersign-%d", r.next)
+	r.m[id] = progressSink{ctx: ctx, ss: req.Session, token: tok}
+	r.mu.Unlock()
+	return id, func() {
+		r.mu.Lock()
+		delete(r.m, id)
+		r.mu.Unlock()
+	}
+}
+
+// deliver passes an upstream's progress to the client, under the client's
+// own token.
+func (r *progressRoutes) deliver(p *mcp.ProgressNotificationParams) {
+	id, _ := p.ProgressToken.(string)
+	r.mu.Lock()
+	s, ok := r.m[id]
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	_ = s.ss.NotifyProgress(s.ctx, &mcp.ProgressNotificationParams{ProgressToken: s.token,
+		Progress: p.Progress, Total: p.Total, Message: p.Message})
+}
+
+// recentAsks remembers the request last asked for each principal and call,
+// so that a retry learns of a denial once, and the API backend finds the
+// approval to take. It is a hint: losing it (a restart) only means asking
+// again.
+type recentAsks struct {
+	mu sync.Mutex
+	m  map[string]recentAsk
+}
+
+type recentAsk struct {
+	id      string
+	expires time.Time
+}
+
+func recentKey(p Principal, c *pendingCall) string {
+	return p.ID + "\x00" + c.Tool + "\x00" + c.ArgsHash + "\x00" + c.PreviewHash
+}
+
+func (r *recentAsks) get(p Principal, c *pendingCall, now time.Time) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.m[recentKey(p, c)]
+	if !ok || now.After(a.expires) {
+		return ""
+	}
+	return a.id
+}
+
+func (r *recentAsks) put(p Principal, c *pendingCall, id string, expires time.Time, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.m) > 10000 { // bounded: drop what has expired
+		for k, a := range r.m {
+			if now.After(a.expires) {
+				delete(r.m, k)
+			}
+		}
+	}
+	// Kept a while past the expiry, to tell a late retry what happened.
+	r.m[recentKey(p, c)] = recentAsk{id: id, expires: expires.Add(approvalTTL)}
+}
+
+func (r *recentAsks) forget(p Principal, c *pendingCall) {
+	r.mu.Lock()
+	delete(r.m, recentKey(p, c))
+	r.mu.Unlock()
+}
+
+// quiet passes on the SDK's warnings and errors, but not its chatter about
+// every session, unless debugging.
+func quiet(log *slog.Logger) *slog.Logger {
+	if log.Enabled(context.Background(), slog.LevelDebug) {
+		return log
+	}
+	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
+}
+
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(a []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(a), h.min}
+}
+
+func (h minLevel) WithGroup(n string) slog.Handler { return minLevel{h.Handler.WithGroup(n), h.min} }

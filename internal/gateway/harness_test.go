@@ -1,0 +1,293 @@
+package gateway_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// testClock is the wall clock moved forward by what a test skips, so that
+// expiry needs no sleeping while waits still use real timers.
+type testClock struct{ offset atomic.Int64 }
+
+func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())).UTC() }
+
+func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// harness is countersign serve in process: a real SQLite store, the
+// approval service, the real HTTP server with the gateway at /mcp, and the
+// fixture as the gateway's stdio upstream. The account acme has the agent
+// keys agent, agent2 and reader (limited to read and write); the account
+// other has the key outsider.
+type harness struct {
+	t       testing.TB
+	ctx     context.Context
+	store   *sqlite.DB
+	clock   *testClock
+	svc     *approval.Service
+	alice   countersign.ApproverPrincipal
+	keys    map[string]string
+	base    string
+	logFile string
+	gw      *gateway.Gateway
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("GATEWAY_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
+	t.Helper()
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h := &harness{t: t, ctx: ctx, store: store, clock: &testClock{}, keys: map[string]string{},
+		logFile: filepath.Join(t.TempDir(), "calls.log")}
+	admin := &approval.Admin{Store: store}
+	acme, err := admin.CreateAccount(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateAccount(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []struct{ account, name string }{{"acme", "agent"}, {"acme", "agent2"}, {"acme", "reader"}, {"other", "outsider"}} {
+		_, secret, err := admin.CreateAgentKey(ctx, k.account, k.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.keys[k.name] = secret
+	}
+	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID}
+
+	cfg := gateway.NewConfig()
+	cfg.Hold = 300 * time.Millisecond
+	cfg.Clock = h.clock
+	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", h.logFile)}
+	cfg.Keys["reader"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead, gateway.TierWrite), Confirm: cfg.Policy.Confirm}
+	if configure != nil {
+		configure(cfg)
+	}
+
+	hub := approval.NewHub()
+	h.svc = approval.New(store, h.clock, hub, approval.Config{}, nil, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.base = "http://" + ln.Addr().String()
+	public, _ := url.Parse(h.base)
+	key, err := store.ServerKey(ctx, "mcp-request-state", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw, err = gateway.NewForServer(cfg, h.svc, public, key, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.gw.Start(ctx, 20*time.Second)
+	t.Cleanup(h.gw.Close)
+	auth := &approval.Authenticator{Store: store}
+	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent)}, h.svc, auth, metrics.NewRegistry(), nil)
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(sctx, ln) }()
+	t.Cleanup(func() { stop(); <-done })
+	return h
+}
+
+// bearer is an HTTP client that sends the key as a bearer token.
+func bearer(secret string) *http.Client {
+	return &http.Client{Transport: roundTripper(func(r *http.Request) (*http.Response, error) {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+secret)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// clientOpts describe a downstream client.
+type clientOpts struct {
+	key      string // agent key name; default agent
+	version  string // protocol version; default the latest (2026-07-28)
+	elicit   func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)
+	urlOnly  bool // declare URL elicitation only
+	withURL  bool // declare URL elicitation besides form
+	noMRTR   bool // answer input_required results by hand
+	progress func(*mcp.ProgressNotificationClientRequest)
+	changed  func()
+}
+
+func (o clientOpts) client() *mcp.Client {
+	opts := &mcp.ClientOptions{ElicitationHandler: o.elicit, MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: o.noMRTR}}
+	switch {
+	case o.urlOnly:
+		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{URL: &mcp.URLElicitationCapabilities{}}}
+	case o.withURL:
+		opts.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+			Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}}}
+	}
+	if o.progress != nil {
+		opts.ProgressNotificationHandler = func(_ context.Context, r *mcp.ProgressNotificationClientRequest) { o.progress(r) }
+	}
+	if o.changed != nil {
+		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { o.changed() }
+	}
+	return mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+}
+
+// connect opens an MCP session with the server's /mcp endpoint.
+func (h *harness) connect(o clientOpts) *mcp.ClientSession {
+	h.t.Helper()
+	if o.key == "" {
+		o.key = "agent"
+	}
+	tr := &mcp.StreamableClientTransport{Endpoint: h.base + "/mcp", HTTPClient: bearer(h.keys[o.key])}
+	cs, err := o.client().Connect(h.ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: o.version})
+	if err != nil {
+		h.t.Fatalf("connect (%s, %q): %v", o.key, o.version, err)
+	}
+	h.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call calls a tool and fails the test on a protocol error.
+func call(t testing.TB, cs *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("CallTool(%s): %v", tool, err)
+	}
+	return res
+}
+
+// textOf is a result's text.
+func textOf(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// wantRan fails unless the result is the tool's own, with the text.
+func wantRan(t testing.TB, res *mcp.CallToolResult, want string) {
+	t.Helper()
+	if res.IsError || textOf(res) != want {
+		t.Fatalf("result %q (error %v, meta %v), want the tool's %q", textOf(res), res.IsError, res.Meta, want)
+	}
+}
+
+// wantStatus fails unless the result is countersign's with this status,
+// and returns its text.
+func wantStatus(t testing.TB, res *mcp.CallToolResult, status string) string {
+	t.Helper()
+	if !res.IsError || res.Meta["countersign/status"] != status {
+		t.Fatalf("result %q (error %v, meta %v), want countersign status %q", textOf(res), res.IsError, res.Meta, status)
+	}
+	return textOf(res)
+}
+
+// pending returns the newest pending request of acme for the tool.
+func (h *harness) pending(tool string) *countersign.Request {
+	h.t.Helper()
+	list, err := h.svc.List(context.Background(), h.alice, countersign.RequestFilter{Status: countersign.StatusPending})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, r := range list {
+		if r.Action == tool {
+			return r
+		}
+	}
+	h.t.Fatalf("no pending request for %s", tool)
+	return nil
+}
+
+func (h *harness) decide(id string, d countersign.Decision) {
+	h.t.Helper()
+	if _, err := h.svc.Decide(context.Background(), h.alice, id, countersign.DecisionInput{Decision: d, Text: reasonFor(d)}); err != nil {
+		h.t.Fatalf("decide %s %s: %v", id, d, err)
+	}
+}
+
+func reasonFor(d countersign.Decision) string {
+	if d == countersign.DecisionDeny {
+		return "not today"
+	}
+	return ""
+}
+
+// request reads a request from the store.
+func (h *harness) request(id string) *countersign.Request {
+	h.t.Helper()
+	r, err := h.store.Request(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return r
+}
+
+// events returns the audit log's events of one request.
+func (h *harness) events(id string) []string {
+	h.t.Helper()
+	entries, err := h.store.AuditLog(context.Background(), 0, 10000)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.RequestID == id {
+			out = append(out, e.Event)
+		}
+	}
+	return out
+}
+
+// wantCalls fails unless the fixture ran exactly these side effects.
+func wantCalls(t testing.TB, logFile string, want ...string) {
+	t.Helper()
+	got := calls(t, logFile)
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("the upstream ran %q, want %q", got, want)
+	}
+}
+
+// eventually polls cond for a while.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

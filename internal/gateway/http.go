@@ -1,0 +1,72 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// principalKey holds the Principal in a bearer token's TokenInfo.
+const principalKey = "countersign_principal"
+
+// NewForServer returns the gateway of countersign serve: approvals go to
+// the service in process, the inbox is under publicURL, and request states
+// are sealed under stateKey (a server key every replica shares).
+func NewForServer(cfg *Config, svc *approval.Service, publicURL *url.URL, stateKey []byte, log *slog.Logger) (*Gateway, error) {
+	if len(stateKey) < 32 {
+		return nil, fmt.Errorf("the MCP request state key must have 32 bytes")
+	}
+	return newGateway(options{cfg: cfg, approvals: &serviceApprovals{svc: svc, inbox: publicURL}, stateKey: stateKey, log: log})
+}
+
+// AgentVerifier authenticates an agent key.
+type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, error)
+
+// HTTPHandler serves the gateway over streamable HTTP, for agent keys sent
+// as bearer tokens. Clients of 2026-07-28 are served statelessly, as that
+// protocol has it; older clients get sessions (Mcp-Session-Id), the only
+// way to send them elicitation/create. A session is bound to the key that
+// opened it.
+func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
+	getServer := func(*http.Request) *mcp.Server { return g.server }
+	common := mcp.StreamableHTTPOptions{
+		Logger: quiet(g.log),
+		// The server checks the Host of its pages; a bearer token is what
+		// protects this endpoint, and DNS rebinding cannot send one.
+		DisableLocalhostProtection: true,
+	}
+	stateless := common
+	stateless.Stateless = true
+	stateless.PropagateRequestCancellation = true
+	stateful := common
+	stateful.SessionTimeout = 30 * time.Minute
+	statelessH := mcp.NewStreamableHTTPHandler(getServer, &stateless)
+	statefulH := mcp.NewStreamableHTTPHandler(getServer, &stateful)
+	dispatch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Mcp-Protocol-Version") >= newProtocolVersion {
+			statelessH.ServeHTTP(w, r)
+			return
+		}
+		statefulH.ServeHTTP(w, r)
+	})
+	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		a, err := verify(ctx, token)
+		if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, countersign.ErrorMessage(err))
+		} else if err != nil {
+			return nil, errors.New("internal error")
+		}
+		return &auth.TokenInfo{UserID: a.KeyID, Extra: map[string]any{principalKey: PrincipalOf(a)}}, nil
+	}
+	// Agent keys do not expire; a revoked one no longer verifies.
+	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
+}

@@ -1,0 +1,162 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Limits of the preview, so that it reads on a phone and stays far below
+// the service's 16 KiB limit whatever the model sends.
+const (
+	previewArgsBudget = 8 << 10 // bytes of pretty-printed arguments shown
+	previewString     = 600     // characters of one string value shown
+	previewText       = 300     // characters of the upstream's title or description shown
+)
+
+// Preview is the trusted text a human approves: built by the gateway alone,
+// from the upstream's tool definition (shown as data, quoted) and the
+// arguments pretty-printed as JSON, so that nothing the model sends can
+// look like the gateway's own lines. JSON quoting keeps newlines in values
+// from forging lines; invisible and direction-changing characters are
+// escaped; long values and long argument lists are cut with a visible
+// mark. The argument hash in the binding covers the whole call, cut or not.
+func Preview(exposed, upstream, tool string, def *ToolInfo, tier Tier, args json.RawMessage) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "MCP tool call through countersign\n")
+	fmt.Fprintf(&b, "Tool:     %s\n", exposed)
+	fmt.Fprintf(&b, "Server:   %s (its tool %s)\n", upstream, quoteData(tool, previewText))
+	fmt.Fprintf(&b, "Tier:     %s\n", tier)
+	if def != nil && def.Title != "" {
+		fmt.Fprintf(&b, "Title:    %s (as the server describes it)\n", quoteData(def.Title, previewText))
+	}
+	if def != nil && def.Description != "" {
+		fmt.Fprintf(&b, "About:    %s (as the server describes it)\n", quoteData(def.Description, previewText))
+	}
+	shown, size, cut := prettyArguments(args)
+	fmt.Fprintf(&b, "Arguments (%d bytes):\n%s", size, shown)
+	if cut {
+		fmt.Fprintf(&b, "\n[arguments cut for display: see the full call under Arguments; the approval covers exactly the call as sent]")
+	}
+	return b.String()
+}
+
+// ToolInfo is what the preview shows of an upstream's tool definition.
+type ToolInfo struct {
+	Title       string
+	Description string
+}
+
+// quoteData shows an untrusted one-line text as a quoted string: newlines
+// and invisible characters escaped, cut at max characters.
+func quoteData(s string, max int) string {
+	s = cutString(s, max)
+	return escapeInvisible(strconvQuote(s))
+}
+
+// strconvQuote quotes like JSON, which escapes control characters but keeps
+// other characters readable.
+func strconvQuote(s string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// prettyArguments indents the arguments, cutting long strings and the
+// whole text at its budget. It returns the text, the size of the arguments
+// as sent and whether anything was cut.
+func prettyArguments(raw json.RawMessage) (string, int, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber() // numbers exactly as sent
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return escapeInvisible(strconvQuote(string(raw))), len(raw), false
+	}
+	v, cut := cutStrings(v)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+	out := strings.TrimSuffix(buf.String(), "\n")
+	if len(out) > previewArgsBudget {
+		end := strings.LastIndexByte(out[:previewArgsBudget], '\n')
+		if end <= 0 {
+			end = previewArgsBudget
+		}
+		for end > 0 && !utf8.RuneStart(out[end]) {
+			end--
+		}
+		out = out[:end] + fmt.Sprintf("\n… [%d more bytes of arguments not shown]", len(out)-end)
+		cut = true
+	}
+	return escapeInvisible(out), len(raw), cut
+}
+
+// cutStrings shortens every string value longer than previewString
+// characters, marking the cut inside the value.
+func cutStrings(v any) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		if utf8.RuneCountInString(x) > previewString {
+			return cutString(x, previewString), true
+		}
+		return x, false
+	case []any:
+		cut := false
+		for i := range x {
+			var c bool
+			x[i], c = cutStrings(x[i])
+			cut = cut || c
+		}
+		return x, cut
+	case map[string]any:
+		cut := false
+		for k := range x {
+			var c bool
+			x[k], c = cutStrings(x[k])
+			cut = cut || c
+		}
+		return x, cut
+	}
+	return v, false
+}
+
+// cutString keeps the first max characters of s and says how many follow.
+func cutString(s string, max int) string {
+	n := utf8.RuneCountInString(s)
+	if n <= max {
+		return s
+	}
+	rs := []rune(s)
+	return string(rs[:max]) + fmt.Sprintf("… [%d more characters not shown]", n-max)
+}
+
+// escapeInvisible writes characters that display as nothing or reorder the
+// text (format characters such as U+202E or U+200B, and the line and
+// paragraph separators) as \uXXXX escapes, so that what the human reads is
+// what is there. JSON already escapes control characters.
+func escapeInvisible(s string) string {
+	if !strings.ContainsFunc(s, invisible) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if invisible(r) {
+			fmt.Fprintf(&b, `\u%04x`, r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) ||
+		(unicode.IsControl(r) && r != '\n' && r != '\t') || r == utf8.RuneError
+}

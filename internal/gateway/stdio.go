@@ -1,0 +1,161 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// NewForClient returns the stdio gateway of an agent with a countersign
+// server: approvals are requests of kind mcp on that server, made with the
+// agent key of c. The server knows the key's id; the gateway binds its
+// request states to a hash of the key instead.
+func NewForClient(cfg *Config, c *client.Client, log *slog.Logger, stderr io.Writer) (*Gateway, error) {
+	p := &Principal{ID: "key:" + countersign.HashSecret(c.Credential)[:32]}
+	return newGateway(options{cfg: cfg, approvals: &clientApprovals{c: c}, stateKey: randomKey(), fixed: p, log: log, stderr: stderr})
+}
+
+// StandaloneOptions are the surroundings of a gateway without a server.
+type StandaloneOptions struct {
+	Log    *slog.Logger
+	Stderr io.Writer // upstream commands' stderr
+	// Open shows the local approval page's URL to the user; nil: the
+	// configured opener, else the system's (xdg-open, open, rundll32).
+	// The URL is a capability: it never reaches the model or a log.
+	Open func(url string) error
+}
+
+// NewStandalone returns the stdio gateway of an agent without a server
+// (ADR 0003): approvals live in a store of its own (in the configured data
+// directory, which keeps the audit log, or a temporary one), the answer to
+// an elicitation form is the decision, and clients without one get a local
+// approval page on 127.0.0.1, opened with the system's opener. close
+// releases the store and the page.
+func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Gateway, close func(), err error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	dir, cleanup, err := dataDir(cfg.Data)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("open the gateway's store in %s: %w", dir, err)
+	}
+	agent, err := localAgent(ctx, store)
+	if err != nil {
+		store.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	hub := approval.NewHub()
+	svc := approval.New(store, nil, hub, approval.Config{TTL: approvalTTL}, o.Log, nil)
+	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	go svc.RunSweeper(sweep)
+	open := o.Open
+	if open == nil {
+		open = opener(cfg.Opener)
+	}
+	page := newLocalPage(svc, agent, open, o.Log)
+	p := PrincipalOf(agent)
+	g, err = newGateway(options{cfg: cfg, fixed: &p, stateKey: randomKey(), log: o.Log, stderr: o.Stderr,
+		approvals: &serviceApprovals{svc: svc, decider: "mcp-client", page: page}})
+	close = func() {
+		page.close()
+		stopSweep()
+		hub.Close()
+		store.Close()
+		cleanup()
+	}
+	if err != nil {
+		close()
+		return nil, nil, err
+	}
+	return g, close, nil
+}
+
+// dataDir returns the configured data directory, created, or a temporary
+// one that cleanup removes.
+func dataDir(configured string) (dir string, cleanup func(), err error) {
+	if configured != "" {
+		if err := os.MkdirAll(configured, 0o700); err != nil {
+			return "", nil, fmt.Errorf("create the gateway's data directory: %w", err)
+		}
+		return configured, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "countersign-mcp-")
+	if err != nil {
+		return "", nil, fmt.Errorf("create a temporary directory for the gateway: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
+}
+
+// localAgent returns the standalone gateway's own account and agent key,
+// creating them in a new store.
+func localAgent(ctx context.Context, store countersign.Store) (countersign.Agent, error) {
+	const account, name = "local", "mcp-gateway"
+	acc, err := store.AccountByName(ctx, account)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		acc, err = (&approval.Admin{Store: store}).CreateAccount(ctx, account)
+	}
+	if err != nil {
+		return countersign.Agent{}, fmt.Errorf("the gateway's account: %w", err)
+	}
+	keys, err := store.AgentKeys(ctx, acc.ID)
+	if err != nil {
+		return countersign.Agent{}, err
+	}
+	for _, k := range keys {
+		if k.Name == name && !k.Revoked() {
+			return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
+		}
+	}
+	k, _, err := (&approval.Admin{Store: store}).CreateAgentKey(ctx, account, name)
+	if err != nil {
+		return countersign.Agent{}, fmt.Errorf("the gateway's key: %w", err)
+	}
+	return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
+}
+
+// opener returns the function that opens a URL with the configured
+// command, or the system's.
+func opener(configured []string) func(string) error {
+	cmd := configured
+	if len(cmd) == 0 {
+		switch runtime.GOOS {
+		case "darwin":
+			cmd = []string{"open"}
+		case "windows":
+			cmd = []string{"rundll32", "url.dll,FileProtocolHandler"}
+		default:
+			cmd = []string{"xdg-open"}
+		}
+	}
+	return func(url string) error {
+		c := exec.Command(cmd[0], append(cmd[1:], url)...)
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("run %s: %w", cmd[0], err)
+		}
+		go c.Wait() // reap it; a browser may outlive it
+		return nil
+	}
+}
+
+func randomKey() []byte {
+	k := make([]byte, 32)
+	rand.Read(k)
+	return k
+}

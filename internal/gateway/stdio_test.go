@@ -1,0 +1,332 @@
+package gateway_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// stdioConnect serves g to one in-memory client, as over stdio.
+func stdioConnect(t *testing.T, g *gateway.Gateway, o clientOpts) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := g.Server().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := o.client().Connect(t.Context(), ct, &mcp.ClientSessionOptions{ProtocolVersion: o.version})
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// stdioGateway is `countersign mcp` with COUNTERSIGN_URL: the harness's
+// server, asked through the API with the key, the fixture as upstream.
+func (h *harness) stdioGateway(key string) (*gateway.Gateway, string) {
+	h.t.Helper()
+	logFile := filepath.Join(h.t.TempDir(), "stdio.log")
+	cfg := gateway.NewConfig()
+	cfg.Hold = 300 * time.Millisecond
+	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(h.t, "notes", logFile)}
+	g, err := gateway.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	g.Start(h.ctx, 20*time.Second)
+	h.t.Cleanup(g.Close)
+	return g, logFile
+}
+
+// TestStdioServerPending (d over stdio with a server): requests of kind mcp
+// in the server's inbox; the result names <public URL>/approvals/… and the
+// reference; the retry takes the approval once; a denial is told.
+func TestStdioServerPending(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+	g, logFile := h.stdioGateway("agent")
+	for _, version := range []string{"", "2025-11-25"} {
+		cs := stdioConnect(t, g, clientOpts{version: version})
+		wantRan(t, call(t, cs, "read_note", map[string]any{"id": "1"}), "note 1 from notes")
+		args := map[string]any{"id": "s" + version}
+		text := wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+		r := h.pending("delete_note")
+		if r.Kind != countersign.KindMCP || !strings.Contains(text, h.base+"/approvals/"+r.ID) || !strings.Contains(text, countersign.FormatReference(r.Reference)) {
+			t.Fatalf("request %+v, text %q", r, text)
+		}
+		// Changed arguments do not take it; the same call does, once.
+		wantStatus(t, call(t, cs, "delete_note", map[string]any{"id": "changed" + version}), "approval_pending")
+		h.decide(r.ID, countersign.DecisionApprove)
+		wantRan(t, call(t, cs, "delete_note", args), "deleted s"+version)
+		if got := h.events(r.ID); strings.Join(got, ",") != "created,approved,consumed" {
+			t.Errorf("audit events %v", got)
+		}
+		wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+		h.decide(h.pending("delete_note").ID, countersign.DecisionDeny)
+		wantStatus(t, call(t, cs, "delete_note", args), "denied")
+		h.decide(h.pending("delete_note").ID, countersign.DecisionDeny) // the changed call
+	}
+	wantCalls(t, logFile, "delete_note s", "delete_note s2025-11-25")
+
+	// Another key's gateway does not take this key's approval.
+	cs := stdioConnect(t, g, clientOpts{})
+	args := map[string]any{"id": "mine"}
+	wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+	h.decide(h.pending("delete_note").ID, countersign.DecisionApprove)
+	other, otherLog := h.stdioGateway("agent2")
+	wantStatus(t, call(t, stdioConnect(t, other, clientOpts{}), "delete_note", args), "approval_pending")
+	wantCalls(t, otherLog)
+	wantRan(t, call(t, cs, "delete_note", args), "deleted mine")
+}
+
+// TestStdioServerElicit (a, b, c over stdio with a server): the elicitation
+// carries the preview and the inbox link; the inbox decides.
+func TestStdioServerElicit(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+	g, logFile := h.stdioGateway("agent")
+	for _, version := range []string{"", "2025-11-25"} {
+		var seen []*mcp.ElicitParams
+		cs := stdioConnect(t, g, clientOpts{version: version, elicit: h.elicitVia("send_mail", countersign.DecisionApprove, "accept", &seen)})
+		wantRan(t, call(t, cs, "send_mail", map[string]any{"to": "f" + version}), "sent to f"+version)
+		if len(seen) != 1 || seen[0].Mode != "form" || !strings.Contains(seen[0].Message, h.base+"/approvals/") {
+			t.Fatalf("%q: elicitations %+v", version, seen)
+		}
+		cs = stdioConnect(t, g, clientOpts{version: version, urlOnly: true, elicit: h.elicitVia("send_mail", countersign.DecisionApprove, "accept", &seen)})
+		wantRan(t, call(t, cs, "send_mail", map[string]any{"to": "u" + version}), "sent to u"+version)
+		if last := seen[len(seen)-1]; last.Mode != "url" || !strings.HasPrefix(last.URL, h.base+"/approvals/req_") {
+			t.Fatalf("%q: URL elicitation %+v", version, last)
+		}
+		cs = stdioConnect(t, g, clientOpts{version: version, elicit: h.elicitVia("send_mail", countersign.DecisionDeny, "accept", &seen)})
+		wantStatus(t, call(t, cs, "send_mail", map[string]any{"to": "d" + version}), "denied")
+		cs = stdioConnect(t, g, clientOpts{version: version, elicit: h.elicitVia("send_mail", "", "decline", &seen)})
+		wantStatus(t, call(t, cs, "send_mail", map[string]any{"to": "x" + version}), "declined")
+	}
+	wantCalls(t, logFile, "send_mail f", "send_mail u", "send_mail f2025-11-25", "send_mail u2025-11-25")
+}
+
+// TestStdioServerDown: with the server unreachable, nothing that needs a
+// human runs, and the model is told why.
+func TestStdioServerDown(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "down.log")
+	cfg := gateway.NewConfig()
+	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
+	g, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(t.Context(), 20*time.Second)
+	t.Cleanup(g.Close)
+	cs := stdioConnect(t, g, clientOpts{})
+	res := call(t, cs, "delete_note", map[string]any{"id": "x"})
+	if !res.IsError || !strings.Contains(textOf(res), "cannot be reached") {
+		t.Fatalf("result %q", textOf(res))
+	}
+	wantRan(t, call(t, cs, "read_note", map[string]any{"id": "r"}), "note r from notes")
+	wantCalls(t, logFile)
+}
+
+// standalone is `countersign mcp` without a server: its own store in dir,
+// and an opener that records the links it was given.
+type standalone struct {
+	g       *gateway.Gateway
+	logFile string
+	dir     string
+	mu      sync.Mutex
+	opened  []string
+	fail    error
+}
+
+func newStandalone(t *testing.T) *standalone {
+	t.Helper()
+	s := &standalone{logFile: filepath.Join(t.TempDir(), "calls.log"), dir: t.TempDir()}
+	cfg := gateway.NewConfig()
+	cfg.Hold = 300 * time.Millisecond
+	cfg.Data = s.dir
+	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", s.logFile)}
+	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
+		Open: func(u string) error {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.opened = append(s.opened, u)
+			return s.fail
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeG)
+	g.Start(t.Context(), 20*time.Second)
+	t.Cleanup(g.Close)
+	s.g = g
+	return s
+}
+
+func (s *standalone) lastLink(t *testing.T) string {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.opened) == 0 {
+		t.Fatal("no page was opened")
+	}
+	return s.opened[len(s.opened)-1]
+}
+
+// audit returns the events of the standalone store's audit log.
+func (s *standalone) audit(t *testing.T) []string {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), filepath.Join(s.dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	entries, err := db.AuditLog(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Event+" "+e.Actor)
+	}
+	return out
+}
+
+// TestStandaloneElicit: without a server, the user's answer to the form is
+// the decision (ADR 0003), for new and legacy clients.
+func TestStandaloneElicit(t *testing.T) {
+	s := newStandalone(t)
+	for _, version := range []string{"", "2025-11-25"} {
+		var seen []string
+		answer := "accept"
+		cs := stdioConnect(t, s.g, clientOpts{version: version, elicit: func(_ context.Context, r *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			seen = append(seen, r.Params.Message)
+			return &mcp.ElicitResult{Action: answer}, nil
+		}})
+		wantRan(t, call(t, cs, "delete_note", map[string]any{"id": "a" + version}), "deleted a"+version)
+		if len(seen) != 1 || !strings.Contains(seen[0], "Allow this call once?") || !strings.Contains(seen[0], `"id": "a`+version+`"`) || strings.Contains(seen[0], "http") {
+			t.Fatalf("elicitations %q", seen)
+		}
+		answer = "decline"
+		wantStatus(t, call(t, cs, "delete_note", map[string]any{"id": "b" + version}), "declined")
+	}
+	wantCalls(t, s.logFile, "delete_note a", "delete_note a2025-11-25")
+	if len(s.opened) != 0 {
+		t.Errorf("pages opened for clients with elicitation: %d", len(s.opened))
+	}
+	got := strings.Join(s.audit(t), "\n")
+	for _, want := range []string{"approved approver:mcp-client", "consumed key:", "denied approver:mcp-client"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("audit lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+// TestStandalonePage: a client without elicitation (or with URL
+// elicitation only) gets approval_pending; the local page, opened with the
+// opener and never shown to the model, decides; the retry runs once.
+func TestStandalonePage(t *testing.T) {
+	s := newStandalone(t)
+	for _, o := range []clientOpts{{}, {urlOnly: true, elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return nil, errors.New("never asked")
+	}}} {
+		cs := stdioConnect(t, s.g, o)
+		args := map[string]any{"to": "page@example.com", "urlOnly": o.urlOnly}
+		res := call(t, cs, "send_mail", args)
+		text := wantStatus(t, res, "approval_pending")
+		link := s.lastLink(t)
+		u, _ := url.Parse(link)
+		if u.Hostname() != "127.0.0.1" || strings.Contains(text, u.Host) || strings.Contains(text, u.Path) || strings.Contains(text, "http") {
+			t.Fatalf("link %q, text %q", link, text)
+		}
+		page := get(t, link, "")
+		if !strings.Contains(page, "page@example.com") || !strings.Contains(page, "Approve once") {
+			t.Fatalf("page %q", page)
+		}
+		// Another Host (DNS rebinding) and a cross-origin POST are refused.
+		if code := status(t, http.MethodGet, link, "evil.example:80", ""); code != http.StatusMisdirectedRequest {
+			t.Errorf("another Host: %d", code)
+		}
+		if code := status(t, http.MethodPost, link, "", "http://evil.example"); code != http.StatusForbidden {
+			t.Errorf("cross-origin POST: %d", code)
+		}
+		wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
+		if done := post(t, link, "approve"); !strings.Contains(done, "Approved once") {
+			t.Fatalf("after approving: %q", done)
+		}
+		wantRan(t, call(t, cs, "send_mail", args), "sent to page@example.com")
+		wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
+		if done := post(t, s.lastLink(t), "deny"); !strings.Contains(done, "Denied") {
+			t.Fatalf("after denying: %q", done)
+		}
+		wantStatus(t, call(t, cs, "send_mail", args), "denied")
+		// A used link decides nothing more.
+		if done := post(t, link, "approve"); !strings.Contains(done, "consumed") {
+			t.Fatalf("used link: %q", done)
+		}
+	}
+	wantCalls(t, s.logFile, "send_mail page@example.com", "send_mail page@example.com")
+
+	// No way to show the page: the call does not run and is not left
+	// waiting.
+	s.fail = errors.New("no display")
+	cs := stdioConnect(t, s.g, clientOpts{})
+	res := call(t, cs, "delete_note", map[string]any{"id": "nope"})
+	if !res.IsError || !strings.Contains(textOf(res), "could not show the confirmation page") {
+		t.Fatalf("result %q", textOf(res))
+	}
+}
+
+func get(t *testing.T, link, _ string) string {
+	t.Helper()
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", link, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func post(t *testing.T, link, decision string) string {
+	t.Helper()
+	resp, err := http.PostForm(link, url.Values{"decision": {decision}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func status(t *testing.T, method, link, host, origin string) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, link, strings.NewReader("decision=approve"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if host != "" {
+		req.Host = host
+	}
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

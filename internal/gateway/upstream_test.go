@@ -1,0 +1,168 @@
+package gateway_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestCollisions: several upstreams at once; a name that two of them use
+// is prefixed with each upstream's name, and each call reaches its own.
+func TestCollisions(t *testing.T) {
+	var logB string
+	h := newHarness(t, func(c *gateway.Config) {
+		logB = filepath.Join(t.TempDir(), "b.log")
+		c.Upstreams = append(c.Upstreams, fixtureUpstream(t, "other", logB))
+	})
+	cs := h.connect(clientOpts{})
+	names := toolNames(t, cs)
+	for _, want := range []string{"notes_read_note", "other_read_note", "notes_write_note", "other_write_note"} {
+		if !slices.Contains(names, want) {
+			t.Fatalf("tools %v lack %s", names, want)
+		}
+	}
+	if slices.Contains(names, "read_note") {
+		t.Fatalf("tools %v: a colliding name is left unprefixed", names)
+	}
+	wantRan(t, call(t, cs, "other_read_note", map[string]any{"id": "1"}), "note 1 from other")
+	wantRan(t, call(t, cs, "notes_read_note", map[string]any{"id": "2"}), "note 2 from notes")
+	wantRan(t, call(t, cs, "other_write_note", map[string]any{"id": "3"}), "written")
+	wantCalls(t, logB, "write_note 3")
+	wantCalls(t, h.logFile)
+}
+
+// TestTierRules: rules of the configuration override the annotations, by
+// exposed or qualified name; an upstream's annotations can be ignored.
+func TestTierRules(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Rules = []gateway.TierRule{{Match: "notes/read_*", Tier: gateway.TierCommit}, {Match: "send_*", Tier: gateway.TierRead}}
+	})
+	cs := h.connect(clientOpts{})
+	wantStatus(t, call(t, cs, "read_note", map[string]any{"id": "1"}), "approval_pending")
+	wantRan(t, call(t, cs, "send_mail", map[string]any{"to": "r@example.com"}), "sent to r@example.com")
+
+	ignored := newHarness(t, func(c *gateway.Config) { c.Upstreams[0].IgnoreAnnotations = true })
+	cs = ignored.connect(clientOpts{})
+	wantStatus(t, call(t, cs, "write_note", map[string]any{"id": "1"}), "approval_pending")
+	if r := ignored.pending("write_note"); !strings.Contains(r.Preview, "Tier:     external") {
+		t.Errorf("preview %q", r.Preview)
+	}
+}
+
+// TestListChanged: a tool the upstream adds reaches the clients with
+// list_changed, for new and legacy clients alike.
+func TestListChanged(t *testing.T) {
+	h := newHarness(t, nil)
+	var mu sync.Mutex
+	changed := map[string]int{}
+	clients := map[string]*mcp.ClientSession{}
+	for _, version := range []string{"", "2025-11-25"} {
+		clients[version] = h.connect(clientOpts{version: version, changed: func() { mu.Lock(); changed[version]++; mu.Unlock() }})
+	}
+	wantRan(t, call(t, clients[""], "add_tool", nil), "added")
+	for version, cs := range clients {
+		eventually(t, "list_changed for "+version, func() bool { mu.Lock(); defer mu.Unlock(); return changed[version] > 0 })
+		eventually(t, "the new tool for "+version, func() bool { return slices.Contains(toolNames(t, cs), "extra") })
+		wantRan(t, call(t, cs, "extra", nil), "extra ran")
+	}
+}
+
+// TestProgressAndCancel: progress of an upstream call reaches the client
+// under its own token; a cancelled call is cancelled upstream.
+func TestProgressAndCancel(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, version := range []string{"", "2025-11-25"} {
+		var mu sync.Mutex
+		var got []string
+		first := make(chan struct{}, 1)
+		cs := h.connect(clientOpts{version: version, progress: func(r *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			got = append(got, r.Params.ProgressToken.(string)+":"+r.Params.Message)
+			mu.Unlock()
+			if r.Params.ProgressToken == "cancel-me" {
+				select {
+				case first <- struct{}{}:
+				default:
+				}
+			}
+		}})
+		params := &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"id": "p"}}
+		params.SetProgressToken("my-token")
+		res, err := cs.CallTool(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRan(t, res, "slow done")
+		// The last step may race the result (see TestEverythingUpstream).
+		eventually(t, "progress", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) >= 2 })
+		mu.Lock()
+		if strings.Join(got[:2], ",") != "my-token:step 1,my-token:step 2" {
+			t.Errorf("%q: progress %v", version, got)
+		}
+		mu.Unlock()
+
+		ctx, cancel := context.WithCancel(t.Context())
+		params = &mcp.CallToolParams{Name: "slow", Arguments: map[string]any{"id": "c" + version, "steps": "many"}}
+		params.SetProgressToken("cancel-me")
+		errc := make(chan error, 1)
+		go func() { _, err := cs.CallTool(ctx, params); errc <- err }()
+		<-first
+		cancel()
+		if err := <-errc; err == nil {
+			t.Fatal("a cancelled call returned no error")
+		}
+		eventually(t, "the upstream to see the cancellation of "+version, func() bool {
+			return slices.Contains(calls(t, h.logFile), "slow c"+version+" cancelled")
+		})
+	}
+}
+
+// TestUpstreamDies: an upstream that dies is a tool error, not a dead
+// gateway, and comes back.
+func TestUpstreamDies(t *testing.T) {
+	h := newHarness(t, nil)
+	cs := h.connect(clientOpts{})
+	res := call(t, cs, "crash", nil)
+	if !res.IsError || !strings.Contains(textOf(res), `"notes"`) {
+		t.Fatalf("crash: %q (error %v)", textOf(res), res.IsError)
+	}
+	// Until it is back, calls fail as tool errors; then they work again.
+	eventually(t, "the upstream to come back", func() bool {
+		res := call(t, cs, "read_note", map[string]any{"id": "back"})
+		return !res.IsError && textOf(res) == "note back from notes"
+	})
+	if got := toolNames(t, cs); !slices.Contains(got, "read_note") {
+		t.Errorf("tools after the restart: %v", got)
+	}
+}
+
+// TestHTTPUpstream: a streamable HTTP upstream with configured headers
+// (${VAR} from the environment); without them it does not connect, and the
+// gateway runs on without its tools.
+func TestHTTPUpstream(t *testing.T) {
+	logFile := filepath.Join(t.TempDir(), "http.log")
+	srv := httptest.NewServer(fixtureHTTP("web", logFile))
+	t.Cleanup(srv.Close) // after the gateway's upstreams hung up
+	t.Setenv("FIXTURE_TOKEN", "secret")
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{
+			{Name: "web", URL: srv.URL, Headers: map[string]string{"X-Fixture-Token": "${FIXTURE_TOKEN}"}, Prefix: true},
+			{Name: "nokey", URL: srv.URL},
+		}
+	})
+	cs := h.connect(clientOpts{})
+	names := toolNames(t, cs)
+	if !slices.Contains(names, "web_read_note") || slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, "nokey") }) {
+		t.Fatalf("tools %v", names)
+	}
+	wantRan(t, call(t, cs, "web_read_note", map[string]any{"id": "h"}), "note h from web")
+	wantStatus(t, call(t, cs, "web_delete_note", map[string]any{"id": "h"}), "approval_pending")
+	wantCalls(t, logFile)
+}
