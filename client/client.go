@@ -104,14 +104,31 @@ var ErrUnreachable = errors.New("countersign server unreachable or answering gar
 // request of the same key was returned instead.
 func (c *Client) Create(ctx context.Context, in CreateInput) (r *Request, created bool, err error) {
 	status, err := c.do(ctx, http.MethodPost, "/api/v1/requests", in, &r)
-	return r, status == http.StatusCreated, err
+	r, err = checked(r, err, "", "")
+	return r, err == nil && status == http.StatusCreated, err
 }
 
 // Get returns a request of the client's key.
 func (c *Client) Get(ctx context.Context, id string) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodGet, "/api/v1/requests/"+url.PathEscape(id), nil, &r)
-	return r, err
+	return checked(r, err, id, "")
+}
+
+// checked refuses an answer that is not the request asked about (a proxy
+// or a wrong URL answering 200 with null, {} or another request) as
+// garbage, so that no caller mistakes it for a state. Callers fail closed
+// on ErrUnreachable. want, when set, is the status the call must produce.
+func checked(r *Request, err error, id, want string) (*Request, error) {
+	switch {
+	case err != nil:
+		return nil, err
+	case r == nil || r.ID == "" || r.Status == "" || (id != "" && r.ID != id):
+		return nil, fmt.Errorf("%w: the answer is not the request asked about", ErrUnreachable)
+	case want != "" && r.Status != want:
+		return nil, fmt.Errorf("%w: the answer says %q, not %q", ErrUnreachable, r.Status, want)
+	}
+	return r, nil
 }
 
 // Wait long-polls a request for up to wait (the server holds at most 60 s)
@@ -122,21 +139,21 @@ func (c *Client) Wait(ctx context.Context, id string, wait time.Duration) (*Requ
 	ctx, cancel := context.WithTimeout(ctx, wait+15*time.Second)
 	defer cancel()
 	_, err := c.do(ctx, http.MethodGet, path, nil, &r)
-	return r, err
+	return checked(r, err, id, "")
 }
 
 // Consume uses an approval, once.
 func (c *Client) Consume(ctx context.Context, id string) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/consume", nil, &r)
-	return r, err
+	return checked(r, err, id, "consumed")
 }
 
 // Cancel gives up a pending request.
 func (c *Client) Cancel(ctx context.Context, id string) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/cancel", nil, &r)
-	return r, err
+	return checked(r, err, id, "")
 }
 
 // List returns the requests of the approver's account with the status
@@ -160,7 +177,7 @@ func (c *Client) List(ctx context.Context, status string, limit int) ([]*Request
 func (c *Client) Decide(ctx context.Context, idOrRef string, d Decision) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(idOrRef)+"/decision", d, &r)
-	return r, err
+	return checked(r, err, "", "")
 }
 
 // do sends one API call and decodes the answer into out.

@@ -43,8 +43,8 @@ func TestBinary(t *testing.T) {
 		exit   int
 		want   string // in stdout, when no golden case
 	}{
-		{name: "read", args: []string{"hook", "claude"}, golden: "pre_read_allow"},
-		{name: "echo rm", args: []string{"hook", "claude", "--timeout", "30"}, golden: "pre_bash_echo_rm_allow"},
+		{name: "read", args: []string{"hook", "claude"}, golden: "pre_read_default_prompt"},
+		{name: "echo rm", args: []string{"hook", "claude", "--timeout", "30"}, golden: "pre_bash_echo_rm_default_prompt"},
 		{name: "deny", args: []string{"hook", "claude"}, golden: "perm_rm_root_deny"},
 		{name: "prompt", args: []string{"hook", "claude"}, golden: "pre_write_inside_prompt"},
 		{name: "other event", args: []string{"hook", "claude"}, golden: "post_tool_use_ignored"},

@@ -150,10 +150,13 @@ func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
 	defer cancel()
 	v := (&Policy{Rules: rules, Config: cfg}).Decide(dctx, call)
 	switch {
-	case v.Action == Allow && v.Default && in.Event == EventPermissionRequest:
-		// Claude Code prompts only where its own settings want a human
-		// (an ask rule, a read outside the project). A built-in default is
-		// not reason enough to answer for that human; a [hook] rule is.
+	case v.Action == Allow && v.Default:
+		// A built-in default is not reason enough to answer for a human:
+		// "allow" would skip Claude Code's own permission rules and prompt
+		// (for a read outside the project, say), and a static list of
+		// harmless-looking commands cannot know every option that runs a
+		// program (git -c core.fsmonitor=…, less +!…). Such calls are left
+		// to Claude Code; only a [hook] rule or a human's approval allows.
 		return outcome{action: Prompt}
 	case v.Action == Allow:
 		return outcome{action: Allow, reason: "countersign policy: " + strings.Join(v.Reasons, "; ")}

@@ -92,14 +92,19 @@ func (p *localPage) guard(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// Origin: null with the page's own form post.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		if "http://"+r.Host != p.origin {
 			http.Error(w, "wrong host", http.StatusMisdirectedRequest)
 			return
 		}
-		if o := r.Header.Get("Origin"); r.Method == http.MethodPost && o != "" && o != p.origin {
-			http.Error(w, "cross-origin request refused", http.StatusForbidden)
+		// A decision comes only from the page itself: a browser says so
+		// with Origin or Sec-Fetch-Site. A bare POST (curl by a process
+		// that read the link from the opener's command line) says neither.
+		if r.Method == http.MethodPost && !sameOrigin(r, p.origin) {
+			http.Error(w, "only the approval page itself can decide", http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -183,4 +188,13 @@ func (p *localPage) decide(w http.ResponseWriter, r *http.Request) {
 		done = "This request is " + string(got.Status) + ". You can close this page."
 	}
 	p.render(w, got, done)
+}
+
+// sameOrigin reports whether a browser sent the request from origin: Origin
+// equal to it, or, without Origin, Sec-Fetch-Site same-origin.
+func sameOrigin(r *http.Request, origin string) bool {
+	if o := r.Header.Get("Origin"); o != "" {
+		return o == origin
+	}
+	return r.Header.Get("Sec-Fetch-Site") == "same-origin"
 }

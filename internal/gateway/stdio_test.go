@@ -261,6 +261,11 @@ func TestStandalonePage(t *testing.T) {
 		if code := status(t, http.MethodPost, link, "", "http://evil.example"); code != http.StatusForbidden {
 			t.Errorf("cross-origin POST: %d", code)
 		}
+		// A bare POST, as by a process that read the link from the
+		// opener's command line, says no origin and is refused too.
+		if code := status(t, http.MethodPost, link, "", ""); code != http.StatusForbidden {
+			t.Errorf("POST without Origin or Sec-Fetch-Site: %d", code)
+		}
 		wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
 		if done := post(t, link, "approve"); !strings.Contains(done, "Approved once") {
 			t.Fatalf("after approving: %q", done)
@@ -302,9 +307,15 @@ func get(t *testing.T, link, _ string) string {
 	return string(b)
 }
 
+// post decides as the page's own form does in a browser: with the page's
+// origin.
 func post(t *testing.T, link, decision string) string {
 	t.Helper()
-	resp, err := http.PostForm(link, url.Values{"decision": {decision}})
+	u, _ := url.Parse(link)
+	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"decision": {decision}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
