@@ -111,6 +111,18 @@ func resolvedBy(by string) any {
 	return by
 }
 
+// seedResolver is resolved_by on the unsigned status route: only the seed's
+// two words, so that no approver's name is told to whoever asks.
+func seedResolver(by string) any {
+	switch by {
+	case "":
+		return nil
+	case countersign.DecidedByAutoApprove:
+		return "auto_approve"
+	}
+	return "email"
+}
+
 func (s *Server) claudeEventStatus(w http.ResponseWriter, r *http.Request) error {
 	req, err := s.service.SeedRequest(r.Context(), "claude:"+r.PathValue("id"))
 	if err != nil {
@@ -121,7 +133,7 @@ func (s *Server) claudeEventStatus(w http.ResponseWriter, r *http.Request) error
 		text = req.Reason
 	}
 	writeJSON(w, http.StatusOK, map[string]any{
-		"status": seedStatus(req.Status, true), "response_text": text, "resolved_by": resolvedBy(req.DecidedBy),
+		"status": seedStatus(req.Status, true), "response_text": text, "resolved_by": seedResolver(req.DecidedBy),
 	})
 	return nil
 }

@@ -936,7 +936,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 		if !strings.Contains(page, "Done") || strings.Contains(page, `<form method="post"`) {
 			t.Errorf("decided page:\n%s", page)
 		}
-		e.wantStatus("delete-requests", id, map[string]any{"status": "approved", "approved_by": "email link"})
+		e.wantStatus("delete-requests", id, map[string]any{"status": "approved", "approved_by": "admin"})
 		if r := e.stored("delete:" + id); r.Status != countersign.StatusApproved || r.DecidedBy != approval.DecidedByLink {
 			t.Errorf("stored: %s by %q", r.Status, r.DecidedBy)
 		}
@@ -952,13 +952,13 @@ func TestSeedDeleteLinks(t *testing.T) {
 			t.Errorf("a decided request still offers a form:\n%s", page)
 		}
 		e.unchanged("a used link", after)
-		e.wantStatus("delete-requests", id, map[string]any{"status": "approved", "approved_by": "email link"})
+		e.wantStatus("delete-requests", id, map[string]any{"status": "approved", "approved_by": "admin"})
 	})
 
 	t.Run("same-origin without Origin", func(t *testing.T) {
 		e := e.with(t)
 		sdPage(t, "deny with Sec-Fetch-Site", e.form(otherDenyURL, map[string]string{"Sec-Fetch-Site": "same-origin"}, url.Values{"reason": {"not today"}}), http.StatusOK)
-		e.wantStatus("delete-requests", "del_1700000000_2", map[string]any{"status": "denied", "approved_by": "email link"})
+		e.wantStatus("delete-requests", "del_1700000000_2", map[string]any{"status": "denied", "approved_by": "admin"})
 		if r := e.stored("delete:del_1700000000_2"); r.Reason != "not today" {
 			t.Errorf("deny reason %q", r.Reason)
 		}
@@ -1392,5 +1392,5 @@ func TestSeedPythonClient(t *testing.T) {
 
 	// The links Python received decide for the Python client.
 	sdPage(t, "approve the Python request", e.press(sdString(a["approval_url"]), nil), http.StatusOK)
-	e.wantStatus("delete-requests", deleteID, map[string]any{"status": "approved", "approved_by": "email link"})
+	e.wantStatus("delete-requests", deleteID, map[string]any{"status": "approved", "approved_by": "admin"})
 }
