@@ -40,7 +40,7 @@ func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*co
 
 // Wait implements countersign.Service.
 func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, wait time.Duration) (*countersign.Request, error) {
-	r, err := s.Get(ctx, agent, id)
+	r, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 	if err != nil || r.Status != countersign.StatusPending || wait <= 0 {
 		return r, err
 	}
@@ -50,7 +50,7 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
 		ch, stop := s.hub.Subscribe(id)
-		got, err := s.Get(ctx, agent, id)
+		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 		if err != nil && ctx.Err() != nil {
 			// The wait was given up during the read: like any other end
 			// of the wait, that answers the state last read, not an error.
@@ -275,4 +275,23 @@ func sameNotFound(err error) error {
 		return notFound()
 	}
 	return err
+}
+
+// OffStack runs fn on a goroutine of its own and returns its result. A
+// long poll's goroutine stays parked for up to a minute with the stack its
+// deepest call grew, and the store's calls are deep (modernc.org/sqlite is
+// transpiled C): reading on a short-lived goroutine keeps each of thousands
+// of parked waits small.
+func OffStack[T any](fn func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	r := <-ch
+	return r.v, r.err
 }

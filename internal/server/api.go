@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // apiHandler is an API handler that returns its error instead of writing
@@ -51,7 +52,8 @@ func (s *Server) agent(h agentHandler) apiHandler {
 		if err != nil {
 			return err
 		}
-		a, err := s.auth.Agent(r.Context(), secret)
+		// Off the handler's stack: a long poll parks on this goroutine.
+		a, err := approval.OffStack(func() (countersign.Agent, error) { return s.auth.Agent(r.Context(), secret) })
 		if err != nil {
 			return err
 		}

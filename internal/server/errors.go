@@ -44,6 +44,13 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, err error
 	if !ok {
 		status = http.StatusInternalServerError
 	}
+	if code == countersign.EINTERNAL && r.Context().Err() != nil {
+		// The client went away mid-request: nobody reads the answer, and
+		// it is no fault of the server's.
+		s.log.Debug("client gone", "route", r.Pattern, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{errorDetail{Code: countersign.EUNAVAILABLE, Message: "the request was cancelled"}})
+		return
+	}
 	if code == countersign.EINTERNAL {
 		id := countersign.NewID("")[:10]
 		s.log.Error("internal error", "error_id", id, "route", r.Pattern, "err", err)

@@ -81,7 +81,7 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 // twin: its approval covers the ask the human saw, once.
 func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	got, err := scanRequest(tx.QueryRowContext(ctx, `
-		SELECT `+requestColumns+` FROM requests
+		SELECT `+requestColumns+` FROM requests INDEXED BY requests_binding
 		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
 		  AND status = 'pending' AND expires_at > ? AND seed_id = ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
@@ -98,17 +98,23 @@ func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.
 // maxPending requests waiting that have not expired at now. RetryAfter is
 // when the soonest of them expires and so frees a place.
 func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPending int, now time.Time) error {
+	// Count no further than the limit: the common case reads a few index
+	// entries, however many requests wait.
 	var n int
-	var soonest sql.NullInt64
 	err := tx.QueryRowContext(ctx, `
-		SELECT COUNT(*), MIN(expires_at) FROM requests
-		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`,
-		accountID, nanos(now)).Scan(&n, &soonest)
+		SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_status
+			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?)`,
+		accountID, nanos(now), maxPending).Scan(&n)
 	if err != nil {
 		return fmt.Errorf("count pending requests: %w", err)
 	}
 	if n < maxPending {
 		return nil
+	}
+	var soonest sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM requests INDEXED BY requests_account_status
+		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`, accountID, nanos(now)).Scan(&soonest); err != nil {
+		return fmt.Errorf("count pending requests: %w", err)
 	}
 	return &countersign.Error{
 		Code: countersign.ELIMIT,
