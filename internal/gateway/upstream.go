@@ -83,6 +83,13 @@ func (u *upstream) run(ctx context.Context) {
 			continue
 		}
 		started := time.Now()
+		// A kick meant for an earlier session is void: left in the
+		// channel, it would end this one at once, and the calls failing
+		// with it would kick the next, each restart waiting longer.
+		select {
+		case <-u.kick:
+		default:
+		}
 		done := make(chan error, 1)
 		go func() { done <- cs.Wait() }()
 		select {
