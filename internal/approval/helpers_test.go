@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,29 +17,11 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // start is where every test's clock begins.
 var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is a countersign.Clock that moves only when a test moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // passwordHash is an argon2id hash in the format of approval.HashPassword
 // but with tiny parameters: the real ones take more than a second under the
@@ -59,7 +40,7 @@ type env struct {
 	t      *testing.T
 	ctx    context.Context
 	store  *sqlite.DB
-	clock  *fakeClock
+	clock  *testutil.Clock
 	hub    *approval.Hub
 	svc    *approval.Service
 	admin  *approval.Admin
@@ -82,7 +63,7 @@ func newEnv(t *testing.T, cfg approval.Config) *env {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := &fakeClock{now: start}
+	clock := testutil.NewClock(start)
 	hub := approval.NewHub()
 	e := &env{
 		t: t, ctx: ctx, store: store, clock: clock, hub: hub,

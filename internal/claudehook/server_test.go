@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,25 +19,8 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
-
-// fakeClock is the server's clock; tests move it to expire requests.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // testServer is the real server — handler, approval service, SQLite store —
 // with one account, an agent key for the hook and an approver token for
@@ -46,7 +28,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 type testServer struct {
 	URL      string
 	svc      *approval.Service
-	clock    *fakeClock
+	clock    *testutil.Clock
 	agentKey string
 	human    *client.Client // the approver alice
 	agent    *client.Client // the hook's key, for setting up windows
@@ -63,7 +45,7 @@ func newTestServer(t *testing.T) *testServer {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clock := testutil.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 	admin := &approval.Admin{Store: store, Clock: clock}
 	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package notify_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -22,43 +21,8 @@ import (
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
-
-// fakeClock is a countersign.Clock that moves only when a test moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer is a log destination shared by goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // env is the whole server on a real SQLite file: the approval service with
 // the notifier, the HTTP server at its public URL, and a worker, all on
@@ -68,7 +32,7 @@ type env struct {
 	ctx      context.Context
 	path     string
 	store    *sqlite.DB
-	clock    *fakeClock
+	clock    *testutil.Clock
 	svc      *approval.Service
 	http     *httptest.Server
 	public   *url.URL
@@ -77,17 +41,17 @@ type env struct {
 	admin    *notify.Admin
 	agent    countersign.Agent
 	account  *countersign.Account
-	logs     *syncBuffer
+	logs     *testutil.LogBuffer
 	log      *slog.Logger
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, ctx: t.Context(), path: filepath.Join(t.TempDir(), "countersign.db"), logs: &syncBuffer{}}
+	e := &env{t: t, ctx: t.Context(), path: filepath.Join(t.TempDir(), "countersign.db"), logs: &testutil.LogBuffer{}}
 	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// Real time, so that the server's sessions and the fake clock agree
 	// roughly; the fake clock moves only when a test moves it.
-	e.clock = &fakeClock{now: time.Now().UTC().Truncate(time.Second)}
+	e.clock = testutil.NewClock(time.Now().UTC().Truncate(time.Second))
 	e.open()
 
 	admin := &approval.Admin{Store: e.store, Clock: e.clock}

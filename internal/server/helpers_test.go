@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,47 +23,11 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // start is where every test's clock begins.
 var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is a countersign.Clock that moves only when a test moves it.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward by d.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// syncBuffer is a log sink that handlers may write to at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // passwordHash is an argon2id hash in the format of approval.HashPassword
 // but with tiny parameters: the real ones take more than a second under the
@@ -84,11 +47,11 @@ type testServer struct {
 	ctx   context.Context
 	URL   string
 	store *sqlite.DB
-	clock *fakeClock
+	clock *testutil.Clock
 	hub   *approval.Hub
 	svc   *approval.Service
 	srv   *server.Server
-	logs  *syncBuffer
+	logs  *testutil.LogBuffer
 	admin *approval.Admin
 	acme  *countersign.Account
 	other *countersign.Account
@@ -109,7 +72,7 @@ func newServer(t *testing.T, opts ...option) *testServer {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	s := &testServer{t: t, ctx: ctx, store: store, clock: &fakeClock{now: start}, hub: approval.NewHub(), logs: &syncBuffer{}}
+	s := &testServer{t: t, ctx: ctx, store: store, clock: testutil.NewClock(start), hub: approval.NewHub(), logs: &testutil.LogBuffer{}}
 	s.admin = &approval.Admin{Store: store, Clock: s.clock}
 	s.acme, s.other = s.account("acme"), s.account("other")
 	s.keyA, s.keyB, s.keyX, s.revoked = s.key("acme", "a"), s.key("acme", "b"), s.key("other", "x"), s.key("acme", "old")

@@ -28,7 +28,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -38,6 +37,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // sdMaxBody is the server's bound on a body (64 KiB).
@@ -45,42 +45,6 @@ const sdMaxBody = 64 << 10
 
 // sdHex64 is a link token: 32 random bytes in lowercase hex.
 var sdHex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
-
-// sdClock is a countersign.Clock that moves only when the test moves it.
-type sdClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *sdClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *sdClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// sdLog collects the server's log, shown when a test fails.
-type sdLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *sdLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *sdLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // ---------------------------------------------------------------------------
 // The seed's signer, in Go.
@@ -226,7 +190,7 @@ type sdEnv struct {
 	ctx    context.Context
 	url    string // the public URL, which is the test server's
 	store  *sqlite.DB
-	clock  *sdClock
+	clock  *testutil.Clock
 	admin  *approval.Admin
 	acct   *countersign.Account
 	client *http.Client
@@ -253,7 +217,7 @@ func sdNew(t *testing.T) *sdEnv {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := &sdClock{now: time.Now().UTC().Truncate(time.Second)}
+	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Second))
 	e := &sdEnv{t: t, ctx: ctx, store: store, clock: clock, admin: &approval.Admin{Store: store, Clock: clock}}
 	e.client = &http.Client{
 		Timeout:       30 * time.Second,
@@ -282,7 +246,7 @@ func sdNew(t *testing.T) *sdEnv {
 	e.approver = e.newApprover("ops", "carol")
 	e.stranger = e.newApprover("elsewhere", "dave")
 
-	logs := &sdLog{}
+	logs := &testutil.LogBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", logs.String())
