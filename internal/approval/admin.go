@@ -18,7 +18,10 @@ type Admin struct {
 
 var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) }) // compiled on first use: every role starts with this package
 
-func validName(what, name string) error {
+// ValidName checks the name of an account, key, approver or channel: 1 to
+// 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or
+// digit. what names the thing in the error.
+func ValidName(what, name string) error {
 	if !namePattern().MatchString(name) {
 		return countersign.Errorf(countersign.EINVALID, "%s must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit", what)
 	}
@@ -34,7 +37,7 @@ func (a *Admin) now() countersign.Clock {
 
 // CreateAccount adds an account.
 func (a *Admin) CreateAccount(ctx context.Context, name string) (*countersign.Account, error) {
-	if err := validName("account name", name); err != nil {
+	if err := ValidName("account name", name); err != nil {
 		return nil, err
 	}
 	acc := &countersign.Account{ID: countersign.NewID("acc_"), Name: name, CreatedAt: a.now().Now()}
@@ -58,7 +61,7 @@ func (a *Admin) CreateSeedKey(ctx context.Context, account, name string) (*count
 }
 
 func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed bool) (*countersign.AgentKey, string, error) {
-	if err := validName("key name", name); err != nil {
+	if err := ValidName("key name", name); err != nil {
 		return nil, "", err
 	}
 	acc, err := a.Store.AccountByName(ctx, account)
@@ -86,7 +89,7 @@ func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed b
 // CreateApprover adds an approver with a password to the named account, or
 // adds an existing approver to it when password is empty.
 func (a *Admin) CreateApprover(ctx context.Context, account, username, password string) (*countersign.Approver, error) {
-	if err := validName("username", username); err != nil {
+	if err := ValidName("username", username); err != nil {
 		return nil, err
 	}
 	acc, err := a.Store.AccountByName(ctx, account)

@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
-	"sync"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // Spec is a channel as an administrator gives it: on the command line or in
@@ -30,8 +29,6 @@ type Admin struct {
 	keys  *keyring
 }
 
-var namePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`) }) // compiled on first use: every role starts with this package
-
 func (a *Admin) keyring() *keyring {
 	if a.keys == nil {
 		a.keys = &keyring{store: a.Store}
@@ -49,8 +46,8 @@ func (a *Admin) now() countersign.Clock {
 // build checks a spec and returns the channel it describes, with the id
 // given (a new one when empty) and the secret sealed to it.
 func (a *Admin) build(ctx context.Context, spec Spec, id string) (*countersign.Channel, error) {
-	if !namePattern().MatchString(spec.Name) {
-		return nil, countersign.Errorf(countersign.EINVALID, "the channel name must be 1 to 63 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit")
+	if err := approval.ValidName("the channel name", spec.Name); err != nil {
+		return nil, err
 	}
 	set, err := spec.Settings.normalize(spec.Type, spec.Secret)
 	if err != nil {
