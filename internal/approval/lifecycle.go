@@ -40,10 +40,12 @@ func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*co
 
 // Wait implements countersign.Service.
 func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, wait time.Duration) (*countersign.Request, error) {
-	r, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
-	if err != nil || r.Status != countersign.StatusPending || wait <= 0 {
-		return r, err
+	if wait <= 0 {
+		return s.Get(ctx, agent, id)
 	}
+	// One read per round: the first happens inside the loop, after the
+	// subscription.
+	var r *countersign.Request
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -51,9 +53,9 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		// and the wait still rings.
 		ch, stop := s.hub.Subscribe(id)
 		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
-		if err != nil && ctx.Err() != nil {
-			// The wait was given up during the read: like any other end
-			// of the wait, that answers the state last read, not an error.
+		if err != nil && ctx.Err() != nil && r != nil {
+			// The wait was given up during a later read: like any other
+			// end of the wait, that answers the state last read.
 			stop()
 			return r, nil
 		}
