@@ -37,10 +37,7 @@ type DB struct {
 // applies the migrations this binary knows. A database whose schema is newer
 // than the binary is refused. The parent directory must exist.
 func Open(ctx context.Context, path string) (*DB, error) {
-	write, err := sql.Open("sqlite", dsn(path, false))
-	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
+	write := sql.OpenDB(&connector{dsn: dsn(path, false)})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -58,11 +55,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 
 	// The read pool opens after the writer has switched the file to WAL,
 	// which a query-only connection could not do.
-	read, err := sql.Open("sqlite", dsn(path, true))
-	if err != nil {
-		write.Close()
-		return nil, fmt.Errorf("open store: %w", err)
-	}
+	read := sql.OpenDB(&connector{dsn: dsn(path, true)})
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
 	if err := read.PingContext(ctx); err != nil {
