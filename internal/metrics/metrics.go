@@ -42,25 +42,42 @@ func (r *Registry) Write(w io.Writer) {
 	}
 }
 
+// maxLabels is how many labels a CounterVec may have.
+const maxLabels = 4
+
+// labelValues are the values of a counter's labels, as a map key: counting
+// is on every request's path, and a fixed array is hashed without building
+// a string.
+type labelValues [maxLabels]string
+
 // CounterVec is a counter with labels.
 type CounterVec struct {
 	name, help string
 	labels     []string
 	mu         sync.Mutex
-	values     map[string]float64
+	values     map[labelValues]float64
 }
 
-// NewCounterVec registers a counter with the label names.
+// NewCounterVec registers a counter with the label names, at most four.
 func (r *Registry) NewCounterVec(name, help string, labels ...string) *CounterVec {
-	c := &CounterVec{name: name, help: help, labels: labels, values: make(map[string]float64)}
+	if len(labels) > maxLabels {
+		panic(fmt.Sprintf("metrics: counter %s has %d labels, more than %d", name, len(labels), maxLabels))
+	}
+	c := &CounterVec{name: name, help: help, labels: labels, values: make(map[labelValues]float64)}
 	r.add(c)
 	return c
+}
+
+func (c *CounterVec) key(values []string) labelValues {
+	var k labelValues
+	copy(k[:len(c.labels)], values)
+	return k
 }
 
 // Inc adds one to the counter of the label values, given in the order of
 // the label names.
 func (c *CounterVec) Inc(values ...string) {
-	key := labelString(c.labels, values)
+	key := c.key(values)
 	c.mu.Lock()
 	c.values[key]++
 	c.mu.Unlock()
@@ -68,7 +85,7 @@ func (c *CounterVec) Inc(values ...string) {
 
 // Value returns the counter of the label values.
 func (c *CounterVec) Value(values ...string) float64 {
-	key := labelString(c.labels, values)
+	key := c.key(values)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.values[key]
@@ -77,13 +94,16 @@ func (c *CounterVec) Value(values ...string) float64 {
 func (c *CounterVec) write(w io.Writer) {
 	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", c.name, c.help, c.name)
 	c.mu.Lock()
+	lines := make(map[string]float64, len(c.values))
 	keys := make([]string, 0, len(c.values))
-	for k := range c.values {
-		keys = append(keys, k)
+	for k, v := range c.values {
+		s := labelString(c.labels, k[:len(c.labels)])
+		lines[s] = v
+		keys = append(keys, s)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "%s%s %s\n", c.name, k, formatFloat(c.values[k]))
+		fmt.Fprintf(w, "%s%s %s\n", c.name, k, formatFloat(lines[k]))
 	}
 	c.mu.Unlock()
 }
@@ -175,9 +195,9 @@ func labelString(names, values []string) string {
 	return b.String()
 }
 
-func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`).Replace(s)
-}
+var labelEscaper = strings.NewReplacer(`\`, `\\`, "\n", `\n`, `"`, `\"`)
+
+func escapeLabel(s string) string { return labelEscaper.Replace(s) }
 
 func formatFloat(v float64) string {
 	if math.IsInf(v, 1) {

@@ -57,7 +57,8 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
-	if err := insertRequest(ctx, tx, r); err != nil {
+	got, err := insertRequest(ctx, tx, r)
+	if err != nil {
 		return nil, false, err
 	}
 	for _, l := range r.Links {
@@ -72,8 +73,7 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
 		return nil, false, err
 	}
-	got, err := getRequest(ctx, tx, r.ID)
-	return got, true, err
+	return got, true, nil
 }
 
 // liveTwin returns the pending, unexpired request of the same key with the
@@ -124,15 +124,16 @@ func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPen
 	}
 }
 
-// insertRequest writes r as a new row.
-func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) error {
+// insertRequest writes r as a new row and returns the request as reading
+// the row back would, without reading it.
+func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) (*countersign.Request, error) {
 	reasons, err := json.Marshal(r.RiskReasons)
 	if err != nil {
-		return fmt.Errorf("encode risk reasons: %w", err)
+		return nil, fmt.Errorf("encode risk reasons: %w", err)
 	}
 	rctx, err := json.Marshal(r.Context)
 	if err != nil {
-		return fmt.Errorf("encode request context: %w", err)
+		return nil, fmt.Errorf("encode request context: %w", err)
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -142,17 +143,32 @@ func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) erro
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
-		return fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
+		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
 	case isUnique(err) && strings.Contains(err.Error(), "requests.seed_id"):
-		return countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
+		return nil, countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
 	case isUnique(err):
-		return countersign.Errorf(countersign.ECONFLICT, "request already exists")
+		return nil, countersign.Errorf(countersign.ECONFLICT, "request already exists")
 	case isForeignKey(err):
-		return countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
 	case err != nil:
-		return fmt.Errorf("insert request: %w", err)
+		return nil, fmt.Errorf("insert request: %w", err)
 	}
-	return nil
+
+	// What scanRequest makes of the row: the stored JSON decoded, times
+	// in UTC at nanosecond precision, no links or outbox.
+	got := *r
+	got.Links, got.Outbox, got.RiskReasons, got.Context = nil, nil, nil, countersign.RequestContext{}
+	if err := json.Unmarshal(reasons, &got.RiskReasons); err != nil {
+		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(rctx, &got.Context); err != nil {
+		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
+	}
+	got.Arguments, got.Seed = rawJSON(string(r.Arguments)), rawJSON(string(r.Seed))
+	for _, t := range []*time.Time{&got.CreatedAt, &got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt} {
+		*t = fromNanos(nanos(*t))
+	}
+	return &got, nil
 }
 
 // Request returns a request by id. Errors: ENOTFOUND.

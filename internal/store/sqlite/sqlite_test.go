@@ -2,9 +2,11 @@ package sqlite
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +195,61 @@ func TestPathWithQuestionMark(t *testing.T) {
 	openTest(t, path)
 	if _, err := os.Stat(path); err != nil {
 		t.Errorf("the database is not where asked: %v", err)
+	}
+}
+
+// What CreateRequest and Transition return without reading the row back
+// is exactly what reading it back gives.
+func TestReturnedRequestIsTheStoredOne(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	ctx := t.Context()
+	seed(t, db, 0)
+	key, err := db.AgentKeyByHash(ctx, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A local time with a monotonic reading, JSON with spaces, an empty
+	// list and a link, none of which the stored row keeps as given.
+	now := time.Now().In(time.FixedZone("X", 3600))
+	for i, r := range []*countersign.Request{
+		{
+			AccountID: key.AccountID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindRm, Action: "rm", Arguments: json.RawMessage(`{"argv":["-rf","x"]}`), ArgsHash: "a1",
+			Preview: "rm -rf x", PreviewHash: "p", RiskReasons: []string{}, Status: countersign.StatusPending,
+			Context: countersign.RequestContext{User: "ada", SessionID: "s"}, ExpiresAt: now.Add(time.Hour),
+			Seed: json.RawMessage(`{"a": 1}`), SeedID: "delete:x",
+			Links: []countersign.Link{{Hash: "lh", Action: "approve"}},
+		},
+		{
+			AccountID: key.AccountID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "a2", PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour),
+		},
+	} {
+		got, created, err := db.CreateRequest(ctx, r, 0, now, countersign.AuditEvent{Event: "created", Actor: "key", Detail: "{}"})
+		if err != nil || !created {
+			t.Fatalf("create %d: %v, %v", i, created, err)
+		}
+		stored, err := db.Request(ctx, got.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, stored) {
+			t.Errorf("create %d returned\n  %#v\nthe row reads\n  %#v", i, got, stored)
+		}
+		decided, err := db.Transition(ctx, countersign.Transition{
+			ID: got.ID, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusApproved,
+			Now: now, DecidedBy: "admin", Window: &countersign.AutoApproveWindow{Until: now.Add(time.Minute)},
+		}, countersign.AuditEvent{Event: "approved", Actor: "approver:admin", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err = db.Request(ctx, got.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(decided, stored) || decided.Status != countersign.StatusApproved || decided.AutoApproveUntil.IsZero() {
+			t.Errorf("transition %d returned\n  %#v\nthe row reads\n  %#v", i, decided, stored)
+		}
 	}
 }

@@ -36,15 +36,11 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 }
 
 func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
-	ok, err := updateStatus(ctx, tx, t)
+	got, err := updateStatus(ctx, tx, t)
 	if err != nil {
 		return nil, err
-	} else if !ok {
+	} else if got == nil {
 		return nil, transitionRefusal(ctx, tx, t)
-	}
-	got, err := getRequest(ctx, tx, t.ID)
-	if err != nil {
-		return nil, err
 	}
 	if t.Window != nil {
 		if err := insertWindow(ctx, tx, got, *t.Window, t.Now); err != nil {
@@ -66,9 +62,9 @@ func isDecision(s countersign.Status) bool {
 	return false
 }
 
-// updateStatus runs the one conditional UPDATE of t and reports whether it
-// changed the request.
-func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (bool, error) {
+// updateStatus runs the one conditional UPDATE of t and returns the
+// changed request, or nil when it changed nothing.
+func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (*countersign.Request, error) {
 	set, args := []string{"status = ?"}, []any{t.To}
 	if isDecision(t.To) {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
@@ -97,16 +93,16 @@ func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (bo
 		where, args = append(where, "account_id = ?"), append(args, t.AccountID)
 	}
 
-	res, err := tx.ExecContext(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+
-		` WHERE `+strings.Join(where, " AND "), args...)
-	if err != nil {
-		return false, fmt.Errorf("update request status: %w", err)
+	// SQLite makes every change of an UPDATE … RETURNING in its first
+	// step, so reading only the one row it returns is enough.
+	got, err := scanRequest(tx.QueryRowContext(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+
+		` WHERE `+strings.Join(where, " AND ")+` RETURNING `+requestColumns, args...))
+	if err == sql.ErrNoRows {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("update request status: %w", err)
 	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("update request status: %w", err)
-	}
-	return n == 1, nil
+	return got, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing: another
