@@ -13,7 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -31,6 +34,12 @@ const readConns = 4
 type DB struct {
 	write *sql.DB // one connection; every transaction is BEGIN IMMEDIATE
 	read  *sql.DB // query-only connections
+
+	writes  chan *writeJob // to the writer, which commits them in groups
+	closing chan struct{}  // closed by Close: the writer stops
+	stopped chan struct{}  // closed by the writer when it has stopped
+	closeMu sync.Once
+	groups  atomic.Int64 // transactions the writer has run
 }
 
 // Open opens the database file at path, creating it when missing, and
@@ -63,11 +72,24 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	return &DB{write: write, read: read}, nil
+	db := &DB{
+		write:   write,
+		read:    read,
+		writes:  make(chan *writeJob, maxGroup),
+		closing: make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go db.writer()
+	return db, nil
 }
 
-// Close closes both pools.
+// Close stops the writer, after the group it is committing, and closes both
+// pools. Changes asked for afterwards fail.
 func (db *DB) Close() error {
+	db.closeMu.Do(func() {
+		close(db.closing)
+		<-db.stopped
+	})
 	return errors.Join(db.read.Close(), db.write.Close())
 }
 
@@ -105,20 +127,170 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
-// update runs fn in one write transaction and commits when it returns nil.
-func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.write.BeginTx(ctx, nil)
-	if err != nil {
+// update runs fn in a write transaction and commits its changes when it
+// returns nil; when it returns an error, none of its changes are kept.
+//
+// The changes of concurrent callers are committed in groups: the writer
+// takes every change waiting for it, runs each in a savepoint of one
+// transaction, and commits once. Under load one commit, and one write of
+// the pages every change touches (the audit head, the indexes), serves many
+// changes. Each caller still sees only its own outcome: a change whose fn
+// fails is rolled back to its savepoint, and no caller hears of success
+// before the commit.
+//
+// ctx bounds the wait for the writer. Once the writer has started a change
+// the change runs to its end with the context fn is given, which keeps
+// ctx's values but not its cancellation: an interrupted statement would
+// roll back the whole group.
+func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	j := &writeJob{ctx: context.WithoutCancel(ctx), fn: fn, done: make(chan error, 1)}
+	select {
+	case db.writes <- j:
+	case <-ctx.Done():
+		return fmt.Errorf("begin: %w", ctx.Err())
+	case <-db.closing:
+		return errStoreClosed
+	}
+	select {
+	case err := <-j.done:
 		return err
+	case <-ctx.Done():
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return fmt.Errorf("begin: %w", ctx.Err())
+		}
+	case <-db.stopped:
+		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
+			return errStoreClosed
+		}
+	}
+	// The writer has started the change: its outcome is the answer.
+	return <-j.done
+}
+
+var errStoreClosed = errors.New("store is closed")
+
+// maxGroup bounds the changes committed together, so that one commit does
+// not keep the first of them waiting for long.
+const maxGroup = 64
+
+// States of a writeJob.
+const (
+	jobQueued int32 = iota
+	jobRunning
+	jobAbandoned // its caller stopped waiting before the writer started it
+)
+
+// writeJob is one caller's change, waiting for the writer.
+type writeJob struct {
+	ctx   context.Context
+	fn    func(ctx context.Context, tx *sql.Tx) error
+	state atomic.Int32
+	err   error // fn's outcome, then the commit's
+	done  chan error
+}
+
+// run runs the change. A panic is the change's error, not the writer's
+// end: the caller's request fails and the server goes on.
+func (j *writeJob) run(tx *sql.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write transaction panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return j.fn(j.ctx, tx)
+}
+
+// writer runs the changes sent to update, in groups, until Close.
+func (db *DB) writer() {
+	defer close(db.stopped)
+	group := make([]*writeJob, 0, maxGroup)
+	for {
+		select {
+		case j := <-db.writes:
+			group = append(group[:0], j)
+		case <-db.closing:
+			return
+		}
+	more:
+		for len(group) < maxGroup {
+			select {
+			case j := <-db.writes:
+				group = append(group, j)
+			default:
+				break more
+			}
+		}
+		db.commitGroup(group)
+		clear(group)
+	}
+}
+
+// commitGroup runs the started changes of group in one transaction and
+// answers each caller.
+func (db *DB) commitGroup(group []*writeJob) {
+	jobs := group[:0]
+	for _, j := range group {
+		if j.state.CompareAndSwap(jobQueued, jobRunning) {
+			jobs = append(jobs, j)
+		}
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	db.groups.Add(1)
+	failAll := func(err error) {
+		for _, j := range jobs {
+			j.done <- err
+		}
+	}
+	tx, err := db.write.BeginTx(context.Background(), nil)
+	if err != nil {
+		failAll(fmt.Errorf("begin: %w", err))
+		return
+	}
+	defer tx.Rollback()
+	ctx := context.Background()
+	if len(jobs) == 1 {
+		// Alone: the transaction is the change's own.
+		j := jobs[0]
+		if err := j.run(tx); err != nil {
+			j.done <- err
+			return
+		}
+		if err := tx.Commit(); err != nil {
+			j.done <- fmt.Errorf("commit: %w", err)
+			return
+		}
+		j.done <- nil
+		return
+	}
+	for _, j := range jobs {
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT change`); err != nil {
+			failAll(fmt.Errorf("begin: %w", err))
+			return
+		}
+		j.err = j.run(tx)
+		release := `RELEASE change`
+		if j.err != nil {
+			release = `ROLLBACK TO change; RELEASE change`
+		}
+		if _, err := tx.ExecContext(ctx, release); err != nil {
+			// SQLite may have rolled back the whole transaction (a full
+			// disk, an I/O error): nothing of the group is kept.
+			failAll(fmt.Errorf("write transaction: %w", err))
+			return
+		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		failAll(fmt.Errorf("commit: %w", err))
+		return
 	}
-	return nil
+	for _, j := range jobs {
+		j.done <- j.err
+	}
 }
 
 // querier is what the helpers need of a transaction or of the read pool, so

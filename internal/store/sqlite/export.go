@@ -163,7 +163,7 @@ func exportTable(ctx context.Context, tx *sql.Tx, query string, scan func(scanne
 
 // Import implements countersign.Importer, in one write transaction.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
-	return db.update(ctx, func(tx *sql.Tx) error {
+	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
