@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -51,7 +52,7 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 	for {
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
-		ch, stop := s.hub.Subscribe(id)
+		w, stop := s.hub.Watch(id)
 		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 		if err != nil && ctx.Err() != nil && r != nil {
 			// The wait was given up during a later read: like any other
@@ -68,7 +69,17 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		// waiting for the sweeper.
 		expiry := time.NewTimer(max(r.ExpiresAt.Sub(s.clock.Now()), 0) + 10*time.Millisecond)
 		select {
-		case <-ch:
+		case <-w.C():
+			// The ring that woke this wait carries the change it was
+			// for: a decided request needs no read. One that may have
+			// expired meanwhile is read, and so expired.
+			if got := w.Request(); got != nil && got.Status != countersign.StatusPending &&
+				got.KeyID == agent.KeyID && got.AccountID == agent.AccountID && !got.Expired(s.clock.Now()) {
+				stop()
+				expiry.Stop()
+				c := *got
+				return &c, nil
+			}
 		case <-expiry.C:
 		case <-timer.C:
 			stop()
@@ -220,7 +231,8 @@ func (s *Service) transition(ctx context.Context, t countersign.Transition, ev c
 	if err != nil {
 		return nil, sameNotFound(err)
 	}
-	s.hub.Notify(r.ID)
+	rung := *r // the waiters' own copy: the caller may change r
+	s.hub.NotifyRequest(&rung)
 	s.hub.Notify(AccountTopic(r.AccountID))
 	s.metrics.entered(r)
 	s.followUp(ctx, r)
@@ -279,21 +291,47 @@ func sameNotFound(err error) error {
 	return err
 }
 
-// OffStack runs fn on a goroutine of its own and returns its result. A
-// long poll's goroutine stays parked for up to a minute with the stack its
+// OffStack runs fn on another goroutine and returns its result. A long
+// poll's goroutine stays parked for up to a minute with the stack its
 // deepest call grew, and the store's calls are deep (modernc.org/sqlite is
-// transpiled C): reading on a short-lived goroutine keeps each of thousands
-// of parked waits small.
+// transpiled C): reading elsewhere keeps each of thousands of parked waits
+// small. The reads run on a few long-lived workers, whose stacks have grown
+// once, so that no read pays for growing a new stack; when every worker is
+// busy, fn runs on a goroutine of its own.
 func OffStack[T any](fn func() (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	job := func() {
 		v, err := fn()
 		ch <- result{v, err}
-	}()
+	}
+	startWorkers.Do(func() {
+		for range offStackWorkers {
+			go func() {
+				for job := range offStackJobs {
+					job()
+				}
+			}()
+		}
+	})
+	select {
+	case offStackJobs <- job:
+	default:
+		go job()
+	}
 	r := <-ch
 	return r.v, r.err
 }
+
+// offStackWorkers is how many goroutines run OffStack's calls: about as
+// many as the store has read connections, a few more for the waits on the
+// writer.
+const offStackWorkers = 16
+
+var (
+	offStackJobs = make(chan func()) // unbuffered: taken only by an idle worker
+	startWorkers sync.Once
+)

@@ -27,11 +27,11 @@ func (s *Service) FollowReplicas(ctx context.Context, feed countersign.ChangeFee
 func (h *Hub) NotifyAll() {
 	h.mu.Lock()
 	all := h.waiters
-	h.waiters = make(map[string]map[chan struct{}]struct{})
+	h.waiters = make(map[string]map[*Waiter]struct{})
 	h.mu.Unlock()
 	for _, set := range all {
-		for ch := range set {
-			close(ch)
+		for w := range set {
+			close(w.ch)
 		}
 	}
 }

@@ -131,3 +131,53 @@ func TestWaitSeesExpiry(t *testing.T) {
 		t.Errorf("Wait across a sweep = %v, %v; want expired", got.r, got.err)
 	}
 }
+
+// A ring that carries the request as its change committed it answers the
+// wait without a read; one that is stale (past its expiry) or of another
+// key is read again instead of believed.
+func TestWaitTakesTheRungRequest(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	r := e.pending()
+	res := e.waitAsync(e.ctx, e.keyA, r.ID, time.Hour)
+
+	// Neither of these may end the wait: the store still says pending.
+	watching := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for e.hub.Watching(r.ID) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatal("the wait did not subscribe again")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	watching()
+	stale := *r
+	stale.Status, stale.ExpiresAt = countersign.StatusApproved, e.clock.Now().Add(-time.Second)
+	e.hub.NotifyRequest(&stale)
+	watching()
+	foreign := *r
+	foreign.Status, foreign.KeyID = countersign.StatusApproved, e.keyB.KeyID
+	e.hub.NotifyRequest(&foreign)
+	watching()
+	select {
+	case got := <-res:
+		t.Fatalf("Wait believed a stale or foreign ring: %v, %v", got.r, got.err)
+	default:
+	}
+
+	// A ring with a decided request ends the wait with it, unread: the
+	// store, which says pending, is not asked.
+	rung := *r
+	rung.Status, rung.DecidedBy = countersign.StatusDenied, "ring"
+	e.hub.NotifyRequest(&rung)
+	got := answer(t, res)
+	if got.err != nil || got.r.Status != countersign.StatusDenied || got.r.DecidedBy != "ring" {
+		t.Fatalf("Wait = %+v, %v; want the rung request", got.r, got.err)
+	}
+	if got.r == &rung {
+		t.Error("Wait returned the hub's request itself, not a copy")
+	}
+	e.wantStatus(r.ID, countersign.StatusPending)
+}
