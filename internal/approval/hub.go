@@ -11,9 +11,12 @@ import (
 // it and rings them after every committed change. It is never a source of
 // truth: a woken waiter re-reads the store, unless the ring carried the
 // request as that change committed it.
+//
+// Thousands of long polls may wait at once, so a wait costs little: one
+// Waiter, linked into the list of its topic.
 type Hub struct {
 	mu      sync.Mutex
-	waiters map[string]map[*Waiter]struct{}
+	waiters map[string]*Waiter // the first waiter of each topic
 	closed  chan struct{}
 	once    sync.Once
 	count   atomic.Int64
@@ -21,8 +24,13 @@ type Hub struct {
 
 // Waiter is one subscription to a topic of the hub.
 type Waiter struct {
-	ch  chan struct{}
-	req *countersign.Request // written before ch is closed
+	hub        *Hub
+	topic      string
+	ch         chan struct{}
+	req        *countersign.Request // written before ch is closed
+	prev, next *Waiter              // in the topic's list, under hub.mu
+	listed     bool                 // in the list, under hub.mu
+	stopped    bool                 // Stop was called, under hub.mu
 }
 
 // C is closed at the next Notify of the topic.
@@ -32,47 +40,63 @@ func (w *Waiter) C() <-chan struct{} { return w.ch }
 // committed it, or nil. It may be called once C is closed.
 func (w *Waiter) Request() *countersign.Request { return w.req }
 
+// Stop ends the subscription. It must be called once the wait is over,
+// rung or not; calling it again does nothing.
+func (w *Waiter) Stop() {
+	h := w.hub
+	h.mu.Lock()
+	if w.stopped {
+		h.mu.Unlock()
+		return
+	}
+	w.stopped = true
+	if w.listed {
+		h.unlink(w)
+	}
+	h.mu.Unlock()
+	h.count.Add(-1)
+}
+
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{waiters: make(map[string]map[*Waiter]struct{}), closed: make(chan struct{})}
+	return &Hub{waiters: make(map[string]*Waiter), closed: make(chan struct{})}
 }
 
 // Subscribe returns a channel that is closed at the next Notify of id, and
 // a function that must be called to stop waiting.
 func (h *Hub) Subscribe(id string) (<-chan struct{}, func()) {
-	w, stop := h.Watch(id)
-	return w.ch, stop
+	w := h.Watch(id)
+	return w.ch, w.Stop
 }
 
-// Watch is Subscribe with the request the ring carries.
-func (h *Hub) Watch(id string) (*Waiter, func()) {
-	w := &Waiter{ch: make(chan struct{})}
+// Watch is Subscribe with the request the ring carries. The caller must
+// call the Waiter's Stop.
+func (h *Hub) Watch(id string) *Waiter {
+	w := &Waiter{hub: h, topic: id, ch: make(chan struct{})}
 	h.mu.Lock()
-	set := h.waiters[id]
-	if set == nil {
-		set = make(map[*Waiter]struct{})
-		h.waiters[id] = set
+	if first := h.waiters[id]; first != nil {
+		w.next, first.prev = first, w
 	}
-	set[w] = struct{}{}
+	h.waiters[id] = w
+	w.listed = true
 	h.mu.Unlock()
 	h.count.Add(1)
+	return w
+}
 
-	var done sync.Once
-	return w, func() {
-		done.Do(func() {
-			h.mu.Lock()
-			if set, ok := h.waiters[id]; ok {
-				if _, ok := set[w]; ok {
-					delete(set, w)
-					if len(set) == 0 {
-						delete(h.waiters, id)
-					}
-				}
-			}
-			h.mu.Unlock()
-			h.count.Add(-1)
-		})
+// unlink takes w out of its topic's list. h.mu must be held.
+func (h *Hub) unlink(w *Waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else if w.next != nil {
+		h.waiters[w.topic] = w.next
+	} else {
+		delete(h.waiters, w.topic)
 	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next, w.listed = nil, nil, false
 }
 
 // Watching returns how many wait on id now, not counting those rung and
@@ -80,7 +104,11 @@ func (h *Hub) Watch(id string) (*Waiter, func()) {
 func (h *Hub) Watching(id string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.waiters[id])
+	n := 0
+	for w := h.waiters[id]; w != nil; w = w.next {
+		n++
+	}
+	return n
 }
 
 // Notify wakes everyone waiting on id.
@@ -92,12 +120,24 @@ func (h *Hub) NotifyRequest(r *countersign.Request) { h.notify(r.ID, r) }
 
 func (h *Hub) notify(id string, r *countersign.Request) {
 	h.mu.Lock()
-	set := h.waiters[id]
+	first := h.waiters[id]
 	delete(h.waiters, id)
-	h.mu.Unlock()
-	for w := range set {
+	for w := first; w != nil; w = w.next {
+		w.listed = false
 		w.req = r
+	}
+	h.mu.Unlock()
+	ring(first)
+}
+
+// ring closes the channels of a list taken out of the hub. The links are
+// read without the lock: a waiter no longer listed is not changed by
+// Watch, Stop or unlink.
+func ring(first *Waiter) {
+	for w := first; w != nil; {
+		next := w.next
 		close(w.ch)
+		w = next
 	}
 }
 

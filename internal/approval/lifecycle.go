@@ -45,57 +45,62 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		return s.Get(ctx, agent, id)
 	}
 	// One read per round: the first happens inside the loop, after the
-	// subscription.
+	// subscription. One timer: it rings at the end of the wait or, when
+	// sooner, just after the request expires, so that the waiter sees
+	// "expired" without waiting for the sweeper.
+	end := time.Now().Add(wait)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	var r *countersign.Request
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
 	for {
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
-		w, stop := s.hub.Watch(id)
+		w := s.hub.Watch(id)
 		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 		if err != nil && ctx.Err() != nil && r != nil {
 			// The wait was given up during a later read: like any other
 			// end of the wait, that answers the state last read.
-			stop()
+			w.Stop()
 			return r, nil
 		}
 		if err != nil || got.Status != countersign.StatusPending {
-			stop()
+			w.Stop()
 			return got, err
 		}
 		r = got
-		// Wake at the expiry too, so that the waiter sees "expired" without
-		// waiting for the sweeper.
-		expiry := time.NewTimer(max(r.ExpiresAt.Sub(s.clock.Now()), 0) + 10*time.Millisecond)
+		d := min(time.Until(end), max(r.ExpiresAt.Sub(s.clock.Now()), 0)+10*time.Millisecond)
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
 		select {
 		case <-w.C():
+			w.Stop()
 			// The ring that woke this wait carries the change it was
 			// for: a decided request needs no read. One that may have
 			// expired meanwhile is read, and so expired.
 			if got := w.Request(); got != nil && got.Status != countersign.StatusPending &&
 				got.KeyID == agent.KeyID && got.AccountID == agent.AccountID && !got.Expired(s.clock.Now()) {
-				stop()
-				expiry.Stop()
 				c := *got
 				return &c, nil
 			}
-		case <-expiry.C:
 		case <-timer.C:
-			stop()
-			expiry.Stop()
-			return r, nil
+			w.Stop()
+			if !time.Now().Before(end) {
+				return r, nil
+			}
 		case <-ctx.Done():
-			stop()
-			expiry.Stop()
+			w.Stop()
 			return r, nil
 		case <-s.hub.Closed():
-			stop()
-			expiry.Stop()
+			w.Stop()
 			return r, nil
 		}
-		stop()
-		expiry.Stop()
 	}
 }
 

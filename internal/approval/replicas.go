@@ -27,11 +27,14 @@ func (s *Service) FollowReplicas(ctx context.Context, feed countersign.ChangeFee
 func (h *Hub) NotifyAll() {
 	h.mu.Lock()
 	all := h.waiters
-	h.waiters = make(map[string]map[*Waiter]struct{})
-	h.mu.Unlock()
-	for _, set := range all {
-		for w := range set {
-			close(w.ch)
+	h.waiters = make(map[string]*Waiter)
+	for _, first := range all {
+		for w := first; w != nil; w = w.next {
+			w.listed = false
 		}
+	}
+	h.mu.Unlock()
+	for _, first := range all {
+		ring(first)
 	}
 }

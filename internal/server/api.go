@@ -19,15 +19,25 @@ type apiHandler func(w http.ResponseWriter, r *http.Request) error
 // limit per client address.
 func (s *Server) api(h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {
-			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
-				Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry})
-			return
-		}
-		if err := h(w, r); err != nil {
+		if err := s.rateLimit(r); err != nil {
+			s.writeAPIError(w, r, err)
+		} else if err := h(w, r); err != nil {
 			s.writeAPIError(w, r, err)
 		}
 	}
+}
+
+// rateLimit refuses a request beyond the API's rate for its client
+// address. A call of its own, to keep the frame under every long poll
+// small (see getRequest).
+//
+//go:noinline
+func (s *Server) rateLimit(r *http.Request) error {
+	if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {
+		return &countersign.Error{Code: countersign.ELIMIT,
+			Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry}
+	}
+	return nil
 }
 
 type agentHandler func(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error
@@ -48,17 +58,25 @@ func bearer(r *http.Request) (string, error) {
 // agent lets only a valid agent key through.
 func (s *Server) agent(h agentHandler) apiHandler {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		secret, err := bearer(r)
-		if err != nil {
-			return err
-		}
-		// Off the handler's stack: a long poll parks on this goroutine.
-		a, err := approval.OffStack(func() (countersign.Agent, error) { return s.auth.Agent(r.Context(), secret) })
+		a, err := s.agentOf(r)
 		if err != nil {
 			return err
 		}
 		return h(w, r, a)
 	}
+}
+
+// agentOf authenticates the agent key of r. The lookup runs off the
+// handler's stack, and this is a call of its own: a long poll parks on the
+// handler's goroutine, under the frame of agent (see getRequest).
+//
+//go:noinline
+func (s *Server) agentOf(r *http.Request) (countersign.Agent, error) {
+	secret, err := bearer(r)
+	if err != nil {
+		return countersign.Agent{}, err
+	}
+	return approval.OffStack(func() (countersign.Agent, error) { return s.auth.Agent(r.Context(), secret) })
 }
 
 // approver lets only a valid approver token through.
@@ -119,16 +137,21 @@ func ttl(seconds int) time.Duration {
 	return time.Duration(min(max(seconds, -limit), limit)) * time.Second
 }
 
+// getRequest answers a request's state, after a long poll when asked.
+//
+// A long poll parks this goroutine, with every frame between it and the
+// connection's, for up to a minute; thousands of them are most of the
+// server's memory. So the frames on that path are kept small: what needs
+// room (parsing the query, setting the deadline, building the answer) is
+// done in calls that have returned before the wait parks, and the frames
+// stay within the goroutine's first stack.
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
-	wait, err := s.parseWait(r.URL.Query().Get("wait"))
+	wait, err := s.waitParam(w, r)
 	if err != nil {
 		return err
 	}
 	var req *countersign.Request
 	if wait > 0 {
-		// The wait outlives the server's write timeout: give this response
-		// its own deadline.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
 		// Wait ends itself after wait. A deadline on its context as well
 		// would fail a store read that is in progress when it passes, and
 		// answer 500 instead of the request's state.
@@ -139,8 +162,29 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, agent counte
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	s.writeRequest(w, req)
 	return nil
+}
+
+// waitParam reads the wait parameter and gives a long poll's response a
+// write deadline of its own, since the wait outlives the server's write
+// timeout.
+//
+//go:noinline
+func (s *Server) waitParam(w http.ResponseWriter, r *http.Request) (time.Duration, error) {
+	wait, err := s.parseWait(r.URL.Query().Get("wait"))
+	if err == nil && wait > 0 {
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 10*time.Second))
+	}
+	return wait, err
+}
+
+// writeRequest answers 200 with a request; see getRequest for why it is a
+// call of its own.
+//
+//go:noinline
+func (s *Server) writeRequest(w http.ResponseWriter, req *countersign.Request) {
+	writeJSON(w, http.StatusOK, s.requestJSON(req))
 }
 
 // parseWait reads the wait parameter: a Go duration ("25s") or seconds
@@ -171,7 +215,7 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	s.writeRequest(w, req)
 	return nil
 }
 
@@ -183,7 +227,7 @@ func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, agent cou
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	s.writeRequest(w, req)
 	return nil
 }
 
@@ -234,6 +278,6 @@ func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap counte
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.requestJSON(req))
+	s.writeRequest(w, req)
 	return nil
 }
