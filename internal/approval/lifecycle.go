@@ -47,7 +47,9 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 	// One read per round: the first happens inside the loop, after the
 	// subscription. One timer: it rings at the end of the wait or, when
 	// sooner, just after the request expires, so that the waiter sees
-	// "expired" without waiting for the sweeper.
+	// "expired" without waiting for the sweeper. Nothing of the request is
+	// kept while parked but its expiry: a wait that ends undecided reads
+	// it once more to answer.
 	end := time.Now().Add(wait)
 	var timer *time.Timer
 	defer func() {
@@ -55,24 +57,25 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 			timer.Stop()
 		}
 	}()
-	var r *countersign.Request
+	read := false
 	for {
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
 		w := s.hub.Watch(id)
 		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
-		if err != nil && ctx.Err() != nil && r != nil {
+		if err != nil && ctx.Err() != nil && read {
 			// The wait was given up during a later read: like any other
-			// end of the wait, that answers the state last read.
+			// end of the wait, that answers the request's state.
 			w.Stop()
-			return r, nil
+			return s.waitAnswer(ctx, agent, id)
 		}
 		if err != nil || got.Status != countersign.StatusPending {
 			w.Stop()
 			return got, err
 		}
-		r = got
-		d := min(time.Until(end), max(r.ExpiresAt.Sub(s.clock.Now()), 0)+10*time.Millisecond)
+		read = true
+		d := min(time.Until(end), max(got.ExpiresAt.Sub(s.clock.Now()), 0)+10*time.Millisecond)
+		got = nil
 		if timer == nil {
 			timer = time.NewTimer(d)
 		} else {
@@ -92,16 +95,24 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 		case <-timer.C:
 			w.Stop()
 			if !time.Now().Before(end) {
-				return r, nil
+				return s.waitAnswer(ctx, agent, id)
 			}
 		case <-ctx.Done():
 			w.Stop()
-			return r, nil
+			return s.waitAnswer(ctx, agent, id)
 		case <-s.hub.Closed():
 			w.Stop()
-			return r, nil
+			return s.waitAnswer(ctx, agent, id)
 		}
 	}
+}
+
+// waitAnswer reads the request to answer a wait that ended undecided: its
+// time ran out, its caller went away or the server is stopping. The read
+// is not cancelled with the wait's context.
+func (s *Service) waitAnswer(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
+	ctx = context.WithoutCancel(ctx)
+	return OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 }
 
 // Consume implements countersign.Service.
