@@ -109,11 +109,15 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 
 // waitAnswer reads the request to answer a wait that ended undecided: its
 // time ran out, its caller went away or the server is stopping. The read
-// is not cancelled with the wait's context.
+// is not cancelled with the wait's context, but bounded on its own.
 func (s *Service) waitAnswer(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
-	ctx = context.WithoutCancel(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitAnswerTimeout)
+	defer cancel()
 	return OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
 }
+
+// waitAnswerTimeout bounds the read that answers an undecided wait.
+const waitAnswerTimeout = 5 * time.Second
 
 // Consume implements countersign.Service.
 func (s *Service) Consume(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {

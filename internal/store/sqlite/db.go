@@ -228,48 +228,58 @@ func (db *DB) writer() {
 	}
 }
 
-// commitGroup runs the started changes of group in one transaction and
-// answers each caller.
+// commitGroup runs the changes of group in one transaction and answers
+// each caller. A change is started only when its turn comes, so that its
+// caller may still give up while the changes before it run.
 func (db *DB) commitGroup(group []*writeJob) {
-	jobs := group[:0]
-	for _, j := range group {
-		if j.state.CompareAndSwap(jobQueued, jobRunning) {
-			jobs = append(jobs, j)
+	var (
+		tx  *sql.Tx
+		ran []*writeJob // started, and not yet answered
+	)
+	defer func() {
+		if tx != nil {
+			tx.Rollback()
+		}
+	}()
+	// failRan answers every started change with err, but one that
+	// failed on its own with its own error: it was undone either way.
+	failRan := func(err error) {
+		for _, j := range ran {
+			if j.err != nil {
+				j.done <- j.err
+			} else {
+				j.done <- err
+			}
 		}
 	}
-	if len(jobs) == 0 {
-		return
-	}
-	db.groups.Add(1)
-	failAll := func(err error) {
-		for _, j := range jobs {
-			j.done <- err
-		}
-	}
-	tx, err := db.write.BeginTx(context.Background(), nil)
-	if err != nil {
-		failAll(fmt.Errorf("begin: %w", err))
-		return
-	}
-	defer tx.Rollback()
 	ctx := context.Background()
-	if len(jobs) == 1 {
-		// Alone: the transaction is the change's own.
-		j := jobs[0]
-		if err := j.run(tx); err != nil {
-			j.done <- err
-			return
+	alone := len(group) == 1
+	for _, j := range group {
+		if !j.state.CompareAndSwap(jobQueued, jobRunning) {
+			continue
 		}
-		if err := tx.Commit(); err != nil {
-			j.done <- fmt.Errorf("commit: %w", err)
-			return
+		ran = append(ran, j)
+		if tx == nil {
+			var err error
+			if tx, err = db.write.BeginTx(ctx, nil); err != nil {
+				tx = nil
+				failRan(fmt.Errorf("begin: %w", err))
+				db.failQueued(group, fmt.Errorf("begin: %w", err))
+				return
+			}
+			db.groups.Add(1)
 		}
-		j.done <- nil
-		return
-	}
-	for _, j := range jobs {
+		if alone {
+			// The transaction is the change's own: no savepoint.
+			if j.err = j.run(tx); j.err != nil {
+				j.done <- j.err
+				return
+			}
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, `SAVEPOINT change`); err != nil {
-			failAll(fmt.Errorf("begin: %w", err))
+			failRan(fmt.Errorf("begin: %w", err))
+			db.failQueued(group, fmt.Errorf("begin: %w", err))
 			return
 		}
 		j.err = j.run(tx)
@@ -280,16 +290,31 @@ func (db *DB) commitGroup(group []*writeJob) {
 		if _, err := tx.ExecContext(ctx, release); err != nil {
 			// SQLite may have rolled back the whole transaction (a full
 			// disk, an I/O error): nothing of the group is kept.
-			failAll(fmt.Errorf("write transaction: %w", err))
+			err = fmt.Errorf("write transaction rolled back: %w", err)
+			failRan(err)
+			db.failQueued(group, err)
 			return
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		failAll(fmt.Errorf("commit: %w", err))
+	if tx == nil {
 		return
 	}
-	for _, j := range jobs {
+	if err := tx.Commit(); err != nil {
+		failRan(fmt.Errorf("commit: %w", err))
+		return
+	}
+	tx = nil
+	for _, j := range ran {
 		j.done <- j.err
+	}
+}
+
+// failQueued answers the changes of group not started yet with err.
+func (db *DB) failQueued(group []*writeJob, err error) {
+	for _, j := range group {
+		if j.state.CompareAndSwap(jobQueued, jobRunning) {
+			j.done <- err
+		}
 	}
 }
 

@@ -205,3 +205,113 @@ func TestGroupCommitClose(t *testing.T) {
 		t.Errorf("change after Close: %v, want %v", err, errStoreClosed)
 	}
 }
+
+// A commit that fails answers every change of the group with the failure
+// and keeps none of them; a change that failed on its own keeps its own
+// error. A deferred foreign key makes COMMIT itself fail.
+func TestGroupCommitFailure(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	ctx := t.Context()
+	if _, err := db.write.ExecContext(ctx, `
+		CREATE TABLE parent (id INTEGER PRIMARY KEY);
+		CREATE TABLE child (n INTEGER, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(parent int) func(ctx context.Context, tx *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO child (n, parent) VALUES (1, ?)`, parent)
+			return err
+		}
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO parent (id) VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		var n int
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM child`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// Alone.
+	if err := db.update(ctx, insert(99)); err == nil || !strings.Contains(err.Error(), "commit") {
+		t.Fatalf("a change whose commit fails: %v, want the commit's error", err)
+	}
+
+	// In a group: a good change, the bad one, and one that fails itself.
+	release := holdWriter(t, db)
+	own := errors.New("refused")
+	fns := []func(ctx context.Context, tx *sql.Tx) error{
+		insert(1), insert(99), func(ctx context.Context, tx *sql.Tx) error { return own },
+	}
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Go(func() { errs[i] = db.update(ctx, fn) })
+		waitQueued(t, db, i+1) // in this order
+	}
+	release()
+	wg.Wait()
+	if errs[0] == nil || errs[1] == nil || !strings.Contains(errs[0].Error(), "commit") {
+		t.Errorf("changes of a group whose commit failed: %v, %v; want the commit's error", errs[0], errs[1])
+	}
+	if errs[2] != own {
+		t.Errorf("a change that failed itself: %v, want its own error", errs[2])
+	}
+	if n := count(); n != 0 {
+		t.Errorf("%d rows kept after failed commits, want 0", n)
+	}
+	// The writer goes on.
+	if err := db.update(ctx, insert(1)); err != nil || count() != 1 {
+		t.Fatalf("after the failures: %v, %d rows", err, count())
+	}
+}
+
+// A change is started only at its turn in the group: its caller can still
+// give up while the changes before it run.
+func TestGroupCommitCancelInGroup(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	release := holdWriter(t, db)
+	first, hold := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		firstDone <- db.update(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+			close(first)
+			<-hold
+			return nil
+		})
+	}()
+	waitQueued(t, db, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan struct{}, 1)
+	secondDone := make(chan error, 1)
+	go func() {
+		secondDone <- db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			ran <- struct{}{}
+			return nil
+		})
+	}()
+	waitQueued(t, db, 2)
+	release() // the writer takes both as one group and starts the first
+	<-first
+	cancel()
+	select {
+	case err := <-secondDone:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("second change, cancelled while the first ran: %v, want context.Canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		close(hold)
+		t.Fatal("the second change's caller could not give up while the first ran")
+	}
+	close(hold)
+	if err := <-firstDone; err != nil {
+		t.Errorf("first change: %v", err)
+	}
+	select {
+	case <-ran:
+		t.Error("the writer ran a change whose caller had given up")
+	default:
+	}
+}
