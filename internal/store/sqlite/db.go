@@ -4,7 +4,9 @@
 // Writes go through one connection in BEGIN IMMEDIATE transactions, so that
 // every read-then-write inside a transaction sees no other writer; reads go
 // through a separate pool of query-only connections, so that they never
-// queue behind a write.
+// queue behind a write. A third connection copies committed pages from the
+// write-ahead log into the database file, so that the writer never waits for
+// that copy or its fsync.
 package sqlite
 
 import (
@@ -34,19 +36,24 @@ const readConns = 4
 type DB struct {
 	write *sql.DB // one connection; every transaction is BEGIN IMMEDIATE
 	read  *sql.DB // query-only connections
+	ckpt  *sql.DB // one connection, for checkpoints
 
 	writes  chan *writeJob // to the writer, which commits them in groups
 	closing chan struct{}  // closed by Close: the writer stops
 	stopped chan struct{}  // closed by the writer when it has stopped
 	closeMu sync.Once
 	groups  atomic.Int64 // transactions the writer has run
+
+	committed   chan struct{} // a token from the writer: there is work for the checkpointer
+	ckptStopped chan struct{} // closed by the checkpointer when it has stopped
+	checkpoints atomic.Int64  // checkpoints run
 }
 
 // Open opens the database file at path, creating it when missing, and
 // applies the migrations this binary knows. A database whose schema is newer
 // than the binary is refused. The parent directory must exist.
 func Open(ctx context.Context, path string) (*DB, error) {
-	write := sql.OpenDB(&connector{dsn: dsn(path, false)})
+	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite)})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -64,22 +71,34 @@ func Open(ctx context.Context, path string) (*DB, error) {
 
 	// The read pool opens after the writer has switched the file to WAL,
 	// which a query-only connection could not do.
-	read := sql.OpenDB(&connector{dsn: dsn(path, true)})
+	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead)})
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
-	if err := read.PingContext(ctx); err != nil {
-		read.Close()
-		write.Close()
-		return nil, fmt.Errorf("open store: %w", err)
+	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint)})
+	ckpt.SetMaxOpenConns(1)
+	ckpt.SetMaxIdleConns(1)
+	ckpt.SetConnMaxLifetime(0)
+	ckpt.SetConnMaxIdleTime(0)
+	for _, p := range []*sql.DB{read, ckpt} {
+		if err := p.PingContext(ctx); err != nil {
+			read.Close()
+			ckpt.Close()
+			write.Close()
+			return nil, fmt.Errorf("open store: %w", err)
+		}
 	}
 	db := &DB{
-		write:   write,
-		read:    read,
-		writes:  make(chan *writeJob, maxGroup),
-		closing: make(chan struct{}),
-		stopped: make(chan struct{}),
+		write:       write,
+		read:        read,
+		ckpt:        ckpt,
+		writes:      make(chan *writeJob, maxGroup),
+		closing:     make(chan struct{}),
+		stopped:     make(chan struct{}),
+		committed:   make(chan struct{}, 1),
+		ckptStopped: make(chan struct{}),
 	}
 	go db.writer()
+	go db.checkpointer(checkpointEvery)
 	return db, nil
 }
 
@@ -89,23 +108,41 @@ func (db *DB) Close() error {
 	db.closeMu.Do(func() {
 		close(db.closing)
 		<-db.stopped
+		<-db.ckptStopped
 	})
-	return errors.Join(db.read.Close(), db.write.Close())
+	// The write pool closes last: the last connection to close copies
+	// what is left of the log into the file.
+	return errors.Join(db.read.Close(), db.ckpt.Close(), db.write.Close())
 }
+
+// The connections of a DB, by what they are for.
+type role int
+
+const (
+	roleWrite role = iota
+	roleRead
+	roleCheckpoint
+)
 
 // dsn builds the data source name of one pool. Pragmas go in the DSN so that
 // every connection the pool opens, now or after a reconnect, gets them.
-func dsn(path string, readOnly bool) string {
+func dsn(path string, r role) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(5000)")
 	q.Add("_pragma", "foreign_keys(1)")
 	// NORMAL in WAL mode loses nothing when the process is killed; only a
 	// power cut can lose the last commits.
 	q.Add("_pragma", "synchronous(NORMAL)")
-	if readOnly {
+	switch r {
+	case roleRead:
 		q.Add("_pragma", "query_only(1)")
-	} else {
+	case roleWrite:
 		q.Add("_pragma", "journal_mode(WAL)")
+		// The checkpointer copies the log into the file. The writer
+		// does so itself only when the log has grown far past what the
+		// checkpointer leaves: when the checkpointer cannot keep up, or
+		// a reader holds an old snapshot for long.
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages))
 		q.Set("_txlock", "immediate")
 	}
 	// A file: URI with the path escaped, so that a '?' or '#' in a
@@ -125,6 +162,44 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("journal mode is %q, not wal", mode)
 	}
 	return nil
+}
+
+// checkpointEvery is the longest a commit waits for its pages to be copied
+// from the log into the database file: under load, one checkpoint copies
+// the commits of this long together.
+const checkpointEvery = 100 * time.Millisecond
+
+// writerCheckpointPages is the size of the log, in pages, at which the writer
+// checkpoints itself (SQLite's default is 1,000).
+const writerCheckpointPages = 20000
+
+// checkpointer copies committed pages from the log into the database file,
+// at most once every interval and only after commits, until Close. A
+// passive checkpoint neither waits for nor blocks the writer or readers;
+// what a reader still needs stays in the log for the next one.
+func (db *DB) checkpointer(interval time.Duration) {
+	defer close(db.ckptStopped)
+	t := time.NewTimer(interval)
+	t.Stop()
+	for {
+		select {
+		case <-db.committed:
+		case <-db.closing:
+			return
+		}
+		t.Reset(interval)
+		select {
+		case <-t.C:
+		case <-db.closing:
+			return
+		}
+		// An error (a full disk, say) leaves the pages in the log: the
+		// next commit brings the next try, and the writer's own
+		// checkpoint bounds the log meanwhile.
+		if _, err := db.ckpt.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err == nil {
+			db.checkpoints.Add(1)
+		}
+	}
 }
 
 // update runs fn in a write transaction and commits its changes when it
@@ -306,6 +381,10 @@ func (db *DB) commitGroup(group []*writeJob) {
 	tx = nil
 	for _, j := range ran {
 		j.done <- j.err
+	}
+	select {
+	case db.committed <- struct{}{}:
+	default: // the checkpointer has its token already
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -314,4 +315,77 @@ func TestGroupCommitCancelInGroup(t *testing.T) {
 		t.Error("the writer ran a change whose caller had given up")
 	default:
 	}
+}
+
+// Commits reach the database file itself, not only the log, without the
+// writer doing the copy: the checkpointer does it soon after the commit.
+func TestCheckpointer(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db := openTest(t, path)
+	ctx := t.Context()
+	var pages int
+	if err := db.write.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil {
+		t.Fatal(err)
+	}
+	if pages != writerCheckpointPages {
+		t.Fatalf("the writer checkpoints itself at %d pages, want %d", pages, writerCheckpointPages)
+	}
+	if err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	for i := range n {
+		if err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A copy of the database file alone, without its log, holds every
+	// row once the checkpointer has run after the last commit.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		got := rowsInFileAlone(t, path, filepath.Join(t.TempDir(), fmt.Sprintf("copy%d.db", i)))
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the database file alone holds %d rows of %d after %d checkpoints", got, n, db.checkpoints.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if db.checkpoints.Load() == 0 {
+		t.Fatal("no checkpoint ran")
+	}
+}
+
+// rowsInFileAlone copies the database file at path, without its log, to
+// dst and counts the rows of table t there (-1 when the copy has no t).
+func rowsInFileAlone(t *testing.T, path, dst string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sql.Open("sqlite", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var n int
+	if err := c.QueryRow(`SELECT count(*) FROM t`).Scan(&n); err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return -1
+		}
+		t.Fatal(err)
+	}
+	return n
 }
