@@ -143,8 +143,8 @@ type Transition struct {
 	AccountID string
 	DecidedBy string
 	Reason    string
-	// ExpiresAt, when not zero, replaces the expiry (an approval keeps a
-	// short grace to be consumed in).
+	// ExpiresAt, when not zero, is the least expiry the request keeps: a
+	// later one stays (an approval keeps a short grace to be consumed in).
 	ExpiresAt time.Time
 	// Window, when set with an approval, is opened in the same transaction.
 	Window *AutoApproveWindow

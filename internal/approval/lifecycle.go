@@ -201,21 +201,37 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.AutoApproveMinutes != 0 && (d.Decision != countersign.DecisionApprove || d.AutoApproveMinutes < 1 || d.AutoApproveMinutes > 60) {
 		return nil, countersign.Errorf(countersign.EINVALID, "auto_approve_minutes goes only with approve, from 1 to 60")
 	}
+	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 {
+		// By id and without a window, nothing of the request is needed
+		// before the change: the conditional update checks the account,
+		// the state and the expiry. When it refuses, the way through
+		// Find below expires a request whose time has passed and says
+		// why; a request the approver may not see is not found either
+		// way.
+		got, err := s.decide(ctx, ap, idOrRef, to, d, nil)
+		if err == nil || countersign.ErrorCode(err) == countersign.ENOTFOUND {
+			return got, err
+		}
+	}
 	r, err := s.Find(ctx, ap, idOrRef)
 	if err != nil {
 		return nil, err
 	}
+	return s.decide(ctx, ap, r.ID, to, d, r)
+}
+
+// decide makes the change of a decision on the request id. r, the request
+// as read, is needed only to open an auto-approve window.
+func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request) (*countersign.Request, error) {
 	now := s.clock.Now()
 	t := countersign.Transition{
-		ID: r.ID, From: []countersign.Status{countersign.StatusPending}, To: to, Now: now,
+		ID: id, From: []countersign.Status{countersign.StatusPending}, To: to, Now: now,
 		AccountID: ap.AccountID, DecidedBy: ap.Username, Reason: d.Text,
 	}
 	detail := map[string]any{}
 	if to == countersign.StatusApproved {
-		t.ExpiresAt = r.ExpiresAt
-		if grace := now.Add(s.cfg.ConsumeGrace); grace.After(t.ExpiresAt) {
-			t.ExpiresAt = grace
-		}
+		// The store keeps the later of this and the request's expiry.
+		t.ExpiresAt = now.Add(s.cfg.ConsumeGrace)
 	}
 	if d.AutoApproveMinutes > 0 {
 		if r.Context.SessionID == "" {

@@ -99,7 +99,7 @@ func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, erro
 		set = append(set, "consumed_at = "+a.add(nanos(t.Now)))
 	}
 	if !t.ExpiresAt.IsZero() {
-		set = append(set, "expires_at = "+a.add(nanos(t.ExpiresAt)))
+		set = append(set, "expires_at = GREATEST(expires_at, "+a.add(nanos(t.ExpiresAt))+")")
 	}
 	if t.Window != nil {
 		set = append(set, "auto_approve_until = "+a.add(nanos(t.Window.Until)))

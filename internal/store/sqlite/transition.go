@@ -74,7 +74,7 @@ func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (*c
 		set, args = append(set, "consumed_at = ?"), append(args, nanos(t.Now))
 	}
 	if !t.ExpiresAt.IsZero() {
-		set, args = append(set, "expires_at = ?"), append(args, nanos(t.ExpiresAt))
+		set, args = append(set, "expires_at = max(expires_at, ?)"), append(args, nanos(t.ExpiresAt))
 	}
 	if t.Window != nil {
 		set, args = append(set, "auto_approve_until = ?"), append(args, nanos(t.Window.Until))

@@ -16,7 +16,7 @@ func testTransition(t *testing.T, open Opener) {
 	r := create(t, s, newRequest(f.key, "Bash", `{}`, "x"), Base)
 
 	now := Base.Add(time.Minute + 9)
-	grace := Base.Add(3 * time.Minute)
+	grace := r.ExpiresAt.Add(3 * time.Minute) // a later expiry replaces the request's
 	got, err := s.Transition(ctx, countersign.Transition{
 		ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: now,
 		KeyID: f.key.ID, AccountID: f.account.ID, DecidedBy: "approver:alice", Reason: "ok", ExpiresAt: grace,
@@ -54,6 +54,23 @@ func testTransition(t *testing.T, open Opener) {
 	_, err = s.Transition(ctx, countersign.Transition{ID: "req_missing", From: fromPending, To: countersign.StatusDenied, Now: now},
 		countersign.AuditEvent{Event: "denied", Actor: "approver:alice", Detail: "{}"})
 	wantCode(t, "Transition(missing)", err, countersign.ENOTFOUND)
+
+	// ExpiresAt is the least expiry: an approval whose grace ends before
+	// the request's own expiry keeps the later one.
+	l := create(t, s, newRequest(f.key, "Bash", `{"l":1}`, "l"), Base)
+	got, err = s.Transition(ctx, countersign.Transition{
+		ID: l.ID, From: fromPending, To: countersign.StatusApproved, Now: now, AccountID: f.account.ID,
+		DecidedBy: "approver:alice", ExpiresAt: l.ExpiresAt.Add(-time.Minute),
+	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
+	if err != nil {
+		t.Fatalf("approve with an earlier grace: %v", err)
+	}
+	if !got.ExpiresAt.Equal(l.ExpiresAt) {
+		t.Errorf("approved with an earlier grace: expires %v, want the request's own %v", got.ExpiresAt, l.ExpiresAt)
+	}
+	if stored, _ := s.Request(ctx, l.ID); stored == nil || !stored.ExpiresAt.Equal(l.ExpiresAt) {
+		t.Errorf("stored after an earlier grace: %+v, want expiry %v", stored, l.ExpiresAt)
+	}
 }
 
 func testTransitionExpired(t *testing.T, open Opener) {
