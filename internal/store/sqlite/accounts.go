@@ -13,7 +13,7 @@ import (
 // Errors: ECONFLICT if the name is taken.
 func (db *DB) CreateAccount(ctx context.Context, a *countersign.Account) error {
 	a.ID = orID(a.ID, "acc_")
-	_, err := db.write.ExecContext(ctx, `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
+	_, err := db.configExec(ctx, `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
 		a.ID, a.Name, nanos(a.CreatedAt))
 	if isUnique(err) {
 		return countersign.Errorf(countersign.ECONFLICT, "account %q already exists", a.Name)
@@ -84,7 +84,7 @@ func scanAccount(s scanner) (*countersign.Account, error) {
 // Errors: ECONFLICT if the username is taken.
 func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error {
 	a.ID = orID(a.ID, "apr_")
-	_, err := db.write.ExecContext(ctx, `
+	_, err := db.configExec(ctx, `
 		INSERT INTO approvers (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)`,
 		a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
 	if isUnique(err) {
@@ -115,7 +115,7 @@ func (db *DB) ApproverByUsername(ctx context.Context, username string) (*counter
 // existing membership is not an error. Errors: ENOTFOUND when the approver
 // or the account does not exist.
 func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
-	_, err := db.write.ExecContext(ctx, `
+	_, err := db.configExec(ctx, `
 		INSERT INTO memberships (approver_id, account_id, created_at) VALUES (?, ?, ?)
 		ON CONFLICT (approver_id, account_id) DO NOTHING`,
 		approverID, accountID, nanos(at))

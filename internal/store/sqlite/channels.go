@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -18,7 +19,7 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
 	}
 	c.ID = orID(c.ID, "chn_")
-	_, err := db.write.ExecContext(ctx, `INSERT INTO notify_channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+	_, err := db.configExec(ctx, `INSERT INTO notify_channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.AccountID, c.Name, c.Type, string(c.Config), secretBytes(c.Secret), nanos(c.CreatedAt))
 	switch {
 	case isUnique(err):
@@ -37,7 +38,7 @@ func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
 	if !c.Type.Valid() {
 		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
 	}
-	res, err := db.write.ExecContext(ctx, `UPDATE notify_channels SET type = ?, config = ?, secret = ?
+	res, err := db.configExec(ctx, `UPDATE notify_channels SET type = ?, config = ?, secret = ?
 		WHERE id = ? AND account_id = ?`, c.Type, string(c.Config), secretBytes(c.Secret), c.ID, c.AccountID)
 	if err != nil {
 		return fmt.Errorf("update channel: %w", err)
@@ -64,6 +65,27 @@ func (db *DB) Channel(ctx context.Context, id string) (*countersign.Channel, err
 // Channels lists an account's channels by name, or every account's when
 // accountID is empty.
 func (db *DB) Channels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
+	version, caching := db.cacheVersion() // before the database: see AgentKeyByHash
+	caching = caching && accountID != ""
+	now := time.Now()
+	if caching {
+		if cs, ok := db.caches.channels.get(accountID, version, now); ok {
+			return copyChannels(cs), nil
+		}
+	}
+	out, err := db.channels(ctx, accountID)
+	if err == nil && caching {
+		cs := make([]countersign.Channel, len(out))
+		for i, c := range out {
+			cs[i] = *c
+		}
+		db.caches.channels.put(accountID, cs, version, now)
+		return copyChannels(cs), nil
+	}
+	return out, err
+}
+
+func (db *DB) channels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
 	query, args := `SELECT `+channelColumns+` FROM notify_channels ORDER BY account_id, name`, []any{}
 	if accountID != "" {
 		query, args = `SELECT `+channelColumns+` FROM notify_channels WHERE account_id = ? ORDER BY name`, []any{accountID}

@@ -47,6 +47,9 @@ type DB struct {
 	committed   chan struct{} // a token from the writer: there is work for the checkpointer
 	ckptStopped chan struct{} // closed by the checkpointer when it has stopped
 	checkpoints atomic.Int64  // checkpoints run
+
+	changes *changeCounter // moved by every change to what caches hold; nil: nothing is cached
+	caches  caches
 }
 
 // Open opens the database file at path, creating it when missing, and
@@ -87,7 +90,15 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 	}
+	changes, err := openChangeCounter(path)
+	if err != nil && runtimeSharesMemory {
+		read.Close()
+		ckpt.Close()
+		write.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	db := &DB{
+		changes:     changes,
 		write:       write,
 		read:        read,
 		ckpt:        ckpt,
@@ -217,11 +228,36 @@ func (db *DB) checkpointer(interval time.Duration) {
 // the change runs to its end with the context fn is given, which keeps
 // ctx's values but not its cancellation: an interrupted statement would
 // roll back the whole group.
+//
+// A change made with update may change what the caches hold: once it is
+// committed, the change counter moves. Changes to requests, the audit log
+// and the outbox, which no cache holds, go through updateHot instead.
 func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return db.run(ctx, fn, false)
+}
+
+// updateHot is update for a change that touches nothing a cache holds:
+// requests, auto-approve windows, the audit log, the outbox.
+func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	return db.run(ctx, fn, true)
+}
+
+// configExec runs one statement that changes what a cache may hold, in a
+// transaction of its own, and moves the change counter once it committed.
+func (db *DB) configExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	var res sql.Result
+	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+		res, err = tx.ExecContext(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, hot bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	j := &writeJob{ctx: context.WithoutCancel(ctx), fn: fn, done: make(chan error, 1)}
+	j := &writeJob{ctx: context.WithoutCancel(ctx), fn: fn, hot: hot, done: make(chan error, 1)}
 	select {
 	case db.writes <- j:
 	case <-ctx.Done():
@@ -262,6 +298,7 @@ const (
 type writeJob struct {
 	ctx   context.Context
 	fn    func(ctx context.Context, tx *sql.Tx) error
+	hot   bool // changes nothing a cache holds
 	state atomic.Int32
 	err   error // fn's outcome, then the commit's
 	done  chan error
@@ -375,10 +412,26 @@ func (db *DB) commitGroup(group []*writeJob) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
+		// Whether anything was kept is not known for sure: entries
+		// read before are not served again either way.
+		for _, j := range ran {
+			if !j.hot && db.changes != nil {
+				db.changes.bump()
+				break
+			}
+		}
 		failRan(fmt.Errorf("commit: %w", err))
 		return
 	}
 	tx = nil
+	// The counter moves before any caller hears of the commit, and after
+	// it, so that an entry read before the commit is never served again.
+	for _, j := range ran {
+		if !j.hot && j.err == nil && db.changes != nil {
+			db.changes.bump()
+			break
+		}
+	}
 	for _, j := range ran {
 		j.done <- j.err
 	}

@@ -16,7 +16,7 @@ const agentKeyColumns = `id, account_id, name, hash, hint, created_at, revoked_a
 // the account does not exist.
 func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error {
 	k.ID = orID(k.ID, "key_")
-	_, err := db.write.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := db.configExec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
 	if isUnique(err) {
 		return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", k.Name)
@@ -31,11 +31,26 @@ func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error
 // AgentKeyByHash returns a key, revoked or not, by the hash of its secret.
 // Errors: ENOTFOUND.
 func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.AgentKey, error) {
+	// The counter is read before the database, so that a change
+	// committed in between leaves an entry that is never served.
+	version, caching := db.cacheVersion()
+	now := time.Now()
+	if caching {
+		if k, ok := db.caches.keys.get(hash, version, now); ok {
+			k.SeedSecret = append([]byte(nil), k.SeedSecret...)
+			return &k, nil
+		}
+	}
 	k, err := scanAgentKey(db.read.QueryRowContext(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys WHERE hash = ?`, hash))
 	if err == sql.ErrNoRows {
 		return nil, countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
 	} else if err != nil {
 		return nil, fmt.Errorf("read agent key: %w", err)
+	}
+	if caching {
+		c := *k
+		c.SeedSecret = append([]byte(nil), k.SeedSecret...)
+		db.caches.keys.put(hash, c, version, now)
 	}
 	return k, nil
 }
@@ -137,7 +152,7 @@ func (db *DB) SeedKeys(ctx context.Context) ([]*countersign.AgentKey, error) {
 // exist, ECONFLICT on a duplicate id.
 func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverToken) error {
 	t.ID = orID(t.ID, "tok_")
-	_, err := db.write.ExecContext(ctx, `
+	_, err := db.configExec(ctx, `
 		INSERT INTO approver_tokens (id, approver_id, account_id, name, hash, hint, created_at, revoked_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt))
@@ -155,6 +170,21 @@ func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverTo
 // A token of an approver who left its account is not found. Errors:
 // ENOTFOUND.
 func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
+	version, caching := db.cacheVersion() // before the database: see AgentKeyByHash
+	now := time.Now()
+	if caching {
+		if e, ok := db.caches.tokens.get(hash, version, now); ok {
+			return &e.t, &e.a, nil
+		}
+	}
+	t, a, err := db.approverTokenByHash(ctx, hash)
+	if err == nil && caching {
+		db.caches.tokens.put(hash, tokenEntry{t: *t, a: *a}, version, now)
+	}
+	return t, a, err
+}
+
+func (db *DB) approverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
 	var t countersign.ApproverToken
 	var a countersign.Approver
 	var tCreated, tRevoked, aCreated int64

@@ -29,7 +29,7 @@ const requestColumns = `id, account_id, key_id, key_name, reference, kind, actio
 // ECONFLICT (the reference code is taken), ENOTFOUND (no such account or
 // key).
 func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (got *countersign.Request, created bool, err error) {
-	err = db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		got, created, err = createRequest(ctx, tx, r, maxPending, now, ev)
 		return err
 	})

@@ -12,7 +12,7 @@ import (
 
 // CreateSession implements countersign.SessionStore.
 func (db *DB) CreateSession(ctx context.Context, s *countersign.Session) error {
-	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions
 			(hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -62,7 +62,7 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 
 // TouchSession implements countersign.SessionStore.
 func (db *DB) TouchSession(ctx context.Context, hash string, now time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, nanos(now), hash); err != nil {
 			return fmt.Errorf("touch session: %w", err)
 		}
@@ -91,7 +91,7 @@ func (db *DB) Sessions(ctx context.Context, approverID string, now time.Time) ([
 
 // SwitchSessionAccount implements countersign.SessionStore.
 func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) error {
-	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET account_id = ? WHERE hash = ?
 			AND EXISTS (SELECT 1 FROM memberships m WHERE m.approver_id = sessions.approver_id AND m.account_id = ?)`,
 			accountID, hash, accountID)
@@ -107,7 +107,7 @@ func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) 
 
 // DeleteSession implements countersign.SessionStore.
 func (db *DB) DeleteSession(ctx context.Context, hash string) error {
-	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
 			return fmt.Errorf("delete session: %w", err)
 		}
@@ -118,7 +118,7 @@ func (db *DB) DeleteSession(ctx context.Context, hash string) error {
 // DeleteSessions implements countersign.SessionStore.
 func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error) {
 	var n int64
-	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID)
 		if err != nil {
 			return fmt.Errorf("delete sessions: %w", err)

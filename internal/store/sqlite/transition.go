@@ -25,7 +25,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
 	}
 	var got *countersign.Request
-	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		got, err = transition(ctx, tx, t, ev)
 		return err
 	})
@@ -135,7 +135,7 @@ func placeholders(n int) string {
 // audit entry for each, and returns the ids it expired, sorted.
 func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]countersign.Expired, error) {
 	var ids []countersign.Expired
-	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
 		ids, err = expireRequests(ctx, tx, id, now)
 		return err
 	})
