@@ -65,15 +65,23 @@ func auditHead(ctx context.Context, q querier) (int64, string, error) {
 // the caller's write transaction: the entry commits with the change it
 // records, or neither does.
 func appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, accountID, requestID string, ev countersign.AuditEvent) error {
-	seq, prev, err := auditHead(ctx, tx)
-	if err != nil {
-		return err
+	a, _ := ctx.Value(auditTxKey{}).(*auditTx)
+	if a == nil {
+		a = &auditTx{}
 	}
-	if seq == 0 {
+	if !a.known {
+		seq, prev, err := auditHead(ctx, tx)
+		if err != nil {
+			return err
+		}
+		a.seq, a.hash, a.known = seq, prev, true
+	}
+	prev := a.hash
+	if a.seq == 0 {
 		prev = countersign.AuditGenesis
 	}
 	e := countersign.AuditEntry{
-		Seq:       seq + 1,
+		Seq:       a.seq + 1,
 		At:        fromNanos(nanos(at)),
 		AccountID: accountID,
 		RequestID: requestID,
@@ -89,10 +97,43 @@ func appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, accountID, reque
 		e.Seq, nanos(e.At), e.AccountID, e.RequestID, e.Event, e.Actor, e.Detail, e.PrevHash, e.Hash); err != nil {
 		return fmt.Errorf("append audit entry: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, e.Seq, e.Hash); err != nil {
-		return fmt.Errorf("move audit head: %w", err)
+	a.seq, a.hash, a.dirty = e.Seq, e.Hash, true
+	if ctx.Value(auditTxKey{}) == nil {
+		// Not run by the writer: nobody else moves the head.
+		return a.flush(ctx, tx)
 	}
 	return nil
 }
+
+// auditTx is the head of the audit chain as one write transaction has moved
+// it. The writer reads the head from the table once per transaction, lets
+// each change append from here, and writes the head back once, before the
+// commit: the head a reader sees is always the last entry committed.
+// Holding the write lock for the whole transaction, nobody else moves it
+// meanwhile.
+type auditTx struct {
+	known bool   // seq and hash are the head
+	dirty bool   // entries were appended since the head was last written
+	seq   int64  // the newest entry
+	hash  string // its hash
+}
+
+// auditTxKey is the context key of the writer's auditTx.
+type auditTxKey struct{}
+
+// flush writes the head to the table when entries were appended.
+func (a *auditTx) flush(ctx context.Context, tx *sql.Tx) error {
+	if !a.dirty {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `
+		INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, a.seq, a.hash); err != nil {
+		return fmt.Errorf("move audit head: %w", err)
+	}
+	a.dirty = false
+	return nil
+}
+
+// forget makes the next append read the head from the table again.
+func (a *auditTx) forget() { *a = auditTx{} }

@@ -300,19 +300,22 @@ type writeJob struct {
 	fn    func(ctx context.Context, tx *sql.Tx) error
 	hot   bool // changes nothing a cache holds
 	state atomic.Int32
-	err   error // fn's outcome, then the commit's
-	done  chan error
+	// started is set by the writer when it starts the change: a group
+	// run again runs it again.
+	started bool
+	err     error // fn's outcome, then the commit's
+	done    chan error
 }
 
 // run runs the change. A panic is the change's error, not the writer's
 // end: the caller's request fails and the server goes on.
-func (j *writeJob) run(tx *sql.Tx) (err error) {
+func (j *writeJob) run(tx *sql.Tx, audit *auditTx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write transaction panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return j.fn(j.ctx, tx)
+	return j.fn(context.WithValue(j.ctx, auditTxKey{}, audit), tx)
 }
 
 // writer runs the changes sent to update, in groups, until Close.
@@ -343,7 +346,25 @@ func (db *DB) writer() {
 // commitGroup runs the changes of group in one transaction and answers
 // each caller. A change is started only when its turn comes, so that its
 // caller may still give up while the changes before it run.
+//
+// The changes run one after the other in the transaction, with nothing
+// around each. When one fails, the whole transaction is rolled back and
+// the group runs again, each change in a savepoint of its own, so that
+// only the failing one is undone. A change sees only what is committed and
+// what it writes itself, so it does the same the second time.
 func (db *DB) commitGroup(group []*writeJob) {
+	if db.runGroup(group, len(group) == 1) {
+		return
+	}
+	db.runGroup(group, true)
+}
+
+// runGroup runs group in one transaction, each change in a savepoint when
+// isolate is set, and answers every caller, but when isolate is not set
+// and a change failed: then it rolls everything back, answers no one, and
+// reports false, so that the group runs again isolated. A group of one is
+// run with isolate set and no savepoint: its transaction is its own.
+func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 	var (
 		tx  *sql.Tx
 		ran []*writeJob // started, and not yet answered
@@ -365,10 +386,14 @@ func (db *DB) commitGroup(group []*writeJob) {
 		}
 	}
 	ctx := context.Background()
-	alone := len(group) == 1
+	savepoints := isolate && len(group) > 1
+	audit := &auditTx{}
 	for _, j := range group {
-		if !j.state.CompareAndSwap(jobQueued, jobRunning) {
-			continue
+		if !j.started {
+			if !j.state.CompareAndSwap(jobQueued, jobRunning) {
+				continue
+			}
+			j.started = true
 		}
 		ran = append(ran, j)
 		if tx == nil {
@@ -377,39 +402,67 @@ func (db *DB) commitGroup(group []*writeJob) {
 				tx = nil
 				failRan(fmt.Errorf("begin: %w", err))
 				db.failQueued(group, fmt.Errorf("begin: %w", err))
-				return
+				return true
 			}
 			db.groups.Add(1)
 		}
-		if alone {
-			// The transaction is the change's own: no savepoint.
-			if j.err = j.run(tx); j.err != nil {
-				j.done <- j.err
-				return
+		if !j.hot {
+			// A change outside the hot paths may write the audit
+			// log itself (an import does): the head goes to the
+			// table before it, and is read again after it.
+			if err := audit.flush(ctx, tx); err != nil {
+				failRan(err)
+				db.failQueued(group, err)
+				return true
 			}
-			continue
 		}
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT change`); err != nil {
-			failRan(fmt.Errorf("begin: %w", err))
-			db.failQueued(group, fmt.Errorf("begin: %w", err))
-			return
+		if !savepoints {
+			j.err = j.run(tx, audit)
+			if j.err != nil {
+				if !isolate {
+					return false // the deferred rollback undoes the group
+				}
+				j.done <- j.err
+				return true
+			}
+		} else {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT change`); err != nil {
+				failRan(fmt.Errorf("begin: %w", err))
+				db.failQueued(group, fmt.Errorf("begin: %w", err))
+				return true
+			}
+			before := *audit
+			j.err = j.run(tx, audit)
+			release := `RELEASE change`
+			if j.err != nil {
+				release = `ROLLBACK TO change; RELEASE change`
+				*audit = before
+			}
+			if _, err := tx.ExecContext(ctx, release); err != nil {
+				// SQLite may have rolled back the whole transaction (a
+				// full disk, an I/O error): nothing of the group is kept.
+				err = fmt.Errorf("write transaction rolled back: %w", err)
+				failRan(err)
+				db.failQueued(group, err)
+				return true
+			}
 		}
-		j.err = j.run(tx)
-		release := `RELEASE change`
-		if j.err != nil {
-			release = `ROLLBACK TO change; RELEASE change`
-		}
-		if _, err := tx.ExecContext(ctx, release); err != nil {
-			// SQLite may have rolled back the whole transaction (a full
-			// disk, an I/O error): nothing of the group is kept.
-			err = fmt.Errorf("write transaction rolled back: %w", err)
-			failRan(err)
-			db.failQueued(group, err)
-			return
+		if !j.hot {
+			// Whatever it appended goes to the table too.
+			if err := audit.flush(ctx, tx); err != nil {
+				failRan(err)
+				db.failQueued(group, err)
+				return true
+			}
+			audit.forget()
 		}
 	}
 	if tx == nil {
-		return
+		return true
+	}
+	if err := audit.flush(ctx, tx); err != nil {
+		failRan(err)
+		return true
 	}
 	if err := tx.Commit(); err != nil {
 		// Whether anything was kept is not known for sure: entries
@@ -421,7 +474,7 @@ func (db *DB) commitGroup(group []*writeJob) {
 			}
 		}
 		failRan(fmt.Errorf("commit: %w", err))
-		return
+		return true
 	}
 	tx = nil
 	// The counter moves before any caller hears of the commit, and after
@@ -439,6 +492,7 @@ func (db *DB) commitGroup(group []*writeJob) {
 	case db.committed <- struct{}{}:
 	default: // the checkpointer has its token already
 	}
+	return true
 }
 
 // failQueued answers the changes of group not started yet with err.

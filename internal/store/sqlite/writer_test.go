@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/storetest"
 )
 
 // holdWriter starts a change that keeps the writer busy until the returned
@@ -88,8 +92,10 @@ func TestGroupCommit(t *testing.T) {
 	waitQueued(t, db, n)
 	release()
 	wg.Wait()
-	if got := db.groups.Load() - groups; got != 1 {
-		t.Errorf("%d transactions for %d queued changes, want 1", got, n)
+	// The group ran once without savepoints, was rolled back when change
+	// 1 failed, and ran again with one savepoint per change.
+	if got := db.groups.Load() - groups; got != 2 {
+		t.Errorf("%d transactions for %d queued changes, one failing, want 2", got, n)
 	}
 
 	var want []string
@@ -385,4 +391,162 @@ func rowsInFileAlone(t *testing.T, path, dst string) (int, error) {
 	var n int
 	err = c.QueryRow(`SELECT count(*) FROM t`).Scan(&n)
 	return n, err
+}
+
+// A group in which no change fails commits in one transaction.
+func TestGroupCommitClean(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	ctx := t.Context()
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+	groups := db.groups.Load()
+	const n = 20
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
+				return err
+			})
+		})
+	}
+	waitQueued(t, db, n)
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("change %d: %v", i, err)
+		}
+	}
+	if got := db.groups.Load() - groups; got != 1 {
+		t.Errorf("%d transactions for %d queued changes, want 1", got, n)
+	}
+	var count int
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&count); err != nil || count != n {
+		t.Errorf("%d rows (%v), want %d", count, err, n)
+	}
+}
+
+// Changes grouped with some that fail, before and after them, leave one
+// unbroken audit chain with exactly the entries of the changes kept, and a
+// head that names the last of them.
+func TestGroupAuditChain(t *testing.T) {
+	f := newCacheFixture(t)
+	db, ctx := f.db, t.Context()
+	now := time.Now().UTC()
+	newReq := func(i int) *countersign.Request {
+		args := fmt.Sprintf(`{"i":%d}`, i)
+		return &countersign.Request{
+			AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(i),
+			Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(args), ArgsHash: countersign.HashSecret(args),
+			Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending,
+			ExpiresAt: now.Add(time.Hour),
+		}
+	}
+	created := make([]*countersign.Request, 6)
+	for i := range created {
+		r, _, err := db.CreateRequest(ctx, newReq(i), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created[i] = r
+	}
+	seq0, _, err := db.AuditHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	release := holdWriter(t, db)
+	approve := func(id string) error {
+		_, err := db.Transition(ctx, countersign.Transition{ID: id, From: []countersign.Status{countersign.StatusPending},
+			To: countersign.StatusApproved, Now: now, DecidedBy: "alice"}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
+		return err
+	}
+	type change struct {
+		name string
+		run  func() error
+		kept bool // it appends one audit entry that is kept
+	}
+	changes := []change{
+		{"approve 0", func() error { return approve(created[0].ID) }, true},
+		{"approve 0 again", func() error { return approve(created[0].ID) }, false},
+		{"approve 1", func() error { return approve(created[1].ID) }, true},
+		{"create, then fail", func() error {
+			return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				if _, _, err := createRequest(ctx, tx, newReq(100), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
+					return err
+				}
+				return errors.New("refused after its audit entry")
+			})
+		}, false},
+		{"append an entry itself, as an import does", func() error {
+			return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				seq, hash, err := auditHead(ctx, tx)
+				if err != nil {
+					return err
+				}
+				e := countersign.AuditEntry{Seq: seq + 1, At: now.Truncate(time.Microsecond), AccountID: f.account.ID, Event: "imported",
+					Actor: "system", Detail: "{}", PrevHash: hash}
+				e.Hash = e.ComputeHash()
+				if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
+					VALUES (?, ?, ?, '', ?, ?, ?, ?, ?)`, e.Seq, nanos(e.At), e.AccountID, e.Event, e.Actor, e.Detail, e.PrevHash, e.Hash); err != nil {
+					return err
+				}
+				_, err = tx.ExecContext(ctx, `UPDATE audit_head SET seq = ?, hash = ? WHERE id = 1`, e.Seq, e.Hash)
+				return err
+			})
+		}, true},
+		{"create 7", func() error {
+			_, _, err := db.CreateRequest(ctx, newReq(7), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"})
+			return err
+		}, true},
+		{"revoke another key", func() error {
+			k := &countersign.AgentKey{ID: countersign.NewID("key_"), AccountID: f.account.ID, Name: "other", Hash: countersign.HashSecret("csk_other"), CreatedAt: now}
+			if err := db.CreateAgentKey(ctx, k); err != nil {
+				return err
+			}
+			return db.RevokeAgentKey(ctx, f.account.ID, "other", now)
+		}, false},
+		{"approve 2", func() error { return approve(created[2].ID) }, true},
+		{"approve 3", func() error { return approve(created[3].ID) }, true},
+	}
+	errs := make([]error, len(changes))
+	var wg sync.WaitGroup
+	for i, c := range changes {
+		wg.Go(func() { errs[i] = c.run() })
+		waitQueued(t, db, i+1) // in this order
+	}
+	release()
+	wg.Wait()
+	want := seq0
+	for i, c := range changes {
+		if c.kept {
+			want++
+			if errs[i] != nil {
+				t.Errorf("%s: %v", c.name, errs[i])
+			}
+		} else if c.name != "revoke another key" && errs[i] == nil {
+			t.Errorf("%s: no error", c.name)
+		}
+	}
+	problems, count := storetest.Verify(t, db)
+	if len(problems) != 0 {
+		t.Errorf("audit chain: %v", problems)
+	}
+	if seq, _, _ := db.AuditHead(ctx); seq != want || count != want {
+		t.Errorf("audit head %d with %d entries, want %d", seq, count, want)
+	}
+}
+
+// testRef returns a distinct reference code for each i.
+func testRef(i int) string {
+	b := make([]byte, 6)
+	for j := 5; j >= 0; j-- {
+		b[j] = countersign.ReferenceAlphabet[i%len(countersign.ReferenceAlphabet)]
+		i /= len(countersign.ReferenceAlphabet)
+	}
+	return string(b)
 }
