@@ -29,8 +29,13 @@ const requestColumns = `id, account_id, key_id, key_name, reference, kind, actio
 // ECONFLICT (the reference code is taken), ENOTFOUND (no such account or
 // key).
 func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (got *countersign.Request, created bool, err error) {
+	// What needs no database is done here, off the writer.
+	enc, err := encodeRequest(r)
+	if err != nil {
+		return nil, false, err
+	}
 	err = db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		got, created, err = createRequest(ctx, tx, r, maxPending, now, ev)
+		got, created, err = createRequest(ctx, tx, r, enc, maxPending, now, ev)
 		return err
 	})
 	if err != nil {
@@ -39,7 +44,7 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	return got, created, nil
 }
 
-func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
 	if !r.Status.Valid() {
 		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
 	}
@@ -57,7 +62,7 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, maxP
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
-	got, err := insertRequest(ctx, tx, r)
+	got, err := insertRequest(ctx, tx, r, enc)
 	if err != nil {
 		return nil, false, err
 	}
@@ -124,9 +129,15 @@ func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPen
 	}
 }
 
-// insertRequest writes r as a new row and returns the request as reading
-// the row back would, without reading it.
-func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) (*countersign.Request, error) {
+// encodedRequest is a request's JSON columns, encoded, and the request as
+// reading its row back would give it, but for its id and creation time,
+// which are settled in the transaction.
+type encodedRequest struct {
+	reasons, context []byte
+	got              countersign.Request
+}
+
+func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 	reasons, err := json.Marshal(r.RiskReasons)
 	if err != nil {
 		return nil, fmt.Errorf("encode risk reasons: %w", err)
@@ -135,10 +146,30 @@ func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) (*co
 	if err != nil {
 		return nil, fmt.Errorf("encode request context: %w", err)
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
+	// What scanRequest makes of the row: the stored JSON decoded, times
+	// in UTC at nanosecond precision, no links or outbox.
+	got := *r
+	got.Links, got.Outbox, got.RiskReasons, got.Context = nil, nil, nil, countersign.RequestContext{}
+	if err := json.Unmarshal(reasons, &got.RiskReasons); err != nil {
+		return nil, fmt.Errorf("decode risk reasons: %w", err)
+	}
+	if err := json.Unmarshal(rctx, &got.Context); err != nil {
+		return nil, fmt.Errorf("decode request context: %w", err)
+	}
+	got.Arguments, got.Seed = rawJSON(string(r.Arguments)), rawJSON(string(r.Seed))
+	for _, t := range []*time.Time{&got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt} {
+		*t = fromNanos(nanos(*t))
+	}
+	return &encodedRequest{reasons: reasons, context: rctx, got: got}, nil
+}
+
+// insertRequest writes r as a new row and returns the request as reading
+// the row back would, without reading it.
+func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
+	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
-		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(reasons), string(rctx), r.Status,
+		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID)
 	switch {
@@ -153,21 +184,8 @@ func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request) (*co
 	case err != nil:
 		return nil, fmt.Errorf("insert request: %w", err)
 	}
-
-	// What scanRequest makes of the row: the stored JSON decoded, times
-	// in UTC at nanosecond precision, no links or outbox.
-	got := *r
-	got.Links, got.Outbox, got.RiskReasons, got.Context = nil, nil, nil, countersign.RequestContext{}
-	if err := json.Unmarshal(reasons, &got.RiskReasons); err != nil {
-		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
-	}
-	if err := json.Unmarshal(rctx, &got.Context); err != nil {
-		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
-	}
-	got.Arguments, got.Seed = rawJSON(string(r.Arguments)), rawJSON(string(r.Seed))
-	for _, t := range []*time.Time{&got.CreatedAt, &got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt} {
-		*t = fromNanos(nanos(*t))
-	}
+	got := enc.got
+	got.ID, got.CreatedAt = r.ID, fromNanos(nanos(r.CreatedAt))
 	return &got, nil
 }
 
@@ -234,25 +252,48 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 // scanRequest reads one row of requestColumns. It returns sql.ErrNoRows
 // unwrapped, for the caller to turn into ENOTFOUND.
 func scanRequest(s scanner) (*countersign.Request, error) {
-	var r countersign.Request
-	var args, reasons, rctx, seed string
-	var created, expires, decided, autoUntil, consumed int64
-	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
-		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &r.Status,
-		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
-		&consumed, &seed, &r.SeedID)
+	row, err := scanRequestRow(s)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(reasons), &r.RiskReasons); err != nil {
+	return row.decode()
+}
+
+// requestRow is a row of requestColumns as scanned: the text and integer
+// columns in r, the JSON and the times not decoded yet. The writer scans
+// rows; the callers decode them, off the writer.
+type requestRow struct {
+	r                                              countersign.Request
+	args, reasons, rctx, seed                      string
+	created, expires, decided, autoUntil, consumed int64
+}
+
+// scanRequestRow reads one row of requestColumns without decoding it.
+func scanRequestRow(s scanner) (*requestRow, error) {
+	var row requestRow
+	r := &row.r
+	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
+		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
+		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
+		&row.consumed, &row.seed, &r.SeedID)
+	if err != nil {
+		return nil, err
+	}
+	return &row, nil
+}
+
+// decode returns the request of the row.
+func (row *requestRow) decode() (*countersign.Request, error) {
+	r := row.r
+	if err := json.Unmarshal([]byte(row.reasons), &r.RiskReasons); err != nil {
 		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
 	}
-	if err := json.Unmarshal([]byte(rctx), &r.Context); err != nil {
+	if err := json.Unmarshal([]byte(row.rctx), &r.Context); err != nil {
 		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
 	}
-	r.Arguments, r.Seed = rawJSON(args), rawJSON(seed)
-	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(created), fromNanos(expires), fromNanos(decided)
-	r.AutoApproveUntil, r.ConsumedAt = fromNanos(autoUntil), fromNanos(consumed)
+	r.Arguments, r.Seed = rawJSON(row.args), rawJSON(row.seed)
+	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(row.created), fromNanos(row.expires), fromNanos(row.decided)
+	r.AutoApproveUntil, r.ConsumedAt = fromNanos(row.autoUntil), fromNanos(row.consumed)
 	return &r, nil
 }
 

@@ -24,24 +24,26 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	if t.Window != nil && t.To != countersign.StatusApproved {
 		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
 	}
-	var got *countersign.Request
+	update, args := updateStatement(t)
+	var row *requestRow
 	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
-		got, err = transition(ctx, tx, t, ev)
+		row, err = transition(ctx, tx, t, update, args, ev)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return got, nil
+	return row.decode()
 }
 
-func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
-	got, err := updateStatus(ctx, tx, t)
-	if err != nil {
-		return nil, err
-	} else if got == nil {
+func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, update string, args []any, ev countersign.AuditEvent) (*requestRow, error) {
+	row, err := scanRequestRow(tx.QueryRowContext(ctx, update, args...))
+	if err == sql.ErrNoRows {
 		return nil, transitionRefusal(ctx, tx, t)
+	} else if err != nil {
+		return nil, fmt.Errorf("update request status: %w", err)
 	}
+	got := &row.r // its text columns are all the window and the audit need
 	if t.Window != nil {
 		if err := insertWindow(ctx, tx, got, *t.Window, t.Now); err != nil {
 			return nil, err
@@ -50,7 +52,7 @@ func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, ev co
 	if err := appendAudit(ctx, tx, t.Now, got.AccountID, got.ID, ev); err != nil {
 		return nil, err
 	}
-	return got, nil
+	return row, nil
 }
 
 // isDecision reports whether s is what a human's decision leads to.
@@ -62,9 +64,9 @@ func isDecision(s countersign.Status) bool {
 	return false
 }
 
-// updateStatus runs the one conditional UPDATE of t and returns the
-// changed request, or nil when it changed nothing.
-func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (*countersign.Request, error) {
+// updateStatement returns the one conditional UPDATE of t, which returns
+// the changed row, or none when it changed nothing.
+func updateStatement(t countersign.Transition) (string, []any) {
 	set, args := []string{"status = ?"}, []any{t.To}
 	if isDecision(t.To) {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
@@ -95,14 +97,8 @@ func updateStatus(ctx context.Context, tx *sql.Tx, t countersign.Transition) (*c
 
 	// SQLite makes every change of an UPDATE … RETURNING in its first
 	// step, so reading only the one row it returns is enough.
-	got, err := scanRequest(tx.QueryRowContext(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+
-		` WHERE `+strings.Join(where, " AND ")+` RETURNING `+requestColumns, args...))
-	if err == sql.ErrNoRows {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("update request status: %w", err)
-	}
-	return got, nil
+	return `UPDATE requests SET ` + strings.Join(set, ", ") +
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing: another

@@ -476,7 +476,8 @@ func TestGroupAuditChain(t *testing.T) {
 		{"approve 1", func() error { return approve(created[1].ID) }, true},
 		{"create, then fail", func() error {
 			return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
-				if _, _, err := createRequest(ctx, tx, newReq(100), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
+				r := newReq(100)
+				if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
 					return err
 				}
 				return errors.New("refused after its audit entry")
@@ -549,4 +550,12 @@ func testRef(i int) string {
 		i /= len(countersign.ReferenceAlphabet)
 	}
 	return string(b)
+}
+
+func mustEncode(t *testing.T, r *countersign.Request) *encodedRequest {
+	enc, err := encodeRequest(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
 }
