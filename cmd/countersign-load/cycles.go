@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/countersign/countersign/client"
 )
 
 // failer keeps the first error of many goroutines and cancels them all.
@@ -29,10 +25,10 @@ func (f *failer) fail(err error) {
 
 // job is one request handed from its agent to a decider.
 type job struct {
-	id       string
-	approver *client.Client // the replica the decision is made on
-	wrote    chan struct{}  // closed when the agent's long poll has been written to its connection
-	decided  chan decided   // the decider's outcome
+	id      string
+	replica int           // the replica the decision is made on
+	wrote   chan struct{} // closed when the agent's long poll has been written to its connection
+	decided chan decided  // the decider's outcome
 }
 
 type decided struct {
@@ -48,11 +44,12 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 	defer cancel()
 	f := &failer{cancel: cancel}
 
-	// Agents and deciders each have their own pool of kept-alive
-	// connections: a long poll holds its connection, so agents need up to
-	// two each (the poll and the next create or consume).
-	agents := clientsOf(srv, srv.agentKey, newTransport(2*o.agents+16))
-	approvers := clientsOf(srv, srv.token, newTransport(o.deciders+16))
+	agents, deciders, closeClients, err := cycleClients(ctx, o, srv)
+	if err != nil {
+		return err
+	}
+	defer closeClients()
+	replicas := len(srv.replicas())
 
 	start := time.Now()
 	measureFrom := start.Add(o.warmup)
@@ -69,7 +66,7 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 
 	jobs := make(chan *job)
 	var dwg sync.WaitGroup
-	for range o.deciders {
+	for _, decider := range deciders {
 		dwg.Add(1)
 		go func() {
 			defer dwg.Done()
@@ -84,7 +81,7 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 					time.Sleep(o.settle)
 				}
 				sent := time.Now()
-				_, err := approve(ctx, j.approver, j.id)
+				err := decider.approve(ctx, j.replica, j.id)
 				j.decided <- decided{sent: sent, answered: time.Now(), err: err}
 			}
 		}()
@@ -95,33 +92,29 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 		awg.Add(1)
 		go func() {
 			defer awg.Done()
-			agent, approver := agents[a%len(agents)], approvers[(a+1)%len(approvers)]
+			agent, replica := agents[a], (a+1)%replicas
 			for iter := 0; ctx.Err() == nil && time.Now().Before(measureTo); iter++ {
-				args, _ := json.Marshal(map[string]int{"agent": a, "iteration": iter})
 				t0 := time.Now()
-				r, created, err := create(ctx, agent, client.CreateInput{Kind: "generic", Action: "load.cycle", Arguments: args})
+				id, status, created, err := agent.create(ctx, a, iter)
 				if err != nil {
 					f.fail(fmt.Errorf("agent %d: create: %w", a, err))
 					return
 				}
 				t1 := time.Now()
-				if !created || r.Status != "pending" {
-					f.fail(fmt.Errorf("agent %d: create returned an existing or %s request %s", a, r.Status, r.ID))
+				if !created || status != "pending" {
+					f.fail(fmt.Errorf("agent %d: create returned an existing or %s request %s", a, status, id))
 					return
 				}
 
-				j := &job{id: r.ID, approver: approver, wrote: make(chan struct{}), decided: make(chan decided, 1)}
+				j := &job{id: id, replica: replica, wrote: make(chan struct{}), decided: make(chan decided, 1)}
 				var once sync.Once
 				markWritten := func() { once.Do(func() { close(j.wrote) }) }
-				tctx := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-					WroteRequest: func(httptrace.WroteRequestInfo) { markWritten() },
-				})
 				select {
 				case jobs <- j:
 				case <-ctx.Done():
 					return
 				}
-				w, err := agent.Wait(tctx, r.ID, 30*time.Second)
+				w, err := agent.wait(ctx, id, markWritten)
 				woke := time.Now()
 				markWritten() // never leave the decider waiting
 				d := <-j.decided
@@ -133,19 +126,19 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 					f.fail(fmt.Errorf("agent %d: decision: %w", a, d.err))
 					return
 				}
-				if w.Status != "approved" {
-					f.fail(fmt.Errorf("agent %d: the long poll of %s answered %q, not approved", a, r.ID, w.Status))
+				if w != "approved" {
+					f.fail(fmt.Errorf("agent %d: the long poll of %s answered %q, not approved", a, id, w))
 					return
 				}
 
 				t2 := time.Now()
-				c, err := consume(ctx, agent, r.ID)
+				c, err := agent.consume(ctx, id)
 				if err != nil {
 					f.fail(fmt.Errorf("agent %d: consume: %w", a, err))
 					return
 				}
-				if c.Status != "consumed" {
-					f.fail(fmt.Errorf("agent %d: consume answered %q", a, c.Status))
+				if c != "consumed" {
+					f.fail(fmt.Errorf("agent %d: consume of %s answered %q", a, id, c))
 					return
 				}
 				t3 := time.Now()
@@ -208,7 +201,7 @@ func runCycles(ctx context.Context, o *options, srv *server, out *printer) error
 	}
 
 	secs := o.duration.Seconds()
-	out.comment("cycles: agents=%d deciders=%d warmup=%s duration=%s settle=%s", o.agents, o.deciders, o.warmup, o.duration, o.settle)
+	out.comment("cycles: agents=%d deciders=%d warmup=%s duration=%s settle=%s client=%s", o.agents, o.deciders, o.warmup, o.duration, o.settle, o.client)
 	out.count("cycles_agents", int64(o.agents))
 	out.count("cycles_completed", n)
 	out.metric("cycles_per_second", float64(n)/secs, "1/s")

@@ -7,6 +7,9 @@
 //	cycles  N agents each loop create → long poll → an approver decides →
 //	        the waiter wakes → consume; reports cycles/s and the latency from
 //	        the decision's answer to the waiter's answer (decision-to-wake).
+//	        With --client raw (the default) agents and deciders talk over a
+//	        lean HTTP/1.1 client of their own (raw.go), which leaves more of
+//	        the shared cores to the server; --client go uses ./client.
 //	wake    exactly W agents hold a long poll each; one decision at a time is
 //	        made only when the server counts all W waiters as parked, then
 //	        the woken agent asks again; then, in --bursts rounds, all W are
@@ -61,6 +64,7 @@ type options struct {
 	duration time.Duration
 	warmup   time.Duration
 	settle   time.Duration
+	client   string // raw or go
 
 	// wake
 	waiters   int
@@ -94,6 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "cycles: measured duration")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "cycles: unmeasured warm-up before the measured duration")
 	fs.DurationVar(&o.settle, "settle", 2*time.Millisecond, "cycles: pause between the wait request leaving the agent and the decision")
+	fs.StringVar(&o.client, "client", "raw", "cycles: raw (a lean HTTP/1.1 client, one connection per agent and decider, to leave the cores to the server) or go (./client on net/http)")
 	fs.IntVar(&o.waiters, "waiters", 100, "wake: agents waiting at once")
 	fs.IntVar(&o.decisions, "decisions", 2000, "wake: decisions made one at a time, each with all waiters parked")
 	fs.IntVar(&o.bursts, "bursts", 10, "wake: rounds in which all waiters are decided at once (0: none)")
@@ -146,6 +151,9 @@ func (o *options) check() error {
 	}
 	if o.replicas < 1 || o.replicas > 8 || (o.replicas > 1 && (o.databaseURL == "" || o.scenario != "cycles")) {
 		return errors.New("--replicas must be from 1 to 8, and more than 1 only with --database-url and --scenario cycles")
+	}
+	if o.client != "raw" && o.client != "go" {
+		return fmt.Errorf("--client %q must be raw or go", o.client)
 	}
 	switch o.scenario {
 	case "cycles":
