@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gctune"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
@@ -48,6 +50,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	log, err := newLogger(env, cfg.logLevel, cfg.logFormat)
 	if err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" {
+		// The heap of a server under load is a few megabytes live:
+		// without a floor the collector would run dozens of times a
+		// second. GOGC in the environment wins.
+		defer gctune.Floor(gcFloor)()
 	}
 	store, storeName, err := openServeStore(ctx, cfg.data, cfg.dbURL, log)
 	if err != nil {
@@ -100,6 +108,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	log.Info("countersign stopped")
 	return err
 }
+
+// gcFloor is the heap the server lets grow before it collects garbage.
+const gcFloor = 32 << 20
 
 func parseServe(env *Env, args []string) (*serveConfig, error) {
 	cfg := &serveConfig{}

@@ -1,0 +1,88 @@
+package gctune
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestPercentFor(t *testing.T) {
+	for _, tt := range []struct {
+		floor uint64
+		h     heap
+		want  int
+	}{
+		{64 << 20, heap{2 << 20, 0}, 3100},        // goal 64 MiB
+		{64 << 20, heap{16 << 20, 0}, 300},        // goal 64 MiB
+		{64 << 20, heap{15 << 20, 1 << 20}, 306},  // roots count: goal 64 MiB
+		{64 << 20, heap{32 << 20, 0}, 100},        // GOGC=100 reaches the floor
+		{64 << 20, heap{500 << 20, 1 << 20}, 100}, // a large heap is left alone
+		{64 << 20, heap{1000, 0}, 10000},          // bounded
+		{64 << 20, heap{0, 0}, 100},               // before the first collection
+	} {
+		if got := percentFor(tt.floor, tt.h); got != tt.want {
+			t.Errorf("percentFor(%d, %+v) = %d, want %d", tt.floor, tt.h, got, tt.want)
+		}
+	}
+}
+
+// gcPercent returns the GOGC in force.
+func gcPercent() int {
+	p := debug.SetGCPercent(100)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// After each collection the tuner sets GOGC for the live heap it finds:
+// high while it is small, 100 once it is large, and the old one when
+// stopped.
+func TestFloor(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+
+	const floor = 256 << 20 // far above this test's own heap
+	stop := Floor(floor)
+	waitPercent(t, "small heap", func(p int) bool { return p > 100 })
+
+	// A live heap past half the floor: GOGC=100 reaches the floor.
+	big := make([]byte, 160<<20)
+	for i := range big {
+		big[i] = 1
+	}
+	waitPercent(t, "large heap", func(p int) bool { return p == 100 })
+	runtime.KeepAlive(big)
+	big = nil
+
+	waitPercent(t, "small heap again", func(p int) bool { return p > 100 })
+	stop()
+	if p := gcPercent(); p != 100 {
+		t.Errorf("GOGC after stop = %d, want the 100 set before", p)
+	}
+	// Stopped, the tuner sets nothing any more.
+	debug.SetGCPercent(150)
+	for range 3 {
+		runtime.GC()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if p := gcPercent(); p != 150 {
+		t.Errorf("GOGC after collections past stop = %d, want 150", p)
+	}
+}
+
+// waitPercent runs collections until the GOGC in force satisfies ok.
+func waitPercent(t *testing.T, what string, ok func(int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond) // the finalizer runs after the cycle
+		p := gcPercent()
+		if ok(p) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GOGC %d", what, p)
+		}
+	}
+}
