@@ -183,7 +183,7 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	}
 	now := s.clock.Now()
 	return &countersign.Request{
-		ID:          countersign.NewID("req_"),
+		ID:          countersign.NewOrderedID("req_"),
 		AccountID:   agent.AccountID,
 		KeyID:       agent.KeyID,
 		KeyName:     agent.KeyName,

@@ -62,7 +62,9 @@ func createRequest(p *pipe, r *countersign.Request, maxPending int, now time.Tim
 	if waiting != nil && waiting.n >= maxPending {
 		return nil, false, waiting.limitError(now)
 	}
-	r.ID = orID(r.ID, "req_")
+	if r.ID == "" {
+		r.ID = countersign.NewOrderedID("req_")
+	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}

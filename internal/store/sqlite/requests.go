@@ -58,7 +58,9 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc 
 			return nil, false, err
 		}
 	}
-	r.ID = orID(r.ID, "req_")
+	if r.ID == "" {
+		r.ID = countersign.NewOrderedID("req_")
+	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
