@@ -21,9 +21,9 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 		err := tx.QueryRowContext(ctx, `
 			UPDATE requests SET status = 'consumed', consumed_at = ?
 			WHERE status = 'approved' AND expires_at > ? AND id = (
-				SELECT id FROM requests
+				SELECT id FROM requests INDEXED BY requests_live_binding
 				WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
-				  AND seed_id = '' AND status = 'approved' AND expires_at > ?
+				  AND seed_id = '' AND status IN ('pending', 'approved') AND status = 'approved' AND expires_at > ?
 				ORDER BY decided_at, created_at, id LIMIT 1)
 			RETURNING id`,
 			nanos(now), nanos(now), keyID, kind, action, argsHash, previewHash, nanos(now)).Scan(&id)

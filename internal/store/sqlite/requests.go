@@ -88,9 +88,9 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc 
 // twin: its approval covers the ask the human saw, once.
 func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	got, err := scanRequest(tx.QueryRowContext(ctx, `
-		SELECT `+requestColumns+` FROM requests INDEXED BY requests_binding
+		SELECT `+requestColumns+` FROM requests INDEXED BY requests_live_binding
 		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
-		  AND status = 'pending' AND expires_at > ? AND seed_id = ?
+		  AND status IN ('pending', 'approved') AND status = 'pending' AND expires_at > ? AND seed_id = ?
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID))
 	if err == sql.ErrNoRows {
@@ -109,7 +109,7 @@ func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPen
 	// entries, however many requests wait.
 	var n int
 	err := tx.QueryRowContext(ctx, `
-		SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_status
+		SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
 			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?)`,
 		accountID, nanos(now), maxPending).Scan(&n)
 	if err != nil {
@@ -119,7 +119,7 @@ func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPen
 		return nil
 	}
 	var soonest sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM requests INDEXED BY requests_account_status
+	if err := tx.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM requests INDEXED BY requests_account_pending
 		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`, accountID, nanos(now)).Scan(&soonest); err != nil {
 		return fmt.Errorf("count pending requests: %w", err)
 	}

@@ -142,10 +142,12 @@ func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]c
 }
 
 func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) ([]countersign.Expired, error) {
-	query, args := `UPDATE requests SET status = 'expired'
+	// All of them: the live requests by expiry; one: by its id.
+	query, args := `UPDATE requests INDEXED BY requests_live_expiry SET status = 'expired'
 		WHERE status IN ('pending', 'approved') AND expires_at <= ?`, []any{nanos(now)}
 	if id != "" {
-		query, args = query+` AND id = ?`, append(args, id)
+		query, args = `UPDATE requests SET status = 'expired'
+		WHERE status IN ('pending', 'approved') AND expires_at <= ? AND id = ?`, append(args, id)
 	}
 	rows, err := tx.QueryContext(ctx, query+` RETURNING id, account_id`, args...)
 	if err != nil {
