@@ -64,7 +64,7 @@ func auditHead(ctx context.Context, q querier) (int64, string, error) {
 // appendAudit writes the next entry of the chain and moves the head, inside
 // the caller's write transaction: the entry commits with the change it
 // records, or neither does.
-func appendAudit(ctx context.Context, tx *sql.Tx, at time.Time, accountID, requestID string, ev countersign.AuditEvent) error {
+func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, requestID string, ev countersign.AuditEvent) error {
 	a, _ := ctx.Value(auditTxKey{}).(*auditTx)
 	if a == nil {
 		a = &auditTx{}
@@ -122,7 +122,7 @@ type auditTx struct {
 type auditTxKey struct{}
 
 // flush writes the head to the table when entries were appended.
-func (a *auditTx) flush(ctx context.Context, tx *sql.Tx) error {
+func (a *auditTx) flush(ctx context.Context, tx querier) error {
 	if !a.dirty {
 		return nil
 	}

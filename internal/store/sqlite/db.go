@@ -232,13 +232,13 @@ func (db *DB) checkpointer(interval time.Duration) {
 // A change made with update may change what the caches hold: once it is
 // committed, the change counter moves. Changes to requests, the audit log
 // and the outbox, which no cache holds, go through updateHot instead.
-func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
 	return db.run(ctx, fn, false)
 }
 
 // updateHot is update for a change that touches nothing a cache holds:
 // requests, auto-approve windows, the audit log, the outbox.
-func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
+func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
 	return db.run(ctx, fn, true)
 }
 
@@ -246,14 +246,14 @@ func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx *sq
 // transaction of its own, and moves the change counter once it committed.
 func (db *DB) configExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
-	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := db.update(ctx, func(ctx context.Context, tx querier) (err error) {
 		res, err = tx.ExecContext(ctx, query, args...)
 		return err
 	})
 	return res, err
 }
 
-func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error, hot bool) error {
+func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) error, hot bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -297,7 +297,7 @@ const (
 // writeJob is one caller's change, waiting for the writer.
 type writeJob struct {
 	ctx   context.Context
-	fn    func(ctx context.Context, tx *sql.Tx) error
+	fn    func(ctx context.Context, tx querier) error
 	hot   bool // changes nothing a cache holds
 	state atomic.Int32
 	// started is set by the writer when it starts the change: a group
@@ -309,7 +309,7 @@ type writeJob struct {
 
 // run runs the change. A panic is the change's error, not the writer's
 // end: the caller's request fails and the server goes on.
-func (j *writeJob) run(tx *sql.Tx, audit *auditTx) (err error) {
+func (j *writeJob) run(tx querier, audit *auditTx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write transaction panicked: %v\n%s", p, debug.Stack())
@@ -364,14 +364,19 @@ func (db *DB) commitGroup(group []*writeJob) {
 // and a change failed: then it rolls everything back, answers no one, and
 // reports false, so that the group runs again isolated. A group of one is
 // run with isolate set and no savepoint: its transaction is its own.
+//
+// The transaction is BEGIN IMMEDIATE and COMMIT on the write connection,
+// not a database/sql Tx, which would start a goroutine for every query
+// made in it.
 func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 	var (
-		tx  *sql.Tx
+		tx  *sql.Conn   // in a transaction while not nil
 		ran []*writeJob // started, and not yet answered
 	)
 	defer func() {
 		if tx != nil {
-			tx.Rollback()
+			tx.ExecContext(context.Background(), `ROLLBACK`)
+			tx.Close()
 		}
 	}()
 	// failRan answers every started change with err, but one that
@@ -398,8 +403,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		ran = append(ran, j)
 		if tx == nil {
 			var err error
-			if tx, err = db.write.BeginTx(ctx, nil); err != nil {
-				tx = nil
+			if tx, err = db.begin(ctx); err != nil {
 				failRan(fmt.Errorf("begin: %w", err))
 				db.failQueued(group, fmt.Errorf("begin: %w", err))
 				return true
@@ -464,7 +468,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		failRan(err)
 		return true
 	}
-	if err := tx.Commit(); err != nil {
+	if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil {
 		// Whether anything was kept is not known for sure: entries
 		// read before are not served again either way.
 		for _, j := range ran {
@@ -476,6 +480,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		failRan(fmt.Errorf("commit: %w", err))
 		return true
 	}
+	tx.Close()
 	tx = nil
 	// The counter moves before any caller hears of the commit, and after
 	// it, so that an entry read before the commit is never served again.
@@ -493,6 +498,20 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 	default: // the checkpointer has its token already
 	}
 	return true
+}
+
+// begin takes the write connection and starts a transaction on it that
+// holds the write lock from the start.
+func (db *DB) begin(ctx context.Context) (*sql.Conn, error) {
+	c, err := db.write.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
 }
 
 // failQueued answers the changes of group not started yet with err.

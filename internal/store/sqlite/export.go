@@ -163,7 +163,7 @@ func exportTable(ctx context.Context, tx *sql.Tx, query string, scan func(scanne
 
 // Import implements countersign.Importer, in one write transaction.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
-	return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.update(ctx, func(ctx context.Context, tx querier) error {
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
@@ -182,7 +182,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 
 // checkEmpty fails with ECONFLICT when the store holds anything a copy
 // would write.
-func checkEmpty(ctx context.Context, tx *sql.Tx) error {
+func checkEmpty(ctx context.Context, tx querier) error {
 	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "requests",
 		"links", "auto_approve_windows", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var full []string

@@ -19,7 +19,7 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 	if len(items) == 0 {
 		return nil
 	}
-	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		return insertOutbox(ctx, tx, items, now)
 	})
 }
@@ -27,7 +27,7 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 // insertOutbox inserts pending items, leaving out those whose channel is
 // gone or belongs to another account. CreateRequest calls it in its own
 // transaction.
-func insertOutbox(ctx context.Context, tx *sql.Tx, items []countersign.OutboxItem, now time.Time) error {
+func insertOutbox(ctx context.Context, tx querier, items []countersign.OutboxItem, now time.Time) error {
 	for _, it := range items {
 		created := it.CreatedAt
 		if created.IsZero() {
@@ -71,7 +71,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem
-	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		rows, err := tx.QueryContext(ctx, `UPDATE outbox
 			SET lease_until = ?, claim = ?, attempts = attempts + 1, last_attempt_at = ?
 			WHERE id IN (SELECT id FROM outbox
@@ -126,7 +126,7 @@ func (db *DB) MarkFailed(ctx context.Context, id, claim string, now, next time.T
 // attempt: only the holder of the claim, and only while the item is
 // pending, changes it.
 func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...any) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE outbox SET `+set+` WHERE id = ? AND claim = ? AND claim <> '' AND state = 'pending'`,
 			append(args, id, claim)...)
 		if err != nil {
@@ -197,7 +197,7 @@ func (db *DB) channelStatus(ctx context.Context, c *countersign.Channel) (*count
 // PurgeOutbox removes finished items; see countersign.OutboxStore.
 func (db *DB) PurgeOutbox(ctx context.Context, before time.Time) (int, error) {
 	var n int64
-	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE state <> 'pending' AND done_at < ?`, nanos(before))
 		if err != nil {
 			return fmt.Errorf("purge outbox: %w", err)

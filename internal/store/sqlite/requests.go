@@ -34,7 +34,7 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	if err != nil {
 		return nil, false, err
 	}
-	err = db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		got, created, err = createRequest(ctx, tx, r, enc, maxPending, now, ev)
 		return err
 	})
@@ -44,7 +44,7 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	return got, created, nil
 }
 
-func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
 	if !r.Status.Valid() {
 		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
 	}
@@ -86,7 +86,7 @@ func createRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc 
 // liveTwin returns the pending, unexpired request of the same key with the
 // same binding, or nil when there is none. An approved request is never a
 // twin: its approval covers the ask the human saw, once.
-func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.Time) (*countersign.Request, error) {
+func liveTwin(ctx context.Context, tx querier, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	got, err := scanRequest(tx.QueryRowContext(ctx, `
 		SELECT `+requestColumns+` FROM requests INDEXED BY requests_live_binding
 		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
@@ -104,7 +104,7 @@ func liveTwin(ctx context.Context, tx *sql.Tx, r *countersign.Request, now time.
 // checkPendingLimit fails with ELIMIT when the account already has
 // maxPending requests waiting that have not expired at now. RetryAfter is
 // when the soonest of them expires and so frees a place.
-func checkPendingLimit(ctx context.Context, tx *sql.Tx, accountID string, maxPending int, now time.Time) error {
+func checkPendingLimit(ctx context.Context, tx querier, accountID string, maxPending int, now time.Time) error {
 	// Count no further than the limit: the common case reads a few index
 	// entries, however many requests wait.
 	var n int
@@ -167,7 +167,7 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 
 // insertRequest writes r as a new row and returns the request as reading
 // the row back would, without reading it.
-func insertRequest(ctx context.Context, tx *sql.Tx, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
+func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,

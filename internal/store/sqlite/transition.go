@@ -26,7 +26,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	}
 	update, args := updateStatement(t)
 	var row *requestRow
-	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := db.updateHot(ctx, func(ctx context.Context, tx querier) (err error) {
 		row, err = transition(ctx, tx, t, update, args, ev)
 		return err
 	})
@@ -36,7 +36,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	return row.decode()
 }
 
-func transition(ctx context.Context, tx *sql.Tx, t countersign.Transition, update string, args []any, ev countersign.AuditEvent) (*requestRow, error) {
+func transition(ctx context.Context, tx querier, t countersign.Transition, update string, args []any, ev countersign.AuditEvent) (*requestRow, error) {
 	row, err := scanRequestRow(tx.QueryRowContext(ctx, update, args...))
 	if err == sql.ErrNoRows {
 		return nil, transitionRefusal(ctx, tx, t)
@@ -104,7 +104,7 @@ func updateStatement(t countersign.Transition) (string, []any) {
 // transitionRefusal explains why the UPDATE of t changed nothing: another
 // key's or account's request does not exist for the caller; any other
 // request is in a state that does not allow the change.
-func transitionRefusal(ctx context.Context, tx *sql.Tx, t countersign.Transition) error {
+func transitionRefusal(ctx context.Context, tx querier, t countersign.Transition) error {
 	r, err := getRequest(ctx, tx, t.ID)
 	if err != nil {
 		return err
@@ -131,7 +131,7 @@ func placeholders(n int) string {
 // audit entry for each, and returns the ids it expired, sorted.
 func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]countersign.Expired, error) {
 	var ids []countersign.Expired
-	err := db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) (err error) {
+	err := db.updateHot(ctx, func(ctx context.Context, tx querier) (err error) {
 		ids, err = expireRequests(ctx, tx, id, now)
 		return err
 	})
@@ -141,7 +141,7 @@ func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]c
 	return ids, nil
 }
 
-func expireRequests(ctx context.Context, tx *sql.Tx, id string, now time.Time) ([]countersign.Expired, error) {
+func expireRequests(ctx context.Context, tx querier, id string, now time.Time) ([]countersign.Expired, error) {
 	// All of them: the live requests by expiry; one: by its id.
 	query, args := `UPDATE requests INDEXED BY requests_live_expiry SET status = 'expired'
 		WHERE status IN ('pending', 'approved') AND expires_at <= ?`, []any{nanos(now)}

@@ -34,7 +34,7 @@ func (db *DB) ActiveWindow(ctx context.Context, keyID, sessionID string, kind co
 // insertWindow opens w for the approval r. The window takes its account,
 // key and request from r where w leaves them empty, and may not name
 // another: a window never widens beyond the key that asked.
-func insertWindow(ctx context.Context, tx *sql.Tx, r *countersign.Request, w countersign.AutoApproveWindow, now time.Time) error {
+func insertWindow(ctx context.Context, tx querier, r *countersign.Request, w countersign.AutoApproveWindow, now time.Time) error {
 	if (w.AccountID != "" && w.AccountID != r.AccountID) || (w.KeyID != "" && w.KeyID != r.KeyID) ||
 		(w.RequestID != "" && w.RequestID != r.ID) {
 		return countersign.Errorf(countersign.EINVALID, "an auto-approve window belongs to the request that opened it")

@@ -23,7 +23,7 @@ func holdWriter(t *testing.T, db *DB) (release func()) {
 	t.Helper()
 	started, hold, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- db.update(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+		done <- db.update(context.Background(), func(ctx context.Context, tx querier) error {
 			close(started)
 			<-hold
 			return nil
@@ -67,7 +67,7 @@ func TestGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			errs[i] = db.update(ctx, func(ctx context.Context, tx querier) error {
 				// Two rows per change, so that a failed change must
 				// undo a write of its own.
 				if _, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?), (?)`, 2*i, 2*i+1); err != nil {
@@ -148,7 +148,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		errc <- db.update(ctx, func(ctx context.Context, tx querier) error {
 			ran <- struct{}{}
 			return nil
 		})
@@ -160,7 +160,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	}
 	release()
 	// One more change through the writer: the abandoned one was passed.
-	if err := db.update(t.Context(), func(ctx context.Context, tx *sql.Tx) error { return nil }); err != nil {
+	if err := db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -172,7 +172,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	// Cancelled while running: the change completes, its statements are
 	// not interrupted, and the caller hears that it committed.
 	ctx, cancel = context.WithCancel(t.Context())
-	err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := db.update(ctx, func(ctx context.Context, tx querier) error {
 		cancel()
 		_, err := tx.ExecContext(ctx, `CREATE TABLE after_cancel (n INTEGER)`)
 		return err
@@ -194,7 +194,7 @@ func TestGroupCommitClose(t *testing.T) {
 	release := holdWriter(t, db)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- db.update(t.Context(), func(ctx context.Context, tx *sql.Tx) error { return nil })
+		errc <- db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil })
 	}()
 	waitQueued(t, db, 1)
 	closed := make(chan error, 1)
@@ -208,7 +208,7 @@ func TestGroupCommitClose(t *testing.T) {
 	if err := <-errc; err != nil && !errors.Is(err, errStoreClosed) {
 		t.Errorf("queued change at Close: %v", err)
 	}
-	if err := db.update(t.Context(), func(ctx context.Context, tx *sql.Tx) error { return nil }); !errors.Is(err, errStoreClosed) {
+	if err := db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil }); !errors.Is(err, errStoreClosed) {
 		t.Errorf("change after Close: %v, want %v", err, errStoreClosed)
 	}
 }
@@ -224,8 +224,8 @@ func TestGroupCommitFailure(t *testing.T) {
 		CREATE TABLE child (n INTEGER, parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)`); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(parent int) func(ctx context.Context, tx *sql.Tx) error {
-		return func(ctx context.Context, tx *sql.Tx) error {
+	insert := func(parent int) func(ctx context.Context, tx querier) error {
+		return func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO child (n, parent) VALUES (1, ?)`, parent)
 			return err
 		}
@@ -249,8 +249,8 @@ func TestGroupCommitFailure(t *testing.T) {
 	// In a group: a good change, the bad one, and one that fails itself.
 	release := holdWriter(t, db)
 	own := errors.New("refused")
-	fns := []func(ctx context.Context, tx *sql.Tx) error{
-		insert(1), insert(99), func(ctx context.Context, tx *sql.Tx) error { return own },
+	fns := []func(ctx context.Context, tx querier) error{
+		insert(1), insert(99), func(ctx context.Context, tx querier) error { return own },
 	}
 	errs := make([]error, len(fns))
 	var wg sync.WaitGroup
@@ -283,7 +283,7 @@ func TestGroupCommitCancelInGroup(t *testing.T) {
 	first, hold := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
 	go func() {
-		firstDone <- db.update(context.Background(), func(ctx context.Context, tx *sql.Tx) error {
+		firstDone <- db.update(context.Background(), func(ctx context.Context, tx querier) error {
 			close(first)
 			<-hold
 			return nil
@@ -294,7 +294,7 @@ func TestGroupCommitCancelInGroup(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	secondDone := make(chan error, 1)
 	go func() {
-		secondDone <- db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		secondDone <- db.update(ctx, func(ctx context.Context, tx querier) error {
 			ran <- struct{}{}
 			return nil
 		})
@@ -336,7 +336,7 @@ func TestCheckpointer(t *testing.T) {
 	if pages != writerCheckpointPages {
 		t.Fatalf("the writer checkpoints itself at %d pages, want %d", pages, writerCheckpointPages)
 	}
-	if err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	if err := db.update(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`)
 		return err
 	}); err != nil {
@@ -344,7 +344,7 @@ func TestCheckpointer(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		if err := db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if err := db.update(ctx, func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
 			return err
 		}); err != nil {
@@ -407,7 +407,7 @@ func TestGroupCommitClean(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			errs[i] = db.update(ctx, func(ctx context.Context, tx querier) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
 				return err
 			})
@@ -475,7 +475,7 @@ func TestGroupAuditChain(t *testing.T) {
 		{"approve 0 again", func() error { return approve(created[0].ID) }, false},
 		{"approve 1", func() error { return approve(created[1].ID) }, true},
 		{"create, then fail", func() error {
-			return db.updateHot(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 				r := newReq(100)
 				if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
 					return err
@@ -484,7 +484,7 @@ func TestGroupAuditChain(t *testing.T) {
 			})
 		}, false},
 		{"append an entry itself, as an import does", func() error {
-			return db.update(ctx, func(ctx context.Context, tx *sql.Tx) error {
+			return db.update(ctx, func(ctx context.Context, tx querier) error {
 				seq, hash, err := auditHead(ctx, tx)
 				if err != nil {
 					return err
