@@ -49,14 +49,22 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
 	}
 	// The twin is looked for first: asking again for what is already
-	// waiting is not a new request and must not hit the limit.
-	if twin, err := liveTwin(ctx, tx, r, now); err != nil || twin != nil {
+	// waiting is not a new request and must not hit the limit. One
+	// statement looks for it and counts the account's pending requests.
+	limit := 0
+	if r.Status == countersign.StatusPending && maxPending > 0 {
+		limit = maxPending
+	}
+	twinID, pending, err := twinAndPending(ctx, tx, r, limit, now)
+	if err != nil {
+		return nil, false, err
+	}
+	if twinID != "" {
+		twin, err := getRequest(ctx, tx, twinID)
 		return twin, false, err
 	}
-	if r.Status == countersign.StatusPending && maxPending > 0 {
-		if err := checkPendingLimit(ctx, tx, r.AccountID, maxPending, now); err != nil {
-			return nil, false, err
-		}
+	if limit > 0 && pending >= limit {
+		return nil, false, pendingLimit(ctx, tx, r.AccountID, pending, now)
 	}
 	if r.ID == "" {
 		r.ID = countersign.NewOrderedID("req_")
@@ -83,41 +91,34 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	return got, true, nil
 }
 
-// liveTwin returns the pending, unexpired request of the same key with the
-// same binding, or nil when there is none. An approved request is never a
-// twin: its approval covers the ask the human saw, once.
-func liveTwin(ctx context.Context, tx querier, r *countersign.Request, now time.Time) (*countersign.Request, error) {
-	got, err := scanRequest(tx.QueryRowContext(ctx, `
-		SELECT `+requestColumns+` FROM requests INDEXED BY requests_live_binding
-		WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
-		  AND status IN ('pending', 'approved') AND status = 'pending' AND expires_at > ? AND seed_id = ?
-		ORDER BY created_at DESC, id DESC LIMIT 1`,
-		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID))
-	if err == sql.ErrNoRows {
-		return nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("look for identical request: %w", err)
+// twinAndPending returns the id of the pending, unexpired request of the
+// same key with the same binding ("" when there is none), and how many
+// requests of the account wait unexpired, counted no further than limit
+// (none when limit is 0): the common case reads a few index entries,
+// however many requests wait. An approved request is never a twin: its
+// approval covers the ask the human saw, once.
+func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, limit int, now time.Time) (string, int, error) {
+	var twin sql.NullString
+	var n int
+	err := tx.QueryRowContext(ctx, `SELECT
+		(SELECT id FROM requests INDEXED BY requests_live_binding
+			WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
+			  AND status IN ('pending', 'approved') AND status = 'pending' AND expires_at > ? AND seed_id = ?
+			ORDER BY created_at DESC, id DESC LIMIT 1),
+		(SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
+			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?))`,
+		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
+		r.AccountID, nanos(now), limit).Scan(&twin, &n)
+	if err != nil {
+		return "", 0, fmt.Errorf("look for identical request: %w", err)
 	}
-	return got, nil
+	return twin.String, n, nil
 }
 
-// checkPendingLimit fails with ELIMIT when the account already has
-// maxPending requests waiting that have not expired at now. RetryAfter is
-// when the soonest of them expires and so frees a place.
-func checkPendingLimit(ctx context.Context, tx querier, accountID string, maxPending int, now time.Time) error {
-	// Count no further than the limit: the common case reads a few index
-	// entries, however many requests wait.
-	var n int
-	err := tx.QueryRowContext(ctx, `
-		SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
-			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?)`,
-		accountID, nanos(now), maxPending).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("count pending requests: %w", err)
-	}
-	if n < maxPending {
-		return nil
-	}
+// pendingLimit is the ELIMIT error of an account that has n requests
+// waiting. RetryAfter is when the soonest of them expires and so frees a
+// place.
+func pendingLimit(ctx context.Context, tx querier, accountID string, n int, now time.Time) error {
 	var soonest sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM requests INDEXED BY requests_account_pending
 		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`, accountID, nanos(now)).Scan(&soonest); err != nil {
