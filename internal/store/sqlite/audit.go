@@ -91,12 +91,7 @@ func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, reque
 		PrevHash:  prev,
 	}
 	e.Hash = e.ComputeHash()
-	if _, err := tx.ExecContext(ctx, `
-		INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		e.Seq, nanos(e.At), e.AccountID, e.RequestID, e.Event, e.Actor, e.Detail, e.PrevHash, e.Hash); err != nil {
-		return fmt.Errorf("append audit entry: %w", err)
-	}
+	a.entries = append(a.entries, e)
 	a.seq, a.hash, a.dirty = e.Seq, e.Hash, true
 	if ctx.Value(auditTxKey{}) == nil {
 		// Not run by the writer: nobody else moves the head.
@@ -107,25 +102,42 @@ func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, reque
 
 // auditTx is the head of the audit chain as one write transaction has moved
 // it. The writer reads the head from the table once per transaction, lets
-// each change append from here, and writes the head back once, before the
-// commit: the head a reader sees is always the last entry committed.
-// Holding the write lock for the whole transaction, nobody else moves it
-// meanwhile.
+// each change append from here, and writes the entries and the head once,
+// before the commit: the head a reader sees is always the last entry
+// committed. Holding the write lock for the whole transaction, nobody else
+// moves it meanwhile. A copy of an auditTx is what to go back to when a
+// change is undone: the entries appended after it are not in its length.
 type auditTx struct {
-	known bool   // seq and hash are the head
-	dirty bool   // entries were appended since the head was last written
-	seq   int64  // the newest entry
-	hash  string // its hash
+	known   bool                     // seq and hash are the head
+	dirty   bool                     // entries were appended since the head was last written
+	seq     int64                    // the newest entry
+	hash    string                   // its hash
+	entries []countersign.AuditEntry // appended, not written yet
 }
 
 // auditTxKey is the context key of the writer's auditTx.
 type auditTxKey struct{}
 
-// flush writes the head to the table when entries were appended.
+// auditInsertRows is the most entries one INSERT writes.
+const auditInsertRows = 16
+
+// flush writes the appended entries and the head to the tables.
 func (a *auditTx) flush(ctx context.Context, tx querier) error {
 	if !a.dirty {
 		return nil
 	}
+	for rest := a.entries; len(rest) > 0; {
+		n := min(len(rest), auditInsertRows)
+		args := make([]any, 0, 9*n)
+		for _, e := range rest[:n] {
+			args = append(args, e.Seq, nanos(e.At), e.AccountID, e.RequestID, e.Event, e.Actor, e.Detail, e.PrevHash, e.Hash)
+		}
+		if _, err := tx.ExecContext(ctx, auditInsert[n-1], args...); err != nil {
+			return fmt.Errorf("append audit entry: %w", err)
+		}
+		rest = rest[n:]
+	}
+	a.entries = a.entries[:0]
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, a.seq, a.hash); err != nil {
@@ -137,3 +149,16 @@ func (a *auditTx) flush(ctx context.Context, tx querier) error {
 
 // forget makes the next append read the head from the table again.
 func (a *auditTx) forget() { *a = auditTx{} }
+
+// auditInsert[n-1] inserts n audit entries.
+var auditInsert = func() (q [auditInsertRows]string) {
+	values := ""
+	for i := range q {
+		if i > 0 {
+			values += ", "
+		}
+		values += "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+		q[i] = `INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash) VALUES ` + values
+	}
+	return q
+}()

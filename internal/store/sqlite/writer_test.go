@@ -559,3 +559,48 @@ func mustEncode(t *testing.T, r *countersign.Request) *encodedRequest {
 	}
 	return enc
 }
+
+// A group with more audit entries than one INSERT writes leaves them all,
+// chained, in order.
+func TestGroupAuditChainLong(t *testing.T) {
+	f := newCacheFixture(t)
+	db, ctx := f.db, t.Context()
+	now := time.Now().UTC()
+	seq0, _, err := db.AuditHead(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+	const n = 2*auditInsertRows + 5
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			args := fmt.Sprintf(`{"i":%d}`, i)
+			_, _, errs[i] = db.CreateRequest(ctx, &countersign.Request{
+				AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(i),
+				Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(args), ArgsHash: countersign.HashSecret(args),
+				Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour),
+			}, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"})
+		})
+	}
+	waitQueued(t, db, n)
+	groups := db.groups.Load()
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("create %d: %v", i, err)
+		}
+	}
+	if got := db.groups.Load() - groups; got != 1 {
+		t.Errorf("%d transactions, want the %d creates in 1", got, n)
+	}
+	problems, count := storetest.Verify(t, db)
+	if len(problems) != 0 {
+		t.Errorf("audit chain: %v", problems)
+	}
+	if seq, _, _ := db.AuditHead(ctx); seq != seq0+n || count != seq0+n {
+		t.Errorf("audit head %d with %d entries, want %d", seq, count, seq0+n)
+	}
+}
