@@ -37,6 +37,12 @@ func openChangeCounter(path string) (*changeCounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open change counter: %w", err)
 	}
+	// SQLite follows a link to the database and keeps its -wal and -shm
+	// beside the file itself: so does the counter, so that a process
+	// that opens the file through a link and one that does not share it.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	counters.Lock()
 	defer counters.Unlock()
 	if c := counters.m[abs]; c != nil {
@@ -63,6 +69,7 @@ func mapChangeCounter(path string) (*changeCounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open change counter: %w", err)
 	}
+	sameOwner(f, fi, path)
 	if fi.Size() < 8 {
 		// Growing a file to the size it already has changes nothing,
 		// so two processes creating it at once agree.
@@ -85,3 +92,21 @@ func (c *changeCounter) bump()        { atomic.AddUint64(c.n, 1) }
 // runtimeSharesMemory: on this system every process on the database must
 // map the change counter, or another's caches would miss its changes.
 const runtimeSharesMemory = true
+
+// sameOwner gives the counter file the owner of the database file when
+// root made it, as SQLite does with its -wal and -shm: a server running as
+// another user must be able to open it after `sudo countersign key …`.
+func sameOwner(f *os.File, fi os.FileInfo, dbPath string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	db, err := os.Stat(dbPath)
+	if err != nil {
+		return
+	}
+	want, ok1 := db.Sys().(*syscall.Stat_t)
+	have, ok2 := fi.Sys().(*syscall.Stat_t)
+	if ok1 && ok2 && (want.Uid != have.Uid || want.Gid != have.Gid) {
+		f.Chown(int(want.Uid), int(want.Gid))
+	}
+}

@@ -224,6 +224,9 @@ func (db *DB) checkpointer(interval time.Duration) {
 // fails is rolled back to its savepoint, and no caller hears of success
 // before the commit.
 //
+// fn may run twice, when a change grouped with it fails (see commitGroup):
+// it must set, not add to, what it hands back to its caller.
+//
 // ctx bounds the wait for the writer. Once the writer has started a change
 // the change runs to its end with the context fn is given, which keeps
 // ctx's values but not its cancellation: an interrupted statement would
@@ -301,10 +304,19 @@ type writeJob struct {
 	hot   bool // changes nothing a cache holds
 	state atomic.Int32
 	// started is set by the writer when it starts the change: a group
-	// run again runs it again.
-	started bool
-	err     error // fn's outcome, then the commit's
-	done    chan error
+	// run again runs it again. answered is set when its caller has its
+	// outcome: once, whatever fails after.
+	started, answered bool
+	err               error // fn's outcome, then the commit's
+	done              chan error
+}
+
+// answer gives the caller its outcome, once.
+func (j *writeJob) answer(err error) {
+	if !j.answered {
+		j.answered = true
+		j.done <- err
+	}
 }
 
 // run runs the change. A panic is the change's error, not the writer's
@@ -350,8 +362,10 @@ func (db *DB) writer() {
 // The changes run one after the other in the transaction, with nothing
 // around each. When one fails, the whole transaction is rolled back and
 // the group runs again, each change in a savepoint of its own, so that
-// only the failing one is undone. A change sees only what is committed and
-// what it writes itself, so it does the same the second time.
+// only the failing one is undone. The second run starts from the same
+// state and runs the changes in the same order, so each does what it did
+// the first time; a change's function must therefore not build on what an
+// earlier run of it left behind (see update).
 func (db *DB) commitGroup(group []*writeJob) {
 	if db.runGroup(group, len(group) == 1) {
 		return
@@ -379,16 +393,19 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			tx.Close()
 		}
 	}()
-	// failRan answers every started change with err, but one that
-	// failed on its own with its own error: it was undone either way.
-	failRan := func(err error) {
+	// fail answers every change of the group with err, but one that
+	// failed on its own in this run with its own error: nothing of the
+	// group is kept. A change started in an earlier run and not reached
+	// in this one gets err too.
+	fail := func(err error) {
 		for _, j := range ran {
 			if j.err != nil {
-				j.done <- j.err
+				j.answer(j.err)
 			} else {
-				j.done <- err
+				j.answer(err)
 			}
 		}
+		db.failQueued(group, err)
 	}
 	ctx := context.Background()
 	savepoints := isolate && len(group) > 1
@@ -401,11 +418,11 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			j.started = true
 		}
 		ran = append(ran, j)
+		j.err = nil // what an earlier run left is not this run's
 		if tx == nil {
 			var err error
 			if tx, err = db.begin(ctx); err != nil {
-				failRan(fmt.Errorf("begin: %w", err))
-				db.failQueued(group, fmt.Errorf("begin: %w", err))
+				fail(fmt.Errorf("begin: %w", err))
 				return true
 			}
 			db.groups.Add(1)
@@ -415,8 +432,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			// log itself (an import does): the head goes to the
 			// table before it, and is read again after it.
 			if err := audit.flush(ctx, tx); err != nil {
-				failRan(err)
-				db.failQueued(group, err)
+				fail(err)
 				return true
 			}
 		}
@@ -426,13 +442,12 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 				if !isolate {
 					return false // the deferred rollback undoes the group
 				}
-				j.done <- j.err
+				j.answer(j.err)
 				return true
 			}
 		} else {
 			if _, err := tx.ExecContext(ctx, `SAVEPOINT change`); err != nil {
-				failRan(fmt.Errorf("begin: %w", err))
-				db.failQueued(group, fmt.Errorf("begin: %w", err))
+				fail(fmt.Errorf("begin: %w", err))
 				return true
 			}
 			before := *audit
@@ -445,17 +460,14 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			if _, err := tx.ExecContext(ctx, release); err != nil {
 				// SQLite may have rolled back the whole transaction (a
 				// full disk, an I/O error): nothing of the group is kept.
-				err = fmt.Errorf("write transaction rolled back: %w", err)
-				failRan(err)
-				db.failQueued(group, err)
+				fail(fmt.Errorf("write transaction rolled back: %w", err))
 				return true
 			}
 		}
 		if !j.hot {
 			// Whatever it appended goes to the table too.
 			if err := audit.flush(ctx, tx); err != nil {
-				failRan(err)
-				db.failQueued(group, err)
+				fail(err)
 				return true
 			}
 			audit.forget()
@@ -465,7 +477,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		return true
 	}
 	if err := audit.flush(ctx, tx); err != nil {
-		failRan(err)
+		fail(err)
 		return true
 	}
 	if _, err := tx.ExecContext(ctx, `COMMIT`); err != nil {
@@ -477,7 +489,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 				break
 			}
 		}
-		failRan(fmt.Errorf("commit: %w", err))
+		fail(fmt.Errorf("commit: %w", err))
 		return true
 	}
 	tx.Close()
@@ -491,7 +503,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		}
 	}
 	for _, j := range ran {
-		j.done <- j.err
+		j.answer(j.err)
 	}
 	select {
 	case db.committed <- struct{}{}:
@@ -514,11 +526,13 @@ func (db *DB) begin(ctx context.Context) (*sql.Conn, error) {
 	return c, nil
 }
 
-// failQueued answers the changes of group not started yet with err.
+// failQueued answers the changes of group not answered yet with err: those
+// not started, and those started in an earlier run of the group.
 func (db *DB) failQueued(group []*writeJob, err error) {
 	for _, j := range group {
-		if j.state.CompareAndSwap(jobQueued, jobRunning) {
-			j.done <- err
+		if j.started || j.state.CompareAndSwap(jobQueued, jobRunning) {
+			j.started = true
+			j.answer(err)
 		}
 	}
 }

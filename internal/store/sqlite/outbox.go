@@ -72,6 +72,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem
 	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		out = nil // a group run again runs this again
 		rows, err := tx.QueryContext(ctx, `UPDATE outbox
 			SET lease_until = ?, claim = ?, attempts = attempts + 1, last_attempt_at = ?
 			WHERE id IN (SELECT id FROM outbox

@@ -210,11 +210,19 @@ func (db *DB) MembershipAccounts(ctx context.Context, approverID string) ([]*cou
 	return out, rows.Err()
 }
 
-// ServerKey implements countersign.SessionStore. INSERT OR IGNORE then
-// SELECT makes two processes drawing at once agree on the first.
+// ServerKey implements countersign.SessionStore. A key that exists is read
+// from the read pool; INSERT OR IGNORE then SELECT makes two processes
+// drawing at once agree on the first.
 func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, error) {
 	var key []byte
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.read.QueryRowContext(ctx, `SELECT key FROM server_keys WHERE name = ?`, name).Scan(&key)
+	if err == nil && len(key) == size {
+		return key, nil
+	} else if err != nil && err != sql.ErrNoRows {
+		return nil, fmt.Errorf("server key: %w", err)
+	}
+	// No cache holds server keys.
+	err = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		fresh := make([]byte, size)
 		rand.Read(fresh)
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO server_keys (name, key, created_at) VALUES (?, ?, ?)`,

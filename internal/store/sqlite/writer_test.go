@@ -604,3 +604,101 @@ func TestGroupAuditChainLong(t *testing.T) {
 		t.Errorf("audit head %d with %d entries, want %d", seq, count, seq0+n)
 	}
 }
+
+// A group is run again when one of its changes fails; a real change run
+// twice hands its caller what the second run did, not both runs: ClaimDue
+// claims its item once.
+func TestGroupRerunClaimsOnce(t *testing.T) {
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Second)
+	acc := &countersign.Account{ID: countersign.NewID("acc_"), Name: "a", CreatedAt: now}
+	if err := db.CreateAccount(ctx, acc); err != nil {
+		t.Fatal(err)
+	}
+	ch := &countersign.Channel{ID: countersign.NewID("chn_"), AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook,
+		Config: json.RawMessage(`{"url":"https://hooks.example.com/x"}`), CreatedAt: now}
+	if err := db.CreateChannel(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Enqueue(ctx, []countersign.OutboxItem{{ID: countersign.NewID("ntf_"), AccountID: acc.ID, ChannelID: ch.ID,
+		Event: "created", Payload: []byte("p")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+	groups := db.groups.Load()
+	var wg sync.WaitGroup
+	var got []*countersign.OutboxItem
+	var claimErr, failErr error
+	wg.Go(func() { got, claimErr = db.ClaimDue(ctx, now.Add(time.Second), 10, time.Minute) })
+	waitQueued(t, db, 1)
+	wg.Go(func() {
+		failErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error { return errors.New("refused") })
+	})
+	waitQueued(t, db, 2)
+	release()
+	wg.Wait()
+	if claimErr != nil || failErr == nil {
+		t.Fatalf("claim: %v; the failing change: %v", claimErr, failErr)
+	}
+	if n := db.groups.Load() - groups; n != 2 {
+		t.Fatalf("%d transactions, want 2: the group was not run again", n)
+	}
+	if len(got) != 1 || got[0].Attempts != 1 {
+		t.Fatalf("ClaimDue handed back %d items (%+v) for 1 due item", len(got), got)
+	}
+}
+
+// When the second run of a group fails before it reaches a change the
+// first run started, that change's caller still hears: here another
+// connection takes the write lock between the runs, as another process on
+// the file may, and holds it past the busy timeout.
+func TestGroupRerunFailureAnswersAll(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 5 s busy timeout")
+	}
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db := openTest(t, path)
+	ctx := t.Context()
+	other := rawDB(t, path)
+	oc, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oc.Close()
+
+	release := holdWriter(t, db)
+	errs := make(chan error, 2)
+	go func() {
+		errs <- db.updateHot(ctx, func(ctx context.Context, tx querier) error { return nil })
+	}()
+	waitQueued(t, db, 1)
+	runs := 0
+	go func() {
+		errs <- db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			runs++
+			if runs == 1 {
+				// The group's transaction ends; another writer takes
+				// the lock until after the busy timeout.
+				tx.ExecContext(ctx, `ROLLBACK`)
+				if _, err := oc.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+					t.Errorf("the other writer's BEGIN: %v", err)
+				}
+				time.AfterFunc(7*time.Second, func() { oc.ExecContext(context.Background(), `ROLLBACK`) })
+			}
+			return errors.New("refused")
+		})
+	}()
+	waitQueued(t, db, 2)
+	release()
+	for i := range 2 {
+		select {
+		case err := <-errs:
+			if err == nil {
+				t.Errorf("answer %d: success, but nothing of the group was kept", i)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%d of 2 callers answered: a change started in the first run was never answered", i)
+		}
+	}
+}
