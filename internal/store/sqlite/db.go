@@ -50,13 +50,39 @@ type DB struct {
 
 	changes *changeCounter // moved by every change to what caches hold; nil: nothing is cached
 	caches  caches
+
+	// rowChanges counts the rows the write connection has changed;
+	// rowHook is whether it does (SQLite built with the pre-update hook).
+	rowChanges *atomic.Uint64
+	rowHook    bool
+}
+
+// rowHookWorks reports whether the write pool counts the rows it changes,
+// by changing one row in a transaction it rolls back.
+func rowHookWorks(ctx context.Context, write *sql.DB, n *atomic.Uint64) (bool, error) {
+	c, err := write.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	before := n.Load()
+	if _, err := c.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		return false, err
+	}
+	_, err = c.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`)
+	_, rerr := c.ExecContext(ctx, `ROLLBACK`)
+	if err = errors.Join(err, rerr); err != nil {
+		return false, err
+	}
+	return n.Load() > before, nil
 }
 
 // Open opens the database file at path, creating it when missing, and
 // applies the migrations this binary knows. A database whose schema is newer
 // than the binary is refused. The parent directory must exist.
 func Open(ctx context.Context, path string) (*DB, error) {
-	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite)})
+	rowChanges := new(atomic.Uint64)
+	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite), rowChanges: rowChanges})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -97,7 +123,16 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	hook, err := rowHookWorks(ctx, write, rowChanges)
+	if err != nil {
+		read.Close()
+		ckpt.Close()
+		write.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	db := &DB{
+		rowChanges:  rowChanges,
+		rowHook:     hook,
 		changes:     changes,
 		write:       write,
 		read:        read,
@@ -437,7 +472,19 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			}
 		}
 		if !savepoints {
+			before, rows := *audit, db.rowChanges.Load()
 			j.err = j.run(tx, audit)
+			if j.err != nil && db.rowHook && db.rowChanges.Load() == rows && j.hot {
+				// A refusal that changed no row (a decision that
+				// came second, a limit reached) leaves nothing to
+				// undo but what it chained in the audit log: the
+				// others go on. A change outside the hot paths is
+				// not trusted with this; it may have written what
+				// the hook does not see, such as a table's schema.
+				*audit = before
+				j.answer(j.err)
+				continue
+			}
 			if j.err != nil {
 				if !isolate {
 					return false // the deferred rollback undoes the group

@@ -28,12 +28,26 @@ const maxCachedStmts = 128
 type connector struct {
 	dsn string
 	drv sqlite.Driver
+	// rowChanges, when set, counts every row its connections insert,
+	// update or delete (SQLite's pre-update hook).
+	rowChanges *atomic.Uint64
 }
 
 func (c *connector) Connect(context.Context) (driver.Conn, error) {
 	inner, err := c.drv.Open(c.dsn)
 	if err != nil {
 		return nil, err
+	}
+	if c.rowChanges != nil {
+		h, ok := inner.(interface {
+			RegisterPreUpdateHook(sqlite.PreUpdateHookFn)
+		})
+		if !ok {
+			inner.Close()
+			return nil, errors.New("sqlite driver connection has no pre-update hook")
+		}
+		n := c.rowChanges
+		h.RegisterPreUpdateHook(func(sqlite.SQLitePreUpdateData) { n.Add(1) })
 	}
 	return newCachingConn(inner)
 }

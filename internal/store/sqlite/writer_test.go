@@ -633,7 +633,13 @@ func TestGroupRerunClaimsOnce(t *testing.T) {
 	wg.Go(func() { got, claimErr = db.ClaimDue(ctx, now.Add(time.Second), 10, time.Minute) })
 	waitQueued(t, db, 1)
 	wg.Go(func() {
-		failErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error { return errors.New("refused") })
+		failErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			// A row changed, then a failure: the group is undone.
+			if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`); err != nil {
+				return err
+			}
+			return errors.New("refused")
+		})
 	})
 	waitQueued(t, db, 2)
 	release()
@@ -678,8 +684,10 @@ func TestGroupRerunFailureAnswersAll(t *testing.T) {
 		errs <- db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 			runs++
 			if runs == 1 {
-				// The group's transaction ends; another writer takes
+				// A row changed, so the group is run again; then the
+				// group's transaction ends and another writer takes
 				// the lock until after the busy timeout.
+				tx.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`)
 				tx.ExecContext(ctx, `ROLLBACK`)
 				if _, err := oc.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 					t.Errorf("the other writer's BEGIN: %v", err)
@@ -700,5 +708,91 @@ func TestGroupRerunFailureAnswersAll(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("%d of 2 callers answered: a change started in the first run was never answered", i)
 		}
+	}
+}
+
+// A refusal that changed no row does not undo its group: the others commit
+// in the one transaction, and what the refused change chained in the audit
+// log is dropped.
+func TestGroupCleanRefusal(t *testing.T) {
+	f := newCacheFixture(t)
+	db, ctx := f.db, t.Context()
+	if !db.rowHook {
+		t.Fatal("the write connection does not count the rows it changes")
+	}
+	now := time.Now().UTC()
+	var reqs []*countersign.Request
+	for i := range 2 {
+		args := fmt.Sprintf(`{"i":%d}`, i)
+		r, _, err := db.CreateRequest(ctx, &countersign.Request{
+			AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(i),
+			Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(args), ArgsHash: countersign.HashSecret(args),
+			Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour),
+		}, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqs = append(reqs, r)
+	}
+	seq0, _, _ := db.AuditHead(ctx)
+	approve := func(id string) error {
+		_, err := db.Transition(ctx, countersign.Transition{ID: id, From: []countersign.Status{countersign.StatusPending},
+			To: countersign.StatusApproved, Now: now, DecidedBy: "alice"}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
+		return err
+	}
+	changes := []func() error{
+		func() error { return approve(reqs[0].ID) },
+		func() error { return approve(reqs[0].ID) }, // second: refused, changes nothing
+		func() error {
+			return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+				if err := appendAudit(ctx, tx, now, f.account.ID, reqs[1].ID, countersign.AuditEvent{Event: "x", Actor: "system", Detail: "{}"}); err != nil {
+					return err
+				}
+				return errors.New("refused after chaining an entry")
+			})
+		},
+		func() error { return approve(reqs[1].ID) },
+	}
+	release := holdWriter(t, db)
+	groups := db.groups.Load()
+	errs := make([]error, len(changes))
+	// A change that wrote a row and then failed must still be undone.
+	dirtyID := countersign.NewOrderedID("req_")
+	dirty := func() error {
+		return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			r := &countersign.Request{ID: dirtyID, AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(99),
+				Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(`{}`), ArgsHash: countersign.HashSecret("{}"),
+				Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour)}
+			if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
+				return err
+			}
+			return errors.New("refused after writing")
+		})
+	}
+	var wg sync.WaitGroup
+	for i, c := range changes {
+		wg.Go(func() { errs[i] = c() })
+		waitQueued(t, db, i+1)
+	}
+	release()
+	wg.Wait()
+	if errs[0] != nil || errs[3] != nil || countersign.ErrorCode(errs[1]) != countersign.ECONFLICT || errs[2] == nil {
+		t.Fatalf("outcomes %v", errs)
+	}
+	if n := db.groups.Load() - groups; n != 1 {
+		t.Errorf("%d transactions, want 1: a refusal that changed nothing undid its group", n)
+	}
+	if err := dirty(); err == nil {
+		t.Fatal("the change that fails after writing succeeded")
+	}
+	if _, err := db.Request(ctx, dirtyID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("the request of a change that failed after writing it: %v, want not found", err)
+	}
+	problems, count := storetest.Verify(t, db)
+	if len(problems) != 0 {
+		t.Errorf("audit chain: %v", problems)
+	}
+	if seq, _, _ := db.AuditHead(ctx); seq != seq0+2 || count != seq0+2 {
+		t.Errorf("audit head %d with %d entries, want %d: the two approvals only", seq, count, seq0+2)
 	}
 }
