@@ -474,13 +474,16 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		if !savepoints {
 			before, rows := *audit, db.rowChanges.Load()
 			j.err = j.run(tx, audit)
-			if j.err != nil && db.rowHook && db.rowChanges.Load() == rows && j.hot {
+			if j.err != nil && db.rowHook && db.rowChanges.Load() == rows && j.hot && sqliteCode(j.err) == 0 {
 				// A refusal that changed no row (a decision that
 				// came second, a limit reached) leaves nothing to
 				// undo but what it chained in the audit log: the
 				// others go on. A change outside the hot paths is
 				// not trusted with this; it may have written what
 				// the hook does not see, such as a table's schema.
+				// Nor is a failure of SQLite's own (a full disk, an
+				// I/O error), after which the transaction may be
+				// gone.
 				*audit = before
 				j.answer(j.err)
 				continue

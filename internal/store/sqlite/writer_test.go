@@ -50,15 +50,22 @@ func waitQueued(t *testing.T, db *DB, n int) {
 	}
 }
 
+// openWithTable opens a new store with a table t (n INTEGER PRIMARY KEY)
+// for changes to write to.
+func openWithTable(t *testing.T) *DB {
+	t.Helper()
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	if _, err := db.write.ExecContext(t.Context(), `CREATE TABLE t (n INTEGER PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
 // Changes queued together commit in one transaction, and each caller hears
 // only its own outcome: a change that fails or panics leaves nothing, the
 // others are all kept.
 func TestGroupCommit(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
-	ctx := t.Context()
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	db, ctx := openWithTable(t), t.Context()
 
 	release := holdWriter(t, db)
 	groups := db.groups.Load()
@@ -395,11 +402,7 @@ func rowsInFileAlone(t *testing.T, path, dst string) (int, error) {
 
 // A group in which no change fails commits in one transaction.
 func TestGroupCommitClean(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
-	ctx := t.Context()
-	if _, err := db.write.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`); err != nil {
-		t.Fatal(err)
-	}
+	db, ctx := openWithTable(t), t.Context()
 	release := holdWriter(t, db)
 	groups := db.groups.Load()
 	const n = 20
@@ -794,5 +797,42 @@ func TestGroupCleanRefusal(t *testing.T) {
 	}
 	if seq, _, _ := db.AuditHead(ctx); seq != seq0+2 || count != seq0+2 {
 		t.Errorf("audit head %d with %d entries, want %d: the two approvals only", seq, count, seq0+2)
+	}
+}
+
+// A change that fails with SQLite's own error is not taken for a clean
+// refusal, even when it changed no row: its group is run again, and the
+// others' changes are kept once.
+func TestGroupSQLiteErrorReruns(t *testing.T) {
+	db, ctx := openWithTable(t), t.Context()
+	release := holdWriter(t, db)
+	groups := db.groups.Load()
+	var wg sync.WaitGroup
+	var okErr, badErr error
+	wg.Go(func() {
+		okErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (1)`)
+			return err
+		})
+	})
+	waitQueued(t, db, 1)
+	wg.Go(func() {
+		badErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO no_such_table (n) VALUES (1)`)
+			return err
+		})
+	})
+	waitQueued(t, db, 2)
+	release()
+	wg.Wait()
+	if okErr != nil || sqliteCode(badErr) == 0 {
+		t.Fatalf("outcomes %v, %v", okErr, badErr)
+	}
+	if n := db.groups.Load() - groups; n != 2 {
+		t.Errorf("%d transactions, want 2: a SQLite error was taken for a clean refusal", n)
+	}
+	var count int
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&count); err != nil || count != 1 {
+		t.Errorf("%d rows (%v), want 1", count, err)
 	}
 }
