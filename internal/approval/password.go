@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -19,12 +20,32 @@ const (
 	argonKeyLen  = 32
 )
 
+// argonSlots bounds the argon2id computations that run at once. Each holds
+// argonMemory (64 MiB) for its duration: sign-ins from many addresses at
+// once queue here instead of adding up to more memory than the server has.
+var argonSlots = make(chan struct{}, 2)
+
+// argonKey is argon2.IDKey; tests count the computations through it.
+var argonKey = argon2.IDKey
+
+// idKey runs argonKey in one of argonSlots, or returns ctx's error if ctx
+// ends first.
+func idKey(ctx context.Context, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	select {
+	case argonSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-argonSlots }()
+	return argonKey(password, salt, time, memory, threads, keyLen), nil
+}
+
 // HashPassword returns the argon2id hash of a password in the PHC string
 // format.
 func HashPassword(password string) string {
 	salt := make([]byte, 16)
 	rand.Read(salt)
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	key, _ := idKey(context.Background(), []byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
 	b64 := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
 }
@@ -32,30 +53,40 @@ func HashPassword(password string) string {
 // CheckPassword reports whether password matches a hash made by
 // HashPassword, in constant time.
 func CheckPassword(hash, password string) bool {
+	ok, _ := CheckPasswordContext(context.Background(), hash, password)
+	return ok
+}
+
+// CheckPasswordContext is CheckPassword that gives up, with ctx's error,
+// when ctx ends while the check waits for its turn.
+func CheckPasswordContext(ctx context.Context, hash, password string) (bool, error) {
 	parts := strings.Split(hash, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
-		return false
+		return false, nil
 	}
 	var version int
 	var memory, time uint32
 	var threads uint8
 	if _, err := fmt.Sscanf(parts[2], "v=%d", &version); err != nil || version != argon2.Version {
-		return false
+		return false, nil
 	}
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &memory, &time, &threads); err != nil {
-		return false
+		return false, nil
 	}
 	b64 := base64.RawStdEncoding
 	salt, err := b64.DecodeString(parts[4])
 	if err != nil {
-		return false
+		return false, nil
 	}
 	want, err := b64.DecodeString(parts[5])
 	if err != nil || len(want) == 0 {
-		return false
+		return false, nil
 	}
-	got := argon2.IDKey([]byte(password), salt, time, memory, threads, uint32(len(want)))
-	return subtle.ConstantTimeCompare(got, want) == 1
+	got, err := idKey(ctx, []byte(password), salt, time, memory, threads, uint32(len(want)))
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
 
 // NewPassword returns a random password of 20 characters that is easy to

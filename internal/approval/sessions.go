@@ -31,12 +31,16 @@ var dummyHash = sync.OnceValue(func() string { return HashPassword("countersign-
 func (s *Sessions) SignIn(ctx context.Context, username, password, client, userAgent string) (string, *countersign.Session, error) {
 	ap, err := s.Store.ApproverByUsername(ctx, username)
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		CheckPassword(dummyHash(), password)
+		if _, err := CheckPasswordContext(ctx, dummyHash(), password); err != nil {
+			return "", nil, err
+		}
 		return "", nil, wrongPassword()
 	} else if err != nil {
 		return "", nil, err
 	}
-	if !CheckPassword(ap.PasswordHash, password) {
+	if ok, err := CheckPasswordContext(ctx, ap.PasswordHash, password); err != nil {
+		return "", nil, err
+	} else if !ok {
 		return "", nil, wrongPassword()
 	}
 	accounts, err := s.Store.MembershipAccounts(ctx, ap.ID)

@@ -1,0 +1,72 @@
+package approval
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// cheapPasswordHash is the hash of "right" in HashPassword's format with
+// tiny parameters, so that checks against it are quick.
+const cheapPasswordHash = "$argon2id$v=19$m=8,t=1,p=1$c2FsdHNhbHRzYWx0c2FsdA$" +
+	"/rlPheEuIOPjYHKhaPJaJGV9XBSrUYzuHgudziGWdAc"
+
+// countArgon replaces argonKey for the test with one that records how many
+// computations run at once, each lasting hold.
+func countArgon(t *testing.T, hold time.Duration) (most *atomic.Int32) {
+	var now atomic.Int32
+	most = new(atomic.Int32)
+	prev := argonKey
+	argonKey = func(password, salt []byte, time_, memory uint32, threads uint8, keyLen uint32) []byte {
+		n := now.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(hold)
+		now.Add(-1)
+		return argon2.IDKey(password, salt, time_, memory, threads, keyLen)
+	}
+	t.Cleanup(func() { argonKey = prev })
+	return most
+}
+
+func TestPasswordChecksTakeTurns(t *testing.T) {
+	most := countArgon(t, 20*time.Millisecond)
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			password := []string{"right", "wrong"}[i%2]
+			if got := CheckPassword(cheapPasswordHash, password); got != (password == "right") {
+				t.Errorf("CheckPassword(%q) = %v", password, got)
+			}
+		})
+	}
+	wg.Go(func() { HashPassword("another password") })
+	wg.Wait()
+	if got := most.Load(); got != int32(cap(argonSlots)) {
+		t.Errorf("%d argon2id computations ran at once, want at most and up to %d", got, cap(argonSlots))
+	}
+}
+
+func TestPasswordCheckGivesUpWithItsContext(t *testing.T) {
+	countArgon(t, 0)
+	// Take every slot, as sign-ins in progress would.
+	for range cap(argonSlots) {
+		argonSlots <- struct{}{}
+	}
+	defer func() {
+		for range cap(argonSlots) {
+			<-argonSlots
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	ok, err := CheckPasswordContext(ctx, cheapPasswordHash, "wrong")
+	if ok || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("CheckPasswordContext with every slot taken = %v, %v; want false, %v", ok, err, context.DeadlineExceeded)
+	}
+}
