@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -101,6 +102,38 @@ func TestKill9Durability(t *testing.T) {
 }
 
 // TestGracefulShutdown: on SIGTERM a held long poll is answered at once with
+// TestOneServerPerDataDirectory: a second server on a data directory that
+// a running server holds is refused with a message that names the first,
+// and changes nothing; administration still works beside the running
+// server; once the first is killed with SIGKILL, a new server starts.
+func TestOneServerPerDataDirectory(t *testing.T) {
+	t.Parallel()
+	b := newBed(t)
+	s := b.serve()
+	s.parseFirstStart()
+	keys := b.mustRun(b.env(), "key", "list", "--data", b.data)
+
+	second := b.run(b.env(), "serve", "--addr", "127.0.0.1:0", "--data", b.data)
+	want := "another countersign serve (process " + strconv.Itoa(s.cmd.Process.Pid) + ") is using the data directory"
+	if second.code == 0 || !strings.Contains(second.stderr, want) {
+		t.Fatalf("a second server on the same data directory: exit %d, stderr %q; want a failure that says %q", second.code, second.stderr, want)
+	}
+	if strings.Contains(second.stderr, "countersign listening") {
+		t.Errorf("the refused server listened: %s", second.stderr)
+	}
+	// Commands other than serve work while the server runs.
+	b.mustRun(b.env(), "key", "create", "--data", b.data, "--account", "default", "--name", "beside")
+	if got := b.mustRun(b.env(), "key", "list", "--data", b.data); got == keys || !strings.Contains(got, "beside") {
+		t.Errorf("key list after key create beside a running server:\n%s", got)
+	}
+
+	s.stop(syscall.SIGKILL)
+	s2 := b.serve()
+	if code, body := call(t, "GET", s2.URL+"/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz of the server started after the kill: %d %s", code, body)
+	}
+}
+
 // the request's current state, and the server exits 0.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()

@@ -57,11 +57,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		// second. GOGC in the environment wins.
 		defer gctune.Floor(gcFloor)()
 	}
-	store, storeName, err := openServeStore(ctx, cfg.data, cfg.dbURL, log)
+	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeStore()
 
 	// Listen before the first start, so that a taken port fails before any
 	// secret is printed.

@@ -145,15 +145,30 @@ func describeURL(s string) string {
 }
 
 // openServeStore opens the store of countersign serve: PostgreSQL when a
-// database URL is set, else SQLite in the data directory. It returns the
-// store and a name for the log, without any secret.
-func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (countersign.Store, string, error) {
+// database URL is set, else SQLite in the data directory, which the server
+// then holds alone (lockData) until it calls close. It returns the store and
+// a name for the log, without any secret.
+func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (store countersign.Store, name string, close func(), err error) {
 	if databaseURL != "" {
 		s, err := openDatabase(ctx, databaseURL, log)
-		return s, "postgres " + describeURL(databaseURL), err
+		if err != nil {
+			return nil, "", nil, err
+		}
+		return s, "postgres " + describeURL(databaseURL), func() { s.Close() }, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", nil, fmt.Errorf("create the data directory: %w", err)
+	}
+	release, err := lockData(dir)
+	if err != nil {
+		return nil, "", nil, err
 	}
 	s, err := openStore(ctx, dir)
-	return s, "sqlite " + filepath.Join(dir, "countersign.db"), err
+	if err != nil {
+		release()
+		return nil, "", nil, err
+	}
+	return s, "sqlite " + filepath.Join(dir, "countersign.db"), func() { s.Close(); release() }, nil
 }
 
 // followReplicas, when the store is shared with other replicas (it has a
