@@ -101,7 +101,6 @@ func TestKill9Durability(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdown: on SIGTERM a held long poll is answered at once with
 // TestOneServerPerDataDirectory: a second server on a data directory that
 // a running server holds is refused with a message that names the first,
 // and changes nothing; administration still works beside the running
@@ -134,6 +133,7 @@ func TestOneServerPerDataDirectory(t *testing.T) {
 	}
 }
 
+// TestGracefulShutdown: on SIGTERM a held long poll is answered at once with
 // the request's current state, and the server exits 0.
 func TestGracefulShutdown(t *testing.T) {
 	t.Parallel()
