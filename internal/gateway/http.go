@@ -15,6 +15,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// MaxBody bounds the body of an MCP request over HTTP. It is larger than
+// the API's: a tool call's arguments may carry a document or a file's
+// contents, which the human is shown before the call goes on.
+const MaxBody = 4 << 20
+
 // principalKey holds the Principal in a bearer token's TokenInfo.
 const principalKey = "countersign_principal"
 
@@ -43,6 +48,7 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 		// The server checks the Host of its pages; a bearer token is what
 		// protects this endpoint, and DNS rebinding cannot send one.
 		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        MaxBody,
 	}
 	stateless := common
 	stateless.Stateless = true

@@ -16,6 +16,11 @@ import (
 // fits well within it.
 const maxBody = 64 << 10
 
+// tooLarge is the error of a body over limit bytes.
+func tooLarge(limit int64) error {
+	return countersign.Errorf(countersign.ETOOLARGE, "the body must be at most %d bytes", limit)
+}
+
 // decodeJSON reads one JSON object into v: the body must be JSON, within
 // maxBody, of the right types, with no unknown fields and nothing after it.
 // An empty body is allowed only when emptyOK.
@@ -24,7 +29,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 	data, err := io.ReadAll(body)
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return countersign.Errorf(countersign.ETOOLARGE, "the body must be at most %d bytes", maxBody)
+		return tooLarge(maxBody)
 	} else if err != nil {
 		return countersign.Errorf(countersign.EINVALID, "could not read the body")
 	}

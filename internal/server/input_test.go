@@ -3,9 +3,13 @@ package server_test
 import (
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/server"
 )
 
 func TestCreateBadInput(t *testing.T) {
@@ -119,7 +123,22 @@ func TestConsumeCancelBadInput(t *testing.T) {
 // kind of credential with 403; none of them changes anything.
 func TestCredentials(t *testing.T) {
 	t.Parallel()
-	s := newServer(t)
+	var mcpCalls atomic.Int32
+	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
+	})
+	// A revoked approver token, beside alice's live one.
+	alice, err := s.store.ApproverByUsername(s.ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, revokedToken, err := s.admin.CreateApproverToken(s.ctx, "alice", "acme", "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.RevokeApproverToken(s.ctx, alice.ID, "old", start); err != nil {
+		t.Fatal(err)
+	}
 	r := s.create(s.keyA)
 	approved := s.create(s.keyA)
 	s.decide(approved.ID, "approve")
@@ -131,6 +150,7 @@ func TestCredentials(t *testing.T) {
 		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", ""},
 		{"POST", "/api/v1/requests/" + approved.ID + "/consume", ""},
 		{"POST", "/api/v1/requests/" + r.ID + "/cancel", ""},
+		{"POST", "/mcp", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`},
 	}
 	approverRoutes := []struct{ method, path, body string }{
 		{"GET", "/api/v1/requests?status=pending", ""},
@@ -145,6 +165,7 @@ func TestCredentials(t *testing.T) {
 		{"unknown agent key", "Bearer " + countersign.NewSecret(countersign.AgentKeyPrefix)},
 		{"unknown approver token", "Bearer " + countersign.NewSecret(countersign.ApproverTokenPrefix)},
 		{"revoked agent key", "Bearer " + s.revoked},
+		{"revoked approver token", "Bearer " + revokedToken},
 	}
 	check := func(method, path, body, header string, status int, code string) {
 		t.Helper()
@@ -176,6 +197,9 @@ func TestCredentials(t *testing.T) {
 		check(rt.method, rt.path, rt.body, "Bearer "+s.keyA, 403, countersign.EFORBIDDEN)
 	}
 	s.unchanged("calls without a fitting credential", before)
+	if n := mcpCalls.Load(); n != 0 {
+		t.Errorf("the MCP gateway was reached %d times without an agent key", n)
+	}
 }
 
 // wrongKind reports whether a credential of the test is of the other kind
@@ -183,10 +207,51 @@ func TestCredentials(t *testing.T) {
 func wrongKind(path, credential string) bool {
 	approverRoute := strings.HasSuffix(path, "/decision") || strings.HasSuffix(path, "?status=pending")
 	switch credential {
-	case "unknown approver token":
+	case "unknown approver token", "revoked approver token":
 		return !approverRoute
 	case "unknown agent key", "revoked agent key":
 		return approverRoute
 	}
 	return false
+}
+
+// TestBodyLimitEveryRoute: a body declared larger than the route takes is
+// refused with 413 on every route, also on those that read no body, and
+// changes nothing; /mcp takes bodies up to gateway.MaxBody.
+func TestBodyLimitEveryRoute(t *testing.T) {
+	t.Parallel()
+	var mcpCalls atomic.Int32
+	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
+	})
+	r := s.create(s.keyA)
+	before := s.snapshot()
+	big := strings.Repeat("x", 64<<10+1)
+	routes := []struct{ method, path, cred string }{
+		{"GET", "/api/v1/requests/" + r.ID, s.keyA},
+		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", s.keyA},
+		{"POST", "/api/v1/requests/" + r.ID + "/cancel", s.keyA},
+		{"GET", "/api/v1/requests?status=pending", s.alice},
+		{"POST", "/api/v1/requests/" + r.ID + "/decision", s.alice},
+		{"GET", "/api/delete-requests/del_1/status", ""},
+		{"GET", "/healthz", ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/health", ""},
+		{"GET", "/approvals", ""},
+		{"POST", "/signin", ""},
+	}
+	for _, rt := range routes {
+		s.call(rt.method, rt.path, rt.cred, big).wantError(t, rt.method+" "+rt.path+" with 64 KiB + 1", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
+	}
+	s.unchanged("bodies over the limit", before)
+
+	// /mcp: a body over the API's limit but within the gateway's reaches
+	// the gateway; one over the gateway's does not.
+	if got := s.call("POST", "/mcp", s.keyA, big); got.status != http.StatusOK || mcpCalls.Load() != 1 {
+		t.Errorf("POST /mcp with 64 KiB + 1: %d %s, gateway reached %d times; want 200, once", got.status, got.body, mcpCalls.Load())
+	}
+	s.call("POST", "/mcp", s.keyA, strings.Repeat("x", gateway.MaxBody+1)).wantError(t, "POST /mcp over gateway.MaxBody", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
+	if n := mcpCalls.Load(); n != 1 {
+		t.Errorf("the gateway was reached by a body over its limit")
+	}
 }

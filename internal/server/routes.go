@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/web"
 )
 
@@ -69,14 +70,29 @@ func (s *Server) routes() http.Handler {
 }
 
 // observe counts and logs every request by its route pattern, never by its
-// path, which can hold tokens of link routes.
+// path, which can hold tokens of link routes. It also refuses, on every
+// route, a body declared larger than the route takes: maxBody, or
+// gateway.MaxBody on /mcp. Bodies of unknown length are bounded where they
+// are read.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(sw, r)
+		if limit := bodyLimit(r); r.ContentLength > limit {
+			s.writeAPIError(sw, r, tooLarge(limit))
+		} else {
+			next.ServeHTTP(sw, r)
+		}
 		s.observed(r, sw.status, start)
 	})
+}
+
+// bodyLimit is the largest body r's route takes.
+func bodyLimit(r *http.Request) int64 {
+	if r.URL.Path == "/mcp" {
+		return gateway.MaxBody
+	}
+	return maxBody
 }
 
 // observed counts and logs a request that has been answered. It is a call

@@ -32,7 +32,7 @@ func (s *Server) seedBody(w http.ResponseWriter, r *http.Request, header string)
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, countersign.Agent{}, countersign.Errorf(countersign.ETOOLARGE, "the body must be at most %d bytes", maxBody)
+		return nil, countersign.Agent{}, tooLarge(maxBody)
 	} else if err != nil {
 		return nil, countersign.Agent{}, countersign.Errorf(countersign.EINVALID, "could not read the body")
 	}
