@@ -127,6 +127,7 @@ type Store interface {
 type Expired struct {
 	ID        string
 	AccountID string
+	Kind      Kind
 }
 
 // Transition describes one conditional state change of a request.

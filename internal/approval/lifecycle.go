@@ -291,7 +291,7 @@ func (s *Service) expired(list []countersign.Expired) {
 	for _, e := range list {
 		s.hub.Notify(e.ID)
 		s.hub.Notify(AccountTopic(e.AccountID))
-		s.metrics.requests.Inc("", string(countersign.StatusExpired))
+		s.metrics.requests.Inc(string(e.Kind), string(countersign.StatusExpired))
 	}
 }
 

@@ -46,6 +46,11 @@ func TestMetrics(t *testing.T) {
 	r := s.create(s.keyA)
 	s.clock.Advance(30 * time.Second)
 	s.decide(r.ID, "approve")
+	s.create(s.keyA)
+	s.clock.Advance(11 * time.Minute)
+	if n, err := s.svc.Sweep(s.ctx); n != 2 || err != nil {
+		t.Fatalf("Sweep: %d, %v; want the approved and the pending request expired", n, err)
+	}
 	s.call("GET", "/healthz", "", "")
 
 	resp := s.call("GET", "/metrics", "", "")
@@ -55,8 +60,9 @@ func TestMetrics(t *testing.T) {
 	body := string(resp.body)
 	for _, line := range []string{
 		"# TYPE countersign_requests_total counter",
-		`countersign_requests_total{kind="tool",status="pending"} 1`,
+		`countersign_requests_total{kind="tool",status="pending"} 2`,
 		`countersign_requests_total{kind="tool",status="approved"} 1`,
+		`countersign_requests_total{kind="tool",status="expired"} 2`,
 		"# TYPE countersign_decision_seconds histogram",
 		`countersign_decision_seconds_bucket{le="15"} 0`,
 		`countersign_decision_seconds_bucket{le="30"} 1`,
@@ -64,7 +70,7 @@ func TestMetrics(t *testing.T) {
 		"# TYPE countersign_waiters gauge",
 		"countersign_waiters 0",
 		"# TYPE countersign_http_requests_total counter",
-		`countersign_http_requests_total{route="POST /api/v1/requests",code="201"} 1`,
+		`countersign_http_requests_total{route="POST /api/v1/requests",code="201"} 2`,
 		`countersign_http_requests_total{route="POST /api/v1/requests/{id}/decision",code="200"} 1`,
 		`countersign_http_requests_total{route="GET /healthz",code="200"} 1`,
 	} {

@@ -184,13 +184,13 @@ func expireRequests(ctx context.Context, tx pgx.Tx, id string, now time.Time) ([
 	}
 	rows, err := tx.Query(ctx, `UPDATE requests SET status = 'expired'
 		WHERE id IN (`+inner+` ORDER BY id FOR UPDATE)
-		RETURNING id, account_id`, a...)
+		RETURNING id, account_id, kind`, a...)
 	if err != nil {
 		return nil, fmt.Errorf("expire requests: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (countersign.Expired, error) {
 		var e countersign.Expired
-		err := row.Scan(&e.ID, &e.AccountID)
+		err := row.Scan(&e.ID, &e.AccountID, &e.Kind)
 		return e, err
 	})
 	if err != nil {

@@ -149,34 +149,30 @@ func expireRequests(ctx context.Context, tx querier, id string, now time.Time) (
 		query, args = `UPDATE requests SET status = 'expired'
 		WHERE status IN ('pending', 'approved') AND expires_at <= ? AND id = ?`, append(args, id)
 	}
-	rows, err := tx.QueryContext(ctx, query+` RETURNING id, account_id`, args...)
+	rows, err := tx.QueryContext(ctx, query+` RETURNING id, account_id, kind`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("expire requests: %w", err)
 	}
 	// The UPDATE is done only when its RETURNING rows are all read, so
 	// they are read before any audit entry is written.
-	accounts := map[string]string{}
-	ids := []string{}
+	out := []countersign.Expired{}
 	for rows.Next() {
-		var rid, acc string
-		if err := rows.Scan(&rid, &acc); err != nil {
+		var e countersign.Expired
+		if err := rows.Scan(&e.ID, &e.AccountID, &e.Kind); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("expire requests: %w", err)
 		}
-		accounts[rid] = acc
-		ids = append(ids, rid)
+		out = append(out, e)
 	}
 	if err := firstErr(rows.Err(), rows.Close()); err != nil {
 		return nil, fmt.Errorf("expire requests: %w", err)
 	}
-	slices.Sort(ids)
+	slices.SortFunc(out, func(x, y countersign.Expired) int { return strings.Compare(x.ID, y.ID) })
 	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
-	out := make([]countersign.Expired, 0, len(ids))
-	for _, rid := range ids {
-		if err := appendAudit(ctx, tx, now, accounts[rid], rid, ev); err != nil {
+	for _, e := range out {
+		if err := appendAudit(ctx, tx, now, e.AccountID, e.ID, ev); err != nil {
 			return nil, err
 		}
-		out = append(out, countersign.Expired{ID: rid, AccountID: accounts[rid]})
 	}
 	return out, nil
 }

@@ -29,11 +29,20 @@ func testExpireRequests(t *testing.T, open Opener) {
 	seq, _, _ := s.AuditHead(ctx)
 
 	now := Base.Add(2 * time.Minute)
-	ids, err := expiredIDs(s.ExpireRequests(ctx, "", now))
+	list, err := s.ExpireRequests(ctx, "", now)
 	if err != nil {
 		t.Fatalf("ExpireRequests: %v", err)
 	}
+	ids, _ := expiredIDs(list, nil)
 	slices.Sort(ids)
+	// Each comes with its account and kind, for the hub and the metrics.
+	for _, e := range list {
+		for _, r := range []*countersign.Request{p1, p2, a1} {
+			if e.ID == r.ID && (e.AccountID != r.AccountID || e.Kind != r.Kind || e.Kind == "") {
+				t.Errorf("ExpireRequests returned %+v for %s, want account %s and kind %q", e, r.Preview, r.AccountID, r.Kind)
+			}
+		}
+	}
 	want := []string{p1.ID, p2.ID, a1.ID}
 	slices.Sort(want)
 	same(t, "expired ids", ids, want)
