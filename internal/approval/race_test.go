@@ -51,22 +51,34 @@ func oneWinner(t *testing.T, round int, errs []error) int {
 	return winner
 }
 
+// TestDecideRace: two approvers, each deciding in several goroutines at
+// once, half approving and half denying: exactly one decision wins, and
+// the stored request is the winner's, decided by the winner.
 func TestDecideRace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})
-	decisions := []countersign.Decision{countersign.DecisionApprove, countersign.DecisionDeny}
+	approvers := []countersign.ApproverPrincipal{e.alice, e.approver("acme", "carol")}
+	decisions := []countersign.Decision{countersign.DecisionApprove, countersign.DecisionApprove, countersign.DecisionDeny, countersign.DecisionDeny}
 	want := map[string]countersign.Status{}
+	wantBy := map[string]string{}
 	for round := range raceRounds {
 		r := e.pending()
 		errs := race(func(i int) error {
-			_, err := e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: decisions[i%2]})
+			_, err := e.svc.Decide(e.ctx, approvers[i%2], r.ID, countersign.DecisionInput{Decision: decisions[i%4]})
 			return err
 		})
-		want[r.ID], _ = decisions[oneWinner(t, round, errs)%2].Status()
+		w := oneWinner(t, round, errs)
+		want[r.ID], _ = decisions[w%4].Status()
+		wantBy[r.ID] = approvers[w%2].Username
 	}
 	// The stored state is the winner's, and the log has exactly one
 	// decision per request.
 	e.wantOnce(want, func(ev string) bool { return ev == "approved" || ev == "denied" })
+	for id, by := range wantBy {
+		if r, err := e.store.Request(e.ctx, id); err != nil || r.DecidedBy != by {
+			t.Fatalf("request %s decided by %q (%v), but %s won", id, r.DecidedBy, err, by)
+		}
+	}
 }
 
 func TestConsumeRace(t *testing.T) {

@@ -128,3 +128,46 @@ func TestTokenListRevoke(t *testing.T) {
 		t.Fatalf("revoking again exited %d, want 1", code)
 	}
 }
+
+// TestApproverCreateGeneratesPassword: without --password-stdin, a new
+// approver gets a generated password, printed once, that signs in and is
+// stored only as a hash; adding the approver to a second account prints
+// none.
+func TestApproverCreateGeneratesPassword(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
+		if code := Run(t.Context(), env, args); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+		return stdout.String()
+	}
+	run("account", "create", "one")
+	run("account", "create", "two")
+	out := run("approver", "create", "--account", "one", "--username", "bo")
+	_, password, ok := strings.Cut(out, "password (shown once): ")
+	password = strings.TrimSpace(password)
+	if !ok || len(password) != 23 {
+		t.Fatalf("approver create printed no generated password:\n%s", out)
+	}
+	if out := run("approver", "create", "--account", "two", "--username", "bo"); strings.Contains(out, "password") {
+		t.Errorf("adding the approver to a second account printed a password:\n%s", out)
+	}
+
+	store, err := openStore(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ap, err := store.ApproverByUsername(t.Context(), "bo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(ap.PasswordHash, "$argon2id$") || strings.Contains(ap.PasswordHash, password) {
+		t.Errorf("the stored password is not an argon2id hash of it: %q", ap.PasswordHash)
+	}
+	sessions := &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	if _, _, err := sessions.SignIn(t.Context(), "bo", password, "192.0.2.1", "test"); err != nil {
+		t.Errorf("the generated password does not sign in: %v", err)
+	}
+}

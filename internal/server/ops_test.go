@@ -112,7 +112,11 @@ func TestPendingLimitOverAPI(t *testing.T) {
 	}
 	before := s.snapshot()
 	resp := s.call("POST", "/api/v1/requests", s.keyB, s.toolBody("s1"))
-	resp.wantError(t, "6th pending request", http.StatusTooManyRequests, countersign.ELIMIT)
+	msg := resp.wantError(t, "6th pending request", http.StatusTooManyRequests, countersign.ELIMIT)
+	// The message says what to do.
+	if want := "this account already has 5 requests waiting for a decision; decide or cancel one, or wait for one to expire, then ask again"; msg != want {
+		t.Errorf("message %q, want %q", msg, want)
+	}
 	if got := resp.header.Get("Retry-After"); got != "600" {
 		t.Errorf("Retry-After %q, want 600 (the oldest expires in 10 minutes)", got)
 	}
