@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadmeCommands runs the shell blocks of the README's "Five minutes
+// with curl" as written, with bash, curl and sed, against a real server:
+// the key and token set-up, the ask, the wait and the consume. A change to
+// the API or to the commands that the README does not follow fails here.
+// TestReadmeWalkthrough checks the same steps in Go, with their output.
+func TestReadmeCommands(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"bash", "curl", "sed"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("COUNTERSIGN_TEST_STRICT") == "1" {
+				t.Fatalf("%s is not on PATH and COUNTERSIGN_TEST_STRICT=1: %v", tool, err)
+			}
+			t.Skipf("%s is not on PATH: the README's commands are not run (COUNTERSIGN_TEST_STRICT=1 makes this a failure)", tool)
+		}
+	}
+	blocks := readmeBlocks(t, "## Five minutes with curl", "sh")
+	if len(blocks) != 4 {
+		t.Fatalf("the walk-through has %d sh blocks, want 4 (set-up, ask, wait, consume):\n%q", len(blocks), blocks)
+	}
+	setup, ask, wait, consume := blocks[0], blocks[1], blocks[2], blocks[3]
+
+	// The README runs ./countersign in the directory that holds the
+	// default data directory, ./countersign-data.
+	b := newBed(t)
+	s := b.serve()
+	s.parseFirstStart()
+	dir := t.TempDir()
+	for link, target := range map[string]string{"countersign": binary, "countersign-data": b.data} {
+		if err := os.Symlink(target, filepath.Join(dir, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(script string, env ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
+		cmd.Dir = dir
+		cmd.Env = append(b.env(), env...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bash: %v\nscript:\n%s\nstdout: %s\nstderr: %s", err, script, out, stderr.String())
+		}
+		return string(out)
+	}
+
+	// The set-up, then what it set, one per line.
+	vars := strings.Split(run(setup+"\nprintf '%s\\n%s\\n%s\\n' \"$KEY\" \"$COUNTERSIGN_TOKEN\" \"$COUNTERSIGN_URL\"\n"), "\n")
+	if len(vars) < 3 || !agentKeyRE.MatchString(vars[0]) || !tokenRE.MatchString(vars[1]) || vars[2] != "http://127.0.0.1:8080" {
+		t.Fatalf("the set-up block set KEY, COUNTERSIGN_TOKEN and COUNTERSIGN_URL to %q", vars)
+	}
+	env := []string{"KEY=" + vars[0], "COUNTERSIGN_TOKEN=" + vars[1], "COUNTERSIGN_URL=" + s.URL}
+
+	var asked apiRequest
+	if out := run(ask, env...); json.Unmarshal([]byte(out), &asked) != nil || asked.Status != "pending" || asked.Key != "laptop" {
+		t.Fatalf("the ask block printed %s", out)
+	}
+	withID := func(block string) string {
+		if !strings.Contains(block, "req_…") {
+			t.Fatalf("the block names no request as req_…:\n%s", block)
+		}
+		return strings.ReplaceAll(block, "req_…", asked.ID)
+	}
+
+	waited := make(chan string, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", withID(wait))
+		cmd.Dir, cmd.Env = dir, append(b.env(), env...)
+		out, _ := cmd.Output()
+		waited <- string(out)
+	}()
+	s.waitWaiters(1)
+	b.mustRun(append(b.env(), env...), "approve", asked.Reference)
+	var got apiRequest
+	select {
+	case out := <-waited:
+		if json.Unmarshal([]byte(out), &got) != nil || got.Status != "approved" || got.ID != asked.ID {
+			t.Fatalf("the wait block printed %s, want the request approved", out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait block did not return within 30 s of the approval")
+	}
+
+	if out := run(withID(consume), env...); json.Unmarshal([]byte(out), &got) != nil || got.Status != "consumed" {
+		t.Fatalf("the consume block printed %s", out)
+	}
+	var refused apiError
+	if out := run(withID(consume), env...); json.Unmarshal([]byte(out), &refused) != nil || refused.Error.Code != "conflict" {
+		t.Fatalf("the consume block run again printed %s, want a conflict", out)
+	}
+}
+
+// readmeBlocks returns the fenced code blocks of language lang in the
+// README's section that starts with the heading.
+func readmeBlocks(t *testing.T, heading, lang string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("the README has no heading %q", heading)
+	}
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	var blocks []string
+	for {
+		_, rest, ok := strings.Cut(section, "\n```"+lang+"\n")
+		if !ok {
+			return blocks
+		}
+		block, after, ok := strings.Cut(rest, "\n```\n")
+		if !ok {
+			t.Fatalf("a %s block of %q is not closed", lang, heading)
+		}
+		blocks = append(blocks, block)
+		section = "\n" + after
+	}
+}
