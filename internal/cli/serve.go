@@ -92,7 +92,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer stopMCP()
-	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler}, svc,
+	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())

@@ -15,12 +15,15 @@ import (
 // it.
 type apiHandler func(w http.ResponseWriter, r *http.Request) error
 
-// api turns a handler's error into a JSON error and applies the API's rate
-// limit per client address.
+// api turns a handler's error into a JSON error, applies the API's rate
+// limit per client address, and refuses a body declared larger than
+// maxBody, also on routes that read none.
 func (s *Server) api(h apiHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := s.rateLimit(r); err != nil {
 			s.writeAPIError(w, r, err)
+		} else if r.ContentLength > maxBody {
+			s.writeAPIError(w, r, tooLarge(maxBody))
 		} else if err := h(w, r); err != nil {
 			s.writeAPIError(w, r, err)
 		}

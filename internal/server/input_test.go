@@ -8,7 +8,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/server"
 )
 
@@ -216,18 +215,21 @@ func wrongKind(path, credential string) bool {
 }
 
 // TestBodyLimitEveryRoute: a body declared larger than the route takes is
-// refused with 413 on every route, also on those that read no body, and
-// changes nothing; /mcp takes bodies up to gateway.MaxBody.
+// refused with 413 on every route, also on those that read no body, as a
+// JSON error on the API and an HTML page on pages, counted under its route,
+// and changes nothing; /mcp takes bodies up to its own limit.
 func TestBodyLimitEveryRoute(t *testing.T) {
 	t.Parallel()
 	var mcpCalls atomic.Int32
+	const mcpLimit = 100 << 10
 	s := newServer(t, func(c *server.Config, _ *approval.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
+		c.MCPMaxBody = mcpLimit
 	})
 	r := s.create(s.keyA)
 	before := s.snapshot()
 	big := strings.Repeat("x", 64<<10+1)
-	routes := []struct{ method, path, cred string }{
+	api := []struct{ method, path, cred string }{
 		{"GET", "/api/v1/requests/" + r.ID, s.keyA},
 		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", s.keyA},
 		{"POST", "/api/v1/requests/" + r.ID + "/cancel", s.keyA},
@@ -235,14 +237,21 @@ func TestBodyLimitEveryRoute(t *testing.T) {
 		{"POST", "/api/v1/requests/" + r.ID + "/decision", s.alice},
 		{"GET", "/api/delete-requests/del_1/status", ""},
 		{"GET", "/healthz", ""},
-		{"GET", "/metrics", ""},
 		{"GET", "/health", ""},
-		{"GET", "/approvals", ""},
-		{"POST", "/signin", ""},
+		{"GET", "/static/inbox.css", ""},
 	}
-	for _, rt := range routes {
+	for _, rt := range api {
 		s.call(rt.method, rt.path, rt.cred, big).wantError(t, rt.method+" "+rt.path+" with 64 KiB + 1", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
 	}
+	for _, rt := range []struct{ method, path string }{{"GET", "/approvals"}, {"POST", "/signin"}, {"POST", "/links/some-token"}} {
+		req := s.newRequest(rt.method, rt.path, "", big)
+		req.Host = "approve.example.com"
+		req.Header.Set("Origin", "https://approve.example.com")
+		if got := s.do(req); got.status != http.StatusRequestEntityTooLarge || !strings.HasPrefix(got.header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s %s with 64 KiB + 1: %d %s, want an HTML page with 413", rt.method, rt.path, got.status, got.header.Get("Content-Type"))
+		}
+	}
+	s.call("GET", "/metrics", "", big).wantError(t, "GET /metrics with 64 KiB + 1", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
 	s.unchanged("bodies over the limit", before)
 
 	// /mcp: a body over the API's limit but within the gateway's reaches
@@ -250,8 +259,24 @@ func TestBodyLimitEveryRoute(t *testing.T) {
 	if got := s.call("POST", "/mcp", s.keyA, big); got.status != http.StatusOK || mcpCalls.Load() != 1 {
 		t.Errorf("POST /mcp with 64 KiB + 1: %d %s, gateway reached %d times; want 200, once", got.status, got.body, mcpCalls.Load())
 	}
-	s.call("POST", "/mcp", s.keyA, strings.Repeat("x", gateway.MaxBody+1)).wantError(t, "POST /mcp over gateway.MaxBody", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
+	s.call("POST", "/mcp", s.keyA, strings.Repeat("x", mcpLimit+1)).wantError(t, "POST /mcp over its limit", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
 	if n := mcpCalls.Load(); n != 1 {
 		t.Errorf("the gateway was reached by a body over its limit")
+	}
+
+	// Each refusal is counted under its route.
+	metrics := string(s.call("GET", "/metrics", "", "").body)
+	for _, line := range []string{
+		`countersign_http_requests_total{route="GET /healthz",code="413"} 1`,
+		`countersign_http_requests_total{route="POST /signin",code="413"} 1`,
+		`countersign_http_requests_total{route="GET /api/v1/requests/{id}",code="413"} 2`,
+		`countersign_http_requests_total{route="/mcp",code="413"} 1`,
+	} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Errorf("metrics lack %q", line)
+		}
+	}
+	if strings.Contains(metrics, `route="unmatched"`) {
+		t.Errorf("a refused body was counted under no route:\n%s", metrics)
 	}
 }

@@ -28,8 +28,13 @@ func (s *Server) mcpEndpoint() http.Handler {
 				Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry})
 			return
 		}
-		// The gateway checks the key again, but answers a bad one in plain
-		// text: check it here first, for the API's JSON errors.
+		if limit := s.cfg.MCPMaxBody; limit > 0 && r.ContentLength > limit {
+			s.writeAPIError(w, r, tooLarge(limit))
+			return
+		}
+		// The gateway checks the key again, from the store's cache, but
+		// answers a bad one in plain text: check it here first, for the
+		// API's JSON errors.
 		if _, err := s.agentOf(r); err != nil {
 			s.writeAPIError(w, r, err)
 			return

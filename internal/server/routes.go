@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/web"
 )
 
@@ -13,8 +12,8 @@ import (
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.HandleFunc("GET /healthz", s.bodiless(s.healthz))
+	mux.HandleFunc("GET /metrics", s.bodiless(s.metrics))
 
 	// The v1 API: agents ask, wait, consume and cancel; approvers list and
 	// decide.
@@ -27,7 +26,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/api/", s.api(s.apiNotFound))
 
 	// The seed's safe-rm API, with its paths, fields and status codes.
-	mux.HandleFunc("GET /health", s.seedHealth)
+	mux.HandleFunc("GET /health", s.bodiless(s.seedHealth))
 	mux.HandleFunc("POST /api/delete-requests", s.api(s.createDeleteRequest))
 	mux.HandleFunc("GET /api/delete-requests", s.api(s.approver(s.listDeleteRequests)))
 	mux.HandleFunc("GET /api/delete-requests/{id}/status", s.api(s.deleteRequestStatus))
@@ -63,36 +62,33 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/events", s.page(s.signedIn(s.events)))
 	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
 	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
-	mux.Handle("GET /static/", s.static())
+	mux.Handle("GET /static/", s.bodiless(s.static().ServeHTTP))
 	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 
 	return s.observe(mux)
 }
 
 // observe counts and logs every request by its route pattern, never by its
-// path, which can hold tokens of link routes. It also refuses, on every
-// route, a body declared larger than the route takes: maxBody, or
-// gateway.MaxBody on /mcp. Bodies of unknown length are bounded where they
-// are read.
+// path, which can hold tokens of link routes.
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		if limit := bodyLimit(r); r.ContentLength > limit {
-			s.writeAPIError(sw, r, tooLarge(limit))
-		} else {
-			next.ServeHTTP(sw, r)
-		}
+		next.ServeHTTP(sw, r)
 		s.observed(r, sw.status, start)
 	})
 }
 
-// bodyLimit is the largest body r's route takes.
-func bodyLimit(r *http.Request) int64 {
-	if r.URL.Path == "/mcp" {
-		return gateway.MaxBody
+// bodiless wraps a route that reads no body: like every other route, it
+// refuses one declared larger than maxBody.
+func (s *Server) bodiless(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxBody {
+			s.writeAPIError(w, r, tooLarge(maxBody))
+			return
+		}
+		h(w, r)
 	}
-	return maxBody
 }
 
 // observed counts and logs a request that has been answered. It is a call

@@ -40,6 +40,10 @@ type Config struct {
 	// MCP is the MCP gateway's streamable HTTP handler, served at /mcp
 	// (see mcp.go); nil: no MCP upstreams are configured.
 	MCP http.Handler
+	// MCPMaxBody refuses at once, with the API's JSON error, an MCP
+	// request that declares a larger body; the gateway bounds the bodies
+	// it reads on its own. 0: no such check.
+	MCPMaxBody int64
 }
 
 // Server holds the handlers' dependencies.
