@@ -23,6 +23,7 @@ const (
 // argonSlots bounds the argon2id computations that run at once. Each holds
 // argonMemory (64 MiB) for its duration: sign-ins from many addresses at
 // once queue here instead of adding up to more memory than the server has.
+// It is global because the bound is the process's memory, whoever hashes.
 var argonSlots = make(chan struct{}, 2)
 
 // argonKey is argon2.IDKey; tests count the computations through it.
@@ -31,6 +32,9 @@ var argonKey = argon2.IDKey
 // idKey runs argonKey in one of argonSlots, or returns ctx's error if ctx
 // ends first.
 func idKey(ctx context.Context, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	select {
 	case argonSlots <- struct{}{}:
 	case <-ctx.Done():

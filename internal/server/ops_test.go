@@ -1,8 +1,11 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -177,5 +180,27 @@ func TestInternalError(t *testing.T) {
 	}
 	if got := s.call("GET", "/healthz", "", "").status; got != http.StatusOK {
 		t.Errorf("healthz: %d", got)
+	}
+}
+
+// TestPageClientGone: a page whose browser has gone away mid-request (here
+// a sign-in, which may queue for its password check) is no internal error:
+// 503, and nothing logged above debug.
+func TestPageClientGone(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	form := url.Values{"username": {"alice"}, "password": {"a long test password"}}
+	req := httptest.NewRequestWithContext(ctx, "POST", "https://approve.example.com/signin", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://approve.example.com")
+	rec := httptest.NewRecorder()
+	s.srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("sign-in of a browser gone: %d, want 503\n%s", rec.Code, rec.Body)
+	}
+	if logs := s.logs.String(); strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "client gone") {
+		t.Errorf("the log of a browser gone:\n%s", logs)
 	}
 }

@@ -37,6 +37,10 @@ func (s *Server) page(h pageHandler) http.HandlerFunc {
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		err := s.checkHost(r)
+		if err == nil && r.ContentLength > maxBody {
+			// Forms read less (see their readers); no page takes more.
+			err = tooLarge(maxBody)
+		}
 		if err == nil && r.Method == http.MethodPost {
 			err = s.checkOrigin(r)
 		}
@@ -115,6 +119,11 @@ func (s *Server) writePageError(w http.ResponseWriter, r *http.Request, err erro
 		status = http.StatusInternalServerError
 	}
 	msg := countersign.ErrorMessage(err)
+	if code == countersign.EINTERNAL && r.Context().Err() != nil {
+		// The browser went away mid-request, as in writeAPIError.
+		s.log.Debug("client gone", "route", r.Pattern, "err", err)
+		code, status, msg = countersign.EUNAVAILABLE, http.StatusServiceUnavailable, "The request was cancelled."
+	}
 	if code == countersign.EINTERNAL {
 		id := countersign.NewID("")[:10]
 		s.log.Error("internal error", "error_id", id, "route", r.Pattern, "err", err)
