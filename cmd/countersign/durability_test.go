@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -119,6 +121,9 @@ func TestOneServerPerDataDirectory(t *testing.T) {
 	}
 	if strings.Contains(second.stderr, "countersign listening") {
 		t.Errorf("the refused server listened: %s", second.stderr)
+	}
+	if holder, err := os.ReadFile(filepath.Join(b.data, "countersign.serve.lock")); err != nil || string(holder) != strconv.Itoa(s.cmd.Process.Pid)+"\n" {
+		t.Errorf("the lock after the refused start holds %q (%v), want the first server's pid", holder, err)
 	}
 	// Commands other than serve work while the server runs.
 	b.mustRun(b.env(), "key", "create", "--data", b.data, "--account", "default", "--name", "beside")

@@ -75,8 +75,12 @@ func TestDecideRace(t *testing.T) {
 	// decision per request.
 	e.wantOnce(want, func(ev string) bool { return ev == "approved" || ev == "denied" })
 	for id, by := range wantBy {
-		if r, err := e.store.Request(e.ctx, id); err != nil || r.DecidedBy != by {
-			t.Fatalf("request %s decided by %q (%v), but %s won", id, r.DecidedBy, err, by)
+		r, err := e.store.Request(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.DecidedBy != by {
+			t.Fatalf("request %s decided by %q, but %s won", id, r.DecidedBy, by)
 		}
 	}
 }

@@ -146,9 +146,9 @@ func describeURL(s string) string {
 
 // openServeStore opens the store of countersign serve: PostgreSQL when a
 // database URL is set, else SQLite in the data directory, which the server
-// then holds alone (lockData) until it calls close. It returns the store and
-// a name for the log, without any secret.
-func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (store countersign.Store, name string, close func(), err error) {
+// then holds alone (lockData) until it calls closeStore. It returns the
+// store and a name for the log, without any secret.
+func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (store countersign.Store, name string, closeStore func(), err error) {
 	if databaseURL != "" {
 		s, err := openDatabase(ctx, databaseURL, log)
 		if err != nil {
