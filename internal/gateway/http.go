@@ -62,7 +62,7 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 			statelessH.ServeHTTP(w, r)
 			return
 		}
-		statefulH.ServeHTTP(w, r)
+		statefulH.ServeHTTP(&foreignSession{ResponseWriter: w}, r)
 	})
 	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		a, err := verify(ctx, token)
@@ -76,3 +76,33 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	// Agent keys do not expire; a revoked one no longer verifies.
 	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
 }
+
+// foreignSession answers a session opened by another key as the SDK
+// answers an unknown one, 404 "session not found", so that a key learns
+// nothing of the sessions of other keys; the SDK itself answers 403. With
+// the SDK's localhost and cross-origin checks off (see HTTPHandler), that
+// is the only 403 the stateful handler writes.
+type foreignSession struct {
+	http.ResponseWriter
+	hidden bool // the 403 was turned into the 404; its body is dropped
+}
+
+func (w *foreignSession) WriteHeader(code int) {
+	if code != http.StatusForbidden || w.hidden {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.hidden = true
+	http.Error(w.ResponseWriter, "session not found", http.StatusNotFound)
+}
+
+func (w *foreignSession) Write(b []byte) (int, error) {
+	if w.hidden {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection, for the SDK's
+// flushes and deadlines.
+func (w *foreignSession) Unwrap() http.ResponseWriter { return w.ResponseWriter }

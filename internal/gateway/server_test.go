@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -462,5 +464,46 @@ func TestAuditBinding(t *testing.T) {
 	seq, hash, _ := h.store.AuditHead(t.Context())
 	if problems := v.Finish(seq, hash); len(problems) > 0 {
 		t.Errorf("audit chain: %v", problems)
+	}
+}
+
+// TestForeignSession: a session opened by one key is, for any other key of
+// the same account or another, what an unknown session is: 404 "session
+// not found", the same answer byte for byte. Its own key goes on using it.
+func TestForeignSession(t *testing.T) {
+	h := newHarness(t, nil)
+	cs := h.connect(clientOpts{version: "2025-11-25"})
+	post := func(key, session string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", h.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/list"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := bearer(h.keys[key]).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	unknownCode, unknownBody := post("agent", "NO-SUCH-SESSION")
+	if unknownCode != http.StatusNotFound {
+		t.Fatalf("an unknown session: %d %q, want 404", unknownCode, unknownBody)
+	}
+	for _, key := range []string{"agent2", "outsider"} {
+		if code, body := post(key, cs.ID()); code != unknownCode || body != unknownBody {
+			t.Errorf("the session of key agent used by %s: %d %q, want %d %q as for an unknown one", key, code, body, unknownCode, unknownBody)
+		}
+	}
+	if code, body := post("agent", cs.ID()); code != http.StatusOK {
+		t.Errorf("the session used by its own key: %d %q", code, body)
+	}
+	if _, err := cs.ListTools(h.ctx, nil); err != nil {
+		t.Errorf("the session after the others' tries: %v", err)
 	}
 }
