@@ -18,8 +18,9 @@ import (
 // SQLite's write-ahead log already needs the processes on one machine,
 // sharing memory this way.
 type changeCounter struct {
-	mem []byte
-	n   *uint64
+	mem      []byte
+	n        *uint64
+	dev, ino uint64 // the file mapped
 }
 
 // counters are the counters this process has mapped, by database path.
@@ -31,7 +32,8 @@ var counters struct {
 }
 
 // openChangeCounter maps the counter file of the database at path,
-// creating it when missing; a database opened again shares the mapping.
+// creating it when missing; a database opened again shares the mapping,
+// unless the file was replaced meanwhile.
 func openChangeCounter(path string) (*changeCounter, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -45,7 +47,7 @@ func openChangeCounter(path string) (*changeCounter, error) {
 	}
 	counters.Lock()
 	defer counters.Unlock()
-	if c := counters.m[abs]; c != nil {
+	if c := counters.m[abs]; c != nil && c.mapsFileAt(abs+"-changes") {
 		return c, nil
 	}
 	c, err := mapChangeCounter(abs)
@@ -59,31 +61,57 @@ func openChangeCounter(path string) (*changeCounter, error) {
 	return c, nil
 }
 
-func mapChangeCounter(path string) (*changeCounter, error) {
-	f, err := os.OpenFile(path+"-changes", os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open change counter: %w", err)
+// mapsFileAt reports whether the file at path is still the one c maps.
+func (c *changeCounter) mapsFileAt(path string) bool {
+	var st syscall.Stat_t
+	return syscall.Lstat(path, &st) == nil && uint64(st.Dev) == c.dev && uint64(st.Ino) == c.ino
+}
+
+// mapChangeCounter maps the counter file beside the database at dbPath.
+// The file is opened without following a link, and must be a plain file
+// of its own of at most a page: a process running as root bumps and may
+// chown it, so a link planted there must not lead it to another file.
+func mapChangeCounter(dbPath string) (*changeCounter, error) {
+	path := dbPath + "-changes"
+	mode := os.FileMode(0o600)
+	if db, err := os.Stat(dbPath); err == nil {
+		mode = db.Mode().Perm() & 0o666 // as SQLite makes its -wal and -shm
 	}
+	created := true
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, uint32(mode))
+	if err == syscall.EEXIST {
+		created = false
+		fd, err = syscall.Open(path, syscall.O_RDWR|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open change counter %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("open change counter: %w", err)
 	}
-	sameOwner(f, fi, path)
-	if fi.Size() < 8 {
+	if st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 || st.Size > 4096 {
+		return nil, fmt.Errorf("the change counter %s is not a plain file of countersign's (a link, a directory or a large file): remove it while no countersign process runs", path)
+	}
+	if created {
+		sameOwner(f, &st, dbPath)
+	}
+	if st.Size < 8 {
 		// Growing a file to the size it already has changes nothing,
 		// so two processes creating it at once agree.
 		if err := f.Truncate(8); err != nil {
 			return nil, fmt.Errorf("open change counter: %w", err)
 		}
 	}
-	mem, err := syscall.Mmap(int(f.Fd()), 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(fd, 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map change counter: %w", err)
 	}
 	// The mapping is page-aligned, so the counter is 8-byte aligned, as
 	// atomic operations need.
-	return &changeCounter{mem: mem, n: (*uint64)(unsafe.Pointer(&mem[0]))}, nil
+	return &changeCounter{mem: mem, n: (*uint64)(unsafe.Pointer(&mem[0])), dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
 }
 
 func (c *changeCounter) load() uint64 { return atomic.LoadUint64(c.n) }
@@ -93,10 +121,11 @@ func (c *changeCounter) bump()        { atomic.AddUint64(c.n, 1) }
 // map the change counter, or another's caches would miss its changes.
 const runtimeSharesMemory = true
 
-// sameOwner gives the counter file the owner of the database file when
-// root made it, as SQLite does with its -wal and -shm: a server running as
-// another user must be able to open it after `sudo countersign key …`.
-func sameOwner(f *os.File, fi os.FileInfo, dbPath string) {
+// sameOwner gives a counter file this process has just made the owner of
+// the database file when root made it, as SQLite does with its -wal and
+// -shm: a server running as another user must be able to open it after
+// `sudo countersign key …`. A file that was there already keeps its owner.
+func sameOwner(f *os.File, have *syscall.Stat_t, dbPath string) {
 	if os.Geteuid() != 0 {
 		return
 	}
@@ -104,9 +133,8 @@ func sameOwner(f *os.File, fi os.FileInfo, dbPath string) {
 	if err != nil {
 		return
 	}
-	want, ok1 := db.Sys().(*syscall.Stat_t)
-	have, ok2 := fi.Sys().(*syscall.Stat_t)
-	if ok1 && ok2 && (want.Uid != have.Uid || want.Gid != have.Gid) {
+	want, ok := db.Sys().(*syscall.Stat_t)
+	if ok && (want.Uid != have.Uid || want.Gid != have.Gid) {
 		f.Chown(int(want.Uid), int(want.Gid))
 	}
 }

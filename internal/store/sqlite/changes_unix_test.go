@@ -1,0 +1,66 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// TestChangeCounterRefusesLinks: a link planted where the counter file
+// goes, to a file of someone else's, fails the open and leaves that file
+// as it was: a process running as root bumps the counter and may chown it.
+func TestChangeCounterRefusesLinks(t *testing.T) {
+	const content = "root:x:0:0:root:/root:/bin/sh\n"
+	for name, plant := range map[string]func(target, at string) error{
+		"symbolic link": os.Symlink,
+		"hard link":     os.Link,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			victim := filepath.Join(dir, "victim")
+			if err := os.WriteFile(victim, []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "c.db")
+			if err := plant(victim, path+"-changes"); err != nil {
+				t.Fatal(err)
+			}
+			if db, err := Open(t.Context(), path); err == nil {
+				db.Close()
+				t.Fatalf("Open with a %s as the change counter succeeded", name)
+			}
+			got, err := os.ReadFile(victim)
+			if err != nil || string(got) != content {
+				t.Errorf("the link's target now holds %q (%v)", got, err)
+			}
+			if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o644 {
+				t.Errorf("the link's target: %v, %v", fi.Mode(), err)
+			}
+		})
+	}
+}
+
+// TestChangeCounterReplaced: a database opened again after its counter
+// file was removed maps the new file, not the mapping of the removed one,
+// so that its changes reach the processes that open the database next.
+func TestChangeCounterReplaced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	openTest(t, path)
+	if err := os.Remove(path + "-changes"); err != nil {
+		t.Fatal(err)
+	}
+	db := openTest(t, path)
+	if err := db.CreateAccount(t.Context(), &countersign.Account{ID: countersign.NewID("acc_"), Name: "acme", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path + "-changes")
+	if err != nil || len(b) < 8 || binary.NativeEndian.Uint64(b) == 0 {
+		t.Fatalf("the counter file after a change: %x (%v), want it there and moved", b, err)
+	}
+}
