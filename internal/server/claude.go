@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -19,10 +18,6 @@ type claudePayload struct {
 	ToolInput json.RawMessage `json:"tool_input"` // a string in the seed; an object is taken too
 	Timestamp string          `json:"timestamp"`
 }
-
-// claudeAutoMinutes is the window the auto-approve link in the 201 answer
-// offers; the seed's link takes any number of minutes from 1 to 60.
-const claudeAutoMinutes = 15
 
 func (s *Server) createClaudeEvent(w http.ResponseWriter, r *http.Request) error {
 	data, agent, err := s.seedBody(w, r, "X-Claude-Signature")
@@ -41,11 +36,13 @@ func (s *Server) createClaudeEvent(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	args, _ := json.Marshal(map[string]any{"event_type": p.EventType, "tool_input": input})
-	tokens, links := approval.NewLinks(approval.LinkApprove, approval.LinkDeny, approval.LinkRespond, approval.LinkAutoApprove)
+	// No one-time link goes back to the caller, as none does in the
+	// seed's answer: whoever holds the key could decide with it. Links go
+	// to humans, through the account's notification channels.
 	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
 		Kind: countersign.KindTool, Action: p.ToolName, Arguments: args, Preview: claudePreview(p.ToolName, input),
 		Context: countersign.RequestContext{SessionID: p.SessionID},
-		Seed:    data, SeedID: "claude:" + p.EventID, Links: links,
+		Seed:    data, SeedID: "claude:" + p.EventID,
 	})
 	if err != nil {
 		return err
@@ -66,10 +63,6 @@ func (s *Server) createClaudeEvent(w http.ResponseWriter, r *http.Request) error
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
-	for _, a := range []string{approval.LinkApprove, approval.LinkDeny, approval.LinkRespond} {
-		out[a+"_url"] = s.linkURL("claude-events", a, p.EventID, tokens[a])
-	}
-	out["auto_approve_url"] = s.linkURL("claude-events", approval.LinkAutoApprove, p.EventID, tokens[approval.LinkAutoApprove]) + "/" + strconv.Itoa(claudeAutoMinutes)
 	writeJSON(w, http.StatusCreated, out)
 	return nil
 }

@@ -94,31 +94,31 @@ func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) err
 		"command": p.Command, "affected_paths": nonNil(p.AffectedPaths), "targets": nonNil(p.Targets),
 		"file_count": p.FileCount, "cwd": p.Cwd,
 	})
-	tokens, links := approval.NewLinks(approval.LinkApprove, approval.LinkDeny)
 	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
 		Kind: countersign.KindRm, Action: p.Command, Arguments: args, Preview: deletePreview(&p),
 		RiskReasons: p.RiskReasons, Context: countersign.RequestContext{User: p.User, Host: p.Hostname, Cwd: p.Cwd},
-		Seed: data, SeedID: "delete:" + p.RequestID, Links: links,
+		Seed: data, SeedID: "delete:" + p.RequestID,
 	})
 	if err != nil {
 		return err
 	}
+	// approval_url is the seed's field, but not its one-time link: that
+	// link would let whoever holds the key approve its own request. It is
+	// the request's inbox page, where a signed-in approver decides; the
+	// links go to humans, through the account's notification channels.
 	out := map[string]any{
 		"success": true, "request_id": p.RequestID, "expires_at": req.ExpiresAt.Unix(),
 		"reference": countersign.FormatReference(req.Reference), "inbox_url": s.inboxURL(req.ID),
+		"approval_url": s.inboxURL(req.ID),
 	}
 	if !created && !sameSeed(req.Seed, data) {
 		return seedIDTaken("request_id", p.RequestID)
 	}
+	status := http.StatusCreated
 	if !created {
-		// The same request again: its links were handed out the first time
-		// and are stored only as hashes.
-		writeJSON(w, http.StatusOK, out)
-		return nil
+		status = http.StatusOK // the same request again
 	}
-	out["approval_url"] = s.linkURL("delete-requests", approval.LinkApprove, p.RequestID, tokens[approval.LinkApprove])
-	out["deny_url"] = s.linkURL("delete-requests", approval.LinkDeny, p.RequestID, tokens[approval.LinkDeny])
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, status, out)
 	return nil
 }
 
@@ -165,12 +165,6 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
-}
-
-// linkURL is the public URL of a one-time link's confirm page.
-func (s *Server) linkURL(route, action, seedID, token string) string {
-	path := strings.ReplaceAll(action, "_", "-")
-	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + "/api/" + route + "/" + path + "/" + seedID + "/" + token
 }
 
 // seedStatus maps a request's status to the words of the seed's API:

@@ -28,6 +28,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -201,6 +202,28 @@ type sdEnv struct {
 	oldSeed   string // secret of a revoked designated key of "ops"
 	approver  string // approver token of carol in "ops"
 	stranger  string // approver token of dave in "elsewhere"
+	channel   *sdChannel
+}
+
+// sdChannel stands for the account's notification channel: it receives
+// the one-time links of every new request, as an e-mail to a human would,
+// and the tests press them. It carries a link for every action a seed link
+// route takes.
+type sdChannel struct {
+	mu    sync.Mutex
+	links map[string]map[string]string // request id → action → token
+}
+
+func (c *sdChannel) Announce(_ context.Context, r *countersign.Request) ([]countersign.OutboxItem, []countersign.Link, error) {
+	tokens, links := approval.NewLinks(approval.LinkApprove, approval.LinkDeny, approval.LinkRespond, approval.LinkAutoApprove, approval.LinkStop)
+	c.mu.Lock()
+	c.links[r.ID] = tokens
+	c.mu.Unlock()
+	return nil, links, nil
+}
+
+func (c *sdChannel) FollowUp(context.Context, *countersign.Request) ([]countersign.OutboxItem, error) {
+	return nil, nil
 }
 
 type sdResp struct {
@@ -255,7 +278,8 @@ func sdNew(t *testing.T) *sdEnv {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	svc := approval.New(store, clock, hub, approval.Config{MaxPending: 1000}, log, approval.NewMetrics(reg, hub))
+	e.channel = &sdChannel{links: map[string]map[string]string{}}
+	svc := approval.New(store, clock, hub, approval.Config{MaxPending: 1000, Notifier: e.channel}, log, approval.NewMetrics(reg, hub))
 
 	ts := httptest.NewUnstartedServer(nil)
 	pub, err := url.Parse("http://" + ts.Listener.Addr().String())
@@ -554,19 +578,28 @@ func sdUnix(t *testing.T, what string, v any) int64 {
 	return i
 }
 
-// sdLink checks that a link URL is the public URL, the prefix and a
-// 64-hex token (and the suffix), and returns the token.
-func sdLink(t *testing.T, what, got, prefix, suffix string) string {
-	t.Helper()
-	tok, ok := strings.CutPrefix(got, prefix)
-	if ok {
-		tok, ok = strings.CutSuffix(tok, suffix)
+// link is the URL of a seed link route for the request of the seed id,
+// with the token its notification carried; minutes, when not empty, is the
+// auto-approve route's last segment.
+func (e *sdEnv) link(route, action, id string, minutes string) string {
+	e.t.Helper()
+	prefix := map[string]string{"delete-requests": "delete:", "claude-events": "claude:"}[route]
+	r := e.stored(prefix + id)
+	e.channel.mu.Lock()
+	tok := e.channel.links[r.ID][action]
+	e.channel.mu.Unlock()
+	if tok == "" {
+		e.t.Fatalf("no %s link was sent for %s", action, id)
 	}
-	if !ok || !sdHex64.MatchString(tok) {
-		t.Fatalf("%s: %q, want %s<64 hex>%s", what, got, prefix, suffix)
+	u := e.url + "/api/" + route + "/" + strings.ReplaceAll(action, "_", "-") + "/" + id + "/" + tok
+	if minutes != "" {
+		u += "/" + minutes
 	}
-	return tok
+	return u
 }
+
+// lastSegment is what follows the last slash of a URL.
+func lastSegment(u string) string { return u[strings.LastIndex(u, "/")+1:] }
 
 func sdString(v any) string {
 	s, _ := v.(string)
@@ -671,15 +704,20 @@ func TestSeedDeleteCreate(t *testing.T) {
 	if out["success"] != true || out["request_id"] != id {
 		t.Errorf("create: %v", out)
 	}
-	approve := sdLink(t, "approval_url", sdString(out["approval_url"]), e.url+"/api/delete-requests/approve/"+id+"/", "")
-	deny := sdLink(t, "deny_url", sdString(out["deny_url"]), e.url+"/api/delete-requests/deny/"+id+"/", "")
-	if approve == deny {
-		t.Errorf("approve and deny tokens are the same")
+	// No one-time link goes back to the key's holder: approval_url is the
+	// request's inbox page, where only a signed-in approver decides.
+	r := e.stored("delete:" + id)
+	if got, want := out["approval_url"], e.url+"/approvals/"+r.ID; got != want || out["inbox_url"] != want {
+		t.Errorf("approval_url %v and inbox_url %v, want both %s", got, out["inbox_url"], want)
+	}
+	for k, v := range out {
+		if s, _ := v.(string); sdHex64.MatchString(lastSegment(s)) || strings.Contains(k, "deny") {
+			t.Errorf("the answer carries a link: %s = %v", k, v)
+		}
 	}
 	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d (ten minutes ahead)", got, want)
 	}
-	r := e.stored("delete:" + id)
 	if !bytes.Equal(r.Seed, body) || r.KeyID != e.seedKeyID || r.Status != countersign.StatusPending ||
 		r.Kind != countersign.KindRm || r.Action != "rm -rf /var/www/data" ||
 		r.Context.User != "deploy" || r.Context.Host != "prod-01" || r.Context.Cwd != "/home/deploy" ||
@@ -696,11 +734,8 @@ func TestSeedDeleteCreate(t *testing.T) {
 		if out["success"] != true || out["request_id"] != id {
 			t.Errorf("again: %v", out)
 		}
-		if _, ok := out["approval_url"]; ok {
-			t.Errorf("again: approval_url handed out twice: %v", out)
-		}
-		if _, ok := out["deny_url"]; ok {
-			t.Errorf("again: deny_url handed out twice: %v", out)
+		if out["approval_url"] != e.url+"/approvals/"+r.ID {
+			t.Errorf("again: approval_url %v", out["approval_url"])
 		}
 		e.unchanged("the same body again", before)
 	})
@@ -792,13 +827,12 @@ func TestSeedDeleteCreate(t *testing.T) {
 func TestSeedDeleteLinks(t *testing.T) {
 	e := sdNew(t)
 	const id = "del_1700000000_1"
-	out := e.createDelete(id, "rm -rf /var/www/data")
-	approveURL, denyURL := sdString(out["approval_url"]), sdString(out["deny_url"])
-	approveTok := sdLink(t, "approval_url", approveURL, e.url+"/api/delete-requests/approve/"+id+"/", "")
-	denyTok := sdLink(t, "deny_url", denyURL, e.url+"/api/delete-requests/deny/"+id+"/", "")
-	out2 := e.createDelete("del_1700000000_2", "rm -rf /var/www/other")
-	otherTok := sdLink(t, "approval_url", sdString(out2["approval_url"]), e.url+"/api/delete-requests/approve/del_1700000000_2/", "")
-	otherDenyURL := sdString(out2["deny_url"])
+	e.createDelete(id, "rm -rf /var/www/data")
+	approveURL, denyURL := e.link("delete-requests", approval.LinkApprove, id, ""), e.link("delete-requests", approval.LinkDeny, id, "")
+	approveTok, denyTok := lastSegment(approveURL), lastSegment(denyURL)
+	e.createDelete("del_1700000000_2", "rm -rf /var/www/other")
+	otherTok := lastSegment(e.link("delete-requests", approval.LinkApprove, "del_1700000000_2", ""))
+	otherDenyURL := e.link("delete-requests", approval.LinkDeny, "del_1700000000_2", "")
 
 	e.wantStatus("delete-requests", id, map[string]any{"status": "pending", "approved_by": nil})
 	sdWantError(t, "status of an unknown id", e.get("/api/delete-requests/del_nope/status", ""), http.StatusNotFound, countersign.ENOTFOUND)
@@ -931,9 +965,9 @@ func TestSeedDeleteLinks(t *testing.T) {
 
 func TestSeedDeleteLinkExpired(t *testing.T) {
 	e := sdNew(t)
-	out := e.createDelete("del_old_1", "rm -rf /srv/a")
+	e.createDelete("del_old_1", "rm -rf /srv/a")
 	e.createDelete("del_old_2", "rm -rf /srv/b")
-	approveURL, denyURL := sdString(out["approval_url"]), sdString(out["deny_url"])
+	approveURL, denyURL := e.link("delete-requests", approval.LinkApprove, "del_old_1", ""), e.link("delete-requests", approval.LinkDeny, "del_old_1", "")
 
 	e.clock.Advance(10*time.Minute + time.Second)
 
@@ -954,9 +988,9 @@ func TestSeedDeleteLinkExpired(t *testing.T) {
 func TestSeedDeleteList(t *testing.T) {
 	e := sdNew(t)
 	e.createDelete("del_a", "rm -rf /srv/a")
-	b := e.createDelete("del_b", "rm -rf /srv/b")
+	e.createDelete("del_b", "rm -rf /srv/b")
 	e.createDelete("del_c", "rm -rf /srv/c")
-	sdPage(t, "approve del_b", e.press(sdString(b["approval_url"]), nil), http.StatusOK)
+	sdPage(t, "approve del_b", e.press(e.link("delete-requests", approval.LinkApprove, "del_b", ""), nil), http.StatusOK)
 
 	all := sdItems(t, "list", sdDecode(t, "list", e.get("/api/delete-requests", e.approver), http.StatusOK), "requests")
 	if got := sdIDs(all); !slices.Equal(got, []string{"del_a", "del_b", "del_c"}) {
@@ -1021,8 +1055,6 @@ func TestSeedDeleteList(t *testing.T) {
 
 func TestSeedClaudeEvents(t *testing.T) {
 	e := sdNew(t)
-	base := e.url + "/api/claude-events/"
-
 	out := e.createEvent("evt_1", "s-1", "Bash")
 	if out["success"] != true || out["event_id"] != "evt_1" {
 		t.Errorf("create: %v", out)
@@ -1030,10 +1062,18 @@ func TestSeedClaudeEvents(t *testing.T) {
 	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d", got, want)
 	}
-	sdLink(t, "approve_url", sdString(out["approve_url"]), base+"approve/evt_1/", "")
-	sdLink(t, "deny_url", sdString(out["deny_url"]), base+"deny/evt_1/", "")
-	respondTok := sdLink(t, "respond_url", sdString(out["respond_url"]), base+"respond/evt_1/", "")
-	sdLink(t, "auto_approve_url", sdString(out["auto_approve_url"]), base+"auto-approve/evt_1/", "/15")
+	// No one-time link goes back to the key's holder, as none does in the
+	// seed's answer; the inbox page is where an approver decides.
+	if want := e.url + "/approvals/" + e.stored("claude:evt_1").ID; out["inbox_url"] != want {
+		t.Errorf("inbox_url %v, want %s", out["inbox_url"], want)
+	}
+	for k, v := range out {
+		if s, _ := v.(string); sdHex64.MatchString(lastSegment(s)) || strings.HasSuffix(k, "_url") && k != "inbox_url" {
+			t.Errorf("the answer carries a link: %s = %v", k, v)
+		}
+	}
+	respondURL := e.link("claude-events", approval.LinkRespond, "evt_1", "")
+	respondTok := lastSegment(respondURL)
 	e.wantStatus("claude-events", "evt_1", map[string]any{"status": "pending", "response_text": nil, "resolved_by": nil})
 	sdWantError(t, "status of an unknown event", e.get("/api/claude-events/evt_nope/status", ""), http.StatusNotFound, countersign.ENOTFOUND)
 	if r := e.stored("claude:evt_1"); r.Kind != countersign.KindTool || r.Action != "Bash" || r.Context.SessionID != "s-1" {
@@ -1067,7 +1107,7 @@ func TestSeedClaudeEvents(t *testing.T) {
 		e := e.with(t)
 		before := e.snapshot()
 		again := sdDecode(t, "again", e.signed("/api/claude-events", e.eventPayload("evt_1", "s-1", "Bash", "run evt_1")), http.StatusOK)
-		if again["event_id"] != "evt_1" || again["approve_url"] != nil || again["respond_url"] != nil || again["auto_approve_url"] != nil {
+		if again["event_id"] != "evt_1" || again["approve_url"] != nil || again["respond_url"] != nil || again["auto_approve_url"] != nil || again["inbox_url"] != out["inbox_url"] {
 			t.Errorf("again: %v", again)
 		}
 		sdWantError(t, "another body, same event_id", e.signed("/api/claude-events", e.eventPayload("evt_1", "s-1", "Bash", "rm -rf /")), http.StatusConflict, countersign.ECONFLICT)
@@ -1077,7 +1117,6 @@ func TestSeedClaudeEvents(t *testing.T) {
 
 	t.Run("respond", func(t *testing.T) {
 		e := e.with(t)
-		respondURL := sdString(out["respond_url"])
 		before := e.snapshot()
 		page := sdPage(t, "GET respond_url", e.get(respondURL, ""), http.StatusOK)
 		for _, want := range []string{
@@ -1099,23 +1138,22 @@ func TestSeedClaudeEvents(t *testing.T) {
 			t.Errorf("respond page:\n%s", page)
 		}
 		e.wantStatus("claude-events", "evt_1", map[string]any{"status": "responded", "response_text": text, "resolved_by": "email"})
-		sdPage(t, "approve after respond", e.press(sdString(out["approve_url"]), nil), http.StatusConflict)
+		sdPage(t, "approve after respond", e.press(e.link("claude-events", approval.LinkApprove, "evt_1", ""), nil), http.StatusConflict)
 		e.wantStatus("claude-events", "evt_1", map[string]any{"status": "responded", "response_text": text, "resolved_by": "email"})
 	})
 
 	t.Run("approve link", func(t *testing.T) {
 		e := e.with(t)
-		o := e.createEvent("evt_2", "s-2", "Read")
-		sdPage(t, "approve", e.press(sdString(o["approve_url"]), nil), http.StatusOK)
+		e.createEvent("evt_2", "s-2", "Read")
+		sdPage(t, "approve", e.press(e.link("claude-events", approval.LinkApprove, "evt_2", ""), nil), http.StatusOK)
 		e.wantStatus("claude-events", "evt_2", map[string]any{"status": "approved", "response_text": nil, "resolved_by": "email"})
-		o = e.createEvent("evt_2d", "s-2", "Read")
-		sdPage(t, "deny", e.press(sdString(o["deny_url"]), url.Values{"reason": {"no"}}), http.StatusOK)
+		e.createEvent("evt_2d", "s-2", "Read")
+		sdPage(t, "deny", e.press(e.link("claude-events", approval.LinkDeny, "evt_2d", ""), url.Values{"reason": {"no"}}), http.StatusOK)
 		e.wantStatus("claude-events", "evt_2d", map[string]any{"status": "denied", "response_text": nil, "resolved_by": "email"})
 	})
 
-	autoLink := func(o map[string]any, minutes string) string {
-		u := sdString(o["auto_approve_url"])
-		return strings.TrimSuffix(u, "/15") + "/" + minutes
+	autoLink := func(e *sdEnv, id, minutes string) string {
+		return e.link("claude-events", approval.LinkAutoApprove, id, "") + "/" + minutes
 	}
 	window := func(e *sdEnv, id string) time.Duration {
 		r := e.stored("claude:" + id)
@@ -1127,11 +1165,11 @@ func TestSeedClaudeEvents(t *testing.T) {
 
 	t.Run("auto-approve clamped", func(t *testing.T) {
 		e := e.with(t)
-		o3 := e.createEvent("evt_3", "s-3", "Bash")
-		o4 := e.createEvent("evt_4", "s-4", "Bash")
+		e.createEvent("evt_3", "s-3", "Bash")
+		e.createEvent("evt_4", "s-4", "Bash")
 		before := e.snapshot()
 		for _, m := range []string{"abc", "", "1.5"} {
-			u := autoLink(o3, m)
+			u := autoLink(e, "evt_3", m)
 			if m == "" {
 				u = strings.TrimSuffix(u, "/")
 			}
@@ -1140,18 +1178,18 @@ func TestSeedClaudeEvents(t *testing.T) {
 				t.Errorf("minutes %q: %d", m, r.status)
 			}
 		}
-		page := sdPage(t, "GET auto-approve 0", e.get(autoLink(o3, "0"), ""), http.StatusOK)
+		page := sdPage(t, "GET auto-approve 0", e.get(autoLink(e, "evt_3", "0"), ""), http.StatusOK)
 		if !strings.Contains(page, "Approve for 1 minutes") {
 			t.Errorf("minutes 0 not shown as 1:\n%s", page)
 		}
-		page = sdPage(t, "GET auto-approve 999", e.get(autoLink(o4, "999"), ""), http.StatusOK)
+		page = sdPage(t, "GET auto-approve 999", e.get(autoLink(e, "evt_4", "999"), ""), http.StatusOK)
 		if !strings.Contains(page, "Approve for 60 minutes") {
 			t.Errorf("minutes 999 not shown as 60:\n%s", page)
 		}
 		e.unchanged("GET of auto-approve links", before)
 
-		sdPage(t, "POST auto-approve 0", e.press(autoLink(o3, "0"), nil), http.StatusOK)
-		sdPage(t, "POST auto-approve 999", e.press(autoLink(o4, "999"), nil), http.StatusOK)
+		sdPage(t, "POST auto-approve 0", e.press(autoLink(e, "evt_3", "0"), nil), http.StatusOK)
+		sdPage(t, "POST auto-approve 999", e.press(autoLink(e, "evt_4", "999"), nil), http.StatusOK)
 		if w := window(e, "evt_3"); w != time.Minute {
 			t.Errorf("minutes 0: window %s, want 1m", w)
 		}
@@ -1159,7 +1197,7 @@ func TestSeedClaudeEvents(t *testing.T) {
 			t.Errorf("minutes 999: window %s, want 1h", w)
 		}
 		e.wantStatus("claude-events", "evt_3", map[string]any{"status": "approved", "response_text": nil, "resolved_by": "email"})
-		sdPage(t, "auto-approve link again", e.press(autoLink(o3, "5"), nil), http.StatusConflict)
+		sdPage(t, "auto-approve link again", e.press(autoLink(e, "evt_3", "5"), nil), http.StatusConflict)
 
 		// The window approves the same key, session and tool at once.
 		auto := sdDecode(t, "in the window", e.signed("/api/claude-events", e.eventPayload("evt_5", "s-3", "Bash", "another command")), http.StatusOK)
@@ -1225,6 +1263,8 @@ func TestSeedEscaping(t *testing.T) {
 	p["affected_paths"] = []string{"/tmp/" + script, "/tmp/" + img}
 	p["user"], p["hostname"], p["cwd"] = script, img, "/home/"+script
 	out := sdDecode(t, "create", e.signed("/api/delete-requests", p), http.StatusCreated)
+	approveURL := e.link("delete-requests", approval.LinkApprove, sdString(out["request_id"]), "")
+	denyURL := e.link("delete-requests", approval.LinkDeny, sdString(out["request_id"]), "")
 
 	check := func(what, page string) {
 		t.Helper()
@@ -1239,16 +1279,17 @@ func TestSeedEscaping(t *testing.T) {
 			}
 		}
 	}
-	check("approve page", sdPage(t, "GET approval_url", e.get(sdString(out["approval_url"]), ""), http.StatusOK))
-	check("deny page", sdPage(t, "GET deny_url", e.get(sdString(out["deny_url"]), ""), http.StatusOK))
-	page := sdPage(t, "POST deny_url", e.press(sdString(out["deny_url"]), url.Values{"reason": {script + img}}), http.StatusOK)
+	check("approve page", sdPage(t, "GET approve link", e.get(approveURL, ""), http.StatusOK))
+	check("deny page", sdPage(t, "GET deny link", e.get(denyURL, ""), http.StatusOK))
+	page := sdPage(t, "POST deny link", e.press(denyURL, url.Values{"reason": {script + img}}), http.StatusOK)
 	check("decided page", page)
-	check("used link page", sdPage(t, "POST deny_url again", e.press(sdString(out["deny_url"]), nil), http.StatusConflict))
+	check("used link page", sdPage(t, "POST deny link again", e.press(denyURL, nil), http.StatusConflict))
 
-	ev := sdDecode(t, "create event", e.signed("/api/claude-events", e.eventPayload("evt_xss", img, script, "echo "+script+img)), http.StatusCreated)
-	check("respond page", sdPage(t, "GET respond_url", e.get(sdString(ev["respond_url"]), ""), http.StatusOK))
-	check("auto-approve page", sdPage(t, "GET auto_approve_url", e.get(sdString(ev["auto_approve_url"]), ""), http.StatusOK))
-	check("responded page", sdPage(t, "POST respond_url", e.press(sdString(ev["respond_url"]), url.Values{"response": {script + img}}), http.StatusOK))
+	sdDecode(t, "create event", e.signed("/api/claude-events", e.eventPayload("evt_xss", img, script, "echo "+script+img)), http.StatusCreated)
+	respondURL := e.link("claude-events", approval.LinkRespond, "evt_xss", "")
+	check("respond page", sdPage(t, "GET respond link", e.get(respondURL, ""), http.StatusOK))
+	check("auto-approve page", sdPage(t, "GET auto-approve link", e.get(e.link("claude-events", approval.LinkAutoApprove, "evt_xss", "15"), ""), http.StatusOK))
+	check("responded page", sdPage(t, "POST respond link", e.press(respondURL, url.Values{"response": {script + img}}), http.StatusOK))
 
 	// The JSON answers carry the text as JSON strings, never as markup.
 	list := e.get("/api/delete-requests", e.approver)
@@ -1323,8 +1364,9 @@ func TestSeedPythonClient(t *testing.T) {
 	if a["success"] != true || a["request_id"] != deleteID {
 		t.Errorf("delete answer: %v", a)
 	}
-	sdLink(t, "approval_url", sdString(a["approval_url"]), e.url+"/api/delete-requests/approve/"+deleteID+"/", "")
-	sdLink(t, "deny_url", sdString(a["deny_url"]), e.url+"/api/delete-requests/deny/"+deleteID+"/", "")
+	if want := e.url + "/approvals/" + e.stored("delete:"+deleteID).ID; a["approval_url"] != want || a["deny_url"] != nil {
+		t.Errorf("delete answer: approval_url %v, deny_url %v; want the inbox page %s and no link", a["approval_url"], a["deny_url"], want)
+	}
 	if got, want := sdUnix(t, "expires_at", a["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d", got, want)
 	}
@@ -1342,11 +1384,11 @@ func TestSeedPythonClient(t *testing.T) {
 	if c["success"] != true || c["event_id"] != eventID {
 		t.Errorf("claude answer: %v", c)
 	}
-	base := e.url + "/api/claude-events/"
-	sdLink(t, "approve_url", sdString(c["approve_url"]), base+"approve/"+eventID+"/", "")
-	sdLink(t, "deny_url", sdString(c["deny_url"]), base+"deny/"+eventID+"/", "")
-	sdLink(t, "respond_url", sdString(c["respond_url"]), base+"respond/"+eventID+"/", "")
-	sdLink(t, "auto_approve_url", sdString(c["auto_approve_url"]), base+"auto-approve/"+eventID+"/", "/15")
+	for _, k := range []string{"approve_url", "deny_url", "respond_url", "auto_approve_url"} {
+		if v, ok := c[k]; ok {
+			t.Errorf("claude answer: %s = %v, want no link", k, v)
+		}
+	}
 	if out.ClaudeStatus.Status != http.StatusOK || !reflect.DeepEqual(out.ClaudeStatus.Answer, map[string]any{"status": "pending", "response_text": nil, "resolved_by": nil}) {
 		t.Errorf("claude status: %d %v", out.ClaudeStatus.Status, out.ClaudeStatus.Answer)
 	}
@@ -1354,7 +1396,7 @@ func TestSeedPythonClient(t *testing.T) {
 		t.Errorf("stored event: %q %q %q", r.Action, r.Context.SessionID, r.Preview)
 	}
 
-	// The links Python received decide for the Python client.
-	sdPage(t, "approve the Python request", e.press(sdString(a["approval_url"]), nil), http.StatusOK)
+	// The link a human received decides for the Python client.
+	sdPage(t, "approve the Python request", e.press(e.link("delete-requests", approval.LinkApprove, deleteID, ""), nil), http.StatusOK)
 	e.wantStatus("delete-requests", deleteID, map[string]any{"status": "approved", "approved_by": "admin"})
 }
