@@ -138,6 +138,9 @@ func TestInboxWrongHost(t *testing.T) {
 			if !strings.Contains(r.body, "This server answers only as "+e.public.Host) {
 				t.Errorf("%s: the page does not say where to go:\n%s", what, r.body)
 			}
+			if r.header.Get("Content-Security-Policy") == "" || r.header.Get("X-Frame-Options") != "DENY" || r.header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%s: the page lacks its headers: %v", what, r.header)
+			}
 			if c := e.sessionCookie(r); c != nil {
 				t.Errorf("%s: set a cookie", what)
 			}

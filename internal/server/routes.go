@@ -132,13 +132,15 @@ func statusText(code int) string {
 func (s *Server) static() http.Handler {
 	files := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Content-Security-Policy", "default-src 'none'")
+		h.Set("X-Frame-Options", "DENY")
 		if err := s.checkHost(r); err != nil {
 			s.writePageError(w, r, err)
 			return
 		}
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Cache-Control", "public, max-age=86400")
-		w.Header().Set("Content-Security-Policy", "default-src 'none'")
+		h.Set("Cache-Control", "public, max-age=86400")
 		files.ServeHTTP(w, r)
 	})
 }
