@@ -285,11 +285,16 @@ func TestInboxSigninLimit(t *testing.T) {
 		// The proxy appends the real client; what the client itself put in
 		// front of it does not count.
 		limited(e, "10.9.8.7, 203.0.113.7")
+		// A proxy that writes the client's port counts the client, not
+		// itself.
+		limited(e, "203.0.113.7:41234")
+		allowed(e, "203.0.113.9:41234")
 	})
 	t.Run("IPv6 per /64", func(t *testing.T) {
 		e := ibSetup(t)
 		exhaust(e, "2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:aaaa:bbbb:cccc:dddd")
 		limited(e, "2001:db8:1:2:ffff::9")
+		limited(e, "[2001:db8:1:2::77]:443")
 		allowed(e, "2001:db8:1:3::1")
 	})
 	t.Run("X-Forwarded-For of an untrusted client", func(t *testing.T) {

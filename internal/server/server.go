@@ -158,7 +158,7 @@ func (s *Server) clientAddr(r *http.Request) string {
 	}
 	hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+		a, err := hopAddr(strings.TrimSpace(hops[i]))
 		if err != nil {
 			break // a garbled header: count the proxy itself
 		}
@@ -167,6 +167,16 @@ func (s *Server) clientAddr(r *http.Request) string {
 		}
 	}
 	return clientAddr(r)
+}
+
+// hopAddr reads one hop of X-Forwarded-For: an address, or an address
+// and port, as some proxies write it ("203.0.113.7:41234", "[2001:db8::1]:443").
+func hopAddr(hop string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(hop); err == nil {
+		return a, nil
+	}
+	ap, err := netip.ParseAddrPort(hop)
+	return ap.Addr(), err
 }
 
 func (s *Server) trusted(a netip.Addr) bool {
