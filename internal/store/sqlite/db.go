@@ -355,14 +355,50 @@ func (j *writeJob) answer(err error) {
 }
 
 // run runs the change. A panic is the change's error, not the writer's
-// end: the caller's request fails and the server goes on.
+// end: the caller's request fails and the server goes on. Results the
+// change left open, by a panic or an early return, are closed: an open
+// one would keep the write connection from ever being put back.
 func (j *writeJob) run(tx querier, audit *auditTx) (err error) {
+	g := openResults{querier: tx}
 	defer func() {
+		g.close()
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write transaction panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return j.fn(context.WithValue(j.ctx, auditTxKey{}, audit), tx)
+	return j.fn(context.WithValue(j.ctx, auditTxKey{}, audit), &g)
+}
+
+// openResults is a querier that keeps what its queries return, for close.
+type openResults struct {
+	querier
+	rows []*sql.Rows
+	row  []*sql.Row
+}
+
+func (g *openResults) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	rows, err := g.querier.QueryContext(ctx, query, args...)
+	if err == nil {
+		g.rows = append(g.rows, rows)
+	}
+	return rows, err
+}
+
+func (g *openResults) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	row := g.querier.QueryRowContext(ctx, query, args...)
+	g.row = append(g.row, row)
+	return row
+}
+
+// close closes every result: closing one already closed does nothing, and
+// Scan with nothing to scan into closes a row, scanned or not.
+func (g *openResults) close() {
+	for _, r := range g.rows {
+		r.Close()
+	}
+	for _, r := range g.row {
+		r.Scan()
+	}
 }
 
 // writer runs the changes sent to update, in groups, until Close.
@@ -428,17 +464,21 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			tx.Close()
 		}
 	}()
-	// fail answers every change of the group with err, but one that
-	// failed on its own in this run with its own error: nothing of the
-	// group is kept. A change started in an earlier run and not reached
-	// in this one gets err too.
+	// fail answers every change of the group with err: nothing of the
+	// group is kept. Only a change that failed on its own before any
+	// change of this run succeeded keeps its own error: a later one may
+	// have failed because of what an earlier one did (a decision that
+	// came second), which is now undone. A change started in an earlier
+	// run and not reached in this one gets err too.
 	fail := func(err error) {
+		succeeded := false
 		for _, j := range ran {
-			if j.err != nil {
+			if j.err != nil && !succeeded {
 				j.answer(j.err)
 			} else {
 				j.answer(err)
 			}
+			succeeded = succeeded || j.err == nil
 		}
 		db.failQueued(group, err)
 	}
@@ -483,9 +523,11 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 				// the hook does not see, such as a table's schema.
 				// Nor is a failure of SQLite's own (a full disk, an
 				// I/O error), after which the transaction may be
-				// gone.
+				// gone. The refusal is answered with the others,
+				// after the commit: its reason may be a change before
+				// it in this group, which a failed commit undoes, and
+				// a group run again runs it again.
 				*audit = before
-				j.answer(j.err)
 				continue
 			}
 			if j.err != nil {

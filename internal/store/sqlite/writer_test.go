@@ -253,11 +253,17 @@ func TestGroupCommitFailure(t *testing.T) {
 		t.Fatalf("a change whose commit fails: %v, want the commit's error", err)
 	}
 
-	// In a group: a good change, the bad one, and one that fails itself.
+	// In a group: a change that fails itself first, a good change, the
+	// bad one, and one that fails itself after them. The first refusal
+	// saw only what was committed before: it keeps its own error. The
+	// second may have failed because of the changes before it, which the
+	// failed commit undid: it gets the commit's error.
 	release := holdWriter(t, db)
-	own := errors.New("refused")
+	own, later := errors.New("refused"), errors.New("refused after the others")
 	fns := []func(ctx context.Context, tx querier) error{
-		insert(1), insert(99), func(ctx context.Context, tx querier) error { return own },
+		func(ctx context.Context, tx querier) error { return own },
+		insert(1), insert(99),
+		func(ctx context.Context, tx querier) error { return later },
 	}
 	errs := make([]error, len(fns))
 	var wg sync.WaitGroup
@@ -267,11 +273,13 @@ func TestGroupCommitFailure(t *testing.T) {
 	}
 	release()
 	wg.Wait()
-	if errs[0] == nil || errs[1] == nil || !strings.Contains(errs[0].Error(), "commit") {
-		t.Errorf("changes of a group whose commit failed: %v, %v; want the commit's error", errs[0], errs[1])
+	if errs[0] != own {
+		t.Errorf("a change that failed itself first: %v, want its own error", errs[0])
 	}
-	if errs[2] != own {
-		t.Errorf("a change that failed itself: %v, want its own error", errs[2])
+	for i := 1; i < len(errs); i++ {
+		if errs[i] == nil || !strings.Contains(errs[i].Error(), "commit") {
+			t.Errorf("change %d of a group whose commit failed: %v, want the commit's error", i, errs[i])
+		}
 	}
 	if n := count(); n != 0 {
 		t.Errorf("%d rows kept after failed commits, want 0", n)
@@ -834,5 +842,109 @@ func TestGroupSQLiteErrorReruns(t *testing.T) {
 	var count int
 	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&count); err != nil || count != 1 {
 		t.Errorf("%d rows (%v), want 1", count, err)
+	}
+}
+
+// A refusal that changed no row is answered only once its group is settled:
+// when a later change of the group fails after writing, the group runs again
+// and the refusal with it, and its caller hears the second run's outcome.
+// Answered early, a caller that retried at once (a create whose reference
+// was taken, with a new one) raced the second run, which then committed the
+// first attempt's request behind the caller's back.
+func TestGroupRefusalAnsweredAfterRerun(t *testing.T) {
+	f := newCacheFixture(t)
+	db, ctx := f.db, t.Context()
+	now := time.Now().UTC()
+	ev := countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}
+	newReq := func(ref, action string) *countersign.Request {
+		args := `{"a":"` + action + `"}`
+		return &countersign.Request{AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: ref,
+			Kind: countersign.KindGeneric, Action: action, Arguments: json.RawMessage(args), ArgsHash: countersign.HashSecret(args),
+			Preview: action, PreviewHash: countersign.HashSecret(action), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour)}
+	}
+	if _, _, err := db.CreateRequest(ctx, newReq(testRef(0), "holder"), 0, now, ev); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, db)
+	var wg sync.WaitGroup
+	r := newReq(testRef(0), "mine") // its reference is taken
+	var firstErr error
+	answered := make(chan struct{})
+	wg.Go(func() {
+		_, _, firstErr = db.CreateRequest(ctx, r, 0, now, ev)
+		close(answered)
+	})
+	waitQueued(t, db, 1)
+	var dirtyErr error
+	wg.Go(func() {
+		dirtyErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`); err != nil {
+				return err
+			}
+			// An answer given now would reach its caller well within
+			// the wait; one given after the group cannot come at all.
+			select {
+			case <-answered:
+				t.Error("the refusal was answered before its group was settled")
+			case <-time.After(100 * time.Millisecond):
+			}
+			return errors.New("refused after writing")
+		})
+	})
+	waitQueued(t, db, 2)
+	release()
+	wg.Wait()
+	if !errors.Is(firstErr, countersign.ErrReferenceTaken) || dirtyErr == nil {
+		t.Fatalf("outcomes %v, %v; want the reference taken, and the refusal", firstErr, dirtyErr)
+	}
+	if _, err := db.Request(ctx, r.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("the refused create's request: %v, want not found", err)
+	}
+}
+
+// A change that panics, or returns, with a result still open does not keep
+// the write connection: the writer goes on.
+func TestGroupOpenResults(t *testing.T) {
+	db, ctx := openWithTable(t), t.Context()
+	for name, fn := range map[string]func(ctx context.Context, tx querier) error{
+		"panic with rows open": func(ctx context.Context, tx querier) error {
+			rows, err := tx.QueryContext(ctx, `SELECT n FROM t UNION ALL SELECT 1 UNION ALL SELECT 2`)
+			if err != nil {
+				return err
+			}
+			rows.Next()
+			panic("in the middle of the rows")
+		},
+		"return with rows open": func(ctx context.Context, tx querier) error {
+			rows, err := tx.QueryContext(ctx, `SELECT 1 UNION ALL SELECT 2`)
+			if err != nil {
+				return err
+			}
+			rows.Next()
+			return errors.New("left them open")
+		},
+		"panic before a row's Scan": func(ctx context.Context, tx querier) error {
+			tx.QueryRowContext(ctx, `SELECT 1`)
+			panic("before the scan")
+		},
+	} {
+		if err := db.updateHot(ctx, fn); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		done := make(chan error, 1)
+		go func() {
+			done <- db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+				_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (NULL)`)
+				return err
+			})
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("after %s: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("after %s the writer took no change for 10 s", name)
+		}
 	}
 }
