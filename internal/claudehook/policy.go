@@ -100,7 +100,9 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 func (p *Policy) combine(parts []part, c *Call) Verdict {
 	v := Verdict{Action: Allow}
 	if len(parts) == 0 {
-		v.Reasons = []string{"runs nothing"}
+		// Nothing the hook judges is not nothing that runs: the call
+		// is left to Claude Code, like a built-in default.
+		v.Reasons, v.Default = []string{"runs nothing the hook checks"}, true
 		return v
 	}
 	m := matchEnv{project: c.Project, home: p.Config.Home}

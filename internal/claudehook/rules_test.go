@@ -92,6 +92,12 @@ prompt = ["Read(~/.aws/**)"]
 		{&Call{Tool: "Edit", Path: filepath.Join(w.home, ".bashrc")}, Deny},
 		{&Call{Tool: "Read", Path: filepath.Join(w.home, ".aws/credentials")}, Prompt},
 		{&Call{Tool: "Read", Path: "/etc/hosts"}, Allow},
+		// An allowed command does not carry what runs through variables,
+		// or a variable that changes what it runs.
+		{&Call{Tool: "Bash", Command: "y='a[$(rm -rf ~)]'; (( y )); npm test"}, Prompt},
+		{&Call{Tool: "Bash", Command: "GIT_SSH_COMMAND='rm -rf ~' git fetch"}, Prompt},
+		{&Call{Tool: "Bash", Command: "export PATH=/tmp/evil:$PATH; npm test"}, Prompt},
+		{&Call{Tool: "Bash", Command: "npm test; x=$(sudo ls)"}, Deny},
 	}
 	for _, tt := range tests {
 		tt.call.Cwd, tt.call.Project = w.project, w.project

@@ -161,7 +161,20 @@ func (a *analyzer) command(cmd syntax.Command, st *shState, in stdin) {
 		// A function's body is judged where it is defined, as if called.
 		body := *st
 		a.stmt(c.Body, &body, stdin{})
-	case *syntax.ArithmCmd, *syntax.TestClause, *syntax.DeclClause, *syntax.LetClause:
+	case *syntax.ArithmCmd, *syntax.LetClause:
+		if arithmOnVariables(c) {
+			a.prompt("evaluates arithmetic on variables, which runs the commands a variable's value may hold")
+		}
+		a.nested(c, st)
+	case *syntax.TestClause:
+		if arithmTest(c.X) {
+			a.prompt("compares variables as numbers, which runs the commands a variable's value may hold")
+		}
+		a.nested(c, st)
+	case *syntax.DeclClause:
+		for _, as := range c.Args {
+			a.assigned(as)
+		}
 		a.nested(c, st)
 	case *syntax.TimeClause:
 		if c.Stmt != nil {
@@ -218,10 +231,21 @@ func exits(s *syntax.Stmt) bool {
 }
 
 // nested walks the command substitutions and process substitutions inside
-// a node that is not itself a command: they run too.
+// a node that is not itself a command: they run too. Expansions that
+// evaluate a variable's value as arithmetic or as a prompt can run commands
+// held in that value, which the hook cannot see: they leave the line to
+// Claude Code.
 func (a *analyzer) nested(n syntax.Node, st *shState) {
 	syntax.Walk(n, func(n syntax.Node) bool {
 		switch n := n.(type) {
+		case *syntax.ParamExp:
+			if n.Excl || n.Index != nil || n.Slice != nil || n.Exp != nil && n.Exp.Op == syntax.OtherParamOps {
+				a.prompt("expands a variable in a way that runs the commands its value may hold")
+			}
+		case *syntax.ArithmExp, *syntax.CStyleLoop:
+			if arithmOnVariables(n) {
+				a.prompt("evaluates arithmetic on variables, which runs the commands a variable's value may hold")
+			}
 		case *syntax.CmdSubst:
 			sub := *st
 			a.stmts(n.Stmts, &sub, stdin{})
@@ -238,6 +262,7 @@ func (a *analyzer) nested(n syntax.Node, st *shState) {
 // callExpr walks a simple command.
 func (a *analyzer) callExpr(c *syntax.CallExpr, st *shState, in stdin) {
 	for _, as := range c.Assigns {
+		a.assigned(as)
 		a.nested(as, st)
 	}
 	for _, w := range c.Args {
@@ -277,4 +302,92 @@ func isDevice(p string) bool {
 		return true
 	}
 	return strings.HasPrefix(p, "/dev/fd/")
+}
+
+// prompt records a part that leaves the whole line to Claude Code's own
+// permissions, whatever the rules say: the line can run commands, or change
+// what its commands run, in ways the hook does not follow. A rule may still
+// raise it, never lower it.
+func (a *analyzer) prompt(why string) {
+	a.add(part{subjects: []subject{bashSubject("")}, def: Prompt, floor: Prompt, floorWhy: []string{why}})
+}
+
+// inertVars are variables no program takes a program, a path to load or
+// code from: setting one of them to a literal changes nothing the rules
+// and checks rely on.
+var inertVars = map[string]bool{
+	"CGO_ENABLED": true, "GOOS": true, "GOARCH": true, "CI": true, "NODE_ENV": true,
+	"TZ": true, "LANG": true, "LC_ALL": true, "NO_COLOR": true, "FORCE_COLOR": true,
+	"TERM": true, "COLUMNS": true, "RUST_BACKTRACE": true, "PYTHONUNBUFFERED": true,
+}
+
+// assigned judges an assignment, of a command's environment or of the
+// shell's variables: a variable other than the inert ones may make a
+// program run another (PATH, LD_PRELOAD, GIT_SSH_COMMAND, PAGER, …), or
+// hold commands that arithmetic on it runs later in the line.
+func (a *analyzer) assigned(as *syntax.Assign) {
+	if as.Name == nil {
+		return // a flag of declare, export, …
+	}
+	if !inertVars[as.Name.Value] || as.Index != nil || as.Array != nil {
+		a.prompt("sets " + as.Name.Value + ", which the commands and expansions after it may run")
+		return
+	}
+	if as.Value != nil {
+		if _, ok := literal(as.Value, ""); !ok {
+			a.prompt("sets " + as.Name.Value + " to a value known only when the line runs")
+		}
+	}
+}
+
+// arithmOnVariables reports whether arithmetic in n names a variable: bash
+// evaluates a variable's value as arithmetic in turn, and a subscript in it
+// (a[$(cmd)]) runs cmd.
+func arithmOnVariables(n syntax.Node) bool {
+	found := false
+	syntax.Walk(n, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.ParamExp:
+			found = true
+		case *syntax.Word:
+			if lit := n.Lit(); lit != "" && !isNumber(lit) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// arithmTest reports whether a test compares as numbers (-eq, -lt, …)
+// anything but numbers.
+func arithmTest(x syntax.TestExpr) bool {
+	found := false
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if b, ok := n.(*syntax.BinaryTest); ok {
+			switch b.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				for _, side := range []syntax.TestExpr{b.X, b.Y} {
+					if w, ok := side.(*syntax.Word); !ok || !isNumber(w.Lit()) {
+						found = true
+					}
+				}
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// isNumber reports whether s is a number literal of bash arithmetic.
+func isNumber(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r >= 'A' && r <= 'F' || r == 'x' || r == 'X' || r == '#') {
+			return false
+		}
+	}
+	return s[0] >= '0' && s[0] <= '9'
 }

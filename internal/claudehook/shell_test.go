@@ -126,6 +126,28 @@ func TestShellShapes(t *testing.T) {
 		{"make test", Prompt, ""},
 		{"rm -rf 'unterminated", Ask, "does not parse"},
 		{"", Allow, ""},
+
+		// Code that runs through a variable's value, or a variable that
+		// changes what a command runs: left to Claude Code, whatever the
+		// rules allow.
+		{`y='a[$(rm -rf ~/proj)]'; (( y ))`, Prompt, "evaluates arithmetic on variables"},
+		{`y='a[$(rm -rf ~/proj)]'; let y+1`, Prompt, "evaluates arithmetic on variables"},
+		{`y='a[$(rm -rf ~/proj)]'; [[ y -eq 0 ]]`, Prompt, "compares variables as numbers"},
+		{`y='a[$(rm -rf ~/proj)]'; echo $(( y ))`, Prompt, "evaluates arithmetic on variables"},
+		{`x='$(rm -rf ~/proj)'; y=${x@P}`, Prompt, "expands a variable"},
+		{`x='a[$(rm -rf ~/proj)]'; echo ${!x}`, Prompt, "expands a variable"},
+		{`echo ${a[y]} ${s:y}`, Prompt, "expands a variable"},
+		{`declare -i n; n='a[$(rm -rf ~/proj)]'`, Prompt, "sets n"},
+		{`export PATH=/tmp/evil:$PATH; ls`, Prompt, "sets PATH"},
+		{`PATH=/tmp/evil ls`, Prompt, "sets PATH"},
+		{`GIT_SSH_COMMAND='rm -rf ~' git status`, Prompt, "sets GIT_SSH_COMMAND"},
+		{`for ((i = 0; i < n; i++)); do ls; done`, Prompt, "evaluates arithmetic on variables"},
+		// Tests, arithmetic and settings that evaluate no variable.
+		{"[[ -f a.txt ]] && ls", Allow, ""},
+		{`[[ "$x" == y ]] && ls`, Allow, ""},
+		{"echo $(( 6 * 7 )) [[ 1 -eq 1 ]]", Allow, ""},
+		{"CGO_ENABLED=0 ls", Allow, ""},
+		{"NO_COLOR=$X ls", Prompt, "known only when the line runs"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {
