@@ -153,6 +153,7 @@ func (w *srWorld) run(env []string, args ...string) result {
 // targets.
 type srRequest struct {
 	apiRequest
+	Preview   string `json:"preview"`
 	Arguments struct {
 		Args    []string `json:"args"`
 		Targets []string `json:"targets"`
@@ -593,6 +594,36 @@ func TestSafeRmChangedTargets(t *testing.T) {
 	if n := len(w.list("")); n != 2 {
 		t.Errorf("%d requests, want 2", n)
 	}
+}
+
+// TestSafeRmTreeGrew: the targets are the same after the approval, but
+// hold more than the human approved (files added while the request
+// waited): the wrapper deletes nothing on that approval and asks again,
+// with the new count.
+func TestSafeRmTreeGrew(t *testing.T) {
+	t.Parallel()
+	w := srNewWorld(t)
+	srWriteTree(t, w.path("cache"), map[string]string{"a.txt": "a\n"})
+
+	p := w.start(w.env(true), "-rf", "cache")
+	r1 := w.awaitPending(p)
+	more := map[string]string{}
+	for i := range 150 {
+		more[fmt.Sprintf("f%03d.txt", i)] = "x\n"
+	}
+	srWriteTree(t, w.path("cache/more"), more)
+	w.decide(r1.ID, "approve", "")
+
+	r2 := w.awaitPending(p, r1.ID)
+	if srSnapshot(t, w.path("cache")) == nil {
+		t.Fatal("cache was deleted on the approval of its one file")
+	}
+	if r1.Preview == r2.Preview || !strings.Contains(r2.Preview, "151 files") {
+		t.Errorf("the second request's preview does not show the new tree:\n%s", r2.Preview)
+	}
+	w.decide(r2.ID, "approve", "")
+	srWant(t, "tree grew", p.wait(), 0, "what the targets hold changed since "+r1.Reference+" was approved; asking again")
+	srGone(t, "the second approval", w.path("cache"))
 }
 
 // TestSafeRmCtrlC: SIGINT while the wrapper waits cancels the request on

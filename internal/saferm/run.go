@@ -122,10 +122,18 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	preview := p.Preview
 	p.Preview = ""
 	args, _ := json.Marshal(p)
-	req, _, err := f.c.Create(ctx, client.CreateInput{
-		Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
-		Context: client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd},
+	var req *client.Request
+	err := f.call(ctx, func(ctx context.Context) (err error) {
+		req, _, err = f.c.Create(ctx, client.CreateInput{
+			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
+			Context: client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd},
+		})
+		return err
 	})
+	if errors.Is(err, errInterrupted) {
+		f.env.say("interrupted while asking; nothing was deleted")
+		return ExitStopped, false
+	}
 	if err == nil && (req == nil || req.ID == "" || req.Status == "") {
 		// 200 with "null" or "{}": not a request, and nothing to wait on.
 		err = fmt.Errorf("%w: the answer is not a request", client.ErrUnreachable)
@@ -137,14 +145,28 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	if code >= 0 {
 		return code, false
 	}
-	if _, err := f.c.Consume(ctx, req.ID); err != nil {
+	err = f.call(ctx, func(ctx context.Context) error {
+		_, err := f.c.Consume(ctx, req.ID)
+		return err
+	})
+	if errors.Is(err, errInterrupted) {
+		f.env.say("interrupted while using the approval of %s; nothing was deleted", req.Reference)
+		return ExitStopped, false
+	}
+	if err != nil {
 		return f.serverError(err), false
 	}
-	// What the human approved is what runs: the targets are resolved again
-	// after the approval was used, just before the real rm.
+	// What the human approved is what runs: the targets are resolved and
+	// assessed again after the approval was used, just before the real rm.
+	// Other targets, or the same ones holding more (files added, a file
+	// that became a tree, a new reason), are asked about again.
 	now := f.assessor.Assess(ctx, f.args)
 	if now.Blocked || !slices.Equal(now.Targets, a.Targets) {
 		f.env.say("the targets changed since %s was approved; asking again", req.Reference)
+		return 0, true
+	}
+	if Preview(now, f.args, rc) != preview {
+		f.env.say("what the targets hold changed since %s was approved; asking again", req.Reference)
 		return 0, true
 	}
 	return -1, false
@@ -233,6 +255,30 @@ func (f *flow) outcome(r *client.Request) (code int, final bool) {
 		e.say("%s is %s; nothing was deleted", r.Reference, r.Status)
 	}
 	return ExitRefused, true
+}
+
+// callTimeout bounds each call to the server but the long poll's.
+const callTimeout = 30 * time.Second
+
+// errInterrupted is a call given up for Ctrl-C.
+var errInterrupted = errors.New("interrupted")
+
+// call runs one call to the server, bounded by callTimeout and ended by
+// Ctrl-C: a server that takes the connection and never answers must not
+// hold the wrapper, and the rm its user typed, for good.
+func (f *flow) call(ctx context.Context, do func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- do(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-f.env.Interrupt:
+		cancel()
+		<-done
+		return errInterrupted
+	}
 }
 
 // cancel gives the request up on the server, briefly: the wrapper is

@@ -126,6 +126,8 @@ type runCase struct {
 	stderr bytes.Buffer
 	mu     sync.Mutex
 	execs  []execCall
+	// interrupt, when set, is the wrapper's Ctrl-C.
+	interrupt chan os.Signal
 }
 
 func newRunCase(t *testing.T, vars map[string]string) *runCase {
@@ -166,9 +168,13 @@ func (c *runCase) run(args ...string) int {
 		c.t.Fatal(err)
 	}
 	none := filepath.Join(c.dir, "does-not-exist")
+	interrupt := c.interrupt
+	if interrupt == nil {
+		interrupt = make(chan os.Signal)
+	}
 	e := &saferm.Env{
 		Args: args, Stdout: &c.stdout, Stderr: &c.stderr, Getenv: c.getenv, Cwd: c.dir, Self: self,
-		Interrupt: make(chan os.Signal),
+		Interrupt: interrupt,
 		Exec: func(path string, argv []string, env []string) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -344,6 +350,59 @@ func TestRunGarbageAnswers(t *testing.T) {
 			}
 			if _, err := os.Stat(filepath.Join(c.dir, "proj", "a.txt")); err != nil {
 				t.Errorf("the file is gone: %v", err)
+			}
+		})
+	}
+}
+
+// TestRunServerNeverAnswers: a server that takes the connection and never
+// answers does not hold the wrapper: Ctrl-C ends it, whether it is asking
+// or using the approval, and nothing is deleted.
+func TestRunServerNeverAnswers(t *testing.T) {
+	s := newRunServer(t)
+	target, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	for _, hang := range []string{"create", "consume"} {
+		t.Run(hang, func(t *testing.T) {
+			arrived, unblock := make(chan struct{}, 1), make(chan struct{})
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if hang == "create" && r.Method == http.MethodPost && r.URL.Path == "/api/v1/requests" ||
+					hang == "consume" && strings.HasSuffix(r.URL.Path, "/consume") {
+					arrived <- struct{}{}
+					<-unblock
+					return
+				}
+				proxy.ServeHTTP(w, r)
+			}))
+			defer ts.Close()
+			defer close(unblock) // before Close, which waits for the held handler
+			c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": ts.URL, "COUNTERSIGN_KEY": s.key})
+			c.interrupt = make(chan os.Signal, 1)
+			c.write("proj/a.txt", "x\n")
+			if hang == "consume" {
+				decided := s.decideNext(t.Context(), "approve")
+				defer func() { <-decided }()
+			}
+			go func() {
+				<-arrived
+				c.interrupt <- os.Interrupt
+			}()
+			done := make(chan int, 1)
+			go func() { done <- c.run("-rf", "proj") }()
+			select {
+			case code := <-done:
+				if code != saferm.ExitStopped {
+					t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("Ctrl-C did not end the wrapper while the server held its call")
+			}
+			c.wantNoExec()
+			if se := c.stderr.String(); !strings.Contains(se, "interrupted") || !strings.Contains(se, "nothing was deleted") {
+				t.Errorf("stderr:\n%s", se)
 			}
 		})
 	}
