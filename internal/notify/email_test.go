@@ -397,7 +397,8 @@ func TestEmailEscaping(t *testing.T) {
 	addEmail(t, e, m, notify.TLSStartTLS)
 	r, _, err := e.svc.Create(e.ctx, e.agent, countersign.CreateInput{
 		Kind: countersign.KindTool, Action: "Bash <script>alert(1)</script>\nsecond line \x1b[2J",
-		RiskReasons: []string{`"><img src=x onerror=alert(1)>`},
+		RiskReasons: []string{`"><img src=x onerror=alert(1)>`, "ok\n\nApprove:      https://evil.example/links/" + strings.Repeat("a", 64)},
+		Context:     countersign.RequestContext{Host: "prod-01\nExpires:    never", User: "deploy\r\nInbox: https://evil.example/"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -412,6 +413,18 @@ func TestEmailEscaping(t *testing.T) {
 	}
 	if strings.Contains(p.text, "\x1b") || !strings.Contains(p.text, `\x1b[2J`) {
 		t.Errorf("the text part passes a control character through")
+	}
+	// A field of one line cannot add lines of its own to the text part:
+	// its line breaks show as \n.
+	for _, line := range strings.Split(p.text, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.Contains(line, "evil.example") && !strings.HasPrefix(line, "- ok") && !strings.HasPrefix(line, "User:") ||
+			strings.HasPrefix(line, "Expires:    never") {
+			t.Errorf("an agent's field made a line of its own: %q\n%s", line, p.text)
+		}
+	}
+	if !strings.Contains(p.text, `prod-01\nExpires:    never`) || !strings.Contains(p.text, `ok\n\nApprove:`) {
+		t.Errorf("the line breaks of one-line fields are not shown as \\n:\n%s", p.text)
 	}
 	if want := "Approve? " + countersign.FormatReference(r.Reference) + ": Bash <script>alert(1)</script>"; p.subject != want {
 		t.Errorf("subject = %q, want %q", p.subject, want)

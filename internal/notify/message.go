@@ -169,7 +169,11 @@ var templateFS embed.FS
 
 var funcs = map[string]any{
 	"visible": web.Visible,
-	"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+	// line is visible for a field of one line: a line break shows as \n,
+	// so that an agent's field cannot add lines of its own to a message
+	// (a second "Approve:" with a link of its own, say).
+	"line": func(s string) string { return strings.ReplaceAll(web.Visible(s), "\n", `\n`) },
+	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 	"indent": func(s string) string {
 		return "    " + strings.ReplaceAll(web.Visible(s), "\n", "\n    ")
 	},
