@@ -86,7 +86,9 @@ func (d *Delivery) do(req *http.Request, what string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("%s: the receiver answered %s", what, resp.Status)
+		// The code and its standard text only: the reason phrase is the
+		// receiver's own words, which could echo a link back.
+		return fmt.Errorf("%s: the receiver answered %d %s", what, resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	return nil
 }

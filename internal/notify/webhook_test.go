@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -285,5 +286,50 @@ func TestWebhookTwoWorkers(t *testing.T) {
 		if c != 1 {
 			t.Errorf("delivery %s arrived %d times", id, c)
 		}
+	}
+}
+
+// TestWebhookEchoNotKept: a receiver that echoes a link's token in its
+// status line, well-formed or not, gets it neither into the log nor into
+// the channel's status.
+func TestWebhookEchoNotKept(t *testing.T) {
+	for name, line := range map[string]string{
+		"reason phrase": "HTTP/1.1 500 echo /links/%s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+		"malformed":     "JUNK /links/%s\r\n\r\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			var mu sync.Mutex
+			var token string
+			rcv := newReceiver(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var b notify.WebhookBody
+				raw, _ := io.ReadAll(r.Body)
+				json.Unmarshal(raw, &b)
+				tok := b.ApproveURL[strings.LastIndex(b.ApproveURL, "/")+1:]
+				mu.Lock()
+				token = tok
+				mu.Unlock()
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer conn.Close()
+				fmt.Fprintf(conn, line, tok)
+			}))
+			addWebhook(t, e, "n8n", rcv.URL(), "s3cret-s3cret")
+			e.ask("rm -rf /srv/data")
+			e.runOnce(1)
+			mu.Lock()
+			tok := token
+			mu.Unlock()
+			if len(tok) != 64 {
+				t.Fatalf("the receiver got no link: %q", tok)
+			}
+			st := e.status("n8n")
+			if st.LastError == "" || strings.Contains(st.LastError, tok) || strings.Contains(e.logs.String(), tok) {
+				t.Errorf("the token reached the status %q or the log:\n%s", st.LastError, e.logs.String())
+			}
+		})
 	}
 }

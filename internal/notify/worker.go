@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"sync"
 	"time"
 
@@ -157,6 +158,12 @@ func (w *Worker) deliver(ctx context.Context, it *countersign.OutboxItem) {
 		name = ch.Name
 	}
 	log := w.log.With("item", it.ID, "channel", name, "event", it.Event, "request", it.RequestID, "attempt", it.Attempts)
+	if err != nil && !errors.Is(err, errSkip) {
+		// What reaches the log and the outbox is the scrubbed text: a
+		// receiver or an SMTP server may echo a link's token or a
+		// secret in what it answers.
+		err = scrubbed{err}
+	}
 	now := w.clock.Now()
 	rec := context.WithoutCancel(ctx)
 	switch {
@@ -243,6 +250,19 @@ func (w *Worker) backoff(attempt int) time.Duration {
 	d = min(d, w.cfg.MaxDelay)
 	return d + rand.N(d/10+1)
 }
+
+// scrubbed is an error whose text has every long token-like run of
+// characters (a link's token, a secret a remote server echoed) cut out.
+// Is and As see the error underneath.
+type scrubbed struct{ err error }
+
+func (s scrubbed) Error() string { return secretLike.ReplaceAllString(s.err.Error(), "[…]") }
+func (s scrubbed) Unwrap() error { return s.err }
+
+// secretLike matches what could be a token or a secret: 24 or more letters,
+// digits, '_' or '-' in a row, longer than the words and host names of an
+// error.
+var secretLike = regexp.MustCompile(`[A-Za-z0-9_-]{24,}`)
 
 // errText is an error as the outbox keeps it: short enough for a status
 // line. Errors never hold a token (see Delivery.do).
