@@ -98,6 +98,12 @@ func TestTokenLinks(t *testing.T) {
 		if resp := nlDo(t, s, http.MethodPost, tokens[action], origin, nil); resp.status != http.StatusConflict {
 			t.Errorf("POST %s after the decision = %d, want 409", action, resp.status)
 		}
+		// A link outlives its request in mail boxes: it shows nothing
+		// of it but its state.
+		resp := nlDo(t, s, http.MethodGet, tokens[action], "", nil)
+		if body := string(resp.body); strings.Contains(body, "rm -rf /srv/a") || strings.Contains(body, "enough") || !strings.Contains(body, "no longer works") {
+			t.Errorf("GET %s after the decision shows the request:\n%s", action, body)
+		}
 	}
 	for _, tok := range tokens {
 		if strings.Contains(s.logs.String(), tok) {
