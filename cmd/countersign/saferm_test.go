@@ -622,7 +622,7 @@ func TestSafeRmTreeGrew(t *testing.T) {
 		t.Errorf("the second request's preview does not show the new tree:\n%s", r2.Preview)
 	}
 	w.decide(r2.ID, "approve", "")
-	srWant(t, "tree grew", p.wait(), 0, "what the targets hold changed since "+r1.Reference+" was approved; asking again")
+	srWant(t, "tree grew", p.wait(), 0, "what the targets hold grew since "+r1.Reference+" was approved; asking again")
 	srGone(t, "the second approval", w.path("cache"))
 }
 

@@ -94,6 +94,9 @@ func (a *analyzer) simple(c *cmdCtx) {
 // other judges a command without special handling: wrappers, read-only
 // commands, and the rest, which is left to Claude Code.
 func (a *analyzer) other(c *cmdCtx, name string) {
+	if check, ok := stateSetters[name]; ok && (check == nil || check(c.w[1:])) {
+		a.prompt(name + " sets variables or the shell's state, which the commands after it use")
+	}
 	if spec, ok := wrappers[name]; ok {
 		a.wrapper(c, name, spec)
 		return
@@ -141,8 +144,25 @@ var readOnly = map[string]func([]word) bool{
 	"jq": nil, "column": nil, "nl": nil, "od": nil, "hexdump": nil, "md5sum": nil,
 	"sha1sum": nil, "sha256sum": nil, "sha512sum": nil, "seq": nil, "sleep": nil,
 	"printenv": nil, "nproc": nil, "uptime": nil, "ps": nil, "groups": nil, "expr": nil,
-	"exit": nil, "return": nil, "set": nil, "shift": nil, "unset": nil, "read": nil,
-	"wait": nil, "break": nil, "continue": nil, "hash": nil, "less": nil, "more": nil,
+	"exit": nil, "return": nil, "set": nil, "shift": nil, "break": nil, "continue": nil,
+	"less": nil, "more": nil,
+}
+
+// stateSetters are built-ins that set variables or the shell's lookup of
+// commands (read PATH, printf -v PATH, hash -p, unset 'a[$(…)]'), or test a
+// variable by a name that may hold a subscript (test -v): what runs after
+// them is not what the rules see.
+var stateSetters = map[string]func([]word) bool{
+	"read": nil, "mapfile": nil, "readarray": nil, "getopts": nil, "unset": nil, "hash": nil,
+	"wait": hasOption("-p"), "printf": hasOption("-v"), "test": hasOption("-v", "-R"), "[": hasOption("-v", "-R"),
+	"alias": nil, "enable": nil, "shopt": nil,
+}
+
+// hasOption returns a check that reports any of the options, the negation
+// of noOption's.
+func hasOption(opts ...string) func([]word) bool {
+	no := noOption(opts...)
+	return func(args []word) bool { return !no(args) }
 }
 
 // noOption returns a check that refuses any of the options: a short one

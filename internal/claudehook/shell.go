@@ -170,11 +170,12 @@ func (a *analyzer) command(cmd syntax.Command, st *shState, in stdin) {
 		if arithmTest(c.X) {
 			a.prompt("compares variables as numbers, which runs the commands a variable's value may hold")
 		}
+		if subscriptTest(c.X) {
+			a.prompt("tests a variable by a name known only when it runs, which runs the commands a subscript may hold")
+		}
 		a.nested(c, st)
 	case *syntax.DeclClause:
-		for _, as := range c.Args {
-			a.assigned(as)
-		}
+		a.declared(c)
 		a.nested(c, st)
 	case *syntax.TimeClause:
 		if c.Stmt != nil {
@@ -239,7 +240,7 @@ func (a *analyzer) nested(n syntax.Node, st *shState) {
 	syntax.Walk(n, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.ParamExp:
-			if n.Excl || n.Index != nil || n.Slice != nil || n.Exp != nil && n.Exp.Op == syntax.OtherParamOps {
+			if riskyExpansion(n) {
 				a.prompt("expands a variable in a way that runs the commands its value may hold")
 			}
 		case *syntax.ArithmExp, *syntax.CStyleLoop:
@@ -340,6 +341,56 @@ func (a *analyzer) assigned(as *syntax.Assign) {
 	}
 }
 
+// riskyExpansion reports whether an expansion evaluates a variable's value
+// as a name, an arithmetic expression or a prompt: ${!x}, ${a[i]},
+// ${a:off:len}, ${x@P}. ${a[@]}, ${a[*]} and offsets and lengths that are
+// numbers evaluate nothing.
+func riskyExpansion(n *syntax.ParamExp) bool {
+	switch {
+	case n.Excl:
+		return true
+	case n.Index != nil:
+		w, ok := n.Index.(*syntax.Word)
+		return !ok || w.Lit() != "@" && w.Lit() != "*" && !isNumber(w.Lit())
+	case n.Slice != nil:
+		return !numberExpr(n.Slice.Offset) || !numberExpr(n.Slice.Length)
+	case n.Exp != nil:
+		return n.Exp.Op == syntax.OtherParamOps
+	}
+	return false
+}
+
+// numberExpr reports whether an arithmetic expression is absent or a number
+// (maybe negative).
+func numberExpr(x syntax.ArithmExpr) bool {
+	switch x := x.(type) {
+	case nil:
+		return true
+	case *syntax.Word:
+		return isNumber(x.Lit())
+	case *syntax.UnaryArithm:
+		return x.Op == syntax.Minus && numberExpr(x.X)
+	case *syntax.ParenArithm:
+		return numberExpr(x.X)
+	}
+	return false
+}
+
+// specialParam reports whether an expansion is a plain $#, $?, $$, $!, $-
+// or positional parameter: the shell sets them to numbers or flags, not an
+// agent to an expression.
+func specialParam(n *syntax.ParamExp) bool {
+	if n.Param == nil || n.Excl || n.Length || n.Index != nil || n.Slice != nil || n.Repl != nil || n.Exp != nil {
+		return false
+	}
+	switch v := n.Param.Value; {
+	case v == "#" || v == "?" || v == "$" || v == "!" || v == "-":
+		return true
+	default:
+		return isNumber(v) && !strings.ContainsAny(v, "xX#abcdefABCDEF")
+	}
+}
+
 // arithmOnVariables reports whether arithmetic in n names a variable: bash
 // evaluates a variable's value as arithmetic in turn, and a subscript in it
 // (a[$(cmd)]) runs cmd.
@@ -348,7 +399,10 @@ func arithmOnVariables(n syntax.Node) bool {
 	syntax.Walk(n, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.ParamExp:
-			found = true
+			if !specialParam(n) {
+				found = true
+			}
+			return false
 		case *syntax.Word:
 			if lit := n.Lit(); lit != "" && !isNumber(lit) {
 				found = true
@@ -359,8 +413,60 @@ func arithmOnVariables(n syntax.Node) bool {
 	return found
 }
 
+// subscriptTest reports whether a test checks a variable (-v, -R) by
+// anything but a plain literal name: a subscript in it is evaluated.
+func subscriptTest(x syntax.TestExpr) bool {
+	found := false
+	syntax.Walk(x, func(n syntax.Node) bool {
+		if u, ok := n.(*syntax.UnaryTest); ok && (u.Op == syntax.TsVarSet || u.Op == syntax.TsRefVar) {
+			w, ok := u.X.(*syntax.Word)
+			if !ok || !plainName(w.Lit()) {
+				found = true
+			}
+		}
+		return !found
+	})
+	return found
+}
+
+// plainName reports whether s is a shell variable name.
+func plainName(s string) bool {
+	if s == "" || s[0] >= '0' && s[0] <= '9' {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// declOptions are the options of declare, export, local, readonly and
+// typeset that change nothing a later command or expansion relies on.
+var declOptions = map[string]bool{"-x": true, "-r": true, "-g": true, "-p": true, "-f": true, "-F": true, "--": true}
+
+// declared judges declare, export, local, readonly and typeset: each
+// assignment as any other, and any other word (a quoted 'NAME=VALUE', an
+// option such as -n or -i that makes later assignments names or
+// arithmetic) leaves the line to Claude Code.
+func (a *analyzer) declared(c *syntax.DeclClause) {
+	for _, as := range c.Args {
+		if as.Name != nil {
+			a.assigned(as)
+			continue
+		}
+		if as.Value != nil {
+			if v, ok := literal(as.Value, ""); ok && declOptions[v] {
+				continue
+			}
+		}
+		a.prompt("declares variables in a way the hook does not follow")
+	}
+}
+
 // arithmTest reports whether a test compares as numbers (-eq, -lt, …)
-// anything but numbers.
+// anything but numbers and special parameters ($#, $?).
 func arithmTest(x syntax.TestExpr) bool {
 	found := false
 	syntax.Walk(x, func(n syntax.Node) bool {
@@ -368,7 +474,7 @@ func arithmTest(x syntax.TestExpr) bool {
 			switch b.Op {
 			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
 				for _, side := range []syntax.TestExpr{b.X, b.Y} {
-					if w, ok := side.(*syntax.Word); !ok || !isNumber(w.Lit()) {
+					if !numberWord(side) {
 						found = true
 					}
 				}
@@ -377,6 +483,27 @@ func arithmTest(x syntax.TestExpr) bool {
 		return !found
 	})
 	return found
+}
+
+// numberWord reports whether a test's operand is a number or a special
+// parameter, maybe quoted.
+func numberWord(x syntax.TestExpr) bool {
+	w, ok := x.(*syntax.Word)
+	if !ok || len(w.Parts) != 1 {
+		return false
+	}
+	switch p := w.Parts[0].(type) {
+	case *syntax.Lit:
+		return isNumber(p.Value)
+	case *syntax.ParamExp:
+		return specialParam(p)
+	case *syntax.DblQuoted:
+		if len(p.Parts) == 1 {
+			pe, ok := p.Parts[0].(*syntax.ParamExp)
+			return ok && specialParam(pe)
+		}
+	}
+	return false
 }
 
 // isNumber reports whether s is a number literal of bash arithmetic.

@@ -148,6 +148,26 @@ func TestShellShapes(t *testing.T) {
 		{"echo $(( 6 * 7 )) [[ 1 -eq 1 ]]", Allow, ""},
 		{"CGO_ENABLED=0 ls", Allow, ""},
 		{"NO_COLOR=$X ls", Prompt, "known only when the line runs"},
+		{`export 'GIT_SSH_COMMAND=rm -rf ~'; git status`, Prompt, "declares variables"},
+		{`readonly "PATH=/tmp/evil"; ls`, Prompt, "declares variables"},
+		{`declare 'a[$(rm -rf ~)]=1'; ls`, Prompt, "declares variables"},
+		{`declare -n CI=PATH; CI=/tmp/evil; ls`, Prompt, "declares variables"},
+		{`declare -i CI='a[$(rm -rf ~)]'; ls`, Prompt, "declares variables"},
+		{`[[ -v 'a[$(rm -rf ~)]' ]]; ls`, Prompt, "tests a variable"},
+		{`printf -v PATH /tmp/evil; ls`, Prompt, "printf sets variables"},
+		{`read -r GIT_SSH_COMMAND <<< 'rm -rf ~'; git status`, Prompt, "read sets variables"},
+		{`test -v 'a[$(rm -rf ~)]'; ls`, Prompt, "test sets variables"},
+		{`unset 'a[$(rm -rf ~)]'; ls`, Prompt, "unset sets variables"},
+		{`hash -p /tmp/evil/ls ls; ls`, Prompt, "hash sets variables"},
+		// Expansions and tests of the shell's own numbers evaluate nothing.
+		{`ls "${arr[@]}" ${arr[*]} ${arr[0]}`, Allow, ""},
+		{`echo ${sha:0:7} ${s: -3}`, Allow, ""},
+		{`[[ $# -eq 0 ]] && ls`, Allow, ""},
+		{`[[ "$?" -ne 0 ]] || ls`, Allow, ""},
+		{`echo $(( $# + 1 ))`, Allow, ""},
+		{`[[ -v HOME ]] && ls`, Allow, ""},
+		{`export CI=1 NODE_ENV=test; ls`, Allow, ""},
+		{`printf '%s\n' a b`, Allow, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.cmd, func(t *testing.T) {

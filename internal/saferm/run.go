@@ -165,9 +165,15 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 		f.env.say("the targets changed since %s was approved; asking again", req.Reference)
 		return 0, true
 	}
-	if Preview(now, f.args, rc) != preview {
-		f.env.say("what the targets hold changed since %s was approved; asking again", req.Reference)
+	if grew(a, now) {
+		f.env.say("what the targets hold grew since %s was approved; asking again", req.Reference)
 		return 0, true
+	}
+	select {
+	case <-f.env.Interrupt:
+		f.env.say("interrupted after %s was approved; nothing was deleted", req.Reference)
+		return ExitStopped, false
+	default:
 	}
 	return -1, false
 }
@@ -255,6 +261,25 @@ func (f *flow) outcome(r *client.Request) (code int, final bool) {
 		e.say("%s is %s; nothing was deleted", r.Reference, r.Status)
 	}
 	return ExitRefused, true
+}
+
+// grew reports whether a deletion assessed again deletes more than the one
+// a human approved: a new reason, more files or bytes, a count that now
+// reaches the cap, or a target that was missing and now exists. Less (a
+// file removed meanwhile) is what was approved, and more.
+func grew(approved, now *Assessment) bool {
+	for _, r := range now.Reasons {
+		if !slices.Contains(approved.Reasons, r) {
+			return true
+		}
+	}
+	for _, m := range approved.Missing {
+		if !slices.Contains(now.Missing, m) {
+			return true
+		}
+	}
+	return now.FileCount > approved.FileCount || now.Bytes > approved.Bytes ||
+		now.FileCountCapped && !approved.FileCountCapped
 }
 
 // callTimeout bounds each call to the server but the long poll's.

@@ -408,6 +408,34 @@ func TestRunServerNeverAnswers(t *testing.T) {
 	}
 }
 
+// TestRunInterruptWhileConsuming: Ctrl-C that comes while the approval is
+// being used, after the wait, still stops the wrapper before rm runs.
+func TestRunInterruptWhileConsuming(t *testing.T) {
+	s := newRunServer(t)
+	target, err := url.Parse(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	interrupt := make(chan os.Signal, 1)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/consume") {
+			interrupt <- os.Interrupt
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer ts.Close()
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": ts.URL, "COUNTERSIGN_KEY": s.key})
+	c.interrupt = interrupt
+	c.write("proj/a.txt", "x\n")
+	decided := s.decideNext(t.Context(), "approve")
+	if code := c.run("-rf", "proj"); code != saferm.ExitStopped {
+		t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
+	}
+	<-decided
+	c.wantNoExec()
+}
+
 // TestRunGarbageWhileWaiting: the server takes the request, then a broken
 // proxy answers the long poll with an HTML error page. The wrapper refuses,
 // never runs rm, and withdraws the request so that nobody approves a
