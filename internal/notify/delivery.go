@@ -88,7 +88,11 @@ func (d *Delivery) do(req *http.Request, what string) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		// The code and its standard text only: the reason phrase is the
 		// receiver's own words, which could echo a link back.
-		return fmt.Errorf("%s: the receiver answered %d %s", what, resp.StatusCode, http.StatusText(resp.StatusCode))
+		text := http.StatusText(resp.StatusCode)
+		if text == "" {
+			text = "(a status of its own)"
+		}
+		return fmt.Errorf("%s: the receiver answered %d %s", what, resp.StatusCode, text)
 	}
 	return nil
 }

@@ -260,9 +260,9 @@ func (s scrubbed) Error() string { return secretLike.ReplaceAllString(s.err.Erro
 func (s scrubbed) Unwrap() error { return s.err }
 
 // secretLike matches what could be a token or a secret: 24 or more letters,
-// digits, '_' or '-' in a row, longer than the words and host names of an
-// error.
-var secretLike = regexp.MustCompile(`[A-Za-z0-9_-]{24,}`)
+// digits, '_', '-', '+' or '/' in a row (base64 with its padding included),
+// longer than the words of an error. A long host label is cut too.
+var secretLike = regexp.MustCompile(`[A-Za-z0-9_+/-]{24,}={0,2}`)
 
 // errText is an error as the outbox keeps it: short enough for a status
 // line. Errors never hold a token (see Delivery.do).
