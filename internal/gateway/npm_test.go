@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,11 +30,7 @@ func npmDir(t *testing.T) string {
 	_, nodeErr := exec.LookPath("node")
 	_, modErr := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
 	if nodeErr != nil || modErr != nil {
-		msg := "node or the npm test peers are missing; run: npm ci --prefix internal/gateway/testdata/npm"
-		if os.Getenv("COUNTERSIGN_TEST_STRICT") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testutil.Missing(t, "node or the npm test peers are missing; run: npm ci --prefix internal/gateway/testdata/npm")
 	}
 	return dir
 }

@@ -3,12 +3,13 @@ package saferm
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // requireGit returns the git executable, skipping the test when there is
@@ -17,10 +18,7 @@ func requireGit(t *testing.T) string {
 	t.Helper()
 	git, err := exec.LookPath("git")
 	if err != nil {
-		if os.Getenv("COUNTERSIGN_TEST_STRICT") == "1" {
-			t.Fatalf("git is required with COUNTERSIGN_TEST_STRICT=1: %v", err)
-		}
-		t.Skipf("git not installed: %v", err)
+		testutil.Missing(t, "git is not on PATH")
 	}
 	return git
 }

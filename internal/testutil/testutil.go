@@ -1,11 +1,14 @@
 // Package testutil holds the few helpers that the tests of several packages
-// share: a clock that moves only when a test moves it, and a log sink that
-// concurrent handlers may write to.
+// share: a clock that moves only when a test moves it, a log sink that
+// concurrent handlers may write to, and the end of a test that needs
+// something this machine lacks.
 package testutil
 
 import (
 	"bytes"
+	"os"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -50,4 +53,15 @@ func (b *LogBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// Missing ends a test that needs something outside Go which this machine
+// lacks: it skips with msg, so that the tests pass on a bare machine, or,
+// under COUNTERSIGN_TEST_STRICT=1 (.ci/run provides everything), fails.
+func Missing(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("COUNTERSIGN_TEST_STRICT") == "1" {
+		t.Fatal(msg + " (COUNTERSIGN_TEST_STRICT=1)")
+	}
+	t.Skip(msg + " (COUNTERSIGN_TEST_STRICT=1 makes this a failure)")
 }
