@@ -5,14 +5,24 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math/big"
+	"strconv"
 
+	"github.com/countersign/countersign"
 	"github.com/gowebpki/jcs"
 )
 
 // Canonical returns the RFC 8785 canonical form of a JSON value, so that key
 // order and number formatting cannot make two hashes of one call or one hash
 // of two calls. An empty input is the empty object.
+//
+// The canonical form writes every number as a double. A number a double
+// cannot hold (9007199254740993, which becomes …992) would give two
+// different calls one hash, and an approval of one would pass the other:
+// such a number is refused with ErrInexactNumber.
 func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
@@ -21,7 +31,43 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("canonicalise arguments: %w", err)
 	}
+	if err := exactNumbers(raw); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// ErrInexactNumber is the error of arguments with a number that the
+// canonical form, which writes numbers as doubles, would change.
+var ErrInexactNumber = errors.New("a number in the arguments is beyond what a double holds exactly; send it as a string")
+
+// exactNumbers returns ErrInexactNumber when a number of the JSON value
+// raw (valid JSON) has another value than the double it is written as in
+// the canonical form.
+func exactNumbers(raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("canonicalise arguments: %w", err)
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		if err != nil {
+			return ErrInexactNumber
+		}
+		want, ok1 := new(big.Rat).SetString(string(n))
+		got, ok2 := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+		if !ok1 || !ok2 || want.Cmp(got) != 0 {
+			return ErrInexactNumber
+		}
+	}
 }
 
 // Hash returns the hex SHA-256 of b.
@@ -38,4 +84,12 @@ func HashArguments(raw json.RawMessage) (string, error) {
 		return "", err
 	}
 	return Hash(c), nil
+}
+
+// argumentsError is the EINVALID error of arguments Canonical refused.
+func argumentsError(err error) error {
+	if errors.Is(err, ErrInexactNumber) {
+		return countersign.Errorf(countersign.EINVALID, "arguments: %v", ErrInexactNumber)
+	}
+	return countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
 }

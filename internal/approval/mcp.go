@@ -21,7 +21,7 @@ func (s *Service) TakeApproval(ctx context.Context, agent countersign.Agent, in 
 	}
 	args, err := Canonical(in.Arguments)
 	if err != nil {
-		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
+		return nil, argumentsError(err)
 	}
 	if in.Preview == "" {
 		in.Preview = DefaultPreview(in.Action, args)

@@ -153,7 +153,7 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	}
 	args, err := Canonical(in.Arguments)
 	if err != nil {
-		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
+		return nil, argumentsError(err)
 	}
 	if in.Preview == "" {
 		in.Preview = DefaultPreview(in.Action, args)

@@ -125,7 +125,9 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 // trusted preview, and their hashes.
 func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry) (*pendingCall, error) {
 	args, err := approval.Canonical(req.Params.Arguments)
-	if err != nil {
+	if errors.Is(err, approval.ErrInexactNumber) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments hold " + approval.ErrInexactNumber.Error()}
+	} else if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments are not valid JSON (or repeat a key)"}
 	}
 	// The preview shows the arguments as sent, which is what runs: the
