@@ -113,12 +113,15 @@ type TierRule struct {
 	Tier  Tier   `toml:"tier"`
 }
 
-// matches reports whether the rule covers the tool.
-func (r TierRule) matches(exposed, upstream, tool string) bool {
-	if ok, _ := path.Match(r.Match, exposed); ok {
-		return true
-	}
-	ok, _ := path.Match(r.Match, upstream+"/"+tool)
+// matches reports whether the rule covers the tool by the name given or by
+// its qualified name.
+func (r TierRule) matches(name, upstream, tool string) bool {
+	return r.matchesName(name) || r.matchesName(upstream+"/"+tool)
+}
+
+// matchesName reports whether the rule's pattern matches name.
+func (r TierRule) matchesName(name string) bool {
+	ok, _ := path.Match(r.Match, name)
 	return ok
 }
 

@@ -3,6 +3,8 @@ package gateway
 import (
 	"encoding/json"
 	"reflect"
+	"regexp"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -54,9 +56,20 @@ func (g *Gateway) resync() {
 	next := map[string]*toolEntry{}
 	for i, u := range g.upstreams {
 		for _, t := range lists[i] {
+			if !toolName.MatchString(t.Name) {
+				// The name is shown to the human as the gateway's own
+				// text: one with a line break could forge lines there.
+				g.log.Warn("tool left out: its name is not 1 to 128 letters, digits, '_', '-' or '.'", "upstream", u.cfg.Name)
+				continue
+			}
 			name := t.Name
 			if counts[name] > 1 || u.cfg.Prefix {
 				name = u.cfg.Name + "_" + t.Name
+			} else if v := g.prefixOf(name, u); v != "" {
+				// Unprefixed, it would pass for a tool of upstream v,
+				// and take v's rules.
+				g.log.Warn("tool left out: its name starts with another upstream's prefix", "tool", name, "upstream", u.cfg.Name, "other", v)
+				continue
 			}
 			if _, taken := next[name]; taken {
 				g.log.Warn("two tools would have the same name; the later one is left out", "tool", name, "upstream", u.cfg.Name)
@@ -93,16 +106,42 @@ func (g *Gateway) resync() {
 
 // tierOf is a tool's tier: the first matching rule of the configuration,
 // else what its annotations say (unless the upstream's are ignored).
+//
+// A rule matches the tool's names that no other upstream can change: its
+// qualified name, its prefixed name, and its own name when it is exposed
+// as it is. A rule on a bare name that another upstream's tool of the same
+// name has since made ambiguous still applies, but can no longer lower the
+// tier below the annotations' (another upstream, listing a tool of that
+// name, must not take a tool's confirmation away).
 func (g *Gateway) tierOf(u *upstream, t *mcp.Tool, exposed string) Tier {
+	annotated := AnnotationTier(t.Annotations)
+	if u.cfg.IgnoreAnnotations {
+		annotated = AnnotationTier(nil)
+	}
 	for _, r := range g.cfg.Rules {
-		if r.matches(exposed, u.cfg.Name, t.Name) {
+		switch {
+		case r.matches(u.cfg.Name+"_"+t.Name, u.cfg.Name, t.Name), exposed == t.Name && r.matches(exposed, u.cfg.Name, t.Name):
 			return r.Tier
+		case exposed != t.Name && r.matchesName(t.Name):
+			return max(r.Tier, annotated)
 		}
 	}
-	if u.cfg.IgnoreAnnotations {
-		return AnnotationTier(nil)
+	return annotated
+}
+
+// toolName is what a tool's name may be (the MCP specification's
+// characters and length).
+var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+
+// prefixOf returns the name of an upstream other than u whose prefix
+// ("name_") begins name, or "".
+func (g *Gateway) prefixOf(name string, u *upstream) string {
+	for _, v := range g.upstreams {
+		if v != u && strings.HasPrefix(name, v.cfg.Name+"_") {
+			return v.cfg.Name
+		}
 	}
-	return AnnotationTier(t.Annotations)
+	return ""
 }
 
 // objectSchema reports whether an input schema is a JSON object schema,
