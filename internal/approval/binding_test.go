@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign"
@@ -42,5 +43,20 @@ func TestCreateRefusesInexactNumbers(t *testing.T) {
 		Arguments: json.RawMessage(`{"to":"x","cents":9007199254740993}`)})
 	if countersign.ErrorCode(err) != countersign.EINVALID || countersign.ErrorMessage(err) != "arguments: "+approval.ErrInexactNumber.Error() {
 		t.Fatalf("Create: %v", err)
+	}
+}
+
+// TestCreateRefusesNUL: no text of a request holds NUL, which PostgreSQL
+// cannot store: the stores agree, and a store copies to the other.
+func TestCreateRefusesNUL(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	for name, in := range map[string]countersign.CreateInput{
+		"action":  {Kind: countersign.KindTool, Action: "rm\x00 -rf /"},
+		"preview": {Kind: countersign.KindTool, Action: "x", Preview: "harmless\x00 hidden"},
+		"context": {Kind: countersign.KindTool, Action: "x", Context: countersign.RequestContext{Host: "a\x00b"}},
+	} {
+		if _, _, err := e.svc.Create(e.ctx, e.keyA, in); countersign.ErrorCode(err) != countersign.EINVALID || !strings.Contains(countersign.ErrorMessage(err), "NUL") {
+			t.Errorf("%s with NUL: %v, want refused", name, err)
+		}
 	}
 }

@@ -220,6 +220,16 @@ func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *c
 	r.DecidedAt = r.CreatedAt
 	r.DecidedBy = countersign.DecidedByAutoApprove
 	r.AutoApproveUntil = w.Until
+	// An approval the window gave is usable while the window is open (and
+	// at least ConsumeGrace), not for the request's own, longer life: the
+	// human approved a time span, not approvals to keep for later.
+	usable := w.Until
+	if grace := r.CreatedAt.Add(s.cfg.ConsumeGrace); grace.After(usable) {
+		usable = grace
+	}
+	if usable.Before(r.ExpiresAt) {
+		r.ExpiresAt = usable
+	}
 	ev.Event = "auto_approved"
 	return nil
 }
@@ -257,6 +267,11 @@ func validText(name, v string, max int, required bool) error {
 		return countersign.Errorf(countersign.EINVALID, "%s must be at most %d bytes", name, max)
 	case !utf8.ValidString(v):
 		return countersign.Errorf(countersign.EINVALID, "%s must be UTF-8", name)
+	case strings.ContainsRune(v, 0):
+		// PostgreSQL cannot store it, and a store copied there would fail
+		// on it; other control characters are shown visibly wherever a
+		// human reads them.
+		return countersign.Errorf(countersign.EINVALID, "%s must not contain NUL", name)
 	}
 	return nil
 }

@@ -113,3 +113,26 @@ func TestAutoApproveWindowOfOneTool(t *testing.T) {
 	e.wantAutoApproved("same mcp tool", e.keyA, same, true)
 	e.wantAutoApproved("tool kind, same name", e.keyA, e.toolCall("Bash", "s1"), false)
 }
+
+// TestAutoApprovalLastsOnlyTheWindow: an approval a window gave is usable
+// while the window is open (or ConsumeGrace, when the window ends sooner),
+// not for the whole life the request asked for.
+func TestAutoApprovalLastsOnlyTheWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50, MaxTTL: 2 * time.Hour, ConsumeGrace: 10 * time.Second})
+	e.openWindow(e.create(e.keyA, e.toolCall("Bash", "s1")), 1)
+	e.clock.Advance(59 * time.Second)
+	in := e.toolCall("Bash", "s1")
+	in.TTL = time.Hour
+	r := e.create(e.keyA, in)
+	if r.DecidedBy != countersign.DecidedByAutoApprove {
+		t.Fatalf("not auto-approved: %s by %q", r.Status, r.DecidedBy)
+	}
+	if want := e.clock.Now().Add(10 * time.Second); !r.ExpiresAt.Equal(want) {
+		t.Errorf("an approval given 1 s before the window closes expires at %v, want %v (the grace)", r.ExpiresAt, want)
+	}
+	e.clock.Advance(time.Minute)
+	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
+		t.Errorf("Consume a minute after the window closed: %v, want a conflict", err)
+	}
+}
