@@ -55,6 +55,12 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			return nil, err
 		}
 	}
+	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+		// The session is told to stop altogether: no window of it
+		// approves anything after.
+		batch.Queue(`UPDATE auto_approve_windows SET until = $1 WHERE key_id = $2 AND session_id = $3 AND until > $1`,
+			nanos(t.Now), got.KeyID, got.Context.SessionID)
+	}
 	queueNotify(batch, got.ID, got.AccountID)
 	queueAudit(batch, t.Now, auditItem{got.AccountID, got.ID, ev})
 	br := p.sendCommit(batch)
@@ -63,6 +69,11 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			return nil, countersign.Errorf(countersign.ECONFLICT, "auto-approve window already exists")
 		} else if err != nil {
 			return nil, fmt.Errorf("open auto-approve window: %w", badText(err))
+		}
+	}
+	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
 		}
 	}
 	if _, err := br.Exec(); err != nil {

@@ -49,6 +49,16 @@ func transition(ctx context.Context, tx querier, t countersign.Transition, updat
 			return nil, err
 		}
 	}
+	if t.To == countersign.StatusStopped {
+		// The session is told to stop altogether: no window of it
+		// approves anything after.
+		if _, err := tx.ExecContext(ctx, `UPDATE auto_approve_windows SET until = ?
+			WHERE key_id = ? AND until > ? AND session_id <> ''
+			AND session_id = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)`,
+			nanos(t.Now), got.KeyID, nanos(t.Now), got.ID); err != nil {
+			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
+		}
+	}
 	if err := appendAudit(ctx, tx, t.Now, got.AccountID, got.ID, ev); err != nil {
 		return nil, err
 	}

@@ -140,6 +140,29 @@ func testWindows(t *testing.T, open Opener) {
 		_, err := s.ActiveWindow(ctx, m.key, m.session, m.kind, m.action, m.now)
 		wantCode(t, "ActiveWindow for "+m.what, err, countersign.ENOTFOUND)
 	}
+
+	// A stop of a request of the session closes its windows at once, and
+	// no window of another session or key.
+	r2 := newRequest(f.key, "Write", `{"n":2}`, "y")
+	r2.Context.SessionID = "sess-2"
+	r2 = create(t, s, r2, Base)
+	if _, err := s.Transition(ctx, countersign.Transition{
+		ID: r2.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice",
+		Window: &countersign.AutoApproveWindow{SessionID: "sess-2", Kind: countersign.KindTool, Action: "Write", Until: until},
+	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatalf("approve with a window of sess-2: %v", err)
+	}
+	stop := create(t, s, newRequest(f.key, "Read", `{"n":3}`, "z"), Base) // of sess-1
+	stoppedAt := Base.Add(2 * time.Minute)
+	if _, err := s.Transition(ctx, countersign.Transition{ID: stop.ID, From: fromPending, To: countersign.StatusStopped, Now: stoppedAt, DecidedBy: "approver:alice"},
+		countersign.AuditEvent{Event: "stopped", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	_, err = s.ActiveWindow(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", stoppedAt)
+	wantCode(t, "ActiveWindow of the stopped session", err, countersign.ENOTFOUND)
+	if _, err := s.ActiveWindow(ctx, f.key.ID, "sess-2", countersign.KindTool, "Write", stoppedAt); err != nil {
+		t.Errorf("ActiveWindow of another session after a stop: %v", err)
+	}
 }
 
 // expiredIDs returns the ids of what ExpireRequests expired.
