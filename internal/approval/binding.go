@@ -37,6 +37,11 @@ func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	return out, nil
 }
 
+// maxNumberLen bounds the length of a number in arguments: the longest
+// exact decimal form of a double has 767 significant digits, but no
+// number an agent sends needs more than this.
+const maxNumberLen = 400
+
 // ErrInexactNumber is the error of arguments with a number that the
 // canonical form, which writes numbers as doubles, would change.
 var ErrInexactNumber = errors.New("a number in the arguments is beyond what a double holds exactly; send it as a string")
@@ -57,6 +62,11 @@ func exactNumbers(raw json.RawMessage) error {
 		n, ok := tok.(json.Number)
 		if !ok {
 			continue
+		}
+		if len(n) > maxNumberLen {
+			// No double needs so many digits, and comparing them
+			// exactly costs time that grows with their square.
+			return ErrInexactNumber
 		}
 		f, err := strconv.ParseFloat(string(n), 64)
 		if err != nil {

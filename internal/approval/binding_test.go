@@ -25,6 +25,7 @@ func TestCanonicalNumbers(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{
+		`[1.` + strings.Repeat("0", 500) + `]`, // exact, but longer than any double needs
 		`{"n":9007199254740993}`,
 		`{"pay":{"cents":[1,12345678901234567890]}}`,
 		`[0.10000000000000001]`,

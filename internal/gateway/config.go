@@ -194,6 +194,15 @@ func (c *Config) Check() error {
 		}
 		seen[u.Name] = true
 	}
+	// A prefixed tool name is "<upstream>_<tool>": with upstreams "a" and
+	// "a_b", a_b_c could be either's, and take the other's rules.
+	for name := range seen {
+		for other := range seen {
+			if other != name && strings.HasPrefix(other, name+"_") {
+				return fmt.Errorf("upstream names %q and %q: one is the other's prefix with _, so their tools' names could be taken for each other's; rename one", name, other)
+			}
+		}
+	}
 	for _, r := range c.Rules {
 		if _, err := path.Match(r.Match, ""); err != nil || r.Match == "" {
 			return fmt.Errorf("tier rule %q: not a valid pattern", r.Match)

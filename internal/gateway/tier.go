@@ -105,9 +105,12 @@ func AnnotationTier(a *mcp.ToolAnnotations) Tier {
 	return TierWrite
 }
 
-// TierRule sets the tier of every tool whose name matches: its exposed name
-// ("fs_write_file") or its qualified name ("fs/write_file"), with the
-// wildcards of path.Match.
+// TierRule sets the tier of every tool whose name matches, with the
+// wildcards of path.Match: its qualified name ("fs/write_file"), its
+// prefixed name ("fs_write_file"), or its own name when the tool is exposed
+// under it. A rule on a tool's own name that another upstream's tool of
+// that name has made ambiguous never lowers the tier below the annotations'
+// (see tierOf).
 type TierRule struct {
 	Match string `toml:"match"`
 	Tier  Tier   `toml:"tier"`

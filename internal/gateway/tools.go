@@ -118,13 +118,20 @@ func (g *Gateway) tierOf(u *upstream, t *mcp.Tool, exposed string) Tier {
 	if u.cfg.IgnoreAnnotations {
 		annotated = AnnotationTier(nil)
 	}
+	floor, ambiguous := Tier(0), false
 	for _, r := range g.cfg.Rules {
 		switch {
 		case r.matches(u.cfg.Name+"_"+t.Name, u.cfg.Name, t.Name), exposed == t.Name && r.matches(exposed, u.cfg.Name, t.Name):
+			if ambiguous {
+				return max(r.Tier, floor)
+			}
 			return r.Tier
-		case exposed != t.Name && r.matchesName(t.Name):
-			return max(r.Tier, annotated)
+		case !ambiguous && !u.cfg.Prefix && exposed != t.Name && r.matchesName(t.Name):
+			floor, ambiguous = max(r.Tier, annotated), true
 		}
+	}
+	if ambiguous {
+		return floor
 	}
 	return annotated
 }

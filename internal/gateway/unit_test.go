@@ -165,6 +165,7 @@ opener = ["firefox", "--new-tab"]
 		"bad url":         "[[upstream]]\nurl = \"ftp://x\"\n",
 		"bad hold":        "hold = \"1h\"\n",
 		"bad pattern":     "[[tier]]\nmatch = \"[\"\ntier = \"read\"\n",
+		"prefix names":    "[[upstream]]\nname = \"a\"\ncommand = \"a\"\n[[upstream]]\nname = \"a_b\"\ncommand = \"b\"\n",
 	} {
 		os.WriteFile(file, []byte(body), 0o600)
 		if _, err := LoadConfig(file); err == nil {

@@ -232,3 +232,23 @@ func TestInexactNumberRefused(t *testing.T) {
 	}
 	wantCalls(t, h.logFile)
 }
+
+// TestTierRuleOrder: a rule on a bare name neither reaches a prefixed
+// upstream's tool nor stops a later rule on the qualified name, which
+// still cannot go below it.
+func TestTierRuleOrder(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams[0].Prefix = true
+		c.Rules = []gateway.TierRule{{Match: "read_note", Tier: gateway.TierRead}, {Match: "notes/*", Tier: gateway.TierExternal}}
+	})
+	cs := h.connect(clientOpts{})
+	wantStatus(t, call(t, cs, "notes_read_note", map[string]any{"id": "1"}), "approval_pending")
+
+	h = newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = append(c.Upstreams, fixtureUpstream(t, "other", filepath.Join(t.TempDir(), "b.log")))
+		c.Rules = []gateway.TierRule{{Match: "read_note", Tier: gateway.TierRead}, {Match: "other/read_note", Tier: gateway.TierExternal}}
+	})
+	cs = h.connect(clientOpts{})
+	wantRan(t, call(t, cs, "notes_read_note", map[string]any{"id": "1"}), "note 1 from notes")
+	wantStatus(t, call(t, cs, "other_read_note", map[string]any{"id": "1"}), "approval_pending")
+}
