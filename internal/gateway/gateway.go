@@ -56,8 +56,12 @@ type Gateway struct {
 	now       func() time.Time
 
 	syncMu sync.Mutex // one resync at a time
-	mu     sync.Mutex
-	tools  map[string]*toolEntry
+	// annotated is the highest tier each tool's annotations have given it
+	// ("upstream/tool"), under syncMu: an upstream that lowers a tool's
+	// annotations later does not lower its tier while the gateway runs.
+	annotated map[string]Tier
+	mu        sync.Mutex
+	tools     map[string]*toolEntry
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup

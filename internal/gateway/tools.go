@@ -113,11 +113,24 @@ func (g *Gateway) resync() {
 // name has since made ambiguous still applies, but can no longer lower the
 // tier below the annotations' (another upstream, listing a tool of that
 // name, must not take a tool's confirmation away).
+//
+// Annotations only ever raise a tool's tier while the gateway runs: an
+// upstream that lists a tool as external, then, with list_changed, as
+// read-only, keeps it external until a restart. g.syncMu must be held.
 func (g *Gateway) tierOf(u *upstream, t *mcp.Tool, exposed string) Tier {
 	annotated := AnnotationTier(t.Annotations)
 	if u.cfg.IgnoreAnnotations {
 		annotated = AnnotationTier(nil)
 	}
+	if g.annotated == nil {
+		g.annotated = map[string]Tier{}
+	}
+	key := u.cfg.Name + "/" + t.Name
+	if seen, ok := g.annotated[key]; ok && seen > annotated {
+		g.log.Warn("an upstream lowered a tool's annotations; its tier stays until a restart", "upstream", u.cfg.Name, "tool", t.Name, "tier", seen)
+		annotated = seen
+	}
+	g.annotated[key] = annotated
 	floor, ambiguous := Tier(0), false
 	for _, r := range g.cfg.Rules {
 		switch {
