@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -250,6 +251,12 @@ func (g *Gateway) reportDecided(ctx context.Context, p Principal, c *pendingCall
 // never past its expiry, telling a client that asked for progress that it
 // still waits (which also keeps its request timeout from running out).
 func (g *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, p Principal, t *ticket) *ticket {
+	// Each hold keeps a request open: a key gets a few at once, and a
+	// retry beyond them is answered at once, still pending.
+	if !g.holding.take(p.ID) {
+		return t
+	}
+	defer g.holding.give(p.ID)
 	// The hold runs on the wall clock; only the expiry is the service's.
 	stop := time.Now().Add(min(g.cfg.Hold, t.ExpiresAt.Sub(g.now())))
 	tok := req.Params.GetProgressToken()
@@ -312,4 +319,37 @@ func (g *Gateway) completeURLElicitation(ctx context.Context, req *mcp.CallToolR
 		return
 	}
 	_ = req.Session.NotifyElicitationComplete(ctx, &mcp.ElicitationCompleteParams{ElicitationID: t.ID})
+}
+
+// maxHolds is how many retries of a pending call one key may have held at
+// once.
+const maxHolds = 8
+
+// holds counts the held retries of each key.
+type holds struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// take counts one more hold of key, unless it has maxHolds already.
+func (h *holds) take(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[key] >= maxHolds {
+		return false
+	}
+	if h.n == nil {
+		h.n = map[string]int{}
+	}
+	h.n[key]++
+	return true
+}
+
+// give ends a hold of key.
+func (h *holds) give(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.n[key]--; h.n[key] <= 0 {
+		delete(h.n, key)
+	}
 }

@@ -53,6 +53,7 @@ type Gateway struct {
 	upstreams []*upstream
 	progress  progressRoutes
 	recent    recentAsks
+	holding   holds
 	now       func() time.Time
 
 	syncMu sync.Mutex // one resync at a time

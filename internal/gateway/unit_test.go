@@ -203,3 +203,31 @@ func TestSplitCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestHolds: a key has at most maxHolds retries held at once; another key
+// has its own.
+func TestHolds(t *testing.T) {
+	var h holds
+	for i := range maxHolds {
+		if !h.take("key_a") {
+			t.Fatalf("hold %d of key_a refused", i+1)
+		}
+	}
+	if h.take("key_a") {
+		t.Error("a hold beyond maxHolds was taken")
+	}
+	if !h.take("key_b") {
+		t.Error("another key's hold was refused")
+	}
+	h.give("key_a")
+	if !h.take("key_a") {
+		t.Error("a hold given back was not free again")
+	}
+	for range maxHolds {
+		h.give("key_a")
+	}
+	h.give("key_b")
+	if len(h.n) != 0 {
+		t.Errorf("counts left: %v", h.n)
+	}
+}
