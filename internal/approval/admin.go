@@ -101,8 +101,8 @@ func (a *Admin) CreateApprover(ctx context.Context, account, username, password 
 	case err == nil && password != "":
 		return nil, countersign.Errorf(countersign.ECONFLICT, "approver %q exists; to add it to another account, leave out the password", username)
 	case countersign.ErrorCode(err) == countersign.ENOTFOUND:
-		if len(password) < 10 {
-			return nil, countersign.Errorf(countersign.EINVALID, "the password must be at least 10 characters")
+		if err := ValidPassword(password); err != nil {
+			return nil, err
 		}
 		ap = &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: HashPassword(password), CreatedAt: a.now().Now()}
 		if err := a.Store.CreateApprover(ctx, ap); err != nil {

@@ -7,7 +7,9 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/countersign/countersign"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -91,6 +93,21 @@ func CheckPasswordContext(ctx context.Context, hash, password string) (bool, err
 		return false, err
 	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}
+
+// maxPassword bounds a password, well below what the sign-in form takes.
+const maxPassword = 1024
+
+// ValidPassword refuses a password an approver could not sign in with, or
+// one too weak: 10 to maxPassword bytes, at least 10 characters.
+func ValidPassword(password string) error {
+	switch {
+	case utf8.RuneCountInString(password) < 10:
+		return countersign.Errorf(countersign.EINVALID, "the password must be at least 10 characters")
+	case len(password) > maxPassword:
+		return countersign.Errorf(countersign.EINVALID, "the password must be at most %d bytes", maxPassword)
+	}
+	return nil
 }
 
 // NewPassword returns a random password of 20 characters that is easy to

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -180,11 +181,9 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 	var password string
 	generated := false
 	if *stdin {
-		line, err := bufio.NewReader(env.Stdin).ReadString('\n')
-		if err != nil && line == "" {
-			return fmt.Errorf("read the password from standard input: %w", err)
+		if password, err = readPasswordLine(env.Stdin); err != nil {
+			return err
 		}
-		password = strings.TrimRight(line, "\r\n")
 	} else if _, err := store.ApproverByUsername(ctx, *username); countersign.ErrorCode(err) == countersign.ENOTFOUND {
 		password, generated = approval.NewPassword(), true
 	}
@@ -246,6 +245,10 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	// A store made here would verify as intact: there must be one.
+	if err := where.mustExist(); err != nil {
+		return err
+	}
 	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
@@ -295,4 +298,14 @@ func verifyAudit(ctx context.Context, store countersign.Store) (*countersign.Aud
 	}
 	v.Finish(seq, hash)
 	return v, seq, hash, nil
+}
+
+// readPasswordLine reads a password, the first line of r: at most a few
+// KiB are read, so that a stream with no line break ends.
+func readPasswordLine(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(io.LimitReader(r, 4<<10)).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("read the password from standard input: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/web"
 )
 
 // approverConfig is the terminal client's file, approver.toml in the user's
@@ -38,6 +40,11 @@ func approverClient(env *Env, server, token string) (*client.Client, error) {
 	}
 	if err == nil {
 		path := filepath.Join(dir, "countersign", "approver.toml")
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			// It holds an approver's token: like ssh with a key, refuse
+			// a file others may read or change.
+			return nil, fmt.Errorf("%s is open to others (mode %04o): it holds your token; run chmod 600 %s", path, fi.Mode().Perm(), path)
+		}
 		if _, err := toml.DecodeFile(path, &file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("read %s: %w", path, err)
 		}
@@ -154,16 +161,28 @@ func apiError(c *client.Client, err error) error {
 		return errors.New(e.Message)
 	}
 	if errors.Is(err, client.ErrUnreachable) {
-		return fmt.Errorf("cannot reach the countersign server at %s (set --server or COUNTERSIGN_URL): %v", c.BaseURL, err)
+		return fmt.Errorf("cannot reach the countersign server at %s (set --server or COUNTERSIGN_URL): %v", redactURL(c.BaseURL), err)
 	}
 	return err
 }
 
-// oneLine shortens s to one line of at most n characters.
+// oneLine shortens s to one line of at most n characters. What an agent
+// wrote reaches a terminal here: control characters (escape sequences that
+// erase or rewrite the line) and direction overrides are shown as escapes,
+// not acted on.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = web.Visible(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// redactURL is u without the password it may hold.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(the server URL)"
+	}
+	return p.Redacted()
 }

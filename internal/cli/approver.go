@@ -1,12 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 )
 
@@ -39,14 +39,14 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	case "passwd":
 		password, generated := approval.NewPassword(), true
 		if *stdin {
-			line, err := bufio.NewReader(env.Stdin).ReadString('\n')
-			if err != nil && line == "" {
-				return fmt.Errorf("read the password from standard input: %w", err)
+			line, err := readPasswordLine(env.Stdin)
+			if err != nil {
+				return err
 			}
-			password, generated = strings.TrimRight(line, "\r\n"), false
+			password, generated = line, false
 		}
-		if len(password) < 10 {
-			return fmt.Errorf("the password must be at least 10 characters")
+		if err := approval.ValidPassword(password); err != nil {
+			return errors.New(countersign.ErrorMessage(err))
 		}
 		if err := store.SetPassword(ctx, ap.ID, approval.HashPassword(password)); err != nil {
 			return err

@@ -251,7 +251,7 @@ func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, `
+	_, err = fmt.Fprintf(env.Stdout, `
 countersign: first start. Created the account "default" with:
 
   approver   admin
@@ -263,5 +263,10 @@ Create an approver API token for the terminal client with:
   countersign token create --approver admin
 
 `, password, key)
+	if err != nil {
+		// Stored only as hashes, the secrets are lost unless printed.
+		return fmt.Errorf("the first start could not print the admin password and the agent key (%v); "+
+			"set a password with countersign approver passwd --username admin and create a key with countersign key create", err)
+	}
 	return nil
 }

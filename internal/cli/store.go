@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"os"
@@ -83,6 +84,21 @@ func (l *storeLocation) open(ctx context.Context, log *slog.Logger) (countersign
 		return openDatabase(ctx, u, log)
 	}
 	return openStore(ctx, dataDir(l.env, *l.data))
+}
+
+// mustExist refuses a data directory that holds no store, where open
+// would make an empty one (a mistyped --data, say).
+func (l *storeLocation) mustExist() error {
+	if u, err := l.url(); err != nil || u != "" {
+		return err
+	}
+	dir := dataDir(l.env, *l.data)
+	if _, err := os.Stat(filepath.Join(dir, "countersign.db")); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no countersign store in %s (countersign.db is missing); set --data or COUNTERSIGN_DATA", dir)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // describe names the store for a message, without any secret of the URL.

@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// TestOneLineShowsEscapes: what an agent wrote reaches the approver's
+// terminal with its control characters shown, never acted on.
+func TestOneLineShowsEscapes(t *testing.T) {
+	got := oneLine("rm -rf / \x1b[2K\x1b[1Gharmless ls\a \u202e", 200)
+	if strings.ContainsAny(got, "\x1b\a\u202e") || !strings.Contains(got, `\x1b[2K`) || !strings.Contains(got, `\u202e`) {
+		t.Errorf("oneLine = %q", got)
+	}
+}
+
+// TestApproverConfigOpenToOthers: a config file with a token that others
+// may read is refused, as ssh refuses such a key.
+func TestApproverConfigOpenToOthers(t *testing.T) {
+	config := t.TempDir()
+	dir := filepath.Join(config, "countersign")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "approver.toml")
+	if err := os.WriteFile(path, []byte("token = \"cst_file\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env, _, _ := testEnv(map[string]string{"XDG_CONFIG_HOME": config})
+	if _, err := approverClient(env, "", ""); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("a config file of mode 0644: %v, want refused", err)
+	}
+}
+
+// TestRedactURL: a server URL's password never reaches a message.
+func TestRedactURL(t *testing.T) {
+	if got := redactURL("http://user:s3cret@127.0.0.1:1/x"); strings.Contains(got, "s3cret") || !strings.Contains(got, "127.0.0.1:1") {
+		t.Errorf("redactURL = %q", got)
+	}
+}
+
+// TestAuditVerifyNeedsAStore: audit verify on a directory without a store
+// fails, and makes none, instead of finding an empty log intact.
+func TestAuditVerifyNeedsAStore(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "typo")
+	env, stdout, stderr := testEnv(nil)
+	if code := Run(t.Context(), env, []string{"audit", "verify", "--data", dir}); code == 0 || strings.Contains(stdout.String(), "intact") ||
+		!strings.Contains(stderr.String(), "no countersign store") {
+		t.Errorf("audit verify on %s: exit %d, stdout %q, stderr %q", dir, code, stdout, stderr)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("audit verify made %s: %v", dir, err)
+	}
+}
+
+// failingWriter fails every write, as a full disk or a closed pipe does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestFirstStartCannotPrint: a first start whose secrets cannot be
+// printed fails, saying how to get new ones, instead of losing them
+// without a word.
+func TestFirstStartCannotPrint(t *testing.T) {
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	env, _, _ := testEnv(nil)
+	env.Stdout = failingWriter{}
+	if err := firstStart(t.Context(), env, store); err == nil || !strings.Contains(err.Error(), "approver passwd") {
+		t.Errorf("first start with a failing stdout: %v", err)
+	}
+}
+
+// TestPasswordBounds: a password shorter than 10 characters (not bytes)
+// or longer than the sign-in form could send is refused.
+func TestPasswordBounds(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"account", "create", "one"}} {
+		env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
+		if code := Run(t.Context(), env, args); code != 0 {
+			t.Fatalf("%v: %s", args, stderr)
+		}
+	}
+	for name, password := range map[string]string{
+		"5 characters in 10 bytes": "ééééé",
+		"2 KiB":                    strings.Repeat("x", 2048),
+	} {
+		env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
+		env.Stdin = strings.NewReader(password + "\n")
+		if code := Run(t.Context(), env, []string{"approver", "create", "--account", "one", "--username", "u", "--password-stdin"}); code == 0 {
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(stderr.String(), "password must be") {
+			t.Errorf("%s: %s", name, stderr)
+		}
+	}
+}
