@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,5 +63,28 @@ func TestChangeCounterReplaced(t *testing.T) {
 	b, err := os.ReadFile(path + "-changes")
 	if err != nil || len(b) < 8 || binary.NativeEndian.Uint64(b) == 0 {
 		t.Fatalf("the counter file after a change: %x (%v), want it there and moved", b, err)
+	}
+}
+
+// TestNewDatabaseOwnerOnly: a new database, and the files SQLite and the
+// change counter make beside it, are readable by their owner only, whatever
+// the umask: they hold the server's keys.
+func TestNewDatabaseOwnerOnly(t *testing.T) {
+	old := syscall.Umask(0)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "c.db")
+	db := openTest(t, path)
+	if err := db.CreateAccount(t.Context(), &countersign.Account{ID: countersign.NewID("acc_"), Name: "acme", CreatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm", path + "-changes"} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %04o, want no access for others", filepath.Base(f), fi.Mode().Perm())
+		}
 	}
 }

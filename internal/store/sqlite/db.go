@@ -14,7 +14,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -81,6 +83,14 @@ func rowHookWorks(ctx context.Context, write *sql.DB, n *atomic.Uint64) (bool, e
 // applies the migrations this binary knows. A database whose schema is newer
 // than the binary is refused. The parent directory must exist.
 func Open(ctx context.Context, path string) (*DB, error) {
+	// A new database file is made here, readable by its owner only: it
+	// holds the server's keys and the sealed secrets of channels, and
+	// SQLite gives its -wal and -shm files the database file's mode.
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err == nil {
+		f.Close()
+	} else if !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	rowChanges := new(atomic.Uint64)
 	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite), rowChanges: rowChanges})
 	// One writer: SQLite allows no more, and queueing in database/sql is
