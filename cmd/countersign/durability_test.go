@@ -125,6 +125,12 @@ func TestOneServerPerDataDirectory(t *testing.T) {
 	if holder, err := os.ReadFile(filepath.Join(b.data, "countersign.serve.lock")); err != nil || string(holder) != strconv.Itoa(s.cmd.Process.Pid)+"\n" {
 		t.Errorf("the lock after the refused start holds %q (%v), want the first server's pid", holder, err)
 	}
+	// A copy into the directory the server holds is refused too.
+	src := filepath.Join(t.TempDir(), "src")
+	b.mustRun(b.env(), "migrate", "--data", src)
+	if res := b.run(b.env(), "store", "copy", "--from", src, "--to", b.data); res.code == 0 || !strings.Contains(res.stderr, "another countersign serve") {
+		t.Errorf("store copy into a served directory: exit %d, %q", res.code, res.stderr)
+	}
 	// Commands other than serve work while the server runs.
 	b.mustRun(b.env(), "key", "create", "--data", b.data, "--account", "default", "--name", "beside")
 	if got := b.mustRun(b.env(), "key", "list", "--data", b.data); got == keys || !strings.Contains(got, "beside") {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -41,6 +42,19 @@ func copyStore(ctx context.Context, env *Env, from, to string) error {
 		return err
 	}
 	defer src.Close()
+	if !isDatabaseURL(to) {
+		// A server started on the target during the copy would write
+		// into it (a first start): the target is held as a server
+		// holds it, and one running there refuses the copy.
+		if err := os.MkdirAll(to, 0o700); err != nil {
+			return fmt.Errorf("create the data directory: %w", err)
+		}
+		release, err := lockData(to)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	dst, err := openLocation(ctx, to, false)
 	if err != nil {
 		return err

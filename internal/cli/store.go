@@ -92,9 +92,16 @@ func (l *storeLocation) mustExist() error {
 	if u, err := l.url(); err != nil || u != "" {
 		return err
 	}
-	dir := dataDir(l.env, *l.data)
+	if err := requireStore(dataDir(l.env, *l.data)); err != nil {
+		return fmt.Errorf("%w; set --data or COUNTERSIGN_DATA", err)
+	}
+	return nil
+}
+
+// requireStore refuses a data directory that holds no store.
+func requireStore(dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, "countersign.db")); errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no countersign store in %s (countersign.db is missing); set --data or COUNTERSIGN_DATA", dir)
+		return fmt.Errorf("%s holds no countersign store (no countersign.db)", dir)
 	} else if err != nil {
 		return err
 	}
@@ -133,9 +140,7 @@ func openLocation(ctx context.Context, loc string, mustExist bool) (countersign.
 		return openDatabase(ctx, loc, nil)
 	}
 	if mustExist {
-		if _, err := os.Stat(filepath.Join(loc, "countersign.db")); errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("%s holds no countersign store (no countersign.db)", loc)
-		} else if err != nil {
+		if err := requireStore(loc); err != nil {
 			return nil, err
 		}
 	}
