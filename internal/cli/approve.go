@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -68,7 +69,25 @@ func approverClient(env *Env, server, token string) (*client.Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("%w: no approver token: pass --token, set COUNTERSIGN_TOKEN, or put token = \"cst_…\" in approver.toml in your config directory (create one with: countersign token create --approver NAME)", ErrUsage)
 	}
+	if plainRemote(server) {
+		fmt.Fprintf(env.Stderr, "countersign: warning: %s is plain http to another machine; the token travels in clear text (use https)\n", redactURL(server))
+	}
 	return client.New(server, token), nil
+}
+
+// plainRemote reports whether a server URL is plain http to a host other
+// than this machine.
+func plainRemote(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return false
+	}
+	ip := net.ParseIP(host)
+	return ip == nil || !ip.IsLoopback()
 }
 
 func runList(ctx context.Context, env *Env, args []string) error {

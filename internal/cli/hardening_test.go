@@ -105,3 +105,19 @@ func TestPasswordBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRemote: plain http warns only toward another machine.
+func TestPlainRemote(t *testing.T) {
+	for server, want := range map[string]bool{
+		"http://127.0.0.1:8080": false, "http://localhost:8080": false, "http://[::1]:8080": false,
+		"https://approve.example.com": false, "http://approve.example.com": true, "http://10.0.0.5": true,
+	} {
+		if got := plainRemote(server); got != want {
+			t.Errorf("plainRemote(%s) = %v, want %v", server, got, want)
+		}
+	}
+	env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_TOKEN": "cst_x", "XDG_CONFIG_HOME": t.TempDir()})
+	if _, err := approverClient(env, "http://approve.example.com", ""); err != nil || !strings.Contains(stderr.String(), "clear text") {
+		t.Errorf("no warning for plain http to another machine: %v, %q", err, stderr)
+	}
+}
