@@ -6,9 +6,9 @@ import (
 	"context"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 
+	"github.com/countersign/countersign/internal/agent"
 	"github.com/countersign/countersign/internal/cli"
 )
 
@@ -23,7 +23,7 @@ func main() {
 // (through a symlink) is the rm wrapper; otherwise the first argument names
 // the role.
 func role(argv []string) []string {
-	if filepath.Base(argv[0]) == "rm" {
+	if agent.IsRm(argv[0]) {
 		return append([]string{"rm"}, argv[1:]...)
 	}
 	return argv[1:]

@@ -19,8 +19,10 @@ import (
 // The tests in this package run the real binary as a process against real
 // data directories. TestMain builds it once, the way a user does.
 
-// binary is the path of the countersign binary built for these tests.
-var binary string
+// binary is the path of the countersign binary built for these tests, and
+// agentBinary that of the small countersign-agent binary, which the rm
+// wrapper's tests run as rm, as the README installs it.
+var binary, agentBinary string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -45,6 +47,13 @@ func runTests(m *testing.M) int {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build ./cmd/countersign: %v\n%s", err, out)
+		return 1
+	}
+	agentBinary = filepath.Join(dir, "countersign-agent")
+	build = exec.Command(goTool, "build", "-o", agentBinary, "../countersign-agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build ./cmd/countersign-agent: %v\n%s", err, out)
 		return 1
 	}
 	return m.Run()

@@ -46,6 +46,12 @@ func TestInvokedAsRm(t *testing.T) {
 	}
 	viaLink := runBinary(t, link, env, "-rf", victim)
 	check("rm (symlink)", viaLink)
+	agentLink := filepath.Join(t.TempDir(), "rm")
+	if err := os.Symlink(agentBinary, agentLink); err != nil {
+		t.Fatal(err)
+	}
+	check("rm (symlink to countersign-agent)", runBinary(t, agentLink, env, "-rf", victim))
+	check("countersign-agent rm", runBinary(t, agentBinary, env, "rm", "-rf", victim))
 	viaRole := b.run(env, "rm", "-rf", victim)
 	check("countersign rm", viaRole)
 	// The symlink is exactly the role rm.

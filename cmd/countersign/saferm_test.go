@@ -24,7 +24,8 @@ import (
 
 // srWorld is one test's world for the wrapper: a bed, a server (unless the
 // test needs none), its agent key and an approver token, the symlink named
-// rm, and the working directory rm runs in.
+// rm (to the small countersign-agent binary, as the README installs it),
+// and the working directory rm runs in.
 type srWorld struct {
 	t     *testing.T
 	b     *bed
@@ -62,7 +63,7 @@ func srNewOffline(t *testing.T) *srWorld {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Symlink(binary, w.rm); err != nil {
+	if err := os.Symlink(agentBinary, w.rm); err != nil {
 		t.Fatal(err)
 	}
 	return w

@@ -13,17 +13,33 @@ import (
 	"testing"
 )
 
-// TestBinary runs the real binary as Claude Code does: `countersign hook
-// claude` with the event on standard input. A call allowed locally must
-// not reach the server, even when one is configured.
+// TestBinary runs the real binaries as Claude Code does: `countersign hook
+// claude`, and the same role of the small countersign-agent binary, with
+// the event on standard input. Both answer alike. A call allowed locally
+// must not reach the server, even when one is configured.
 func TestBinary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "countersign")
-	build := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/countersign")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	for _, name := range []string{"countersign", "countersign-agent"} {
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), name)
+			build := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/"+name)
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("go build: %v\n%s", err, out)
+			}
+			testBinary(t, bin)
+		})
+	}
+}
+
+// testBinary runs the hook role of bin on the cases every binary answers
+// alike.
+func testBinary(t *testing.T, bin string) {
+	// Installed from the small binary, the hook is that binary.
+	block := printedBlock
+	if filepath.Base(bin) == "countersign-agent" {
+		block = strings.Replace(block, `"countersign hook claude`, `"`+bin+` hook claude`, 1)
 	}
 	var hits atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -51,7 +67,7 @@ func TestBinary(t *testing.T) {
 		{name: "not JSON", args: []string{"hook", "claude"}, stdin: "x", exit: 2},
 		{name: "bad flag", args: []string{"hook", "claude", "--timeout", "soon"}, stdin: "{}", exit: 2},
 		{name: "no claude", args: []string{"hook"}, exit: 2},
-		{name: "install", args: []string{"hook", "claude", "install"}, want: printedBlock},
+		{name: "install", args: []string{"hook", "claude", "install"}, want: block},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

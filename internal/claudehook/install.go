@@ -53,7 +53,7 @@ func Install(args []string, stdout, stderr io.Writer) error {
 
 // parseInstall reads install's flags.
 func parseInstall(args []string, stderr io.Writer) (InstallOptions, error) {
-	o := InstallOptions{Timeout: DefaultTimeout, Command: "countersign hook claude"}
+	o := InstallOptions{Timeout: DefaultTimeout, Command: defaultCommand()}
 	fs := flag.NewFlagSet("countersign hook claude install", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Settings, "settings", "", "merge into this settings.json (kept otherwise as it is) instead of printing")
@@ -212,7 +212,40 @@ func isCountersign(entry *object) bool {
 		return false
 	}
 	f := strings.Fields(cmd)
-	return len(f) >= 3 && filepath.Base(f[0]) == "countersign" && f[1] == "hook" && f[2] == "claude"
+	if len(f) < 3 || f[1] != "hook" || f[2] != "claude" {
+		return false
+	}
+	base := filepath.Base(f[0])
+	return base == "countersign" || base == "countersign-agent"
+}
+
+// defaultCommand is how Claude Code starts the hook unless --command says
+// otherwise: the small countersign-agent binary where it is installed beside
+// the running one (it starts several times faster, and the hook runs on
+// every tool call), else countersign itself from PATH.
+func defaultCommand() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "countersign hook claude"
+	}
+	lean := filepath.Join(filepath.Dir(self), "countersign-agent")
+	if st, err := os.Stat(lean); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 && shellWord(lean) {
+		return lean + " hook claude"
+	}
+	return "countersign hook claude"
+}
+
+// shellWord reports whether s stands as one word in a shell command as it
+// is, with nothing to quote.
+func shellWord(s string) bool {
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("/._+-", r):
+		default:
+			return false
+		}
+	}
+	return s != ""
 }
 
 // writeAtomic replaces path with data: a temporary file in the same
