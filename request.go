@@ -123,6 +123,28 @@ func (r *Request) Expired(now time.Time) bool {
 	return r.Status.Live() && !now.Before(r.ExpiresAt)
 }
 
+// TwinTTLSlack is how far the TTL of a pending request may be from a new
+// request's for the pending one to be returned as its twin. A twin must
+// match everything the human sees, its expiry included: a request made
+// beforehand with a long TTL (by anyone who can read the key) must not
+// stand in for an ask that would expire sooner. An honest retry asks for
+// the same TTL (the same ttl_seconds, or the server's default), give or
+// take the one second that a client rounding its remaining wait to whole
+// seconds may add or drop, as the Claude Code hook does. A second more on
+// a life of at least ten seconds is nothing a human would notice; a
+// planted request's extra minutes are.
+const TwinTTLSlack = time.Second
+
+// RequestTTL is the TTL r was asked with: from its creation (now when
+// CreatedAt is not set yet) to its expiry.
+func RequestTTL(r *Request, now time.Time) time.Duration {
+	created := r.CreatedAt
+	if created.IsZero() {
+		created = now
+	}
+	return r.ExpiresAt.Sub(created)
+}
+
 // CreateInput is what an agent asks about.
 type CreateInput struct {
 	Kind        Kind

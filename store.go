@@ -61,10 +61,12 @@ type Store interface {
 	ApproverTokenByHash(ctx context.Context, hash string) (*ApproverToken, *Approver, error)
 
 	// CreateRequest stores a new request and its audit entry. Before
-	// inserting, in the same transaction, it looks for a pending request
-	// of the same key with the same binding (kind, action, argument hash,
-	// preview hash) that has not expired at now and returns that one
-	// instead, with created false. Otherwise, when the account already has
+	// inserting, in the same transaction, it looks for a pending twin of
+	// r that has not expired at now: a request of the same key with the
+	// same binding (kind, action, argument hash, preview hash), the same
+	// risk reasons and context, and the same TTL within TwinTTLSlack (see
+	// RequestTTL). It returns that one instead, with created false.
+	// Otherwise, when the account already has
 	// maxPending pending requests that have not expired at now, it fails
 	// with ELIMIT (maxPending <= 0: no limit). A reference code already used by a live request of the
 	// account fails with ErrReferenceTaken so that the caller draws

@@ -107,13 +107,21 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	batch := &pgx.Batch{}
 	batch.Queue(`SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(accountLock), r.AccountID)
 	// The twin: the pending, unexpired request of the same key with the
-	// same binding. An approved request is never a twin: its approval
-	// covers the ask the human saw, once.
+	// same binding, risk reasons, context and TTL (see countersign.Store).
+	// An approved request is never a twin: its approval covers the ask
+	// the human saw, once.
+	reasons, rctx, err := encodeJSON(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	ttl := countersign.RequestTTL(r, now)
 	batch.Queue(`SELECT `+requestColumns+` FROM requests
 		WHERE key_id = $1 AND kind = $2 AND action = $3 AND args_hash = $4 AND preview_hash = $5
 		  AND status = 'pending' AND expires_at > $6 AND seed_id = $7
+		  AND risk_reasons = $8 AND context = $9 AND expires_at - created_at BETWEEN $10 AND $11
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
-		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID)
+		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
+		reasons, rctx, int64(ttl-countersign.TwinTTLSlack), int64(ttl+countersign.TwinTTLSlack))
 	limited := r.Status == countersign.StatusPending && maxPending > 0
 	if limited {
 		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
@@ -193,13 +201,9 @@ func queueNotify(b *pgx.Batch, requestID, accountID string) {
 // queueRequest queues the insert of r as a new row, returning the row
 // (requestColumns) when returning is set.
 func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
-	reasons, err := json.Marshal(r.RiskReasons)
+	reasons, rctx, err := encodeJSON(r)
 	if err != nil {
-		return fmt.Errorf("encode risk reasons: %w", err)
-	}
-	rctx, err := json.Marshal(r.Context)
-	if err != nil {
-		return fmt.Errorf("encode request context: %w", err)
+		return err
 	}
 	ret := ""
 	if returning {
@@ -208,10 +212,24 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`+ret,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
-		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(reasons), string(rctx), string(r.Status),
+		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.Context.SessionID)
 	return nil
+}
+
+// encodeJSON returns the text of r's JSON columns risk_reasons and
+// context, as they are stored.
+func encodeJSON(r *countersign.Request) (reasons, rctx string, err error) {
+	rb, err := json.Marshal(r.RiskReasons)
+	if err != nil {
+		return "", "", fmt.Errorf("encode risk reasons: %w", err)
+	}
+	cb, err := json.Marshal(r.Context)
+	if err != nil {
+		return "", "", fmt.Errorf("encode request context: %w", err)
+	}
+	return string(rb), string(cb), nil
 }
 
 // queueLink queues the insert of a one-time link.

@@ -55,7 +55,7 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	if r.Status == countersign.StatusPending && maxPending > 0 {
 		limit = maxPending
 	}
-	twinID, pending, err := twinAndPending(ctx, tx, r, limit, now)
+	twinID, pending, err := twinAndPending(ctx, tx, r, enc, limit, now)
 	if err != nil {
 		return nil, false, err
 	}
@@ -91,23 +91,26 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	return got, true, nil
 }
 
-// twinAndPending returns the id of the pending, unexpired request of the
-// same key with the same binding ("" when there is none), and how many
-// requests of the account wait unexpired, counted no further than limit
-// (none when limit is 0): the common case reads a few index entries,
-// however many requests wait. An approved request is never a twin: its
-// approval covers the ask the human saw, once.
-func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, limit int, now time.Time) (string, int, error) {
+// twinAndPending returns the id of the pending, unexpired twin of r (""
+// when there is none; see countersign.Store), and how many requests of
+// the account wait unexpired, counted no further than limit (none when
+// limit is 0): the common case reads a few index entries, however many
+// requests wait. An approved request is never a twin: its approval covers
+// the ask the human saw, once.
+func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, limit int, now time.Time) (string, int, error) {
 	var twin sql.NullString
 	var n int
+	ttl := countersign.RequestTTL(r, now)
 	err := tx.QueryRowContext(ctx, `SELECT
 		(SELECT id FROM requests INDEXED BY requests_live_binding
 			WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
 			  AND status IN ('pending', 'approved') AND status = 'pending' AND expires_at > ? AND seed_id = ?
+			  AND risk_reasons = ? AND context = ? AND expires_at - created_at BETWEEN ? AND ?
 			ORDER BY created_at DESC, id DESC LIMIT 1),
 		(SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
 			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?))`,
 		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
+		string(enc.reasons), string(enc.context), int64(ttl-countersign.TwinTTLSlack), int64(ttl+countersign.TwinTTLSlack),
 		r.AccountID, nanos(now), limit).Scan(&twin, &n)
 	if err != nil {
 		return "", 0, fmt.Errorf("look for identical request: %w", err)

@@ -106,6 +106,77 @@ func testDedupe(t *testing.T, open Opener) {
 	}
 }
 
+// testTwin: a pending request stands in for a new one only when it
+// matches everything the human sees: risk reasons, context and TTL too.
+// Whoever can read a key could otherwise make the exact binding a hook is
+// about to ask for, with reassuring reasons, another host and a long
+// life, and have the hook wait on that one.
+func testTwin(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	const args, preview = `{"command":"rm -rf /srv"}`, "rm -rf /srv"
+	ask := func(at time.Time, ttl time.Duration) *countersign.Request {
+		r := newRequest(f.key, "Bash", args, preview)
+		r.CreatedAt, r.ExpiresAt = at, at.Add(ttl)
+		return r
+	}
+	planted := map[string]func(r *countersign.Request){
+		"risk reasons": func(r *countersign.Request) { r.RiskReasons = []string{"routine cleanup"} },
+		"no reasons":   func(r *countersign.Request) { r.RiskReasons = nil },
+		"host":         func(r *countersign.Request) { r.Context.Host = "build-server" },
+		"session":      func(r *countersign.Request) { r.Context.SessionID = "sess-other" },
+		"user":         func(r *countersign.Request) { r.Context.User = "root" },
+		"cwd":          func(r *countersign.Request) { r.Context.Cwd = "/tmp" },
+		"longer ttl":   func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Hour) },
+		"ttl 2s more":  func(r *countersign.Request) { r.ExpiresAt = r.ExpiresAt.Add(2 * time.Second) },
+		"shorter ttl":  func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Minute) },
+	}
+	for what, change := range planted {
+		t.Run(what, func(t *testing.T) {
+			f := newFixture(t, open)
+			s := f.s
+			p := newRequest(f.key, "Bash", args, preview)
+			p.CreatedAt, p.ExpiresAt = Base, Base.Add(10*time.Minute)
+			change(p)
+			create(t, s, p, Base)
+			// The real ask, a few seconds later, for ten minutes.
+			r := newRequest(f.key, "Bash", args, preview)
+			r.CreatedAt, r.ExpiresAt = Base.Add(5*time.Second), Base.Add(5*time.Second+10*time.Minute)
+			got, created, err := s.CreateRequest(t.Context(), r, 10, r.CreatedAt, createdEvent(r))
+			if err != nil || !created || got.ID != r.ID {
+				t.Fatalf("after a pending request with another %s: got %v, created %v, err %v; want the new request %s", what, got, created, err, r.ID)
+			}
+			same(t, "the new request", got.RiskReasons, r.RiskReasons)
+			same(t, "the new request", got.Context, r.Context)
+			if !got.ExpiresAt.Equal(r.ExpiresAt) {
+				t.Errorf("the new request expires at %v, want %v", got.ExpiresAt, r.ExpiresAt)
+			}
+		})
+	}
+
+	// An honest retry asks for the same TTL, later: it is the same request.
+	// A TTL within the slack (a client rounding its wait to seconds) still
+	// is.
+	first := create(t, s, ask(Base, 10*time.Minute), Base)
+	for _, retry := range []*countersign.Request{
+		ask(Base.Add(3*time.Minute), 10*time.Minute),
+		ask(Base.Add(4*time.Minute), 10*time.Minute+countersign.TwinTTLSlack),
+		ask(Base.Add(4*time.Minute), 10*time.Minute-countersign.TwinTTLSlack),
+	} {
+		got, created, err := s.CreateRequest(ctx, retry, 10, retry.CreatedAt, createdEvent(retry))
+		if err != nil || created || got.ID != first.ID {
+			t.Errorf("retry with TTL %v: got %v, created %v, err %v; want %s, false", retry.ExpiresAt.Sub(retry.CreatedAt), got, created, err, first.ID)
+		}
+	}
+	// A request whose CreatedAt is not set yet takes its TTL from now.
+	unset := ask(Base, 10*time.Minute)
+	unset.CreatedAt = time.Time{}
+	unset.ExpiresAt = Base.Add(5*time.Minute + 10*time.Minute)
+	if got, created, err := s.CreateRequest(ctx, unset, 10, Base.Add(5*time.Minute), createdEvent(unset)); err != nil || created || got.ID != first.ID {
+		t.Errorf("retry without a creation time: got %v, created %v, err %v; want %s, false", got, created, err, first.ID)
+	}
+}
+
 func approve(t *testing.T, s countersign.Store, id string, now time.Time) *countersign.Request {
 	t.Helper()
 	got, err := s.Transition(t.Context(), countersign.Transition{
@@ -161,8 +232,10 @@ func testPendingLimit(t *testing.T, open Opener) {
 	}
 	wantMessage(t, "ELIMIT", err, "already has 3 requests waiting")
 
-	// Asking again for what already waits is not limited.
+	// Asking again for what already waits (with the same TTL) is not
+	// limited.
 	again := newRequest(f.key, "Bash", `{"i":0}`, "0")
+	again.ExpiresAt = Base.Add(5 * time.Minute)
 	got, created, err := s.CreateRequest(ctx, again, limit, Base.Add(time.Minute), createdEvent(again))
 	if err != nil || created || got.ID != first.ID {
 		t.Errorf("CreateRequest of a waiting binding at the limit: created %v, err %v; want the existing one", created, err)

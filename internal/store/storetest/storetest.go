@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ApproverTokens", testApproverTokens},
 		{"RequestRoundTrip", testRequestRoundTrip},
 		{"Dedupe", testDedupe},
+		{"Twin", testTwin},
 		{"PendingLimit", testPendingLimit},
 		{"ReferenceConflict", testReferenceConflict},
 		{"Requests", testRequests},
