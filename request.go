@@ -195,13 +195,21 @@ type DecisionInput struct {
 	AutoApproveMinutes int
 }
 
-// RequestFilter selects requests of one account for listing.
+// RequestFilter selects requests of one account for listing. Every field
+// set narrows the list, in the store, before the limit is applied.
 type RequestFilter struct {
 	AccountID string
 	Status    Status // empty: any
 	Reference string // empty: any
 	SessionID string // empty: any
-	Limit     int    // at most this many, newest first
+	Kind      Kind   // empty: any
+	// SeedPrefix keeps only the requests of the seed-compatible routes
+	// whose SeedID starts with it, such as "delete:"; empty: any request.
+	SeedPrefix string
+	// Statuses keeps only the requests in one of these statuses; nil: any.
+	// An empty, non-nil list matches nothing.
+	Statuses []Status
+	Limit    int // at most this many, newest first
 }
 
 // AutoApproveWindow lets requests of one agent key's session through without

@@ -140,6 +140,14 @@ func (s *Service) List(ctx context.Context, ap countersign.ApproverPrincipal, f 
 	if f.Status != "" && !f.Status.Valid() {
 		return nil, countersign.Errorf(countersign.EINVALID, "status must be one of pending, approved, denied, responded, stopped, expired, cancelled, consumed")
 	}
+	for _, st := range f.Statuses {
+		if !st.Valid() {
+			return nil, countersign.Errorf(countersign.EINVALID, "unknown status %q", st)
+		}
+	}
+	if f.Kind != "" && !f.Kind.Valid() {
+		return nil, countersign.Errorf(countersign.EINVALID, "kind must be one of rm, tool, mcp, generic")
+	}
 	if f.Limit < 0 || f.Limit > 500 {
 		return nil, countersign.Errorf(countersign.EINVALID, "limit must be between 1 and 500")
 	}

@@ -228,7 +228,9 @@ func (s *Server) listDeleteRequests(w http.ResponseWriter, r *http.Request, ap c
 }
 
 // seedList lists the account's requests of the seed routes with the prefix,
-// filtered by the seed's status word.
+// filtered by the seed's status word. The store filters kind, prefix and
+// status, so that the account's v1 and MCP requests, however many and
+// however new, never push the seed ones out of the list.
 func (s *Server) seedList(r *http.Request, ap countersign.ApproverPrincipal, kind countersign.Kind, prefix string) ([]*countersign.Request, error) {
 	q := r.URL.Query()
 	limit := 50
@@ -239,24 +241,25 @@ func (s *Server) seedList(r *http.Request, ap countersign.ApproverPrincipal, kin
 		}
 		limit = n
 	}
-	want := q.Get("status")
-	list, err := s.service.List(r.Context(), ap, countersign.RequestFilter{SessionID: q.Get("session_id"), Limit: 500})
-	if err != nil {
-		return nil, err
+	f := countersign.RequestFilter{SessionID: q.Get("session_id"), Kind: kind, SeedPrefix: prefix, Limit: limit}
+	if want := q.Get("status"); want != "" {
+		f.Statuses = seedStatuses(want, kind == countersign.KindTool)
 	}
-	out := []*countersign.Request{}
-	for _, req := range list {
-		if req.Kind != kind || !strings.HasPrefix(req.SeedID, prefix) {
-			continue
-		}
-		if want != "" && seedStatus(req.Status, kind == countersign.KindTool) != want {
-			continue
-		}
-		if out = append(out, req); len(out) == limit {
-			break
+	return s.service.List(r.Context(), ap, f)
+}
+
+// seedStatuses returns the statuses that seedStatus shows as the word:
+// none for a word it never shows.
+func seedStatuses(word string, claude bool) []countersign.Status {
+	out := []countersign.Status{}
+	for _, st := range []countersign.Status{countersign.StatusPending, countersign.StatusApproved, countersign.StatusDenied,
+		countersign.StatusResponded, countersign.StatusStopped, countersign.StatusExpired, countersign.StatusCancelled,
+		countersign.StatusConsumed} {
+		if seedStatus(st, claude) == word {
+			out = append(out, st)
 		}
 	}
-	return out, nil
+	return out
 }
 
 func unixOrNil(t time.Time) any {

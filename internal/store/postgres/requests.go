@@ -287,7 +287,8 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 	if f.AccountID == "" {
 		return nil, countersign.Errorf(countersign.EINVALID, "an account is required to list requests")
 	}
-	if hasNUL(f.AccountID, string(f.Status), f.Reference, f.SessionID) {
+	if hasNUL(f.AccountID, string(f.Status), f.Reference, f.SessionID, string(f.Kind), f.SeedPrefix) ||
+		(f.Statuses != nil && len(f.Statuses) == 0) {
 		return []*countersign.Request{}, nil // nothing stored matches
 	}
 	var a args
@@ -300,6 +301,24 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 	}
 	if f.SessionID != "" {
 		where = append(where, "session_id = "+a.add(f.SessionID))
+	}
+	if f.Kind != "" {
+		where = append(where, "kind = "+a.add(string(f.Kind)))
+	}
+	if f.SeedPrefix != "" {
+		// The seed requests of an account are a few among its v1 and MCP
+		// ones: requests_account_seed holds only them, newest first by
+		// kind, however many others the account has.
+		where = append(where, "seed_id <> ''", "starts_with(seed_id, "+a.add(f.SeedPrefix)+")")
+	}
+	if f.Statuses != nil {
+		statuses := []string{} // a status with a NUL matches nothing stored
+		for _, st := range f.Statuses {
+			if !hasNUL(string(st)) {
+				statuses = append(statuses, string(st))
+			}
+		}
+		where = append(where, "status = ANY("+a.add(statuses)+")")
 	}
 	limit := f.Limit
 	if limit <= 0 {

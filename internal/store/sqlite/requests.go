@@ -227,6 +227,29 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 	if f.SessionID != "" {
 		where, args = append(where, "json_extract(context, '$.session_id') = ?"), append(args, f.SessionID)
 	}
+	if f.Kind != "" {
+		where, args = append(where, "kind = ?"), append(args, f.Kind)
+	}
+	index := ""
+	if f.SeedPrefix != "" {
+		// The seed requests of an account are a few among its v1 and MCP
+		// ones: requests_account_seed holds only them, newest first by
+		// kind, however many others the account has.
+		where = append(where, "seed_id <> ''", "substr(seed_id, 1, length(?)) = ?")
+		args = append(args, f.SeedPrefix, f.SeedPrefix)
+		if f.Kind != "" {
+			index = " INDEXED BY requests_account_seed"
+		}
+	}
+	if f.Statuses != nil {
+		if len(f.Statuses) == 0 {
+			return []*countersign.Request{}, nil
+		}
+		where = append(where, "status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
+		for _, st := range f.Statuses {
+			args = append(args, st)
+		}
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = defaultListLimit
@@ -234,7 +257,7 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 	limit = min(limit, maxListLimit)
 	args = append(args, limit)
 
-	rows, err := db.read.QueryContext(ctx, `SELECT `+requestColumns+` FROM requests
+	rows, err := db.read.QueryContext(ctx, `SELECT `+requestColumns+` FROM requests`+index+`
 		WHERE `+strings.Join(where, " AND ")+`
 		ORDER BY created_at DESC, id DESC LIMIT ?`, args...)
 	if err != nil {

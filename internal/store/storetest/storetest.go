@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
 		{"Seed", testSeed},
+		{"SeedLists", testSeedLists},
 		{"Channels", testChannels},
 		{"OutboxWithRequest", testOutboxWithRequest},
 		{"OutboxClaim", testOutboxClaim},
