@@ -102,8 +102,11 @@ func newGateway(o options) (*Gateway, error) {
 	g.recent.m = map[string]recentAsk{}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
 		&mcp.ServerOptions{
-			HasTools: true, // even before the first upstream is up: its tools follow with list_changed
-			Logger:   quiet(o.log),
+			// Tools even before the first upstream is up: its tools follow
+			// with list_changed. No logging: the gateway sends its client
+			// no log messages.
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+			Logger:       quiet(o.log),
 			// The tool list depends on the caller's key: no intermediary
 			// may serve one key's list to another.
 			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },

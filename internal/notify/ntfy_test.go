@@ -94,6 +94,9 @@ func TestNtfyReplacedOnDecision(t *testing.T) {
 		t.Fatalf("published %d messages, want 1", len(published))
 	}
 	m := published[0]
+	if len(shown) != 1 || shown[r.ID] != m {
+		t.Errorf("the phone shows %+v, want only the published message under its sequence id", shown)
+	}
 	if m.Sequence != r.ID || m.Title != "Approve? "+ref+" (rm)" || m.Priority != "high" || m.Click != inbox ||
 		m.Actions != "view, Open in inbox, "+inbox+", clear=true" {
 		t.Errorf("message = %+v", m)

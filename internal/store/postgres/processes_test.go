@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,9 +52,11 @@ func binary(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
+		// go test puts its own GOROOT/bin first on PATH.
 		goTool, err := exec.LookPath("go")
 		if err != nil {
-			goTool = filepath.Join(runtime.GOROOT(), "bin", "go")
+			binErr = err
+			return
 		}
 		binPath = filepath.Join(binDir, "countersign")
 		cmd := exec.Command(goTool, "build", "-o", binPath, "github.com/countersign/countersign/cmd/countersign")

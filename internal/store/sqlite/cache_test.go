@@ -59,7 +59,7 @@ func newCacheFixture(t *testing.T) *cacheFixture {
 
 // read reads the key, the token and the channels, as a server does on
 // every call.
-func (f *cacheFixture) read(t *testing.T) (key *countersign.AgentKey, tokenErr error, channels []*countersign.Channel) {
+func (f *cacheFixture) read(t *testing.T) (key *countersign.AgentKey, channels []*countersign.Channel, tokenErr error) {
 	t.Helper()
 	ctx := t.Context()
 	key, err := f.db.AgentKeyByHash(ctx, f.keyHash)
@@ -71,7 +71,7 @@ func (f *cacheFixture) read(t *testing.T) (key *countersign.AgentKey, tokenErr e
 	if err != nil {
 		t.Fatalf("Channels: %v", err)
 	}
-	return key, tokenErr, channels
+	return key, channels, tokenErr
 }
 
 // A cached credential or channel is never served after a change to it has
@@ -94,10 +94,10 @@ func TestCacheChanges(t *testing.T) {
 	exec(t, raw, `UPDATE agent_keys SET name = 'agent' WHERE id = ?`, f.key.ID)
 
 	// What the caches hand out is a copy.
-	k, _, cs := f.read(t)
+	k, cs, _ := f.read(t)
 	k.SeedSecret[0], cs[0].Config[2] = 'X', 'X'
 	cs[0].Name = "changed"
-	if k, _, cs := f.read(t); string(k.SeedSecret) != "sealed" || cs[0].Name != "hook" || string(cs[0].Config) != `{"url":"https://hooks.example.com/a"}` {
+	if k, cs, _ := f.read(t); string(k.SeedSecret) != "sealed" || cs[0].Name != "hook" || string(cs[0].Config) != `{"url":"https://hooks.example.com/a"}` {
 		t.Fatalf("a caller's change reached the cache: %q, %q, %s", k.SeedSecret, cs[0].Name, cs[0].Config)
 	}
 
@@ -106,13 +106,13 @@ func TestCacheChanges(t *testing.T) {
 		Config: json.RawMessage(`{"url":"https://hooks.example.com/b"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, cs := f.read(t); len(cs) != 1 || string(cs[0].Config) != `{"url":"https://hooks.example.com/b"}` {
+	if _, cs, _ := f.read(t); len(cs) != 1 || string(cs[0].Config) != `{"url":"https://hooks.example.com/b"}` {
 		t.Fatalf("channels after an update here: %+v", cs)
 	}
 	if err := f.db.RemoveMembership(ctx, f.approver.ID, f.account.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err, _ := f.read(t); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+	if _, _, err := f.read(t); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Fatalf("the token of an approver who left the account: %v, want not found", err)
 	}
 
@@ -123,7 +123,7 @@ func TestCacheChanges(t *testing.T) {
 		t.Fatal("a key revoked by another process is still served as valid")
 	}
 	otherProcess(t, f.path, "remove-channel", f.account.ID)
-	if _, _, cs := f.read(t); len(cs) != 0 {
+	if _, cs, _ := f.read(t); len(cs) != 0 {
 		t.Fatalf("a channel removed by another process is still listed: %+v", cs)
 	}
 }
