@@ -227,8 +227,12 @@ func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, 
 				f.cancel(req.ID)
 				return nil, f.serverError(res.err)
 			}
-			if code, final := f.outcome(res.r); final {
+			if res.r.Status != "pending" {
+				// The countdown line is cleared before the outcome
+				// is said, or the outcome would be written onto it.
 				stopCountdown()
+			}
+			if code, final := f.outcome(res.r); final {
 				return res.r, code
 			}
 		}

@@ -128,6 +128,28 @@ type runCase struct {
 	execs  []execCall
 	// interrupt, when set, is the wrapper's Ctrl-C.
 	interrupt chan os.Signal
+	// terminal, when set, is a fake terminal on stderr: the countdown
+	// runs and writes to it beside the wrapper's messages.
+	terminal *fakeTerminal
+}
+
+// fakeTerminal records what is written to it, in order, from any
+// goroutine.
+type fakeTerminal struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (f *fakeTerminal) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.Write(p)
+}
+
+func (f *fakeTerminal) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.out.String()
 }
 
 func newRunCase(t *testing.T, vars map[string]string) *runCase {
@@ -172,9 +194,13 @@ func (c *runCase) run(args ...string) int {
 	if interrupt == nil {
 		interrupt = make(chan os.Signal)
 	}
+	var stderr io.Writer = &c.stderr
+	if c.terminal != nil {
+		stderr = c.terminal
+	}
 	e := &saferm.Env{
-		Args: args, Stdout: &c.stdout, Stderr: &c.stderr, Getenv: c.getenv, Cwd: c.dir, Self: self,
-		Interrupt: interrupt,
+		Args: args, Stdout: &c.stdout, Stderr: stderr, Getenv: c.getenv, Cwd: c.dir, Self: self,
+		Interrupt: interrupt, Terminal: c.terminal != nil,
 		Exec: func(path string, argv []string, env []string) error {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -295,6 +321,37 @@ func TestRunApprovedExecsOriginalArgs(t *testing.T) {
 	list := s.requests(t)
 	if len(list) != 1 || list[0].Status != "consumed" || list[0].Kind != "rm" || list[0].Action != "rm -r proj -v" {
 		t.Errorf("requests after the approval: %+v", list)
+	}
+}
+
+// On a terminal the countdown line is cleared before the outcome is
+// said: the outcome starts a line of its own, not the countdown's.
+func TestRunTerminalClearsCountdownBeforeOutcome(t *testing.T) {
+	for _, decision := range []string{"approve", "deny"} {
+		t.Run(decision, func(t *testing.T) {
+			s := newRunServer(t)
+			c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+			c.terminal = &fakeTerminal{}
+			c.write("proj/a.txt", "x\n")
+			decided := s.decideNext(t.Context(), decision)
+			c.run("-r", "proj")
+			if err := <-decided; err != nil {
+				t.Fatalf("decide: %v", err)
+			}
+			out := c.terminal.String()
+			ref := s.requests(t)[0].Reference
+			word := map[string]string{"approve": " approved by ", "deny": " denied by "}[decision]
+			at := strings.Index(out, "countersign rm: "+ref+word)
+			if at < 0 {
+				t.Fatalf("no outcome line for %s in %q", ref, out)
+			}
+			if !strings.Contains(out[:at], "(Ctrl-C cancels)") {
+				t.Fatalf("no countdown before the outcome in %q", out)
+			}
+			if before := out[:at]; !strings.HasSuffix(before, "\r\x1b[K") {
+				t.Errorf("the outcome follows %q, not the clearing of the countdown line", before[max(0, len(before)-40):])
+			}
+		})
 	}
 }
 
