@@ -15,7 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/web"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // approverConfig is the terminal client's file, approver.toml in the user's
@@ -122,7 +122,7 @@ func runList(ctx context.Context, env *Env, args []string) error {
 		if r.Status != "pending" && r.Status != "approved" {
 			expires = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, r.Key, expires, oneLine(r.Action, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, oneLine(r.Key, 40), expires, oneLine(r.Action, 80))
 	}
 	return tw.Flush()
 }
@@ -185,16 +185,18 @@ func apiError(c *client.Client, err error) error {
 	return err
 }
 
-// oneLine shortens s to one line of at most n characters. What an agent
-// wrote reaches a terminal here: control characters (escape sequences that
-// erase or rewrite the line) and direction overrides are shown as escapes,
-// not acted on.
+// oneLine shortens s to one line of at most n characters of what the
+// agent wrote. What an agent wrote reaches a terminal here: hidden
+// characters (escape sequences that erase or rewrite the line, direction
+// overrides, zero-width characters) and line breaks are shown as escapes
+// (visible.Line), not acted on. It is cut before it is escaped, so that no
+// escape is cut in half. A tab is a space: the list's columns are
+// tab-separated.
 func oneLine(s string, n int) string {
-	s = web.Visible(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
+		s = string(r[:n-1]) + "…"
 	}
-	return s
+	return visible.Line(strings.ReplaceAll(s, "\t", " "))
 }
 
 // redactURL is u without the password it may hold.

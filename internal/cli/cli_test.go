@@ -169,7 +169,7 @@ func TestOneLine(t *testing.T) {
 		want string
 	}{
 		{"rm -rf /var/www/old", 80, "rm -rf /var/www/old"},
-		{"a\n  b\tc ", 80, "a b c"},
+		{"a\n  b\tc ", 80, `a\n  b c `}, // a line break shows; a tab is a space (the columns are tabs)
 		{"abcdef", 4, "abc…"},
 		{"äöüßé", 3, "äö…"},
 	}

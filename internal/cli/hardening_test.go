@@ -2,20 +2,73 @@ package cli
 
 import (
 	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
-// TestOneLineShowsEscapes: what an agent wrote reaches the approver's
-// terminal with its control characters shown, never acted on.
-func TestOneLineShowsEscapes(t *testing.T) {
-	got := oneLine("rm -rf / \x1b[2K\x1b[1Gharmless ls\a \u202e", 200)
-	if strings.ContainsAny(got, "\x1b\a\u202e") || !strings.Contains(got, `\x1b[2K`) || !strings.Contains(got, `\u202e`) {
-		t.Errorf("oneLine = %q", got)
+// TestListShowsHiddenCharacters: what an agent wrote reaches the
+// approver's terminal through countersign list with every hidden
+// character and line break shown as an escape, never acted on: an escape
+// sequence that erases the line, a direction override, zero-width
+// characters.
+func TestListShowsHiddenCharacters(t *testing.T) {
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := admin.CreateAgentKey(ctx, "acme", "agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CreateApprover(ctx, "acme", "ann", "correct horse battery"); err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := admin.CreateApproverToken(ctx, "ann", "acme", "terminal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	reg := metrics.NewRegistry()
+	hub := approval.NewHub()
+	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	agent, err := (&approval.Authenticator{Store: store}).Agent(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const action = "rm -rf / \x1b[2K\x1b[1Gharmless\a\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff"
+	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, &approval.Authenticator{Store: store}, reg, log).Handler())
+	t.Cleanup(ts.Close)
+
+	env, stdout, stderr := testEnv(map[string]string{"XDG_CONFIG_HOME": t.TempDir()})
+	if code := Run(ctx, env, []string{"list", "--server", ts.URL, "--token", token}); code != 0 {
+		t.Fatalf("list = %d: %s", code, stderr)
+	}
+	out := stdout.String()
+	if strings.ContainsAny(out, "\x1b\a\u202e\u00ad\u200b\u2060\ufeff") || strings.Count(out, "\n") != 2 {
+		t.Errorf("list passes a hidden character or a line break through:\n%q", out)
+	}
+	if want := `rm -rf / \x1b[2K\x1b[1Gharmless\x07\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff`; !strings.Contains(out, want) {
+		t.Errorf("list does not show %s:\n%s", want, out)
 	}
 }
 

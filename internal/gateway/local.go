@@ -15,7 +15,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/web"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // localPage is ADR 0003's approval page of the standalone gateway: a small
@@ -124,7 +124,7 @@ func (p *localPage) request(r *http.Request) (*countersign.Request, string, erro
 	return req, token, err
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"visible": web.Visible}).Parse(`<!doctype html>
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"visible": visible.String}).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>countersign · {{.Ref}}</title></head><body>
 <h1>countersign: confirm an MCP tool call</h1>

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // Limits of the preview, so that it reads on a phone and stays far below
@@ -22,7 +23,7 @@ const (
 // arguments pretty-printed as JSON, so that nothing the model sends can
 // look like the gateway's own lines. JSON quoting keeps newlines in values
 // from forging lines; invisible and direction-changing characters are
-// escaped; long values and long argument lists are cut with a visible
+// escaped by the rule of every surface (visible.String); long values and long argument lists are cut with a visible
 // mark. The argument hash in the binding covers the whole call, cut or not.
 func Preview(exposed, upstream, tool string, def *ToolInfo, tier Tier, args json.RawMessage) string {
 	var b strings.Builder
@@ -54,7 +55,7 @@ type ToolInfo struct {
 // and invisible characters escaped, cut at max characters.
 func quoteData(s string, max int) string {
 	s = cutString(s, max)
-	return escapeInvisible(strconvQuote(s))
+	return visible.String(strconvQuote(s))
 }
 
 // strconvQuote quotes like JSON, which escapes control characters but keeps
@@ -75,7 +76,7 @@ func prettyArguments(raw json.RawMessage) (string, int, bool) {
 	dec.UseNumber() // numbers exactly as sent
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return escapeInvisible(strconvQuote(string(raw))), len(raw), false
+		return visible.String(strconvQuote(string(raw))), len(raw), false
 	}
 	v, cut := cutStrings(v)
 	var buf bytes.Buffer
@@ -95,7 +96,7 @@ func prettyArguments(raw json.RawMessage) (string, int, bool) {
 		out = out[:end] + fmt.Sprintf("\n… [%d more bytes of arguments not shown]", len(out)-end)
 		cut = true
 	}
-	return escapeInvisible(out), len(raw), cut
+	return visible.String(out), len(raw), cut
 }
 
 // cutStrings shortens every string value longer than previewString
@@ -135,28 +136,4 @@ func cutString(s string, max int) string {
 	}
 	rs := []rune(s)
 	return string(rs[:max]) + fmt.Sprintf("… [%d more characters not shown]", n-max)
-}
-
-// escapeInvisible writes characters that display as nothing or reorder the
-// text (format characters such as U+202E or U+200B, and the line and
-// paragraph separators) as \uXXXX escapes, so that what the human reads is
-// what is there. JSON already escapes control characters.
-func escapeInvisible(s string) string {
-	if !strings.ContainsFunc(s, invisible) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if invisible(r) {
-			fmt.Fprintf(&b, `\u%04x`, r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func invisible(r rune) bool {
-	return unicode.Is(unicode.Cf, r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r) ||
-		(unicode.IsControl(r) && r != '\n' && r != '\t') || r == utf8.RuneError
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/web"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // EventTest is the event of a test message.
@@ -51,7 +51,7 @@ func (m *Message) Headline(n int) string {
 	if m.Request == nil {
 		return ""
 	}
-	line, _, _ := strings.Cut(web.Visible(m.Request.Action), "\n")
+	line, _, _ := strings.Cut(visible.String(m.Request.Action), "\n")
 	return shorten(line, n)
 }
 
@@ -168,14 +168,14 @@ func (m *Message) Buttons() []Button {
 var templateFS embed.FS
 
 var funcs = map[string]any{
-	"visible": web.Visible,
+	"visible": visible.String,
 	// line is visible for a field of one line: a line break shows as \n,
 	// so that an agent's field cannot add lines of its own to a message
 	// (a second "Approve:" with a link of its own, say).
-	"line": func(s string) string { return strings.ReplaceAll(web.Visible(s), "\n", `\n`) },
+	"line": visible.Line,
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 	"indent": func(s string) string {
-		return "    " + strings.ReplaceAll(web.Visible(s), "\n", "\n    ")
+		return "    " + strings.ReplaceAll(visible.String(s), "\n", "\n    ")
 	},
 }
 

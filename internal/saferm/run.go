@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // Exit statuses of the wrapper, after the seed: 1 for every refusal, 130
@@ -246,18 +247,18 @@ func (f *flow) outcome(r *client.Request) (code int, final bool) {
 	case "pending":
 		return 0, false
 	case "approved":
-		e.say("%s approved by %s", r.Reference, r.DecidedBy)
+		e.say("%s approved by %s", r.Reference, oneLine(r.DecidedBy))
 		return -1, true
 	case "denied":
 		if r.Text != "" {
-			e.say("%s denied by %s: %s; nothing was deleted", r.Reference, r.DecidedBy, r.Text)
+			e.say("%s denied by %s: %s; nothing was deleted", r.Reference, oneLine(r.DecidedBy), visible.Line(r.Text))
 		} else {
-			e.say("%s denied by %s; nothing was deleted", r.Reference, r.DecidedBy)
+			e.say("%s denied by %s; nothing was deleted", r.Reference, oneLine(r.DecidedBy))
 		}
 	case "responded":
-		e.say("%s not approved; %s answered: %s", r.Reference, r.DecidedBy, r.Text)
+		e.say("%s not approved; %s answered: %s", r.Reference, oneLine(r.DecidedBy), visible.Line(r.Text))
 	case "stopped":
-		e.say("%s: %s stopped this session; nothing was deleted", r.Reference, r.DecidedBy)
+		e.say("%s: %s stopped this session; nothing was deleted", r.Reference, oneLine(r.DecidedBy))
 		return ExitStopped, true
 	case "expired":
 		e.say("%s expired without a decision; nothing was deleted", r.Reference)
@@ -388,9 +389,13 @@ func configName(c *Config) string {
 	return "~/.config/countersign/config.toml"
 }
 
+// oneLine is a text of the server's for one line of the terminal: cut to
+// 120 characters, then every hidden character and line break shown as an
+// escape (visible.Line), so that what comes back cannot rewrite the
+// terminal.
 func oneLine(s string) string {
 	if r := []rune(s); len(r) > 120 {
-		return string(r[:119]) + "…"
+		s = string(r[:119]) + "…"
 	}
-	return s
+	return visible.Line(s)
 }

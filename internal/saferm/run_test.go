@@ -90,6 +90,11 @@ func (s *runServer) requests(t *testing.T) []*client.Request {
 // decideNext waits for a pending request and decides it, in the
 // background; the returned channel yields the decided request or an error.
 func (s *runServer) decideNext(ctx context.Context, decision string) <-chan error {
+	return s.decideNextWith(ctx, client.Decision{Decision: decision})
+}
+
+// decideNextWith is decideNext with the decision's text.
+func (s *runServer) decideNextWith(ctx context.Context, d client.Decision) <-chan error {
 	done := make(chan error, 1)
 	go func() {
 		for ctx.Err() == nil {
@@ -99,7 +104,7 @@ func (s *runServer) decideNext(ctx context.Context, decision string) <-chan erro
 				return
 			}
 			if len(list) > 0 {
-				_, err := s.approver.Decide(ctx, list[0].ID, client.Decision{Decision: decision})
+				_, err := s.approver.Decide(ctx, list[0].ID, d)
 				done <- err
 				return
 			}
@@ -352,6 +357,25 @@ func TestRunTerminalClearsCountdownBeforeOutcome(t *testing.T) {
 				t.Errorf("the outcome follows %q, not the clearing of the countdown line", before[max(0, len(before)-40):])
 			}
 		})
+	}
+}
+
+// The answer a wrapper prints comes from the server: its hidden
+// characters and line breaks are shown as escapes, not obeyed by the
+// terminal.
+func TestRunAnswerShownEscaped(t *testing.T) {
+	s := newRunServer(t)
+	c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key})
+	c.write("proj/a.txt", "x\n")
+	decided := s.decideNextWith(t.Context(), client.Decision{Decision: "deny", Text: "no\x1b[2K\rok\u202e\u200b\nsecond"})
+	c.run("-r", "proj")
+	if err := <-decided; err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	c.wantNoExec()
+	out := c.stderr.String()
+	if strings.ContainsAny(out, "\x1b\r\u202e\u200b") || !strings.Contains(out, `: no\x1b[2K\x0dok\u202e\u200b\nsecond; nothing was deleted`) {
+		t.Errorf("the answer is not shown escaped on one line:\n%q", out)
 	}
 }
 

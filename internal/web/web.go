@@ -12,7 +12,8 @@ import (
 	"io/fs"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/countersign/countersign/internal/visible"
 )
 
 //go:embed templates/*.html
@@ -77,35 +78,11 @@ func (p *Pages) Render(w io.Writer, page string, data any) error {
 }
 
 var funcs = template.FuncMap{
-	"visible":  Visible,
+	"visible":  visible.String, // every value an agent wrote, the one rule of every surface
 	"rfc3339":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lines":    firstLines,
 	"hasLines": func(s string, n int) bool { return strings.Count(s, "\n") >= n },
-}
-
-// Visible makes control characters visible: an ANSI escape sequence or a
-// carriage return in a command is shown as \x1b or \r rather than passed to
-// the page, where it could hide what follows. Newlines and tabs stay.
-func Visible(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r == '\n' || r == '\t':
-			b.WriteRune(r)
-		case r == unicode.ReplacementChar:
-			b.WriteString(`\ufffd`)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
-			if r < 0x100 {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 // firstLines returns the first n lines of s.

@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// TestLocalPageShowsHiddenCharacters: the standalone gateway's page shows
+// every hidden character of a preview as an escape, even of one that did
+// not come from Preview (which escapes them already).
+func TestLocalPageShowsHiddenCharacters(t *testing.T) {
+	ctx := t.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "local"); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := admin.CreateAgentKey(ctx, "local", "mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := (&approval.Authenticator{Store: store}).Agent(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	reg := metrics.NewRegistry()
+	hub := approval.NewHub()
+	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	const preview = "send_mail to=a@example.com\u00ad\u200b\u2060\ufeff \u202etxt.exe\U000e0041 \x1b[2K"
+	r, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindMCP, Action: "send_mail", Preview: preview})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var link string
+	p := newLocalPage(svc, agent, func(u string) error { link = u; return nil }, log)
+	t.Cleanup(p.close)
+	if err := p.open(ctx, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	page := string(b)
+	if resp.StatusCode != http.StatusOK || strings.ContainsAny(page, "\u00ad\u200b\u2060\ufeff\u202e\U000e0041\x1b") {
+		t.Errorf("the page (%d) holds a hidden character raw:\n%q", resp.StatusCode, page)
+	}
+	if want := `a@example.com\u00ad\u200b\u2060\ufeff \u202etxt.exe\U000e0041 \x1b[2K`; !strings.Contains(page, want) {
+		t.Errorf("the page does not show %s:\n%s", want, page)
+	}
+}
