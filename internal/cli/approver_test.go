@@ -33,7 +33,7 @@ func TestApproverPasswdRemove(t *testing.T) {
 		t.Fatalf("approver create in a second account: %d %s", code, out)
 	}
 
-	store, err := openStore(t.Context(), dir)
+	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestTokenListRevoke(t *testing.T) {
 	}
 	secret := strings.TrimSpace(strings.Split(strings.Split(out, "\n\n")[1], "\n")[0])
 
-	store, err := openStore(t.Context(), dir)
+	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestApproverCreateGeneratesPassword(t *testing.T) {
 		t.Errorf("adding the approver to a second account printed a password:\n%s", out)
 	}
 
-	store, err := openStore(t.Context(), dir)
+	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

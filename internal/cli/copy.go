@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/datadir"
 )
 
 // runStoreCmd is "countersign store copy --from A --to B": it moves an
@@ -37,7 +37,8 @@ func runStoreCmd(ctx context.Context, env *Env, args []string) error {
 // to, in one transaction on the target, then verifies the copy's audit log
 // against the source's head.
 func copyStore(ctx context.Context, env *Env, from, to string) error {
-	src, err := openLocation(ctx, from, true)
+	log := warnLog(env)
+	src, err := openLocation(ctx, from, true, log)
 	if err != nil {
 		return err
 	}
@@ -46,8 +47,8 @@ func copyStore(ctx context.Context, env *Env, from, to string) error {
 		// A server started on the target during the copy would write
 		// into it (a first start): the target is held as a server
 		// holds it, and one running there refuses the copy.
-		if err := os.MkdirAll(to, 0o700); err != nil {
-			return fmt.Errorf("create the data directory: %w", err)
+		if err := datadir.Prepare(to, log); err != nil {
+			return err
 		}
 		release, err := lockData(to)
 		if err != nil {
@@ -55,7 +56,7 @@ func copyStore(ctx context.Context, env *Env, from, to string) error {
 		}
 		defer release()
 	}
-	dst, err := openLocation(ctx, to, false)
+	dst, err := openLocation(ctx, to, false, log)
 	if err != nil {
 		return err
 	}

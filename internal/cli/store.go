@@ -14,15 +14,18 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/datadir"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // openStore opens the SQLite store of the data directory, creating it on
-// first use.
-func openStore(ctx context.Context, dir string) (countersign.Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("create the data directory: %w", err)
+// first use. Every command that opens a data directory comes through
+// here: the directory is tightened, or refused, first (datadir.Prepare),
+// each change said in log.
+func openStore(ctx context.Context, dir string, log *slog.Logger) (countersign.Store, error) {
+	if err := datadir.Prepare(dir, log); err != nil {
+		return nil, err
 	}
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"))
 	if err != nil {
@@ -74,7 +77,8 @@ func (l *storeLocation) url() (string, error) {
 }
 
 // open opens the store: PostgreSQL when a database URL is set, else SQLite
-// in the data directory.
+// in the data directory. log receives the listener's reconnections and
+// the changes made to the data directory; nil: the changes go to stderr.
 func (l *storeLocation) open(ctx context.Context, log *slog.Logger) (countersign.Store, error) {
 	u, err := l.url()
 	if err != nil {
@@ -83,7 +87,16 @@ func (l *storeLocation) open(ctx context.Context, log *slog.Logger) (countersign
 	if u != "" {
 		return openDatabase(ctx, u, log)
 	}
-	return openStore(ctx, dataDir(l.env, *l.data))
+	if log == nil {
+		log = warnLog(l.env)
+	}
+	return openStore(ctx, dataDir(l.env, *l.data), log)
+}
+
+// warnLog is the log of an administration command: its warnings, such as
+// a data directory made 0700, on stderr.
+func warnLog(env *Env) *slog.Logger {
+	return slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // mustExist refuses a data directory that holds no store, where open
@@ -134,8 +147,8 @@ func isDatabaseURL(s string) bool {
 
 // openLocation opens a store named by a data directory or a PostgreSQL
 // URL. mustExist refuses a data directory without a store, which opening
-// would create.
-func openLocation(ctx context.Context, loc string, mustExist bool) (countersign.Store, error) {
+// would create. log receives the changes made to the data directory.
+func openLocation(ctx context.Context, loc string, mustExist bool, log *slog.Logger) (countersign.Store, error) {
 	if isDatabaseURL(loc) {
 		return openDatabase(ctx, loc, nil)
 	}
@@ -144,7 +157,7 @@ func openLocation(ctx context.Context, loc string, mustExist bool) (countersign.
 			return nil, err
 		}
 	}
-	return openStore(ctx, loc)
+	return openStore(ctx, loc, log)
 }
 
 // describeLocation names a location for a message, without secrets.
@@ -177,14 +190,16 @@ func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logg
 		}
 		return s, "postgres " + describeURL(databaseURL), func() { s.Close() }, nil
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, "", nil, fmt.Errorf("create the data directory: %w", err)
+	// Tightened before the lock is taken: the lock file is opened there,
+	// and in a directory open to others it could be another user's link.
+	if err := datadir.Prepare(dir, log); err != nil {
+		return nil, "", nil, err
 	}
 	release, err := lockData(dir)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	s, err := openStore(ctx, dir)
+	s, err := openStore(ctx, dir, log)
 	if err != nil {
 		release()
 		return nil, "", nil, err

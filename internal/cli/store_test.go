@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // runCLI runs a command in process with the environment vars and returns
@@ -66,7 +68,7 @@ func TestMigrate(t *testing.T) {
 	if code != 0 || m == nil || !strings.HasPrefix(out, "SQLite "+filepath.Join(dir, "countersign.db")) {
 		t.Fatalf("migrate of a data directory: %d %q %q", code, out, errOut)
 	}
-	store, err := openStore(t.Context(), dir)
+	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +113,7 @@ func TestStoreCopy(t *testing.T) {
 	}
 	// Requests in several states, through the service, as a server makes
 	// them.
-	store, err := openStore(t.Context(), dir)
+	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,5 +201,57 @@ func TestStoreCopy(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("copying from a missing directory created it: %v", err)
+	}
+}
+
+// TestDataDirTightenedOnEveryStart: a data directory that became open to
+// others is closed again by the next command that opens it, an
+// administration command or the server, and the change is said.
+func TestDataDirTightenedOnEveryStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	db := filepath.Join(dir, "countersign.db")
+	if code, _, errOut := runCLI(t, nil, "account", "create", "acme", "--data", dir); code != 0 {
+		t.Fatalf("account create: %d %s", code, errOut)
+	}
+	open := func() {
+		t.Helper()
+		if err := os.Chmod(dir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(db, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantTight := func(what string) {
+		t.Helper()
+		for path, want := range map[string]os.FileMode{dir: 0o700, db: 0o600} {
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != want {
+				t.Errorf("%s: %s is %v (%v), want %04o", what, path, fi.Mode().Perm(), err, want)
+			}
+		}
+	}
+
+	open()
+	code, out, errOut := runCLI(t, nil, "account", "list", "--data", dir)
+	if code != 0 || !strings.Contains(out, "acme") {
+		t.Fatalf("account list: %d %q %q", code, out, errOut)
+	}
+	wantTight("account list")
+	for _, want := range []string{"level=WARN", "the data directory was open to other users: made it 0700", "mode=0777", "file=countersign.db mode=0644"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("account list does not say %q:\n%s", want, errOut)
+		}
+	}
+
+	open()
+	logs := &testutil.LogBuffer{}
+	_, _, closeStore, err := openServeStore(t.Context(), dir, "", slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeStore()
+	wantTight("serve")
+	if !strings.Contains(logs.String(), "made it 0700") || !strings.Contains(logs.String(), "file=countersign.db mode=0644") {
+		t.Errorf("serve does not log the changes:\n%s", logs)
 	}
 }

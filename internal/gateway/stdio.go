@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/datadir"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
@@ -46,7 +47,7 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	dir, cleanup, err := dataDir(cfg.Data)
+	dir, cleanup, err := dataDir(cfg.Data, o.Log)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,12 +88,13 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	return g, close, nil
 }
 
-// dataDir returns the configured data directory, created, or a temporary
-// one that cleanup removes.
-func dataDir(configured string) (dir string, cleanup func(), err error) {
+// dataDir returns the configured data directory, created or tightened as
+// every command does (datadir.Prepare), or a temporary one that cleanup
+// removes.
+func dataDir(configured string, log *slog.Logger) (dir string, cleanup func(), err error) {
 	if configured != "" {
-		if err := os.MkdirAll(configured, 0o700); err != nil {
-			return "", nil, fmt.Errorf("create the gateway's data directory: %w", err)
+		if err := datadir.Prepare(configured, log); err != nil {
+			return "", nil, err
 		}
 		return configured, func() {}, nil
 	}
