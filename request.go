@@ -100,6 +100,11 @@ type Request struct {
 	// as "delete:del_1700000000_12345"; empty for the v1 API. It is unique
 	// among all requests.
 	SeedID string
+	// ArgumentsText is Arguments as a human reads them, indented and
+	// bounded in size: rendered once when the request is created and
+	// stored, so that no page view renders the arguments again. Empty for
+	// no arguments, and for requests stored before it existed.
+	ArgumentsText string
 	// Links are stored with a new request and never read back with it.
 	Links []Link
 	// Outbox holds the notifications of a new request, stored in its

@@ -12,6 +12,7 @@ import (
 	"strconv"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/limit"
 	"github.com/gowebpki/jcs"
 )
 
@@ -22,10 +23,15 @@ import (
 // The canonical form writes every number as a double. A number a double
 // cannot hold (9007199254740993, which becomes …992) would give two
 // different calls one hash, and an approval of one would pass the other:
-// such a number is refused with ErrInexactNumber.
+// such a number is refused with ErrInexactNumber. Arguments nested deeper
+// than limit.MaxJSONDepth are refused with limit.ErrTooDeep, before any
+// decoding.
 func Canonical(raw json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = json.RawMessage("{}")
+	}
+	if err := limit.CheckJSONDepth(raw); err != nil {
+		return nil, err
 	}
 	out, err := jcs.Transform(raw)
 	if err != nil {
@@ -100,6 +106,8 @@ func HashArguments(raw json.RawMessage) (string, error) {
 func argumentsError(err error) error {
 	if errors.Is(err, ErrInexactNumber) {
 		return countersign.Errorf(countersign.EINVALID, "arguments: %v", ErrInexactNumber)
+	} else if errors.Is(err, limit.ErrTooDeep) {
+		return countersign.Errorf(countersign.EINVALID, "arguments: %v", limit.ErrTooDeep)
 	}
 	return countersign.Errorf(countersign.EINVALID, "arguments must be valid JSON")
 }

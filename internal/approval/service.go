@@ -6,7 +6,6 @@
 package approval
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/limit"
 	"github.com/countersign/countersign/internal/metrics"
 )
 
@@ -99,13 +99,21 @@ func (s *Service) Hub() *Hub { return s.hub }
 // a phone and one agent cannot fill the store.
 const (
 	maxAction      = 4096
-	maxPreview     = 16 << 10
+	maxPreview     = MaxPreview
 	maxArguments   = 32 << 10
 	maxRiskReasons = 50
 	maxRiskReason  = 500
 	maxContext     = 1024
 	maxText        = 4000
 )
+
+// MaxPreview is the most bytes a request's preview may hold. A preview the
+// service or a route builds from an agent's input is cut to it, with a
+// visible mark.
+const MaxPreview = 16 << 10
+
+// MaxArgumentsText is the most bytes of a request's ArgumentsText.
+const MaxArgumentsText = 16 << 10
 
 // Create implements countersign.Service.
 func (s *Service) Create(ctx context.Context, agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, bool, error) {
@@ -182,7 +190,7 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		return nil, countersign.Errorf(countersign.EINVALID, "ttl must be between 10 seconds and %s", s.cfg.MaxTTL)
 	}
 	now := s.clock.Now()
-	return &countersign.Request{
+	r := &countersign.Request{
 		ID:          countersign.NewOrderedID("req_"),
 		AccountID:   agent.AccountID,
 		KeyID:       agent.KeyID,
@@ -201,7 +209,11 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		Seed:        in.Seed,
 		SeedID:      in.SeedID,
 		Links:       in.Links,
-	}, nil
+	}
+	// Rendered here, once: pages show this text and never render the
+	// arguments again.
+	r.ArgumentsText = ArgumentsText(args)
+	return r, nil
 }
 
 // applyWindow approves the request at once when an auto-approve window of
@@ -245,18 +257,28 @@ func WindowAction(kind countersign.Kind, action string) string {
 }
 
 // DefaultPreview is the preview of a request that came without one: the
-// action and its arguments, indented.
+// action and its arguments, indented, cut to MaxPreview with a visible
+// mark. The canonical text itself is indented, so that numbers and strings
+// read exactly as sent and no < or & turns into a \u escape; building it
+// costs the size of the arguments, however deep they nest.
 func DefaultPreview(action string, canonicalArgs json.RawMessage) string {
 	if string(canonicalArgs) == "{}" {
 		return action
 	}
-	// Indent the canonical text itself, so that numbers and strings read
-	// exactly as sent, and no < or & turns into a \u escape.
-	var b bytes.Buffer
-	if err := json.Indent(&b, canonicalArgs, "", "  "); err != nil {
-		return action
+	if len(action)+1+64 > MaxPreview {
+		return limit.Text(action, MaxPreview) // refused for its action anyway
 	}
-	return action + "\n" + b.String()
+	return action + "\n" + limit.IndentJSON(canonicalArgs, MaxPreview-len(action)-1)
+}
+
+// ArgumentsText is the arguments as pages show them: the canonical JSON
+// indented, cut to MaxArgumentsText with a visible mark; empty for no
+// arguments.
+func ArgumentsText(canonicalArgs json.RawMessage) string {
+	if len(canonicalArgs) == 0 || string(canonicalArgs) == "{}" {
+		return ""
+	}
+	return limit.IndentJSON(canonicalArgs, MaxArgumentsText)
 }
 
 func validText(name, v string, max int, required bool) error {

@@ -64,6 +64,7 @@ func populate(t *testing.T, s countersign.Store) {
 			ArgsHash: "args-" + action, Preview: "run " + action + " — ünïcode", PreviewHash: "prev-" + action,
 			RiskReasons: []string{"recursive"}, Context: countersign.RequestContext{User: "ada", SessionID: "sess-1"},
 			Status: status, ExpiresAt: at(10 * time.Minute), SeedID: seedID,
+			ArgumentsText: "{\n  \"cmd\": \"" + action + "\"\n}",
 		}
 		if seedID != "" {
 			r.Seed = json.RawMessage(`{"x":[1,2]}`)

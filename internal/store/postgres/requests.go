@@ -29,7 +29,7 @@ const notifyChannel = "countersign"
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id`
+	consumed_at, seed, seed_id, arguments_text`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -210,11 +210,11 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 		ret = ` RETURNING ` + requestColumns
 	}
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)`+ret,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`+ret,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.Context.SessionID)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, r.Context.SessionID)
 	return nil
 }
 
@@ -349,7 +349,7 @@ func scanRequest(s pgx.Row) (*countersign.Request, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &kind, &r.Action,
 		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &status,
 		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
-		&consumed, &seed, &r.SeedID)
+		&consumed, &seed, &r.SeedID, &r.ArgumentsText)
 	if err != nil {
 		return nil, err
 	}

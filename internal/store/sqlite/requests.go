@@ -20,7 +20,7 @@ const (
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id`
+	consumed_at, seed, seed_id, arguments_text`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -173,11 +173,11 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 // the row back would, without reading it.
 func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
@@ -304,7 +304,7 @@ func scanRequestRow(s scanner) (*requestRow, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
 		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
 		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
-		&row.consumed, &row.seed, &r.SeedID)
+		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText)
 	if err != nil {
 		return nil, err
 	}

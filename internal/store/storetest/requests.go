@@ -28,6 +28,7 @@ func testRequestRoundTrip(t *testing.T, open Opener) {
 	full.AutoApproveUntil = Base.Add(30*time.Minute + 4)
 	full.ConsumedAt = Base.Add(5)
 	full.Seed = json.RawMessage(`{"token_hash":"ab","payload":{"x":[1,2]}}`)
+	full.ArgumentsText = "{\n  \"command\": \"rm -rf /tmp/x\",\n  \"n\": 1.5\n}"
 	// A pending request leaves the optional fields empty.
 	bare := newRequest(f.key2, "Read", `{}`, "read a file")
 	bare.RiskReasons = nil
