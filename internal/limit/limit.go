@@ -118,7 +118,7 @@ func IndentJSON(raw []byte, max int) string {
 // follow them. It writes nothing beyond max, so that its cost grows with
 // len(raw), not with the rendering.
 func Indent(raw []byte, max int) (string, int) {
-	w := &capped{max: max}
+	w := &capped{max: max0(max)}
 	depth := 0
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]

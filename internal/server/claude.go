@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // claudePayload is the body of POST /api/claude-events.
@@ -83,13 +84,15 @@ func claudeInput(raw json.RawMessage) (any, error) {
 	return nil, countersign.Errorf(countersign.EINVALID, "tool_input must be a string or an object")
 }
 
-// claudePreview is what a human sees of a seed Claude event.
+// claudePreview is what a human sees of a seed Claude event, cut to
+// approval.MaxPreview with a visible mark. An object is indented bounded:
+// its indentation grows with its depth at every line.
 func claudePreview(tool string, input any) string {
 	if s, ok := input.(string); ok {
-		return tool + "\n" + s
+		return limit.Text(tool+"\n"+s, approval.MaxPreview)
 	}
-	b, _ := json.MarshalIndent(input, "", "  ")
-	return tool + "\n" + string(b)
+	b, _ := json.Marshal(input)
+	return limit.Text(tool+"\n"+limit.IndentJSON(b, approval.MaxPreview-len(tool)-1), approval.MaxPreview)
 }
 
 // resolvedBy is the seed's resolved_by: "auto_approve", "email" for a link,

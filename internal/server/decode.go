@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // maxBody bounds every API body; a request with its preview and arguments
@@ -41,6 +42,21 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) err
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return countersign.Errorf(countersign.EUNSUPPORTED, "send the body as Content-Type: application/json")
+	}
+	return decodeStrict(data, v)
+}
+
+// tooDeep is the error of a body nested deeper than limit.MaxJSONDepth.
+func tooDeep() error {
+	return countersign.Errorf(countersign.EINVALID, "the body nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
+}
+
+// decodeStrict decodes one JSON object with no unknown fields. A body
+// nested deeper than limit.MaxJSONDepth is refused before it is decoded:
+// no handler works on one.
+func decodeStrict(data []byte, v any) error {
+	if limit.CheckJSONDepth(data) != nil {
+		return tooDeep()
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // requestView is a request as the pages show it.
@@ -28,25 +27,44 @@ func viewOf(r *countersign.Request) *requestView {
 	v := &requestView{
 		ID: r.ID, Ref: countersign.FormatReference(r.Reference), Kind: string(r.Kind), Action: r.Action,
 		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: r.RiskReasons, Ctx: r.Context,
+		Arguments: r.ArgumentsText,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, DecidedBy: r.DecidedBy,
 		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
 	}
-	if len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
-		// Numbers as the agent's canonical JSON has them, and without HTML
-		// escaping, so that the human reads "a && b" and not
-		// "a \u0026\u0026 b"; the template escapes for the page.
-		var a any
-		dec := json.NewDecoder(bytes.NewReader(r.Arguments))
-		dec.UseNumber()
-		if dec.Decode(&a) == nil {
-			var b strings.Builder
-			enc := json.NewEncoder(&b)
-			enc.SetEscapeHTML(false)
-			enc.SetIndent("", "  ")
-			if enc.Encode(a) == nil {
-				v.Arguments = strings.TrimSuffix(b.String(), "\n")
-			}
-		}
+	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
+		// A request stored before its arguments text was: rendered
+		// here, bounded as at create. Every request created since has
+		// it stored.
+		v.Arguments = approval.ArgumentsText(r.Arguments)
+	}
+	return v
+}
+
+// Bounds of an inbox row, so that the inbox of many requests stays small
+// whatever their previews, actions and reasons hold: the request's page
+// shows them whole.
+const (
+	rowLines   = 6    // lines of the preview
+	rowPreview = 1024 // bytes of the preview
+	rowAction  = 200  // bytes of the action's first line
+	rowReasons = 5    // risk reasons
+)
+
+// rowOf is a request as an inbox row shows it: the beginning of its
+// preview and of its action, and its first reasons, each cut with a
+// visible mark.
+func rowOf(r *countersign.Request) *requestView {
+	v := viewOf(r)
+	v.Arguments = "" // not shown in the inbox
+	preview := strings.SplitN(r.Preview, "\n", rowLines+1)
+	if len(preview) > rowLines {
+		preview[rowLines] = "…"
+	}
+	v.Preview = limit.Text(strings.Join(preview, "\n"), rowPreview)
+	action, _, _ := strings.Cut(r.Action, "\n")
+	v.Action = limit.Text(action, rowAction)
+	if n := len(r.RiskReasons); n > rowReasons {
+		v.Reasons = append(append([]string{}, r.RiskReasons[:rowReasons]...), fmt.Sprintf("… and %d more", n-rowReasons))
 	}
 	return v
 }
@@ -71,9 +89,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 	p.Live = "inbox"
 	for _, req := range list {
 		if req.Status == countersign.StatusPending {
-			p.Pending = append(p.Pending, viewOf(req))
+			p.Pending = append(p.Pending, rowOf(req))
 		} else {
-			p.History = append(p.History, viewOf(req))
+			p.History = append(p.History, rowOf(req))
 		}
 	}
 	return s.render(w, http.StatusOK, "inbox", p)

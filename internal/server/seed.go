@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // The seed-compatible routes keep the paths, fields and status codes of the
@@ -41,19 +42,6 @@ func (s *Server) seedBody(w http.ResponseWriter, r *http.Request, header string)
 		return nil, countersign.Agent{}, err
 	}
 	return data, agent, nil
-}
-
-// decodeStrict decodes one JSON object with no unknown fields.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if dec.More() {
-		return countersign.Errorf(countersign.EINVALID, "the body must hold exactly one JSON object")
-	}
-	return nil
 }
 
 // deletePayload is the body of POST /api/delete-requests.
@@ -122,7 +110,8 @@ func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
-// deletePreview is what a human sees of a seed delete request.
+// deletePreview is what a human sees of a seed delete request, cut to
+// approval.MaxPreview with a visible mark.
 func deletePreview(p *deletePayload) string {
 	var b strings.Builder
 	b.WriteString(p.Command)
@@ -139,7 +128,7 @@ func deletePreview(p *deletePayload) string {
 	if p.FileCount > 0 {
 		b.WriteString("\n\nFiles: " + strconv.Itoa(p.FileCount))
 	}
-	return b.String()
+	return limit.Text(b.String(), approval.MaxPreview)
 }
 
 // sameSeed reports whether a stored seed body and a new one are the same

@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
+)
+
+// nestedJSON is an object holding arrays nested to depth levels in all.
+func nestedJSON(depth int) string {
+	return `{"a":` + strings.Repeat("[", depth-1) + strings.Repeat("]", depth-1) + `}`
+}
+
+// worstArguments are the arguments whose indented rendering is the largest
+// the limits leave: 32 KiB of elements all at the deepest level the body's
+// depth limit allows, each on a line of its own indented 2×63 spaces.
+func worstArguments() string {
+	d := limit.MaxJSONDepth - 1 // the arguments sit inside the body's object
+	return `{"a":` + strings.Repeat("[", d-1) + strings.Repeat("1,", 16000) + "1" + strings.Repeat("]", d-1) + `}`
+}
+
+// tooDeepMessage is the message of a body nested too deep: it names the
+// limit.
+const tooDeepMessage = "the body nests objects and arrays deeper than the limit of 64 levels"
+
+// TestAPIDepthLimit: a body nested deeper than the limit is refused with a
+// 400 that names it and changes nothing; a body exactly at the limit is
+// taken.
+func TestAPIDepthLimit(t *testing.T) {
+	s := newServer(t)
+	body := func(argsDepth int) string {
+		return `{"kind":"tool","action":"x","arguments":` + nestedJSON(argsDepth) + `,"preview":"p"}`
+	}
+	before := s.snapshot()
+	for _, depth := range []int{limit.MaxJSONDepth, 9000} {
+		msg := s.call("POST", "/api/v1/requests", s.keyA, body(depth)).wantError(t, fmt.Sprintf("body of depth %d", depth+1), http.StatusBadRequest, "invalid")
+		if msg != tooDeepMessage {
+			t.Errorf("depth %d: message %q, want %q", depth+1, msg, tooDeepMessage)
+		}
+	}
+	// Even a route that reads no fields refuses it.
+	r := s.create(s.keyA)
+	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+		t.Errorf("deep cancel: message %q, want %q", msg, tooDeepMessage)
+	}
+	before = s.snapshot()
+	s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth+1)).wantError(t, "deeper", http.StatusBadRequest, "invalid")
+	s.unchanged("a body nested too deep", before)
+
+	got := s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth-1)).request(t, http.StatusCreated)
+	if got.Arguments == nil || !strings.Contains(string(got.Arguments), strings.Repeat("[", limit.MaxJSONDepth-2)) {
+		t.Errorf("arguments at the limit stored as %s", got.Arguments)
+	}
+}
+
+// TestSeedDepthLimit: both seed routes refuse a signed body nested deeper
+// than the limit with a 400 that names it; at the limit the Claude route
+// takes an object tool_input, and the delete route gets past the depth to
+// the check of its fields.
+func TestSeedDepthLimit(t *testing.T) {
+	e := sdNew(t)
+	post := func(path, header, body string) sdResp {
+		return e.post(path, header, []byte(body), sdSign(e.seed, []byte(body)))
+	}
+	deleteBody := func(depth int) string {
+		return `{"request_id":"del_deep","command":"rm -rf x","affected_paths":` + nestedJSON(depth) + `}`
+	}
+	eventBody := func(id string, depth int) string {
+		return `{"event_id":"` + id + `","event_type":"tool_approval","session_id":"s","tool_name":"mcp__x__y","tool_input":` +
+			nestedJSON(depth) + `,"timestamp":"2024-01-01T00:00:00Z"}`
+	}
+	before := e.snapshot()
+	for name, r := range map[string]sdResp{
+		"delete":      post("/api/delete-requests", "X-SafeRM-Signature", deleteBody(limit.MaxJSONDepth)),
+		"claude":      post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deep", limit.MaxJSONDepth)),
+		"claude 9000": post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deeper", 9000)),
+	} {
+		sdWantError(t, name, r, http.StatusBadRequest, "invalid")
+		if msg := errorMessage(r.body); msg != tooDeepMessage {
+			t.Errorf("%s: message %q, want %q", name, msg, tooDeepMessage)
+		}
+	}
+	e.unchanged("seed bodies nested too deep", before)
+
+	r := post("/api/delete-requests", "X-SafeRM-Signature", deleteBody(limit.MaxJSONDepth-1))
+	sdWantError(t, "delete at the limit", r, http.StatusBadRequest, "invalid")
+	if msg := errorMessage(r.body); strings.Contains(msg, "levels") || !strings.Contains(msg, "affected_paths") {
+		t.Errorf("delete at the limit: message %q, want the field's type, not the depth", msg)
+	}
+	sdDecode(t, "claude at the limit", post("/api/claude-events", "X-Claude-Signature", eventBody("ev_ok", limit.MaxJSONDepth-1)), http.StatusCreated)
+
+	// The widest tool_input at the deepest level gets a bounded preview.
+	wide := strings.Repeat("[", limit.MaxJSONDepth-3) + strings.Repeat("1,", 15000) + "1" + strings.Repeat("]", limit.MaxJSONDepth-3)
+	body := `{"event_id":"ev_wide","event_type":"tool_approval","session_id":"s","tool_name":"mcp__x__y","tool_input":{"a":` + wide + `},"timestamp":"t"}`
+	sdDecode(t, "claude wide", post("/api/claude-events", "X-Claude-Signature", body), http.StatusCreated)
+	if p := e.stored("claude:ev_wide").Preview; len(p) > approval.MaxPreview || !strings.Contains(p, "\n… (truncated, ") {
+		t.Errorf("preview of the widest tool_input: %d bytes, marked %v", len(p), strings.Contains(p, "(truncated"))
+	}
+}
+
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	json.Unmarshal(body, &e)
+	return e.Error.Message
+}
