@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -20,6 +21,9 @@ func (g *Gateway) handler(e *toolEntry) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		p, err := g.principal(req)
 		if err != nil {
+			return nil, err
+		}
+		if err := checkDepth(req.Params.Arguments); err != nil {
 			return nil, err
 		}
 		pol := g.policy(p)
@@ -33,6 +37,22 @@ func (g *Gateway) handler(e *toolEntry) mcp.ToolHandler {
 		}
 		return g.confirmed(ctx, req, e, p)
 	}
+}
+
+// argumentsDepth is how deep a call's arguments sit in its JSON-RPC
+// message: {"params":{"arguments":…}}.
+const argumentsDepth = 2
+
+// checkDepth refuses arguments that make the call's message nest deeper
+// than limit.MaxJSONDepth, before anything decodes, renders or forwards
+// them: invalid params, which the client shows as the call's error.
+func checkDepth(args json.RawMessage) error {
+	if limit.CheckJSONDepthAt(args, argumentsDepth) != nil {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+			"the arguments nest objects and arrays deeper than %d levels: a call may nest at most %d, its message's params and arguments counted",
+			limit.MaxJSONDepth-argumentsDepth, limit.MaxJSONDepth)}
+	}
+	return nil
 }
 
 // forward calls the upstream's tool and returns its result as the

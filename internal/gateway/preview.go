@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/internal/limit"
 	"github.com/countersign/countersign/internal/visible"
 )
 
@@ -82,18 +83,17 @@ func prettyArguments(raw json.RawMessage) (string, int, bool) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-	out := strings.TrimSuffix(buf.String(), "\n")
-	if len(out) > previewArgsBudget {
-		end := strings.LastIndexByte(out[:previewArgsBudget], '\n')
+	// Indented within the budget only: the indentation of every line
+	// grows with its depth, and the whole rendering could be many times
+	// the arguments.
+	out, more := limit.Indent(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), previewArgsBudget)
+	if more > 0 {
+		end := strings.LastIndexByte(out, '\n')
 		if end <= 0 {
-			end = previewArgsBudget
+			end = len(out)
 		}
-		for end > 0 && !utf8.RuneStart(out[end]) {
-			end--
-		}
-		out = out[:end] + fmt.Sprintf("\n… [%d more bytes of arguments not shown]", len(out)-end)
+		out = out[:end] + fmt.Sprintf("\n… [%d more bytes of arguments not shown]", len(out)-end+more)
 		cut = true
 	}
 	return visible.String(out), len(raw), cut

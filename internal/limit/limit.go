@@ -27,7 +27,15 @@ var ErrTooDeep = fmt.Errorf("the JSON nests objects and arrays deeper than the l
 // any decoder; whether data is valid JSON is the decoder's to say, and an
 // invalid text that is not too deep passes.
 func CheckJSONDepth(data []byte) error {
-	depth := 0
+	return CheckJSONDepthAt(data, 0)
+}
+
+// CheckJSONDepthAt is CheckJSONDepth for a JSON value that sits outer
+// levels deep in the document that carries it, such as the arguments of an
+// MCP call inside its message's params: the value may nest MaxJSONDepth
+// less outer levels.
+func CheckJSONDepthAt(data []byte, outer int) error {
+	depth := outer
 	for i := 0; i < len(data); i++ {
 		switch data[i] {
 		case '"':
@@ -37,7 +45,7 @@ func CheckJSONDepth(data []byte) error {
 				return ErrTooDeep
 			}
 		case ']', '}':
-			if depth--; depth < 0 {
+			if depth--; depth < outer {
 				return nil // not JSON: the decoder refuses it at this byte
 			}
 		}

@@ -45,6 +45,10 @@ func TestCheckJSONDepth(t *testing.T) {
 			}
 		})
 	}
+	at := nested("[", "]", limit.MaxJSONDepth-2, "")
+	if limit.CheckJSONDepthAt([]byte(at), 2) != nil || limit.CheckJSONDepthAt([]byte("["+at+"]"), 2) == nil {
+		t.Errorf("CheckJSONDepthAt does not count the outer levels")
+	}
 	if msg := limit.ErrTooDeep.Error(); !strings.Contains(msg, "64") {
 		t.Errorf("the error %q does not name the limit", msg)
 	}

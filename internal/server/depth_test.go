@@ -3,12 +3,14 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/server"
 )
 
 // nestedJSON is an object holding arrays nested to depth levels in all.
@@ -109,4 +111,40 @@ func errorMessage(body []byte) string {
 	}
 	json.Unmarshal(body, &e)
 	return e.Error.Message
+}
+
+// TestMCPDepthLimit: an MCP message nested deeper than the limit is refused
+// before the MCP handler sees it, with a JSON-RPC error that names the
+// limit; one at the limit reaches the handler whole.
+func TestMCPDepthLimit(t *testing.T) {
+	var got []string
+	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = append(got, string(b))
+		w.WriteHeader(http.StatusAccepted)
+	})
+	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.MCP, c.MCPMaxBody = mcp, 1<<20 })
+	message := func(argsDepth int) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":` + nestedJSON(argsDepth) + `}}`
+	}
+	for _, depth := range []int{limit.MaxJSONDepth - 1, 9000} {
+		r := s.call("POST", "/mcp", s.keyA, message(depth))
+		var e struct {
+			ID    *int `json:"id"`
+			Error struct {
+				Code    int
+				Message string
+			}
+		}
+		if err := json.Unmarshal(r.body, &e); r.status != http.StatusBadRequest || err != nil || e.ID != nil || e.Error.Code != -32602 ||
+			e.Error.Message != "the message nests objects and arrays deeper than the limit of 64 levels" {
+			t.Errorf("message of depth %d: %d %s", depth+2, r.status, r.body)
+		}
+	}
+	if len(got) != 0 {
+		t.Fatalf("the MCP handler saw a message nested too deep")
+	}
+	if r := s.call("POST", "/mcp", s.keyA, message(limit.MaxJSONDepth-2)); r.status != http.StatusAccepted || len(got) != 1 || got[0] != message(limit.MaxJSONDepth-2) {
+		t.Errorf("message at the limit: %d, the handler got %d messages", r.status, len(got))
+	}
 }

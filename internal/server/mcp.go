@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"net/http"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // mcpHold is the longest an MCP request may stay open: a call held while a
@@ -39,7 +43,44 @@ func (s *Server) mcpEndpoint() http.Handler {
 			s.writeAPIError(w, r, err)
 			return
 		}
+		if r.Method == http.MethodPost && s.cfg.MCPMaxBody > 0 {
+			if err := s.mcpDepth(w, r); err != nil {
+				writeMCPError(w, err)
+				return
+			}
+		}
 		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(mcpHold))
 		s.cfg.MCP.ServeHTTP(w, r)
 	})
+}
+
+// mcpDepth reads an MCP message, refuses one nested deeper than
+// limit.MaxJSONDepth before the MCP library decodes it (it would decode
+// up to a thousand levels), and gives the handler the body again.
+func (s *Server) mcpDepth(w http.ResponseWriter, r *http.Request) error {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MCPMaxBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return tooLarge(s.cfg.MCPMaxBody)
+	} else if err != nil {
+		return countersign.Errorf(countersign.EINVALID, "could not read the body")
+	}
+	if limit.CheckJSONDepth(data) != nil {
+		return countersign.Errorf(countersign.EINVALID, "the message nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(data))
+	return nil
+}
+
+// writeMCPError answers an MCP message that was refused before it was
+// read as JSON-RPC does a message it cannot take: the HTTP status of the
+// error, and a JSON-RPC error with no id (invalid params for a message
+// nested too deep) that names the limit.
+func writeMCPError(w http.ResponseWriter, err error) {
+	code, status := -32602, http.StatusBadRequest
+	if countersign.ErrorCode(err) == countersign.ETOOLARGE {
+		code, status = -32600, http.StatusRequestEntityTooLarge
+	}
+	writeJSON(w, status, map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": code, "message": countersign.ErrorMessage(err)}})
 }
