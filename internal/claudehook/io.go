@@ -8,6 +8,8 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // Events the hook answers.
@@ -47,6 +49,11 @@ func readEvent(r io.Reader) (string, []byte, error) {
 	}
 	if len(data) > maxInput {
 		return "", nil, fmt.Errorf("the hook input is larger than %d MiB", maxInput>>20)
+	}
+	if limit.CheckJSONDepth(data) != nil {
+		// Refused before any decoding: every step after, up to the
+		// request's preview, would work on it.
+		return "", nil, fmt.Errorf("the hook input nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
 	}
 	var head struct {
 		Event string `json:"hook_event_name"`

@@ -1,13 +1,14 @@
 package claudehook
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/countersign/countersign/internal/limit"
 )
 
 // Limits that keep a request within the server's (32 KiB of arguments,
@@ -52,7 +53,7 @@ func preview(in *Input, call *Call, v Verdict) string {
 		if call.Path != "" {
 			fmt.Fprintf(&b, " on %s", call.Path)
 		}
-		fmt.Fprintf(&b, ":\n\n%s", excerpt(indentJSON(in.ToolInput), ""))
+		fmt.Fprintf(&b, ":\n\n%s", jsonExcerpt(in.ToolInput))
 	}
 	if len(v.Details) > 0 {
 		b.WriteString("\n")
@@ -88,12 +89,25 @@ func excerpt(s, prefix string) string {
 	return b.String()
 }
 
-// indentJSON returns raw JSON indented for reading.
-func indentJSON(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Indent(&b, raw, "", "  ") != nil {
-		return string(raw)
+// jsonExcerpt returns the first lines of raw JSON indented for reading,
+// and how many were left out. Only what the preview can show is indented:
+// the indentation of every line grows with its depth, and the whole
+// rendering of a large input could be many times its size.
+func jsonExcerpt(raw json.RawMessage) string {
+	if !json.Valid(raw) {
+		return excerpt(string(raw), "")
 	}
+	text, more := limit.Indent(raw, maxPreview)
+	if more == 0 {
+		return excerpt(text, "")
+	}
+	lines := strings.SplitN(text, "\n", maxPreviewLines+1)
+	shown := min(len(lines), maxPreviewLines)
+	var b strings.Builder
+	for _, l := range lines[:shown] {
+		b.WriteString(l + "\n")
+	}
+	fmt.Fprintf(&b, "… %d more lines\n", limit.IndentLines(raw)-shown)
 	return b.String()
 }
 

@@ -162,6 +162,27 @@ func Indent(raw []byte, max int) (string, int) {
 	return w.result()
 }
 
+// IndentLines returns how many lines Indent's whole rendering of the JSON
+// text raw has, without building it.
+func IndentLines(raw []byte) int {
+	lines := 1
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '"':
+			i = stringEnd(raw, i+1)
+		case '{', '[':
+			if j := nextToken(raw, i+1); j < len(raw) && (raw[j] == '}' || raw[j] == ']') {
+				i = j
+				continue
+			}
+			lines += 2 // after the opening, and before the closing
+		case ',':
+			lines++
+		}
+	}
+	return lines
+}
+
 func max0(n int) int { return max(n, 0) }
 
 // nextToken returns the index of the first byte at or after i that is not

@@ -106,6 +106,9 @@ func TestIndentAsJSONIndent(t *testing.T) {
 	for _, doc := range docs {
 		want := strings.TrimRight(jsonIndent(t, []byte(doc)), " \t\n\r")
 		got, more := limit.Indent([]byte(doc), 1<<20)
+		if lines := limit.IndentLines([]byte(doc)); lines != strings.Count(want, "\n")+1 {
+			t.Fatalf("IndentLines(%s) = %d, want %d", doc, lines, strings.Count(want, "\n")+1)
+		}
 		if got != want || more != 0 {
 			t.Fatalf("Indent(%s) = %q, %d\nwant %q", doc, got, more, want)
 		}
