@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/limit"
 	"github.com/countersign/countersign/internal/visible"
 )
 
@@ -34,8 +35,12 @@ type Message struct {
 	Now   time.Time
 }
 
-// maxTargets bounds the targets a message lists.
-const maxTargets = 20
+// maxTargets bounds the targets a message lists, maxTargetText the bytes
+// an e-mail shows of each.
+const (
+	maxTargets    = 20
+	maxTargetText = 512
+)
 
 // Ref is the request's reference code as people read it.
 func (m *Message) Ref() string {
@@ -208,6 +213,11 @@ type mailData struct {
 func renderMail(m *Message) (text, html string, err error) {
 	d := mailData{Message: m}
 	d.TargetList, d.More = m.Targets()
+	for i, t := range d.TargetList {
+		// A path is as long as the agent made it: one line of a message
+		// shows its beginning, with a mark of the rest.
+		d.TargetList[i] = limit.Text(t, maxTargetText)
+	}
 	var tb, hb bytes.Buffer
 	if err := textMail().Execute(&tb, d); err != nil {
 		return "", "", err
