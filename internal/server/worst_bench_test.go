@@ -1,0 +1,176 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// worstEnv is the real handler on a real SQLite store, called in process,
+// with an agent key, a key of the seed routes and a signed-in approver.
+type worstEnv struct {
+	b             *testing.B
+	h             http.Handler
+	host          string
+	key, seed     string
+	cookie        *http.Cookie
+	creates, seqs int
+}
+
+func newWorstEnv(b *testing.B) *worstEnv {
+	ctx := context.Background()
+	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "worst.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { store.Close() })
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
+		b.Fatal(err)
+	}
+	e := &worstEnv{b: b, host: "countersign.test"}
+	if _, e.key, err = admin.CreateAgentKey(ctx, "acme", "agent"); err != nil {
+		b.Fatal(err)
+	}
+	if _, e.seed, err = admin.CreateSeedKey(ctx, "acme", "seed"); err != nil {
+		b.Fatal(err)
+	}
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: ibPasswordHash(), CreatedAt: time.Now()}
+	if err := store.CreateApprover(ctx, ap); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
+		b.Fatal(err)
+	}
+	reg, hub, log := metrics.NewRegistry(), approval.NewHub(), slog.New(slog.DiscardHandler)
+	b.Cleanup(hub.Close)
+	svc := approval.New(store, nil, hub, approval.Config{MaxPending: 1 << 30}, log, approval.NewMetrics(reg, hub))
+	e.h = server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, &approval.Authenticator{Store: store}, reg, log).Handler()
+
+	form := url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}
+	rec := e.serve("POST", "/signin", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", nil)
+	for _, c := range rec.Result().Cookies() {
+		if c.Value != "" {
+			e.cookie = c
+		}
+	}
+	if rec.Code != http.StatusSeeOther || e.cookie == nil {
+		b.Fatalf("sign in: %d %s", rec.Code, rec.Body)
+	}
+	return e
+}
+
+func (e *worstEnv) serve(method, path string, body *strings.Reader, contentType string, header map[string]string) *httptest.ResponseRecorder {
+	var req *http.Request
+	if body != nil {
+		req = httptest.NewRequest(method, "http://"+e.host+path, body)
+		req.Header.Set("Content-Type", contentType)
+	} else {
+		req = httptest.NewRequest(method, "http://"+e.host+path, nil)
+	}
+	req.Header.Set("Origin", "http://"+e.host)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	if e.cookie != nil {
+		req.AddCookie(e.cookie)
+	}
+	rec := httptest.NewRecorder()
+	e.h.ServeHTTP(rec, req)
+	return rec
+}
+
+// create sends one worst request and returns the answer and the id of the
+// request it created ("" when refused). Each call has its own action or
+// event id, so that every one is a new request.
+func (e *worstEnv) create(kind string) (*httptest.ResponseRecorder, string) {
+	e.seqs++
+	var rec *httptest.ResponseRecorder
+	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000) // 18 KB
+	switch kind {
+	case "deep", "deep-own-preview", "wide", "wide-own-preview":
+		args, preview := deep, ""
+		if strings.HasPrefix(kind, "wide") {
+			args = worstArguments()
+		}
+		if strings.HasSuffix(kind, "own-preview") {
+			preview = `,"preview":"p"`
+		}
+		body := fmt.Sprintf(`{"kind":"tool","action":"x%d","arguments":%s%s}`, e.seqs, args, preview)
+		rec = e.serve("POST", "/api/v1/requests", strings.NewReader(body), "application/json", map[string]string{"Authorization": "Bearer " + e.key})
+	case "claude-deep":
+		body := fmt.Sprintf(`{"event_id":"ev_%d","event_type":"tool_approval","session_id":"s","tool_name":"mcp__x__y","tool_input":{"a":%s},"timestamp":"t"}`, e.seqs, deep)
+		rec = e.serve("POST", "/api/claude-events", strings.NewReader(body), "application/json", map[string]string{"X-Claude-Signature": sdSign(e.seed, []byte(body))})
+	default:
+		e.b.Fatalf("no such request %q", kind)
+	}
+	var out struct {
+		ID       string `json:"id"`
+		InboxURL string `json:"inbox_url"`
+	}
+	json.Unmarshal(rec.Body.Bytes(), &out)
+	if rec.Code != http.StatusCreated {
+		return rec, ""
+	}
+	return rec, out.InboxURL[strings.LastIndex(out.InboxURL, "/")+1:]
+}
+
+// BenchmarkWorstRequest creates and shows the requests that cost most to
+// render, through the real handler: 18 KB of arrays nested 9,000 deep (the
+// API and a Claude event's object tool_input), and 32 KiB of arguments at
+// the deepest level the limit allows (see worstArguments). B/op is what
+// one create or one page view allocates; body-bytes the size of the answer.
+// A create that is refused shows the first accepted request of its kind,
+// if any.
+func BenchmarkWorstRequest(b *testing.B) {
+	for _, kind := range []string{"deep", "deep-own-preview", "claude-deep", "wide", "wide-own-preview"} {
+		e := newWorstEnv(b)
+		var id string
+		b.Run("create/"+kind, func(b *testing.B) {
+			b.ReportAllocs()
+			var rec *httptest.ResponseRecorder
+			for b.Loop() {
+				var got string
+				rec, got = e.create(kind)
+				if id == "" {
+					id = got
+				}
+			}
+			b.ReportMetric(float64(rec.Code), "status")
+			b.ReportMetric(float64(rec.Body.Len()), "body-bytes")
+		})
+		if id == "" {
+			continue
+		}
+		for _, page := range []string{"/approvals/" + id, "/approvals"} {
+			name := "show/" + kind
+			if page == "/approvals" {
+				name = "inbox/" + kind
+			}
+			b.Run(name, func(b *testing.B) {
+				b.ReportAllocs()
+				var rec *httptest.ResponseRecorder
+				for b.Loop() {
+					if rec = e.serve("GET", page, nil, "", nil); rec.Code != http.StatusOK {
+						b.Fatalf("GET %s: %d", page, rec.Code)
+					}
+				}
+				b.ReportMetric(float64(rec.Body.Len()), "body-bytes")
+			})
+		}
+	}
+}
