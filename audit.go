@@ -26,9 +26,17 @@ type AuditEntry struct {
 // AuditGenesis is the PrevHash of the first entry.
 const AuditGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// ComputeHash returns the chain hash of e from its fields and PrevHash. Every
-// field is length-prefixed so that no two entries encode alike.
+// ComputeHash returns the bare chain hash of e from its fields and
+// PrevHash: SHA-256 of its encoding. Entries written before the store was
+// sealed with a secret key carry it; later ones carry SecretKey.AuditMAC.
 func (e *AuditEntry) ComputeHash() string {
+	sum := sha256.Sum256([]byte(e.encode()))
+	return hex.EncodeToString(sum[:])
+}
+
+// encode is what the chain value of e covers. Every field is
+// length-prefixed so that no two entries encode alike.
+func (e *AuditEntry) encode() string {
 	var b strings.Builder
 	field := func(s string) {
 		b.WriteString(strconv.Itoa(len(s)))
@@ -43,8 +51,7 @@ func (e *AuditEntry) ComputeHash() string {
 	field(e.Event)
 	field(e.Actor)
 	field(e.Detail)
-	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:])
+	return b.String()
 }
 
 // AuditProblem is one break found by VerifyAudit.
@@ -58,8 +65,12 @@ type AuditProblem struct {
 type AuditVerifier struct {
 	prevSeq  int64
 	prevHash string
-	Problems []AuditProblem
-	Count    int64
+	// key and keyedFrom: entries from keyedFrom on carry the MAC under
+	// key; none does when key is nil.
+	key       *SecretKey
+	keyedFrom int64
+	Problems  []AuditProblem
+	Count     int64
 }
 
 // NewAuditVerifier returns a verifier that expects the chain to start at
@@ -67,6 +78,18 @@ type AuditVerifier struct {
 func NewAuditVerifier() *AuditVerifier {
 	return &AuditVerifier{prevHash: AuditGenesis}
 }
+
+// NewKeyedAuditVerifier returns a verifier for a chain keyed with key from
+// entry keyedFrom on: entries before it carry bare hashes (they were
+// written before the store was sealed), entries from it on the MAC, and
+// the first keyed entry links to the last bare one, so that the older part
+// cannot be rewritten either without the key.
+func NewKeyedAuditVerifier(key *SecretKey, keyedFrom int64) *AuditVerifier {
+	return &AuditVerifier{prevHash: AuditGenesis, key: key, keyedFrom: keyedFrom}
+}
+
+// Keyed reports whether the verifier checks MACs, and from which entry on.
+func (v *AuditVerifier) Keyed() (bool, int64) { return v.key != nil, v.keyedFrom }
 
 // Add checks the next entry of the log.
 func (v *AuditVerifier) Add(e *AuditEntry) {
@@ -77,7 +100,13 @@ func (v *AuditVerifier) Add(e *AuditEntry) {
 	if e.PrevHash != v.prevHash {
 		v.Problems = append(v.Problems, AuditProblem{e.Seq, "does not link to the entry before it"})
 	}
-	if e.ComputeHash() != e.Hash {
+	want := ""
+	if v.key != nil && e.Seq >= v.keyedFrom {
+		want = v.key.AuditMAC(e)
+	} else {
+		want = e.ComputeHash()
+	}
+	if want != e.Hash {
 		v.Problems = append(v.Problems, AuditProblem{e.Seq, "was changed after it was written"})
 	}
 	v.prevSeq, v.prevHash = e.Seq, e.Hash

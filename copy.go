@@ -14,8 +14,10 @@ type Exporter interface {
 	// sealed seed secrets, server keys), in an order in which Import can
 	// write them: accounts, approvers, memberships, agent keys, approver
 	// tokens, requests, links, auto-approve windows, sessions,
-	// notification channels, outbox items, server keys, the audit log by
-	// sequence number, and last the audit head. It stops at the first
+	// notification channels, outbox items, server keys, the check of
+	// the secret key they are wrapped with (when they are), the audit log
+	// by sequence number, and last the audit head. Server keys stay wrapped:
+	// the copy opens only with the same secret key file. It stops at the first
 	// error put returns.
 	Export(ctx context.Context, put func(Record) error) error
 }
@@ -47,6 +49,7 @@ type Record struct {
 	Channel       *Channel
 	OutboxItem    *OutboxItem
 	ServerKey     *ServerKey
+	KeyCheck      *KeyCheck
 	AuditEntry    *AuditEntry
 	AuditHead     *AuditHead
 }

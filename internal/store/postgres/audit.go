@@ -84,17 +84,32 @@ const lockHeadSQL = `SELECT 1 FROM audit_head WHERE id = 1 FOR UPDATE`
 // (unix nanoseconds), $2 the account, $3 the request, $4 the event, $5 the
 // actor, $6 the detail. The Go verifier (countersign audit verify) checks
 // every hash it writes.
-var appendSQL = func() string {
+var appendSQL = auditAppendSQL(false)
+
+// appendKeyedSQL is appendSQL for a store sealed with the secret key: the
+// entry's value is countersign.SecretKey's AuditMAC, HMAC-SHA256 computed
+// from SHA-256 as SHA-256(opad || SHA-256(ipad || message)), with $7 the
+// inner and $8 the outer pad of the audit key (AuditPads). The pads are of
+// the audit key only, derived from the secret key: a database that sees
+// them (in a statement log that records parameters, say) learns nothing
+// that opens a server key.
+var appendKeyedSQL = auditAppendSQL(true)
+
+func auditAppendSQL(keyed bool) string {
 	field := func(expr string) string {
 		return "octet_length(convert_to(" + expr + ", 'UTF8'))::text || ':' || " + expr
 	}
 	fields := []string{field("h.prev"), field("h.seq::text"), field("$1::bigint::text"),
 		field("$2::text"), field("$3::text"), field("$4::text"), field("$5::text"), field("$6::text")}
+	value := `sha256(convert_to(` + strings.Join(fields, " || ") + `, 'UTF8'))`
+	if keyed {
+		value = `sha256($8::bytea || sha256($7::bytea || convert_to(` + strings.Join(fields, " || ") + `, 'UTF8')))`
+	}
 	return `WITH h AS (
 		SELECT seq + 1 AS seq, CASE WHEN seq = 0 THEN '` + countersign.AuditGenesis + `' ELSE hash END AS prev
 		FROM audit_head WHERE id = 1
 	), e AS (
-		SELECT h.seq, h.prev, encode(sha256(convert_to(` + strings.Join(fields, " || ") + `, 'UTF8')), 'hex') AS hash
+		SELECT h.seq, h.prev, encode(` + value + `, 'hex') AS hash
 		FROM h
 	), logged AS (
 		INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
@@ -102,7 +117,7 @@ var appendSQL = func() string {
 		RETURNING seq, hash
 	)
 	UPDATE audit_head SET seq = logged.seq, hash = logged.hash FROM logged WHERE audit_head.id = 1`
-}()
+}
 
 // auditItem is one entry to append: what happened to which request.
 type auditItem struct {
@@ -112,9 +127,13 @@ type auditItem struct {
 
 // queueAudit queues the lock of the head and the entries, in order, at
 // the time at. Read their results with auditResults.
-func queueAudit(b *pgx.Batch, at time.Time, items ...auditItem) {
+func (db *DB) queueAudit(b *pgx.Batch, at time.Time, items ...auditItem) {
 	b.Queue(lockHeadSQL)
 	for _, it := range items {
+		if db.key != nil {
+			b.Queue(appendKeyedSQL, nanos(at), it.accountID, it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail, db.ipad, db.opad)
+			continue
+		}
 		b.Queue(appendSQL, nanos(at), it.accountID, it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail)
 	}
 }
@@ -141,9 +160,9 @@ func auditResults(br pgx.BatchResults, n int) error {
 // appendAudit writes the next entries of the chain, one per event, and
 // moves the head, inside the caller's transaction: the entries commit with
 // the change they record, or none does.
-func appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, items ...auditItem) error {
+func (db *DB) appendAudit(ctx context.Context, tx pgx.Tx, at time.Time, items ...auditItem) error {
 	batch := &pgx.Batch{}
-	queueAudit(batch, at, items...)
+	db.queueAudit(batch, at, items...)
 	br := tx.SendBatch(ctx, batch)
 	defer br.Close()
 	if err := auditResults(br, len(items)); err != nil {

@@ -34,6 +34,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,14 +73,27 @@ type DB struct {
 	// listener's connection each time it starts listening, and 0 when it
 	// lost it.
 	listening func(pid uint32)
+
+	// key is the server's secret key (see secretkey.go), ipad and opad
+	// the pads of its audit key; nil for a store opened without one, which
+	// must never have been sealed.
+	key        *countersign.SecretKey
+	ipad, opad []byte
+	keyedFrom  atomic.Int64 // the first keyed audit entry; 0: none is
 }
 
 // Open connects to the database at url (postgres://… or key=value), applies
 // the migrations this binary knows under an advisory lock, so that replicas
 // starting together migrate once, and refuses a database whose schema is
 // newer than the binary. log receives the listener's reconnections; nil
-// discards.
-func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
+// discards. With WithSecretKey, a store not sealed yet is sealed with the
+// key, and one sealed with another key is refused; without it, a sealed
+// store is refused (see secretkey.go).
+func Open(ctx context.Context, url string, log *slog.Logger, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -109,8 +123,16 @@ func Open(ctx context.Context, url string, log *slog.Logger) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	return &DB{pool: pool, listenConfig: listen, log: log, writers: make(chan struct{}, max(cfg.MaxConns/2, 1)),
-		minBackoff: 50 * time.Millisecond, maxBackoff: 5 * time.Second}, nil
+	db := &DB{pool: pool, listenConfig: listen, log: log, writers: make(chan struct{}, max(cfg.MaxConns/2, 1)),
+		minBackoff: 50 * time.Millisecond, maxBackoff: 5 * time.Second, key: o.key}
+	if o.key != nil {
+		db.ipad, db.opad = o.key.AuditPads()
+	}
+	if err := db.seal(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return db, nil
 }
 
 // Close closes the pool. A Listen in progress ends with its context.

@@ -70,6 +70,7 @@ var exportQueries = []struct {
 			return countersign.Record{OutboxItem: it}, err
 		}},
 	{"server keys", `SELECT name, key, created_at FROM server_keys ORDER BY name`, scanServerKey},
+	{"secret key check", `SELECT audit_keyed_from, mac FROM secret_key WHERE id = 1`, scanKeyCheck},
 	{"audit entries", `SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash, hash FROM audit_log ORDER BY seq`,
 		func(r pgx.Row) (countersign.Record, error) {
 			e, err := scanAuditEntry(r)
@@ -84,6 +85,12 @@ func scanMembership(r pgx.Row) (countersign.Record, error) {
 	err := r.Scan(&m.ApproverID, &m.AccountID, &created)
 	m.CreatedAt = fromNanos(created)
 	return countersign.Record{Membership: &m}, err
+}
+
+func scanKeyCheck(r pgx.Row) (countersign.Record, error) {
+	var c countersign.KeyCheck
+	err := r.Scan(&c.AuditKeyedFrom, &c.MAC)
+	return countersign.Record{KeyCheck: &c}, err
 }
 
 func scanServerKey(r pgx.Row) (countersign.Record, error) {
@@ -142,9 +149,13 @@ const importBatch = 500
 
 // Import implements countersign.Importer: one transaction, rows sent in
 // batches. The store must be empty but for the audit head the first
-// migration writes.
+// migration writes. The server keys come wrapped, so a store opened with a
+// secret key takes only a copy sealed with that same key: its check must
+// verify, and a copy without one (never sealed) is refused.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
-	return db.update(ctx, func(tx pgx.Tx) error {
+	var check *countersign.KeyCheck
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		check = nil
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
@@ -161,6 +172,12 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 			return nil
 		}
 		err := fill(func(rec countersign.Record) error {
+			if rec.KeyCheck != nil {
+				if err := importCheck(db.key, *rec.KeyCheck); err != nil {
+					return err
+				}
+				check = rec.KeyCheck
+			}
 			if err := queueRecord(batch, rec); err != nil {
 				return err
 			}
@@ -172,8 +189,15 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 		if err != nil {
 			return err
 		}
+		if db.key != nil && check == nil {
+			return errImportUnsealed
+		}
 		return flush()
 	})
+	if err == nil && check != nil {
+		db.keyedFrom.Store(check.AuditKeyedFrom)
+	}
+	return err
 }
 
 // checkEmpty fails with ECONFLICT when the store holds anything a copy
@@ -259,6 +283,10 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 	case rec.ServerKey != nil:
 		k := rec.ServerKey
 		b.Queue(`INSERT INTO server_keys (name, key, created_at) VALUES ($1, $2, $3)`, k.Name, orEmpty(k.Key), nanos(k.CreatedAt))
+	case rec.KeyCheck != nil:
+		b.Queue(`INSERT INTO secret_key (id, audit_keyed_from, mac) VALUES (1, $1, $2)
+			ON CONFLICT (id) DO UPDATE SET audit_keyed_from = excluded.audit_keyed_from, mac = excluded.mac`,
+			rec.KeyCheck.AuditKeyedFrom, rec.KeyCheck.MAC)
 	case rec.AuditEntry != nil:
 		e := rec.AuditEntry
 		b.Queue(`INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)

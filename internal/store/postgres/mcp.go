@@ -65,7 +65,7 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 				return fmt.Errorf("announce the consumption: %w", err)
 			}
-			return appendAudit(ctx, tx, now, auditItem{r.AccountID, r.ID, ev})
+			return db.appendAudit(ctx, tx, now, auditItem{r.AccountID, r.ID, ev})
 		}
 		return notFound
 	})

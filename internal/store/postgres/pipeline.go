@@ -15,6 +15,7 @@ import (
 // milliseconds of scheduling. A change of a request costs two round trips.
 type pipe struct {
 	ctx  context.Context
+	db   *DB
 	conn *pgx.Conn
 	// began is set once BEGIN was sent; committing once a batch ending in
 	// COMMIT was sent, after which the outcome may be unknown.
@@ -90,7 +91,7 @@ func (db *DB) pipelineOnce(ctx context.Context, fn func(p *pipe) error) (committ
 		return false, fmt.Errorf("acquire a connection: %w", err)
 	}
 	defer c.Release()
-	p := &pipe{ctx: ctx, conn: c.Conn()}
+	p := &pipe{ctx: ctx, db: db, conn: c.Conn()}
 	err = fn(p)
 	if p.open != nil {
 		if cerr := p.open.Close(); err == nil && cerr != nil {

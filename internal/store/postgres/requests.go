@@ -163,7 +163,7 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 	}
 	outboxIDs := queueOutbox(batch, requestOutbox(r), r.CreatedAt)
 	queueNotify(batch, r.ID, r.AccountID)
-	queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
+	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
 
 	br := p.sendCommit(batch)
 	got, err := scanRequest(br.QueryRow())

@@ -242,14 +242,19 @@ func (db *DB) MembershipAccounts(ctx context.Context, approverID string) ([]*cou
 // ServerKey implements countersign.SessionStore. INSERT … ON CONFLICT DO
 // NOTHING then SELECT makes two replicas drawing at once agree on the
 // first: the second's insert waits for the first's commit and then does
-// nothing.
+// nothing. On a store opened with the secret key, keys are stored wrapped
+// with it and unwrapped here.
 func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, error) {
 	var key []byte
 	err := db.update(ctx, func(tx pgx.Tx) error {
 		fresh := make([]byte, size)
 		rand.Read(fresh)
+		stored := fresh
+		if db.key != nil {
+			stored = db.key.WrapServerKey(name, fresh)
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO server_keys (name, key, created_at) VALUES ($1, $2, $3)
-			ON CONFLICT (name) DO NOTHING`, name, fresh, time.Now().UnixNano()); err != nil {
+			ON CONFLICT (name) DO NOTHING`, name, stored, time.Now().UnixNano()); err != nil {
 			return fmt.Errorf("server key: %w", badText(err))
 		}
 		return tx.QueryRow(ctx, `SELECT key FROM server_keys WHERE name = $1`, name).Scan(&key)
@@ -257,8 +262,5 @@ func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, err
 	if err != nil {
 		return nil, err
 	}
-	if len(key) != size {
-		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
-	}
-	return key, nil
+	return db.unwrapServerKey(name, key, size)
 }

@@ -62,7 +62,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			nanos(t.Now), got.KeyID, got.Context.SessionID)
 	}
 	queueNotify(batch, got.ID, got.AccountID)
-	queueAudit(batch, t.Now, auditItem{got.AccountID, got.ID, ev})
+	p.db.queueAudit(batch, t.Now, auditItem{got.AccountID, got.ID, ev})
 	br := p.sendCommit(batch)
 	if t.Window != nil {
 		if _, err := br.Exec(); isUnique(err) {
@@ -174,7 +174,7 @@ func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]c
 	}
 	var out []countersign.Expired
 	err := db.update(ctx, func(tx pgx.Tx) (err error) {
-		out, err = expireRequests(ctx, tx, id, now)
+		out, err = db.expireRequests(ctx, tx, id, now)
 		return err
 	})
 	if err != nil {
@@ -183,7 +183,7 @@ func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]c
 	return out, nil
 }
 
-func expireRequests(ctx context.Context, tx pgx.Tx, id string, now time.Time) ([]countersign.Expired, error) {
+func (db *DB) expireRequests(ctx context.Context, tx pgx.Tx, id string, now time.Time) ([]countersign.Expired, error) {
 	// The rows are locked in id order, so that two replicas sweeping at
 	// once queue on the same first row instead of each holding a row the
 	// other waits for. After waiting, a row is re-checked and skipped if
@@ -221,7 +221,7 @@ func expireRequests(ctx context.Context, tx pgx.Tx, id string, now time.Time) ([
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return nil, fmt.Errorf("announce expiry: %w", err)
 	}
-	if err := appendAudit(ctx, tx, now, items...); err != nil {
+	if err := db.appendAudit(ctx, tx, now, items...); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -90,7 +90,11 @@ func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, reque
 		Detail:    ev.Detail,
 		PrevHash:  prev,
 	}
-	e.Hash = e.ComputeHash()
+	if a.key != nil {
+		e.Hash = a.key.AuditMAC(&e)
+	} else {
+		e.Hash = e.ComputeHash()
+	}
 	a.entries = append(a.entries, e)
 	a.seq, a.hash, a.dirty = e.Seq, e.Hash, true
 	if ctx.Value(auditTxKey{}) == nil {
@@ -113,6 +117,9 @@ type auditTx struct {
 	seq     int64                    // the newest entry
 	hash    string                   // its hash
 	entries []countersign.AuditEntry // appended, not written yet
+	// key keys the entries (an HMAC under the secret key); nil on a store
+	// opened without one, whose entries carry bare hashes.
+	key *countersign.SecretKey
 }
 
 // auditTxKey is the context key of the writer's auditTx.
@@ -148,7 +155,7 @@ func (a *auditTx) flush(ctx context.Context, tx querier) error {
 }
 
 // forget makes the next append read the head from the table again.
-func (a *auditTx) forget() { *a = auditTx{} }
+func (a *auditTx) forget() { *a = auditTx{key: a.key} }
 
 // auditInsert[n-1] inserts n audit entries.
 var auditInsert = func() (q [auditInsertRows]string) {

@@ -57,6 +57,11 @@ type DB struct {
 	// rowHook is whether it does (SQLite built with the pre-update hook).
 	rowChanges *atomic.Uint64
 	rowHook    bool
+
+	// key is the server's secret key (see secretkey.go); nil for a store
+	// opened without one, which must never have been sealed.
+	key       *countersign.SecretKey
+	keyedFrom atomic.Int64 // the first keyed audit entry; 0: none is
 }
 
 // rowHookWorks reports whether the write pool counts the rows it changes,
@@ -81,8 +86,15 @@ func rowHookWorks(ctx context.Context, write *sql.DB, n *atomic.Uint64) (bool, e
 
 // Open opens the database file at path, creating it when missing, and
 // applies the migrations this binary knows. A database whose schema is newer
-// than the binary is refused. The parent directory must exist.
-func Open(ctx context.Context, path string) (*DB, error) {
+// than the binary is refused. The parent directory must exist. With
+// WithSecretKey, a store not sealed yet is sealed with the key, and one
+// sealed with another key is refused; without it, a sealed store is
+// refused (see secretkey.go).
+func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	// A new database file is made here, readable by its owner only: it
 	// holds the server's keys and the sealed secrets of channels, and
 	// SQLite gives its -wal and -shm files the database file's mode.
@@ -152,9 +164,14 @@ func Open(ctx context.Context, path string) (*DB, error) {
 		stopped:     make(chan struct{}),
 		committed:   make(chan struct{}, 1),
 		ckptStopped: make(chan struct{}),
+		key:         o.key,
 	}
 	go db.writer()
 	go db.checkpointer(checkpointEvery)
+	if err := db.seal(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	return db, nil
 }
 
@@ -494,7 +511,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 	}
 	ctx := context.Background()
 	savepoints := isolate && len(group) > 1
-	audit := &auditTx{}
+	audit := &auditTx{key: db.key}
 	for _, j := range group {
 		if !j.started {
 			if !j.state.CompareAndSwap(jobQueued, jobRunning) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -109,6 +110,12 @@ var exportQueries = []struct {
 			k.CreatedAt = fromNanos(created)
 			return countersign.Record{ServerKey: &k}, err
 		}},
+	{"secret key check", `SELECT audit_keyed_from, mac FROM secret_key WHERE id = 1`,
+		func(s scanner) (countersign.Record, error) {
+			var c countersign.KeyCheck
+			err := s.Scan(&c.AuditKeyedFrom, &c.MAC)
+			return countersign.Record{KeyCheck: &c}, err
+		}},
 	{"audit entries", `SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash, hash FROM audit_log ORDER BY seq`,
 		func(s scanner) (countersign.Record, error) {
 			var e countersign.AuditEntry
@@ -161,13 +168,23 @@ func exportTable(ctx context.Context, tx *sql.Tx, query string, scan func(scanne
 	return rows.Err()
 }
 
-// Import implements countersign.Importer, in one write transaction.
+// Import implements countersign.Importer, in one write transaction. The
+// server keys come wrapped, so a store opened with a secret key takes only
+// a copy sealed with that same key: its check must verify, and a copy
+// without one (never sealed) is refused.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	var check *countersign.KeyCheck
+	err := db.update(ctx, func(ctx context.Context, tx querier) error {
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
-		return fill(func(rec countersign.Record) error {
+		err := fill(func(rec countersign.Record) error {
+			if rec.KeyCheck != nil {
+				if err := importCheck(db.key, *rec.KeyCheck); err != nil {
+					return err
+				}
+				check = rec.KeyCheck
+			}
 			query, args, err := recordInsert(rec)
 			if err != nil {
 				return err
@@ -177,7 +194,30 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 			}
 			return nil
 		})
+		if err == nil && db.key != nil && check == nil {
+			err = errImportUnsealed
+		}
+		return err
 	})
+	if err == nil && check != nil {
+		db.keyedFrom.Store(check.AuditKeyedFrom)
+	}
+	return err
+}
+
+// errImportUnsealed is a copy from a store that was never sealed into one
+// that is: its server keys are not wrapped.
+var errImportUnsealed = errors.New("import: the source store is not sealed with a secret key; open it once with this version, which seals it, then copy")
+
+// importCheck refuses the check of another key than the target's.
+func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
+	if key == nil {
+		return nil
+	}
+	if err := key.Verify(c); err != nil {
+		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
+	}
+	return nil
 }
 
 // checkEmpty fails with ECONFLICT when the store holds anything a copy
@@ -253,6 +293,10 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 	case rec.ServerKey != nil:
 		k := rec.ServerKey
 		return `INSERT INTO server_keys (name, key, created_at) VALUES (?, ?, ?)`, []any{k.Name, orEmpty(k.Key), nanos(k.CreatedAt)}, nil
+	case rec.KeyCheck != nil:
+		return `INSERT INTO secret_key (id, audit_keyed_from, mac) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET audit_keyed_from = excluded.audit_keyed_from, mac = excluded.mac`,
+			[]any{rec.KeyCheck.AuditKeyedFrom, rec.KeyCheck.MAC}, nil
 	case rec.AuditEntry != nil:
 		e := rec.AuditEntry
 		return `INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)

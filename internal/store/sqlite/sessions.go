@@ -212,27 +212,44 @@ func (db *DB) MembershipAccounts(ctx context.Context, approverID string) ([]*cou
 
 // ServerKey implements countersign.SessionStore. A key that exists is read
 // from the read pool; INSERT OR IGNORE then SELECT makes two processes
-// drawing at once agree on the first.
+// drawing at once agree on the first. On a store opened with the secret
+// key, keys are stored wrapped with it and unwrapped here.
 func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, error) {
 	var key []byte
 	err := db.read.QueryRowContext(ctx, `SELECT key FROM server_keys WHERE name = ?`, name).Scan(&key)
-	if err == nil && len(key) == size {
-		return key, nil
-	} else if err != nil && err != sql.ErrNoRows {
+	if err == nil {
+		return db.unwrapServerKey(name, key, size)
+	} else if err != sql.ErrNoRows {
 		return nil, fmt.Errorf("server key: %w", err)
 	}
 	// No cache holds server keys.
 	err = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
 		fresh := make([]byte, size)
 		rand.Read(fresh)
+		stored := fresh
+		if db.key != nil {
+			stored = db.key.WrapServerKey(name, fresh)
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO server_keys (name, key, created_at) VALUES (?, ?, ?)`,
-			name, fresh, time.Now().UnixNano()); err != nil {
+			name, stored, time.Now().UnixNano()); err != nil {
 			return fmt.Errorf("server key: %w", err)
 		}
 		return tx.QueryRowContext(ctx, `SELECT key FROM server_keys WHERE name = ?`, name).Scan(&key)
 	})
 	if err != nil {
 		return nil, err
+	}
+	return db.unwrapServerKey(name, key, size)
+}
+
+// unwrapServerKey opens a stored server key and checks its size.
+func (db *DB) unwrapServerKey(name string, stored []byte, size int) ([]byte, error) {
+	key := stored
+	if db.key != nil {
+		var err error
+		if key, err = db.key.UnwrapServerKey(name, stored); err != nil {
+			return nil, fmt.Errorf("server key %q: %w", name, err)
+		}
 	}
 	if len(key) != size {
 		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)

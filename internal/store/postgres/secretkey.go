@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	key *countersign.SecretKey
+}
+
+// WithSecretKey opens the store with the server's secret key, which wraps
+// the server keys the store holds and keys its audit chain. Every replica
+// must be given the same key; a store sealed with another key is refused
+// with countersign.ErrWrongSecretKey.
+func WithSecretKey(k *countersign.SecretKey) Option {
+	return func(o *options) { o.key = k }
+}
+
+var _ countersign.KeyedAuditor = (*DB)(nil)
+
+// AuditKeyedFrom implements countersign.KeyedAuditor.
+func (db *DB) AuditKeyedFrom() int64 { return db.keyedFrom.Load() }
+
+// SecretKey implements countersign.KeyedAuditor.
+func (db *DB) SecretKey() *countersign.SecretKey { return db.key }
+
+// AuditKeyedEvent is the audit event that marks where a chain of bare
+// hashes became keyed, written when an existing store is sealed.
+const AuditKeyedEvent = "audit_keyed"
+
+// seal checks the store against the secret key at open, as the SQLite
+// store's seal does: a sealed store must carry the check of this key; a
+// store never sealed is sealed in one transaction (server keys wrapped,
+// the chain keyed from the next entry on, with an entry saying so). The
+// transaction first locks the head of the audit chain, so that replicas
+// starting together seal once: the second waits, then finds the check.
+func (db *DB) seal(ctx context.Context) error {
+	if db.key == nil {
+		var n int
+		if err := db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM secret_key`).Scan(&n); err != nil {
+			return fmt.Errorf("read the secret key check: %w", err)
+		}
+		if n > 0 {
+			return countersign.ErrSecretKeyNeeded
+		}
+		return nil
+	}
+	var keyedFrom int64
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockHeadSQL); err != nil {
+			return fmt.Errorf("lock the audit head: %w", err)
+		}
+		var c countersign.KeyCheck
+		err := tx.QueryRow(ctx, `SELECT audit_keyed_from, mac FROM secret_key WHERE id = 1`).Scan(&c.AuditKeyedFrom, &c.MAC)
+		if err == nil {
+			keyedFrom = c.AuditKeyedFrom
+			return db.key.Verify(c)
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("read the secret key check: %w", err)
+		}
+		if err := wrapServerKeys(ctx, tx, db.key); err != nil {
+			return err
+		}
+		seq, _, err := auditHead(ctx, tx)
+		if err != nil {
+			return err
+		}
+		keyedFrom = seq + 1
+		if seq > 0 {
+			detail := `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`
+			ev := countersign.AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: detail}
+			if err := db.appendAudit(ctx, tx, time.Now(), auditItem{ev: ev}); err != nil {
+				return err
+			}
+		}
+		c = db.key.NewKeyCheck(keyedFrom)
+		if _, err := tx.Exec(ctx, `INSERT INTO secret_key (id, audit_keyed_from, mac) VALUES (1, $1, $2)`, c.AuditKeyedFrom, c.MAC); err != nil {
+			return fmt.Errorf("record the secret key check: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	db.keyedFrom.Store(keyedFrom)
+	return nil
+}
+
+// errCheckRemoved is a store whose server keys are wrapped with the key
+// but whose record of it is gone: sealing it again would wrap them twice
+// and key a chain that may have been rewritten meanwhile.
+var errCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
+
+// wrapServerKeys wraps every server key of a store that was never sealed.
+func wrapServerKeys(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) error {
+	rows, err := tx.Query(ctx, `SELECT name, key FROM server_keys ORDER BY name FOR UPDATE`)
+	if err != nil {
+		return fmt.Errorf("read server keys: %w", err)
+	}
+	type row struct {
+		name string
+		key  []byte
+	}
+	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		return x, r.Scan(&x.name, &x.key)
+	})
+	if err != nil {
+		return fmt.Errorf("read server keys: %w", err)
+	}
+	for _, r := range all {
+		if _, err := key.UnwrapServerKey(r.name, r.key); err == nil {
+			return errCheckRemoved
+		}
+		if _, err := tx.Exec(ctx, `UPDATE server_keys SET key = $1 WHERE name = $2`, key.WrapServerKey(r.name, r.key), r.name); err != nil {
+			return fmt.Errorf("wrap server key: %w", err)
+		}
+	}
+	return nil
+}
+
+// unwrapServerKey opens a stored server key and checks its size.
+func (db *DB) unwrapServerKey(name string, stored []byte, size int) ([]byte, error) {
+	key := stored
+	if db.key != nil {
+		var err error
+		if key, err = db.key.UnwrapServerKey(name, stored); err != nil {
+			return nil, fmt.Errorf("server key %q: %w", name, err)
+		}
+	}
+	if len(key) != size {
+		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
+	}
+	return key, nil
+}
+
+// errImportUnsealed is a copy from a store that was never sealed into one
+// that is: its server keys are not wrapped.
+var errImportUnsealed = errors.New("import: the source store is not sealed with a secret key; open it once with this version, which seals it, then copy")
+
+// importCheck refuses the check of another key than the target's.
+func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
+	if key == nil {
+		return nil
+	}
+	if err := key.Verify(c); err != nil {
+		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	key *countersign.SecretKey
+}
+
+// WithSecretKey opens the store with the server's secret key, which wraps
+// the server keys the store holds and keys its audit chain. A store sealed
+// with another key is refused with countersign.ErrWrongSecretKey.
+func WithSecretKey(k *countersign.SecretKey) Option {
+	return func(o *options) { o.key = k }
+}
+
+var _ countersign.KeyedAuditor = (*DB)(nil)
+
+// AuditKeyedFrom implements countersign.KeyedAuditor.
+func (db *DB) AuditKeyedFrom() int64 { return db.keyedFrom.Load() }
+
+// SecretKey implements countersign.KeyedAuditor.
+func (db *DB) SecretKey() *countersign.SecretKey { return db.key }
+
+// AuditKeyedEvent is the audit event that marks where a chain of bare
+// hashes became keyed, written when an existing store is sealed.
+const AuditKeyedEvent = "audit_keyed"
+
+// seal checks the store against the secret key at open. A store sealed
+// before must carry the check of this very key. A store never sealed (a new
+// one, or one an earlier version wrote, whose server keys are stored as
+// they are and whose audit entries carry bare hashes) is sealed now, in one
+// transaction: every server key is wrapped, the chain is keyed from the next
+// entry on, and an entry that says so links the old chain to the keyed one,
+// so that the old part cannot be rewritten without the key either.
+func (db *DB) seal(ctx context.Context) error {
+	if db.key == nil {
+		var n int
+		if err := db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM secret_key`).Scan(&n); err != nil {
+			return fmt.Errorf("read the secret key check: %w", err)
+		}
+		if n > 0 {
+			return countersign.ErrSecretKeyNeeded
+		}
+		return nil
+	}
+	var keyedFrom int64
+	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+		var c countersign.KeyCheck
+		err := tx.QueryRowContext(ctx, `SELECT audit_keyed_from, mac FROM secret_key WHERE id = 1`).Scan(&c.AuditKeyedFrom, &c.MAC)
+		if err == nil {
+			keyedFrom = c.AuditKeyedFrom
+			return db.key.Verify(c)
+		} else if err != sql.ErrNoRows {
+			return fmt.Errorf("read the secret key check: %w", err)
+		}
+		if err := wrapServerKeys(ctx, tx, db.key); err != nil {
+			return err
+		}
+		seq, _, err := auditHead(ctx, tx)
+		if err != nil {
+			return err
+		}
+		keyedFrom = seq + 1
+		if seq > 0 {
+			detail := `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`
+			if err := appendAudit(ctx, tx, time.Now(), "", "", countersign.AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: detail}); err != nil {
+				return err
+			}
+		}
+		c = db.key.NewKeyCheck(keyedFrom)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO secret_key (id, audit_keyed_from, mac) VALUES (1, ?, ?)`, c.AuditKeyedFrom, c.MAC); err != nil {
+			return fmt.Errorf("record the secret key check: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	db.keyedFrom.Store(keyedFrom)
+	return nil
+}
+
+// errCheckRemoved is a store whose server keys are wrapped with the key
+// but whose record of it is gone: sealing it again would wrap them twice
+// and key a chain that may have been rewritten meanwhile.
+var errCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
+
+// wrapServerKeys wraps every server key of a store that was never sealed.
+func wrapServerKeys(ctx context.Context, tx querier, key *countersign.SecretKey) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name, key FROM server_keys ORDER BY name`)
+	if err != nil {
+		return fmt.Errorf("read server keys: %w", err)
+	}
+	type row struct {
+		name string
+		key  []byte
+	}
+	var all []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.name, &r.key); err != nil {
+			rows.Close()
+			return fmt.Errorf("read server keys: %w", err)
+		}
+		all = append(all, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read server keys: %w", err)
+	}
+	for _, r := range all {
+		if _, err := key.UnwrapServerKey(r.name, r.key); err == nil {
+			return errCheckRemoved
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE server_keys SET key = ? WHERE name = ?`, key.WrapServerKey(r.name, r.key), r.name); err != nil {
+			return fmt.Errorf("wrap server key: %w", err)
+		}
+	}
+	return nil
+}
