@@ -260,13 +260,28 @@ func runAudit(ctx context.Context, env *Env, args []string) error {
 	}
 	problems := v.Problems
 	if len(problems) == 0 {
-		fmt.Fprintf(env.Stdout, "audit log intact: %d entries, head %d %s\n", v.Count, seq, hash)
+		fmt.Fprintf(env.Stdout, "audit log intact: %d entries, head %d %s\n%s\n", v.Count, seq, hash, keyedLine(v))
 		return nil
 	}
 	for _, p := range problems {
 		fmt.Fprintf(env.Stdout, "entry %d: %s\n", p.Seq, p.Problem)
 	}
+	fmt.Fprintln(env.Stdout, keyedLine(v))
 	return fmt.Errorf("the audit log was changed: %d problems", len(problems))
+}
+
+// keyedLine says what the verifier checked: MACs under the secret key,
+// which nobody without the key can make for a rewritten chain, or bare
+// hashes, which anyone can.
+func keyedLine(v *countersign.AuditVerifier) string {
+	keyed, from := v.Keyed()
+	switch {
+	case !keyed:
+		return "the chain is not keyed: its hashes show a changed entry, but a rewrite of the whole chain would go unseen"
+	case from <= 1:
+		return "the chain is keyed with the secret key (an HMAC per entry): rewriting it needs the key file"
+	}
+	return fmt.Sprintf("the chain is keyed with the secret key (an HMAC per entry) from entry %d on, where this store was sealed; the entries before it are hashed and linked to the keyed ones: rewriting any of them needs the key file", from)
 }
 
 // verifyAudit checks the whole audit log of a store against its recorded
@@ -280,6 +295,9 @@ func verifyAudit(ctx context.Context, store countersign.Store) (*countersign.Aud
 		return nil, 0, "", err
 	}
 	v := countersign.NewAuditVerifier()
+	if k, ok := store.(countersign.KeyedAuditor); ok && k.SecretKey() != nil {
+		v = countersign.NewKeyedAuditVerifier(k.SecretKey(), k.AuditKeyedFrom())
+	}
 	var after int64
 	for done := false; !done; {
 		page, err := store.AuditLog(ctx, after, 1000)

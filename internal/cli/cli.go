@@ -38,21 +38,22 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":    {"run the server", runServe},
-		"account":  {"create or list accounts (on the data directory)", runAccount},
-		"key":      {"create, list or revoke agent keys (on the data directory)", runKey},
-		"approver": {"create approvers (on the data directory)", runApprover},
-		"token":    {"create approver API tokens (on the data directory)", runToken},
-		"audit":    {"verify the audit log (on the data directory)", runAudit},
-		"migrate":  {"apply the store's migrations and report its schema version", runMigrate},
-		"store":    {"copy an instance to another store, such as SQLite to PostgreSQL", runStoreCmd},
-		"notify":   {"add, list, test or remove notification channels; delivery status (on the data directory)", runNotify},
-		"list":     {"list requests, as an approver (through the API)", runList},
-		"approve":  {"approve a request by its reference, as an approver", runApprove},
-		"deny":     {"deny a request by its reference, as an approver", runDeny},
-		"rm":       {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
-		"hook":     {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
-		"mcp":      {"the MCP gateway over stdio: asks a human before commit and external tool calls", runMCP},
+		"serve":      {"run the server", runServe},
+		"account":    {"create or list accounts (on the data directory)", runAccount},
+		"key":        {"create, list or revoke agent keys (on the data directory)", runKey},
+		"approver":   {"create approvers (on the data directory)", runApprover},
+		"token":      {"create approver API tokens (on the data directory)", runToken},
+		"audit":      {"verify the audit log (on the data directory)", runAudit},
+		"migrate":    {"apply the store's migrations and report its schema version", runMigrate},
+		"store":      {"copy an instance to another store, such as SQLite to PostgreSQL", runStoreCmd},
+		"secret-key": {"make a new secret key file (for PostgreSQL, or a key kept away from the data)", runSecretKey},
+		"notify":     {"add, list, test or remove notification channels; delivery status (on the data directory)", runNotify},
+		"list":       {"list requests, as an approver (through the API)", runList},
+		"approve":    {"approve a request by its reference, as an approver", runApprove},
+		"deny":       {"deny a request by its reference, as an approver", runDeny},
+		"rm":         {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
+		"hook":       {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
+		"mcp":        {"the MCP gateway over stdio: asks a human before commit and external tool calls", runMCP},
 	}
 }
 

@@ -3,10 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/datadir"
+	"github.com/countersign/countersign/internal/secretkey"
 )
 
 // runStoreCmd is "countersign store copy --from A --to B": it moves an
@@ -20,6 +22,7 @@ func runStoreCmd(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "store "+sub)
 	from := fs.String("from", "", "the store to copy: a data directory or a postgres:// URL")
 	to := fs.String("to", "", "the new, empty store to copy into: a data directory or a postgres:// URL")
+	keyFile := fs.String("secret-key-file", "", "the secret key file of both stores; default the one beside the source's data, copied beside the target's ("+keyFileEnv+")")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -30,15 +33,18 @@ func runStoreCmd(ctx context.Context, env *Env, args []string) error {
 	if *from == *to {
 		return fmt.Errorf("%w: --from and --to name the same store", ErrUsage)
 	}
-	return copyStore(ctx, env, *from, *to)
+	return copyStore(ctx, env, *from, *to, keyOf(env, *keyFile))
 }
 
 // copyStore copies everything of the store at from into the empty store at
 // to, in one transaction on the target, then verifies the copy's audit log
-// against the source's head.
-func copyStore(ctx context.Context, env *Env, from, to string) error {
+// against the source's head. The server keys stay wrapped with the secret
+// key, so the target opens with the same key file: the one k names, or by
+// default the source's, copied beside the target's data (a PostgreSQL
+// target uses the source's file where it is).
+func copyStore(ctx context.Context, env *Env, from, to string, k storeKey) error {
 	log := warnLog(env)
-	src, err := openLocation(ctx, from, true, log)
+	src, err := openLocation(ctx, from, k, true, log)
 	if err != nil {
 		return err
 	}
@@ -56,7 +62,11 @@ func copyStore(ctx context.Context, env *Env, from, to string) error {
 		}
 		defer release()
 	}
-	dst, err := openLocation(ctx, to, false, log)
+	dstKey, err := copyKeyFile(env, from, to, k)
+	if err != nil {
+		return err
+	}
+	dst, err := openLocation(ctx, to, dstKey, false, log)
 	if err != nil {
 		return err
 	}
@@ -105,6 +115,29 @@ func copyStore(ctx context.Context, env *Env, from, to string) error {
 	return nil
 }
 
+// copyKeyFile returns the key of the copy's target. With no key file
+// configured, the source's is beside its data: a target data directory
+// gets a copy of it beside its own, a PostgreSQL target is opened with it
+// where it is.
+func copyKeyFile(env *Env, from, to string, k storeKey) (storeKey, error) {
+	if k.path != "" || isDatabaseURL(from) {
+		return k, nil
+	}
+	srcFile := k.file(from)
+	if isDatabaseURL(to) {
+		fmt.Fprintf(env.Stderr, "countersign: the copy is sealed with the key file %s: give it to every replica (%s), kept apart from the data\n", srcFile, keyFileEnv)
+		return storeKey{path: srcFile, notice: k.notice}, nil
+	}
+	dstFile := k.file(to)
+	if _, err := os.Lstat(dstFile); err == nil {
+		return k, nil // the target's own: the open checks that it is the same key
+	}
+	if err := secretkey.Copy(srcFile, dstFile); err != nil {
+		return k, err
+	}
+	return k, nil
+}
+
 // copyCounts counts the records of a copy by kind.
 type copyCounts struct {
 	accounts, approvers, memberships, keys, tokens, requests, links, windows,
@@ -137,6 +170,7 @@ func (c *copyCounts) add(r countersign.Record) {
 		c.outbox++
 	case r.ServerKey != nil:
 		c.serverKeys++
+	case r.KeyCheck != nil:
 	case r.AuditEntry != nil:
 		c.audit++
 	}

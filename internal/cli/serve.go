@@ -40,6 +40,9 @@ type serveConfig struct {
 	// mcp is the MCP gateway's configuration (COUNTERSIGN_MCP_CONFIG);
 	// nil: /mcp answers that none is configured.
 	mcp *gateway.Config
+	// keyFile is the secret key file; "": secret.key in the data
+	// directory.
+	keyFile string
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -57,7 +60,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		// second. GOGC in the environment wins.
 		defer gctune.Floor(gcFloor)()
 	}
-	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, log)
+	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log)
 	if err != nil {
 		return err
 	}
@@ -117,6 +120,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs := newFlags(env, "serve")
 	fs.StringVar(&cfg.addr, "addr", envOr(env, "COUNTERSIGN_ADDR", "127.0.0.1:8080"), "address to listen on (COUNTERSIGN_ADDR)")
 	fs.StringVar(&cfg.data, "data", dataDir(env, ""), "data directory (COUNTERSIGN_DATA)")
+	keyFile := fs.String("secret-key-file", "", keyFileHelp)
 	dbURL := fs.String("database-url", "", "PostgreSQL store shared by replicas, such as postgres://user@host/db; wins over --data (COUNTERSIGN_DATABASE_URL, COUNTERSIGN_DATABASE_URL_FILE)")
 	fs.StringVar(&cfg.publicURL, "public-url", env.Getenv("COUNTERSIGN_PUBLIC_URL"), "URL where people reach the server (COUNTERSIGN_PUBLIC_URL; default http://ADDR)")
 	ttl := fs.String("request-ttl", envOr(env, "COUNTERSIGN_REQUEST_TTL", "10m"), "how long a request waits for a decision (COUNTERSIGN_REQUEST_TTL)")
@@ -137,6 +141,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	if cfg.dbURL, err = databaseURL(env, *dbURL); err != nil {
 		return nil, err
 	}
+	cfg.keyFile = keyOf(env, *keyFile).path
 	// Check the address and the public URL here, before the store is
 	// opened: a configuration mistake must not create the data directory
 	// or print the first start's secrets.

@@ -15,33 +15,31 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/datadir"
-	"github.com/countersign/countersign/internal/store/postgres"
-	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // openStore opens the SQLite store of the data directory, creating it on
-// first use. Every command that opens a data directory comes through
-// here: the directory is tightened, or refused, first (datadir.Prepare),
-// each change said in log.
+// first use, with the secret key file beside it (secret.key), which it
+// makes on first use.
 func openStore(ctx context.Context, dir string, log *slog.Logger) (countersign.Store, error) {
+	return openStoreKey(ctx, dir, storeKey{}, log)
+}
+
+// openStoreKey opens the SQLite store of the data directory, creating it
+// on first use, with the secret key k names (see openSQLite). Every
+// command that opens a data directory comes through here: the directory is
+// tightened, or refused, first (datadir.Prepare), each change said in log.
+func openStoreKey(ctx context.Context, dir string, k storeKey, log *slog.Logger) (countersign.Store, error) {
 	if err := datadir.Prepare(dir, log); err != nil {
 		return nil, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"))
-	if err != nil {
-		return nil, fmt.Errorf("open the store in %s: %w", dir, err)
-	}
-	return db, nil
+	return openSQLite(ctx, dir, k)
 }
 
-// openDatabase opens the PostgreSQL store at url, migrating it. log
-// receives the notification listener's reconnections; nil discards.
-func openDatabase(ctx context.Context, url string, log *slog.Logger) (countersign.Store, error) {
-	db, err := postgres.Open(ctx, url, log)
-	if err != nil {
-		return nil, fmt.Errorf("open the PostgreSQL store at %s: %w", describeURL(url), err)
-	}
-	return db, nil
+// openDatabase opens the PostgreSQL store at url, migrating it, with the
+// secret key k names, which must be given. log receives the notification
+// listener's reconnections; nil discards.
+func openDatabase(ctx context.Context, url string, k storeKey, log *slog.Logger) (countersign.Store, error) {
+	return openPostgres(ctx, url, k, log)
 }
 
 // storeLocation is where a command's store is: the flags --data and
@@ -52,6 +50,7 @@ type storeLocation struct {
 	env         *Env
 	data        *string
 	databaseURL *string
+	keyFile     *string
 }
 
 // storeFlags registers --data and --database-url on fs.
@@ -67,6 +66,7 @@ func storeFlagsFor(env *Env, fs *flag.FlagSet, data *string) *storeLocation {
 		data: data,
 		databaseURL: fs.String("database-url", "",
 			"PostgreSQL store, such as postgres://user@host/db; wins over the data directory (COUNTERSIGN_DATABASE_URL, COUNTERSIGN_DATABASE_URL_FILE)"),
+		keyFile: fs.String("secret-key-file", "", keyFileHelp),
 	}
 }
 
@@ -84,13 +84,14 @@ func (l *storeLocation) open(ctx context.Context, log *slog.Logger) (countersign
 	if err != nil {
 		return nil, err
 	}
+	k := keyOf(l.env, *l.keyFile)
 	if u != "" {
-		return openDatabase(ctx, u, log)
+		return openDatabase(ctx, u, k, log)
 	}
 	if log == nil {
 		log = warnLog(l.env)
 	}
-	return openStore(ctx, dataDir(l.env, *l.data), log)
+	return openStoreKey(ctx, dataDir(l.env, *l.data), k, log)
 }
 
 // warnLog is the log of an administration command: its warnings, such as
@@ -146,18 +147,19 @@ func isDatabaseURL(s string) bool {
 }
 
 // openLocation opens a store named by a data directory or a PostgreSQL
-// URL. mustExist refuses a data directory without a store, which opening
-// would create. log receives the changes made to the data directory.
-func openLocation(ctx context.Context, loc string, mustExist bool, log *slog.Logger) (countersign.Store, error) {
+// URL, with the secret key k names. mustExist refuses a data directory
+// without a store, which opening would create. log receives the changes
+// made to the data directory.
+func openLocation(ctx context.Context, loc string, k storeKey, mustExist bool, log *slog.Logger) (countersign.Store, error) {
 	if isDatabaseURL(loc) {
-		return openDatabase(ctx, loc, nil)
+		return openDatabase(ctx, loc, k, nil)
 	}
 	if mustExist {
 		if err := requireStore(loc); err != nil {
 			return nil, err
 		}
 	}
-	return openStore(ctx, loc, log)
+	return openStoreKey(ctx, loc, k, log)
 }
 
 // describeLocation names a location for a message, without secrets.
@@ -180,11 +182,12 @@ func describeURL(s string) string {
 
 // openServeStore opens the store of countersign serve: PostgreSQL when a
 // database URL is set, else SQLite in the data directory, which the server
-// then holds alone (lockData) until it calls closeStore. It returns the
-// store and a name for the log, without any secret.
-func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logger) (store countersign.Store, name string, closeStore func(), err error) {
+// then holds alone (lockData) until it calls closeStore. Either opens with
+// the secret key k names. It returns the store and a name for the log,
+// without any secret.
+func openServeStore(ctx context.Context, dir, databaseURL string, k storeKey, log *slog.Logger) (store countersign.Store, name string, closeStore func(), err error) {
 	if databaseURL != "" {
-		s, err := openDatabase(ctx, databaseURL, log)
+		s, err := openDatabase(ctx, databaseURL, k, log)
 		if err != nil {
 			return nil, "", nil, err
 		}
@@ -199,7 +202,7 @@ func openServeStore(ctx context.Context, dir, databaseURL string, log *slog.Logg
 	if err != nil {
 		return nil, "", nil, err
 	}
-	s, err := openStore(ctx, dir, log)
+	s, err := openStoreKey(ctx, dir, k, log)
 	if err != nil {
 		release()
 		return nil, "", nil, err

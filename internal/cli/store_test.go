@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/secretkey"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/testutil"
@@ -25,6 +26,16 @@ func runCLI(t *testing.T, vars map[string]string, args ...string) (int, string, 
 	return code, stdout.String(), stderr.String()
 }
 
+// newKeyFile makes a secret key file for a test.
+func newKeyFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "secret.key")
+	if _, err := secretkey.Create(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // TestDatabaseURLWins: with a database URL set, by flag, variable or
 // file, the data-directory commands work on PostgreSQL and leave the data
 // directory alone.
@@ -35,9 +46,10 @@ func TestDatabaseURLWins(t *testing.T) {
 	if err := os.WriteFile(urlFile, []byte(url+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	byVar := map[string]string{"COUNTERSIGN_DATA": dir, "COUNTERSIGN_DATABASE_URL": url}
-	byFile := map[string]string{"COUNTERSIGN_DATA": dir, "COUNTERSIGN_DATABASE_URL_FILE": urlFile}
-	onlyData := map[string]string{"COUNTERSIGN_DATA": dir}
+	keyFile := newKeyFile(t)
+	byVar := map[string]string{"COUNTERSIGN_DATA": dir, "COUNTERSIGN_DATABASE_URL": url, keyFileEnv: keyFile}
+	byFile := map[string]string{"COUNTERSIGN_DATA": dir, "COUNTERSIGN_DATABASE_URL_FILE": urlFile, keyFileEnv: keyFile}
+	onlyData := map[string]string{"COUNTERSIGN_DATA": dir, keyFileEnv: keyFile}
 
 	if code, out, errOut := runCLI(t, byVar, "account", "create", "acme"); code != 0 || !strings.Contains(out, "created account acme") {
 		t.Fatalf("account create with COUNTERSIGN_DATABASE_URL: %d %q %q", code, out, errOut)
@@ -55,7 +67,7 @@ func TestDatabaseURLWins(t *testing.T) {
 		t.Errorf("the data directory was touched: %v", err)
 	}
 	// Without the URL, the data directory's own (new) store has no acme.
-	if code, out, _ := runCLI(t, onlyData, "account", "list"); code != 0 || strings.Contains(out, "acme") {
+	if code, out, _ := runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir}, "account", "list"); code != 0 || strings.Contains(out, "acme") {
 		t.Errorf("account list of the data directory: %d %q", code, out)
 	}
 }
@@ -79,8 +91,9 @@ func TestMigrate(t *testing.T) {
 	}
 
 	url := pgtest.SchemaURL(t)
+	keyFile := newKeyFile(t)
 	for range 2 { // the second run has nothing to apply
-		code, out, errOut := runCLI(t, nil, "migrate", "--database-url", url)
+		code, out, errOut := runCLI(t, nil, "migrate", "--database-url", url, "--secret-key-file", keyFile)
 		if code != 0 || !strings.HasPrefix(out, "PostgreSQL ") || !strings.HasSuffix(out, fmt.Sprintf(": schema version %d\n", postgres.Latest())) {
 			t.Fatalf("migrate of a database: %d %q %q", code, out, errOut)
 		}
@@ -90,7 +103,7 @@ func TestMigrate(t *testing.T) {
 	}
 	// A database a newer binary migrated is refused, and left as it is.
 	pgtest.ExecURL(t, url, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, postgres.Latest()+1)
-	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", url)
+	code, out, errOut = runCLI(t, nil, "migrate", "--database-url", url, "--secret-key-file", keyFile)
 	wantErr := fmt.Sprintf("database schema version %d is newer than this binary (%d); upgrade countersign", postgres.Latest()+1, postgres.Latest())
 	if code != 1 || !strings.Contains(errOut, wantErr) || out != "" {
 		t.Errorf("migrate of a newer database: %d %q %q", code, out, errOut)
@@ -103,6 +116,9 @@ func TestMigrate(t *testing.T) {
 func TestStoreCopy(t *testing.T) {
 	dir := t.TempDir()
 	vars := map[string]string{"COUNTERSIGN_DATA": dir}
+	// The copies open with the source's key file: a PostgreSQL store
+	// needs it named.
+	keyFile := filepath.Join(dir, "secret.key")
 	for _, args := range [][]string{
 		{"account", "create", "acme"},
 		{"key", "create", "--account", "acme", "--name", "laptop", "--seed-hmac"},
@@ -147,7 +163,7 @@ func TestStoreCopy(t *testing.T) {
 
 	url := pgtest.SchemaURL(t)
 	code, out, errOut := runCLI(t, nil, "store", "copy", "--from", dir, "--to", url)
-	if code != 0 || !strings.Contains(out, "1 accounts, 0 approvers, 0 memberships, 2 agent keys") ||
+	if code != 0 || !strings.Contains(errOut, "sealed with the key file "+keyFile) || !strings.Contains(out, "1 accounts, 0 approvers, 0 memberships, 2 agent keys") ||
 		!strings.Contains(out, "4 requests") || !strings.Contains(out, "7 audit entries") ||
 		!strings.Contains(out, "audit log intact on the copy: 7 entries") {
 		t.Fatalf("store copy to PostgreSQL: %d %q %q", code, out, errOut)
@@ -155,11 +171,11 @@ func TestStoreCopy(t *testing.T) {
 	if strings.Contains(out, "search_path") {
 		t.Errorf("store copy shows the URL's parameters: %q", out)
 	}
-	if code, got, _ := runCLI(t, nil, "audit", "verify", "--database-url", url); code != 0 || got != wantHead {
+	if code, got, _ := runCLI(t, nil, "audit", "verify", "--database-url", url, "--secret-key-file", keyFile); code != 0 || got != wantHead {
 		t.Errorf("audit verify of the copy: %d %q, want %q", code, got, wantHead)
 	}
 	// The agent key still authenticates on the copy.
-	pg, err := openDatabase(t.Context(), url, nil)
+	pg, err := openDatabase(t.Context(), url, storeKey{path: keyFile}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +191,10 @@ func TestStoreCopy(t *testing.T) {
 	}
 	// And back to a new data directory.
 	back := filepath.Join(t.TempDir(), "back")
-	if code, out, errOut := runCLI(t, nil, "store", "copy", "--from", url, "--to", back); code != 0 || !strings.Contains(out, "audit log intact on the copy: 7 entries") {
+	if code, out, errOut := runCLI(t, nil, "store", "copy", "--from", url, "--to", back, "--secret-key-file", keyFile); code != 0 || !strings.Contains(out, "audit log intact on the copy: 7 entries") {
 		t.Fatalf("store copy to SQLite: %d %q %q", code, out, errOut)
 	}
-	if code, got, _ := runCLI(t, map[string]string{"COUNTERSIGN_DATA": back}, "audit", "verify"); code != 0 || got != wantHead {
+	if code, got, _ := runCLI(t, map[string]string{"COUNTERSIGN_DATA": back, keyFileEnv: keyFile}, "audit", "verify"); code != 0 || got != wantHead {
 		t.Errorf("audit verify of the copy back: %d %q, want %q", code, got, wantHead)
 	}
 
@@ -245,7 +261,7 @@ func TestDataDirTightenedOnEveryStart(t *testing.T) {
 
 	open()
 	logs := &testutil.LogBuffer{}
-	_, _, closeStore, err := openServeStore(t.Context(), dir, "", slog.New(slog.NewTextHandler(logs, nil)))
+	_, _, closeStore, err := openServeStore(t.Context(), dir, "", storeKey{}, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

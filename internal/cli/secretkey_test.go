@@ -1,0 +1,345 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/notify"
+	"github.com/countersign/countersign/internal/store/postgres"
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/jackc/pgx/v5"
+	_ "modernc.org/sqlite"
+)
+
+// receiver is a webhook endpoint that keeps every body it is sent.
+type receiver struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.bodies = append(r.bodies, string(b)+" "+req.Header.Get("X-Countersign-Signature"))
+	r.mu.Unlock()
+}
+
+func (r *receiver) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.bodies...)
+}
+
+// instance is what a stolen database would hold the secrets of.
+type instance struct {
+	seedSecret    string // the seed key, exactly as printed: the HMAC key of the seed routes
+	channelSecret string // the webhook's signing secret
+	body          []byte // a seed request's body, signed with seedSecret by its client
+}
+
+// fill gives a store what a running instance has: a seed key, a webhook
+// channel with a secret, pointing at hook, and a pending request whose
+// outbox item holds its one-time link tokens, not sent yet.
+func fill(t *testing.T, store countersign.Store, hook string) instance {
+	t.Helper()
+	ctx := t.Context()
+	admin := &approval.Admin{Store: store}
+	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, seedSecret, err := admin.CreateSeedKey(ctx, "acme", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := instance{seedSecret: seedSecret, channelSecret: "whsec-" + strings.Repeat("s", 24), body: []byte(`{"command":"rm -rf /srv"}`)}
+	if _, err := (&notify.Admin{Store: store}).Add(ctx, notify.Spec{Account: "acme", Name: "hook", Type: countersign.ChannelWebhook,
+		Settings: notify.Settings{URL: hook}, Secret: in.channelSecret}); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := (&approval.Authenticator{Store: store}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body))
+	if err != nil {
+		t.Fatalf("the seed key does not sign: %v", err)
+	}
+	svc := approval.New(store, nil, approval.NewHub(), approval.Config{Notifier: notify.NewNotifier(store)}, nil, nil)
+	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm", SeedID: "del-1",
+		Arguments: []byte(`{"command":"rm -rf /srv"}`), Preview: "rm -rf /srv"}); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func sign(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// stolenKeys is the product's store of a stolen copy, with every server
+// key taken to be key: what an attacker would try with each value the copy
+// holds.
+type stolenKeys struct {
+	countersign.Store
+	key []byte
+}
+
+func (s stolenKeys) ServerKey(context.Context, string, int) ([]byte, error) { return s.key, nil }
+
+// candidates are the keys an attacker would try: every stored server key
+// as it is and every 32 bytes of it.
+func candidates(stored [][]byte) [][]byte {
+	var out [][]byte
+	for _, v := range stored {
+		out = append(out, v)
+		for i := 0; i+32 <= len(v); i++ {
+			out = append(out, v[i:i+32])
+		}
+	}
+	return out
+}
+
+// attack runs the product's own code over a stolen copy with every
+// candidate key: the seed routes' authenticator, which opens the sealed
+// seed secret to check a signature, and the notification worker, which
+// opens the outbox payload (the link tokens) and the channel secret to send
+// them to the channel's URL, which the attacker points at their own
+// server. reset puts the outbox item back as it was stolen, so that every
+// candidate gets its try. It returns what worked.
+func attack(t *testing.T, stolen countersign.Store, stored [][]byte, in instance, thief *receiver, reset func()) (opened []string) {
+	t.Helper()
+	ctx := t.Context()
+	for _, key := range candidates(stored) {
+		s := stolenKeys{Store: stolen, key: key}
+		if _, err := (&approval.Authenticator{Store: s}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body)); err == nil {
+			opened = append(opened, "a seed secret opened under "+hex.EncodeToString(key))
+		}
+		reset()
+		w := notify.NewWorker(s, &notify.Delivery{}, nil, nil, notify.WorkerConfig{})
+		w.RunOnce(ctx)
+		if len(thief.got()) > 0 {
+			return append(opened, "the outbox item was sent under "+hex.EncodeToString(key))
+		}
+	}
+	return opened
+}
+
+// resetOutbox is the statement that puts the one outbox item back with
+// its sealed payload; hexPayload is the payload in hex, lit the backend's
+// way.
+const resetOutbox = `UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = 0, lease_until = 0, claim = '', payload = `
+
+// TestStolenSQLiteOpensNothing: a copy of countersign.db alone, without
+// the key file, yields no agent credential, no link token and no channel
+// secret, whatever the product is made to do with it; with the key file,
+// the same code opens them all (the test would see them).
+func TestStolenSQLiteOpensNothing(t *testing.T) {
+	thief := &receiver{}
+	thiefSrv := httptest.NewServer(thief)
+	defer thiefSrv.Close()
+	owner := &receiver{}
+	ownerSrv := httptest.NewServer(owner)
+	defer ownerSrv.Close()
+
+	dir := t.TempDir()
+	store, err := openStore(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fill(t, store, ownerSrv.URL+"/hook")
+	store.Close()
+
+	// The copy: the database file alone.
+	stolenDir := t.TempDir()
+	db, err := os.ReadFile(filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{in.seedSecret, in.channelSecret} {
+		if bytes.Contains(db, []byte(secret)) {
+			t.Fatalf("the database file holds a secret as it is")
+		}
+	}
+	stolenPath := filepath.Join(stolenDir, "countersign.db")
+	if err := os.WriteFile(stolenPath, db, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	// The product refuses to open it: no key file, a new one, none.
+	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATA": stolenDir}, "key", "list", "--account", "acme")
+	if code != 1 || !strings.Contains(errOut, "its key file "+filepath.Join(stolenDir, "secret.key")+" is missing") || out != "" {
+		t.Fatalf("key list on the copy: %d %q %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(stolenDir, "secret.key")); !os.IsNotExist(err) {
+		t.Fatalf("a key file was left beside the copy: %v", err)
+	}
+	if _, err := sqlite.Open(t.Context(), stolenPath, sqlite.WithSecretKey(storetest.NewSecretKey(t))); !errors.Is(err, countersign.ErrWrongSecretKey) {
+		t.Fatalf("open the copy with a new key: %v", err)
+	}
+	if _, err := sqlite.Open(t.Context(), stolenPath); !errors.Is(err, countersign.ErrSecretKeyNeeded) {
+		t.Fatalf("open the copy without a key: %v", err)
+	}
+
+	// The attacker removes the record of the key, so that the product
+	// opens the copy, and points the channel at themselves.
+	raw, err := sql.Open("sqlite", stolenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`DELETE FROM secret_key`, `UPDATE notify_channels SET config = json_set(config, '$.url', '` + thiefSrv.URL + `/hook')`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	stored := rawKeys(t, raw)
+	var payload []byte
+	if err := raw.QueryRow(`SELECT payload FROM outbox`).Scan(&payload); err != nil || len(payload) == 0 {
+		t.Fatalf("the outbox item: %x, %v", payload, err)
+	}
+	defer raw.Close()
+	reset := func() {
+		if _, err := raw.Exec(resetOutbox + `x'` + hex.EncodeToString(payload) + `'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stolen, err := sqlite.Open(t.Context(), stolenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stolen.Close()
+	if opened := attack(t, stolen, stored, in, thief, reset); len(opened) > 0 {
+		t.Errorf("the copy opened: %v", opened)
+	}
+	if got := thief.got(); len(got) > 0 {
+		t.Errorf("the copy sent its link tokens to the attacker: %q", got)
+	}
+
+	// With the key file, the product opens all of it: the seed secret
+	// signs and the owner's webhook gets the link tokens, signed with the
+	// channel secret.
+	store, err = openStore(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := (&approval.Authenticator{Store: store}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
+		t.Fatalf("with the key file the seed key does not sign: %v", err)
+	}
+	if n, err := notify.NewWorker(store, &notify.Delivery{}, nil, nil, notify.WorkerConfig{}).RunOnce(t.Context()); err != nil || n != 1 {
+		t.Fatalf("with the key file the worker sent %d, %v", n, err)
+	}
+	got := owner.got()
+	if len(got) != 1 || !strings.Contains(got[0], `"approve_url":`) || !strings.Contains(got[0], "sha256=") {
+		t.Fatalf("the owner's webhook got %q; want the links, signed", got)
+	}
+}
+
+// rawKeys reads every stored server key past the store.
+func rawKeys(t *testing.T, raw *sql.DB) [][]byte {
+	t.Helper()
+	rows, err := raw.Query(`SELECT key FROM server_keys`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	if len(out) < 2 {
+		t.Fatalf("%d server keys stored, want the seed and outbox keys", len(out))
+	}
+	return out
+}
+
+// TestStolenPostgresOpensNothing: every row of a PostgreSQL store, read
+// with SQL as pg_dump reads them and restored elsewhere, opens nothing
+// without the key file.
+func TestStolenPostgresOpensNothing(t *testing.T) {
+	thief := &receiver{}
+	thiefSrv := httptest.NewServer(thief)
+	defer thiefSrv.Close()
+	url := pgtest.SchemaURL(t)
+	keyFile := newKeyFile(t)
+	store, err := openDatabase(t.Context(), url, storeKey{path: keyFile}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fill(t, store, "http://127.0.0.1:9/hook")
+	store.Close()
+
+	// The product refuses to open it without the key file, or with
+	// another.
+	if _, err := postgres.Open(t.Context(), url, nil); !errors.Is(err, countersign.ErrSecretKeyNeeded) {
+		t.Fatalf("open without the key: %v", err)
+	}
+	if _, err := postgres.Open(t.Context(), url, nil, postgres.WithSecretKey(storetest.NewSecretKey(t))); !errors.Is(err, countersign.ErrWrongSecretKey) {
+		t.Fatalf("open with a new key: %v", err)
+	}
+	code, out, errOut := runCLI(t, nil, "key", "list", "--account", "acme", "--database-url", url)
+	if code != 1 || !strings.Contains(errOut, "needs the server's secret key file") || out != "" {
+		t.Fatalf("key list without the key file: %d %q %q", code, out, errOut)
+	}
+
+	// The dump: the rows as they are, read with SQL as pg_dump reads
+	// them. The attacker restores it without the record of the key, so
+	// that the product opens it, and points the channel at themselves.
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), `SELECT key FROM server_keys`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+	if err != nil || len(stored) < 2 {
+		t.Fatalf("server keys: %d, %v", len(stored), err)
+	}
+	var payload []byte
+	if err := conn.QueryRow(t.Context(), `SELECT payload FROM outbox`).Scan(&payload); err != nil || len(payload) == 0 {
+		t.Fatalf("the outbox item: %x, %v", payload, err)
+	}
+	for _, q := range []string{`DELETE FROM secret_key`,
+		`UPDATE notify_channels SET config = jsonb_set(config::jsonb, '{url}', to_jsonb('` + thiefSrv.URL + `/hook'::text))::text`} {
+		if _, err := conn.Exec(t.Context(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	reset := func() {
+		if _, err := conn.Exec(t.Context(), resetOutbox+`'\x`+hex.EncodeToString(payload)+`'::bytea`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stolen, err := postgres.Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stolen.Close()
+	if opened := attack(t, stolen, stored, in, thief, reset); len(opened) > 0 {
+		t.Errorf("the dump opened: %v", opened)
+	}
+	if got := thief.got(); len(got) > 0 {
+		t.Errorf("the dump sent its link tokens to the attacker: %q", got)
+	}
+}
