@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -341,5 +342,270 @@ func TestStolenPostgresOpensNothing(t *testing.T) {
 	}
 	if got := thief.got(); len(got) > 0 {
 		t.Errorf("the dump sent its link tokens to the attacker: %q", got)
+	}
+}
+
+// oldDataDir makes a data directory as the version before the secret key
+// wrote it: server keys stored as they are, bare audit hashes, and no
+// secret_key table in a schema at the version before it. It returns the seed key's
+// secret and the CSRF key.
+func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
+	t.Helper()
+	path := filepath.Join(dir, "countersign.db")
+	old, err := sqlite.Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := &approval.Admin{Store: old}
+	if _, err := admin.CreateAccount(t.Context(), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, seedSecret, err = admin.CreateSeedKey(t.Context(), "acme", "laptop"); err != nil {
+		t.Fatal(err)
+	}
+	if csrf, err = old.ServerKey(t.Context(), "csrf", 32); err != nil {
+		t.Fatal(err)
+	}
+	agent, err := (&approval.Authenticator{Store: old}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := approval.New(old, nil, approval.NewHub(), approval.Config{}, nil, nil)
+	for i := range 2 {
+		if _, _, err := svc.Create(t.Context(), agent, countersign.CreateInput{Kind: countersign.KindGeneric, Action: "deploy", Arguments: []byte(`{"n":` + string(rune('0'+i)) + `}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	// 10 is migrations/0010_secret_key.sql, which made the table.
+	for _, q := range []string{`DROP TABLE secret_key`, `DELETE FROM schema_migrations WHERE version = 10`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	return seedSecret, csrf
+}
+
+// TestOldDataDirSealed: the first start of this version on a data
+// directory an earlier one wrote makes the key file, 0600, and seals the
+// store in place: the same keys, wrapped; the old chain still verifies and
+// is keyed from the next entry on.
+func TestOldDataDirSealed(t *testing.T) {
+	dir := t.TempDir()
+	seedSecret, csrf := oldDataDir(t, dir)
+	raw, err := sql.Open("sqlite", filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var before []byte
+	if err := raw.QueryRow(`SELECT key FROM server_keys WHERE name = 'csrf'`).Scan(&before); err != nil || !bytes.Equal(before, csrf) {
+		t.Fatalf("the old layout: %x, %v", before, err)
+	}
+
+	vars := map[string]string{"COUNTERSIGN_DATA": dir}
+	code, out, errOut := runCLI(t, vars, "audit", "verify")
+	keyFile := filepath.Join(dir, "secret.key")
+	if code != 0 || !strings.Contains(out, "audit log intact: 3 entries") || !strings.Contains(out, "keyed with the secret key (an HMAC per entry) from entry 3 on") ||
+		!strings.Contains(errOut, "made the secret key file "+keyFile) {
+		t.Fatalf("audit verify at the first start: %d %q %q", code, out, errOut)
+	}
+	fi, err := os.Stat(keyFile)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the key file: %v, %v; want mode 0600", fi, err)
+	}
+	var after []byte
+	if err := raw.QueryRow(`SELECT key FROM server_keys WHERE name = 'csrf'`).Scan(&after); err != nil || bytes.Contains(after, csrf) {
+		t.Fatalf("the CSRF key after sealing: %x, %v; want it wrapped", after, err)
+	}
+
+	store, err := openStore(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if got, err := store.ServerKey(t.Context(), "csrf", 32); err != nil || !bytes.Equal(got, csrf) {
+		t.Errorf("the CSRF key after sealing = %x, %v; want the one before", got, err)
+	}
+	if _, err := (&approval.Authenticator{Store: store}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}"))); err != nil {
+		t.Errorf("the seed key after sealing: %v", err)
+	}
+	store.Close()
+	// A second start changes nothing.
+	if code, out2, errOut := runCLI(t, vars, "audit", "verify"); code != 0 || out2 != out || errOut != "" {
+		t.Errorf("audit verify again: %d %q %q; want %q", code, out2, errOut, out)
+	}
+}
+
+// TestWrongKeyFileRefused: a data directory given a key file that is not
+// the one that sealed it, or one open to others, does not open, and
+// nothing is re-keyed.
+func TestWrongKeyFileRefused(t *testing.T) {
+	dir := t.TempDir()
+	vars := map[string]string{"COUNTERSIGN_DATA": dir}
+	if code, _, errOut := runCLI(t, vars, "account", "create", "acme"); code != 0 {
+		t.Fatal(errOut)
+	}
+	keyFile := filepath.Join(dir, "secret.key")
+	orig, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := os.ReadFile(filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	other := newKeyFile(t)
+	for _, args := range [][]string{{"account", "list"}, {"serve", "--addr", "127.0.0.1:0"}} {
+		code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir, keyFileEnv: other}, args...)
+		if code != 1 || !strings.Contains(errOut, "was sealed with another secret key than the one in "+other) || strings.Contains(out, "acme") {
+			t.Errorf("%v with another key file: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, vars, "account", "list")
+	if code != 1 || !strings.Contains(errOut, "is open to others (mode 0644)") || strings.Contains(errOut, strings.TrimSpace(string(orig))) {
+		t.Errorf("account list with a key file open to others: %d %q %q", code, out, errOut)
+	}
+	if err := os.Chmod(keyFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "not-a-key"), []byte("nope\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir, keyFileEnv: filepath.Join(dir, "not-a-key")}, "account", "list")
+	if code != 1 || !strings.Contains(errOut, "does not hold a key: it must hold 64 hexadecimal characters") {
+		t.Errorf("account list with a file that holds no key: %d %q", code, errOut)
+	}
+	link := filepath.Join(t.TempDir(), "link.key")
+	if err := os.Symlink(keyFile, link); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir, keyFileEnv: link}, "account", "list")
+	if code != 1 || !strings.Contains(errOut, "is a symbolic link") {
+		t.Errorf("account list with a link as the key file: %d %q", code, errOut)
+	}
+
+	// The key file was lost: no new key is made for the sealed store.
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, vars, "account", "list")
+	if code != 1 || !strings.Contains(errOut, "its key file "+keyFile+" is missing: restore that file from your backup") {
+		t.Errorf("account list without the key file: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(keyFile); !os.IsNotExist(err) {
+		t.Errorf("a new key file was left: %v", err)
+	}
+	if err := os.WriteFile(keyFile, orig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "countersign.db")); !bytes.Equal(got, db) {
+		t.Errorf("a refused open changed the database")
+	}
+	if code, out, errOut := runCLI(t, vars, "account", "list"); code != 0 || !strings.Contains(out, "acme") {
+		t.Errorf("account list with the key file back: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestAuditRewriteWithoutKey: someone with the database but not the key
+// file changes an entry and rewrites the whole chain and its head with
+// bare hashes: audit verify finds every rewritten entry and says that the
+// chain is keyed.
+func TestAuditRewriteWithoutKey(t *testing.T) {
+	dir := t.TempDir()
+	store, err := openStore(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, store, "http://127.0.0.1:9/hook")
+	store.Close()
+	vars := map[string]string{"COUNTERSIGN_DATA": dir}
+	if code, out, _ := runCLI(t, vars, "audit", "verify"); code != 0 || !strings.Contains(out, "audit log intact: 1 entries") ||
+		!strings.Contains(out, "the chain is keyed with the secret key (an HMAC per entry): rewriting it needs the key file") {
+		t.Fatalf("audit verify before: %d %q", code, out)
+	}
+
+	raw, err := sql.Open("sqlite", filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	e := countersign.AuditEntry{}
+	var at int64
+	if err := raw.QueryRow(`SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash FROM audit_log WHERE seq = 1`).
+		Scan(&e.Seq, &at, &e.AccountID, &e.RequestID, &e.Event, &e.Actor, &e.Detail, &e.PrevHash); err != nil {
+		t.Fatal(err)
+	}
+	e.At = time.Unix(0, at).UTC()
+	e.Actor = "key:someone-else"
+	e.Hash = e.ComputeHash()
+	if _, err := raw.Exec(`UPDATE audit_log SET actor = ?, hash = ? WHERE seq = 1`, e.Actor, e.Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`UPDATE audit_head SET hash = ? WHERE id = 1`, e.Hash); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, vars, "audit", "verify")
+	if code != 1 || !strings.Contains(out, "entry 1: was changed after it was written") || !strings.Contains(out, "the chain is keyed") ||
+		!strings.Contains(errOut, "the audit log was changed: 1 problems") {
+		t.Errorf("audit verify of the rewritten chain: %d %q %q", code, out, errOut)
+	}
+}
+
+// TestPostgresNeedsKeyFile: serve on PostgreSQL without a key file stops
+// at once and says what to set; replicas given the same file share the
+// store's keys.
+func TestPostgresNeedsKeyFile(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATABASE_URL": url}, "serve", "--addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "a PostgreSQL store needs the server's secret key file: set COUNTERSIGN_SECRET_KEY_FILE") || strings.Contains(out, "csk_") {
+		t.Fatalf("serve without a key file: %d %q %q", code, out, errOut)
+	}
+	missing := filepath.Join(t.TempDir(), "secret.key")
+	code, _, errOut = runCLI(t, map[string]string{"COUNTERSIGN_DATABASE_URL": url, keyFileEnv: missing}, "serve", "--addr", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(errOut, "does not exist: make one with countersign secret-key create "+missing) {
+		t.Fatalf("serve with a missing key file: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("serve made a key file for PostgreSQL: %v", err)
+	}
+	if code, out, errOut := runCLI(t, nil, "secret-key", "create", missing); code != 0 || !strings.Contains(out, "made the secret key file "+missing) {
+		t.Fatalf("secret-key create: %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut := runCLI(t, nil, "secret-key", "create", missing); code != 1 || !strings.Contains(errOut, "file exists") {
+		t.Fatalf("secret-key create over a file: %d %q", code, errOut)
+	}
+
+	// Two replicas with the same file: a seed key made through one signs
+	// on the other.
+	a, err := openDatabase(t.Context(), url, storeKey{path: missing}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := openDatabase(t.Context(), url, storeKey{path: missing}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	admin := &approval.Admin{Store: a}
+	if _, err := admin.CreateAccount(t.Context(), "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := admin.CreateSeedKey(t.Context(), "acme", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&approval.Authenticator{Store: b}).SeedAgent(t.Context(), []byte("{}"), sign(secret, []byte("{}"))); err != nil {
+		t.Fatalf("the seed key on the other replica: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
--- 0008: the check of the server's secret key. The key itself lives outside
+-- 0010: the check of the server's secret key. The key itself lives outside
 -- the database (a key file); it wraps every row of server_keys and keys the
 -- audit chain. This row proves which key that is (an HMAC only the same key
 -- reproduces) and records from which entry on the audit chain carries MACs
