@@ -114,10 +114,10 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// startServe starts a replica on the database and waits until it answers
-// /healthz. It is stopped (SIGTERM) when the test ends, unless killed
-// before.
-func startServe(t *testing.T, name, url string) *process {
+// startServe starts a replica on the database, with the secret key file
+// every replica shares, and waits until it answers /healthz. It is stopped
+// (SIGTERM) when the test ends, unless killed before.
+func startServe(t *testing.T, name, url, keyFile string) *process {
 	t.Helper()
 	addr := freeAddr(t)
 	home := t.TempDir()
@@ -125,7 +125,7 @@ func startServe(t *testing.T, name, url string) *process {
 	p.cmd = exec.Command(binary(t), "serve", "--addr", addr, "--rate-limit", "0", "--max-pending", "100", "--log-level", "warn")
 	// The URL goes through the environment, as a deployment passes it.
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "COUNTERSIGN_DATA=" + filepath.Join(home, "unused"),
-		"COUNTERSIGN_DATABASE_URL=" + url}
+		"COUNTERSIGN_DATABASE_URL=" + url, "COUNTERSIGN_SECRET_KEY_FILE=" + keyFile}
 	p.cmd.Stderr = p.stderr
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -236,15 +236,19 @@ func (p *process) waitForWaiters(n int) {
 func replicaPair(t *testing.T) (a, b *process, agentKey, token string) {
 	t.Helper()
 	url := pgtest.SchemaURL(t)
-	a = startServe(t, "replica A", url)
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if out, err := exec.Command(binary(t), "secret-key", "create", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("secret-key create: %v %q", err, out)
+	}
+	a = startServe(t, "replica A", url, keyFile)
 	if a.agentKey == "" {
 		t.Fatalf("replica A printed no agent key on the first start")
 	}
-	b = startServe(t, "replica B", url)
+	b = startServe(t, "replica B", url, keyFile)
 	if b.agentKey != "" {
 		t.Fatalf("replica B did a first start too")
 	}
-	cmd := exec.Command(binary(t), "token", "create", "--database-url", url, "--approver", "admin", "--json")
+	cmd := exec.Command(binary(t), "token", "create", "--database-url", url, "--secret-key-file", keyFile, "--approver", "admin", "--json")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	out, err := cmd.Output()
 	var tok struct{ Token string }
