@@ -4,5 +4,3 @@ package secretkey
 
 // noFollow is nothing where the system has no O_NOFOLLOW.
 const noFollow = 0
-
-func isLink(error) bool { return false }

@@ -2,12 +2,7 @@
 
 package secretkey
 
-import (
-	"errors"
-	"syscall"
-)
+import "syscall"
 
 // noFollow makes an open fail on a symbolic link.
 const noFollow = syscall.O_NOFOLLOW
-
-func isLink(err error) bool { return errors.Is(err, syscall.ELOOP) }

@@ -4,8 +4,10 @@
 // (a final newline and surrounding spaces are allowed, nothing else), such
 // as `openssl rand -hex 32` prints. It must be a regular file readable by
 // its owner only (mode 0600 or 0400): a file that the group or others may
-// read, or that is a symbolic link, is refused. The key never leaves this
-// package but as a countersign.SecretKey, and no message holds it.
+// read is refused. A symbolic link to such a file is read (secrets mounts,
+// Kubernetes' among them, are links), but a new file is never made through
+// one. The key never leaves this package but as a countersign.SecretKey,
+// and no message holds it.
 package secretkey
 
 import (
@@ -32,11 +34,10 @@ const maxFile = 4096
 // Load reads the key file at path. Errors wrap fs.ErrNotExist when there is
 // no file.
 func Load(path string) (*countersign.SecretKey, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|noFollow, 0)
+	// The checks are on the open file, so that what was checked is
+	// what is read.
+	f, err := os.Open(path)
 	if err != nil {
-		if isLink(err) {
-			return nil, fmt.Errorf("the secret key file %s is a symbolic link; name the file itself", path)
-		}
 		return nil, fmt.Errorf("read the secret key file: %w", err)
 	}
 	defer f.Close()

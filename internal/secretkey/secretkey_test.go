@@ -74,7 +74,6 @@ func TestLoadRefuses(t *testing.T) {
 		"too short":      {write("short.key", hex64[:62], 0o600), "does not hold a key"},
 		"not hex":        {write("nothex.key", strings.Repeat("zz", 32), 0o600), "does not hold a key"},
 		"two keys":       {write("two.key", hex64+"\n"+hex64, 0o600), "does not hold a key"},
-		"a link":         {link, "is a symbolic link"},
 		"a directory":    {dir, "not a regular file"},
 	} {
 		_, err := Load(tt.path)
@@ -84,6 +83,15 @@ func TestLoadRefuses(t *testing.T) {
 	}
 	if _, err := Load(write("spaces.key", "  "+hex64+"\r\n", 0o400)); err != nil {
 		t.Errorf("a key with spaces around, mode 0400: %v", err)
+	}
+	if _, err := Load(link); err != nil {
+		t.Errorf("a link to a key file: %v", err)
+	}
+	if err := os.Chmod(good, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(link); err == nil || !strings.Contains(err.Error(), "open to others") {
+		t.Errorf("a link to a key file open to others: %v", err)
 	}
 	if _, err := Load(filepath.Join(dir, "missing")); !IsNotExist(err) {
 		t.Errorf("a missing file: %v", err)
