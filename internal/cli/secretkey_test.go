@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/notify"
+	"github.com/countersign/countersign/internal/secretkey"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -608,5 +609,52 @@ func TestPostgresNeedsKeyFile(t *testing.T) {
 	}
 	if _, err := (&approval.Authenticator{Store: b}).SeedAgent(t.Context(), []byte("{}"), sign(secret, []byte("{}"))); err != nil {
 		t.Fatalf("the seed key on the other replica: %v", err)
+	}
+}
+
+// TestCopyTakesKeyFile: a copy between data directories gives the target
+// the source's key file, with which it opens; a target whose own key file
+// is another key is refused and stays empty.
+func TestCopyTakesKeyFile(t *testing.T) {
+	from := t.TempDir()
+	store, err := openStore(t.Context(), from, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fill(t, store, "http://127.0.0.1:9/hook")
+	store.Close()
+
+	to := filepath.Join(t.TempDir(), "to")
+	code, out, errOut := runCLI(t, nil, "store", "copy", "--from", from, "--to", to)
+	if code != 0 || !strings.Contains(out, "audit log intact on the copy") {
+		t.Fatalf("store copy: %d %q %q", code, out, errOut)
+	}
+	a, _ := os.ReadFile(filepath.Join(from, "secret.key"))
+	b, err := os.ReadFile(filepath.Join(to, "secret.key"))
+	if err != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the target's key file: %v", err)
+	}
+	if fi, _ := os.Stat(filepath.Join(to, "secret.key")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("the target's key file has mode %04o", fi.Mode().Perm())
+	}
+	copied, err := openStore(t.Context(), to, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&approval.Authenticator{Store: copied}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
+		t.Errorf("the seed key on the copy: %v", err)
+	}
+	copied.Close()
+
+	other := t.TempDir()
+	if _, err := secretkey.Create(filepath.Join(other, "secret.key")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCLI(t, nil, "store", "copy", "--from", from, "--to", other)
+	if code != 1 || !strings.Contains(errOut, "sealed with another secret key than the target's") {
+		t.Errorf("store copy into a store of another key: %d %q", code, errOut)
+	}
+	if code, out, _ := runCLI(t, map[string]string{"COUNTERSIGN_DATA": other}, "account", "list"); code != 0 || strings.Contains(out, "acme") {
+		t.Errorf("the refused target: %d %q", code, out)
 	}
 }
