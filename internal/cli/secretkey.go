@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -61,6 +62,10 @@ func openSQLite(ctx context.Context, dir string, k storeKey) (countersign.Store,
 	if secretkey.IsNotExist(err) {
 		key, err = secretkey.Create(path)
 		created = err == nil
+		if errors.Is(err, fs.ErrExist) {
+			// Another command made it meanwhile: that one is the key.
+			key, err = secretkey.Load(path)
+		}
 	}
 	if err != nil {
 		return nil, err
