@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/storetest"
 )
 
 // BenchmarkCycle runs the store's part of one approval cycle (create,
@@ -17,8 +18,16 @@ import (
 // do under load: what the one writer can take.
 //
 //	go test -run '^$' -bench Cycle -cpu 2 ./internal/store/sqlite
-func BenchmarkCycle(b *testing.B) {
-	f := newBenchFixture(b)
+func BenchmarkCycle(b *testing.B) { benchCycle(b, newBenchFixture(b)) }
+
+// BenchmarkCycleSealed is BenchmarkCycle on a store sealed with a secret
+// key, as countersign serve opens it: every audit entry carries an HMAC
+// instead of a bare hash.
+func BenchmarkCycleSealed(b *testing.B) {
+	benchCycle(b, newBenchFixture(b, WithSecretKey(storetest.NewSecretKey(b))))
+}
+
+func benchCycle(b *testing.B, f *cacheFixture) {
 	db := f.db
 	var n atomic.Int64
 	ev := countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}
@@ -58,10 +67,10 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 // newBenchFixture is newCacheFixture for a benchmark.
-func newBenchFixture(b *testing.B) *cacheFixture {
+func newBenchFixture(b *testing.B, opts ...Option) *cacheFixture {
 	b.Helper()
 	f := &cacheFixture{path: filepath.Join(b.TempDir(), "countersign.db")}
-	db, err := Open(context.Background(), f.path)
+	db, err := Open(context.Background(), f.path, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

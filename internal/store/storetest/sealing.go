@@ -26,7 +26,7 @@ type SealedDB struct {
 }
 
 // NewSecretKey returns a new random secret key.
-func NewSecretKey(t *testing.T) *countersign.SecretKey {
+func NewSecretKey(t testing.TB) *countersign.SecretKey {
 	t.Helper()
 	raw := make([]byte, countersign.SecretKeySize)
 	rand.Read(raw)
