@@ -273,9 +273,10 @@ func rawKeys(t *testing.T, raw *sql.DB) [][]byte {
 	return out
 }
 
-// TestStolenPostgresOpensNothing: every row of a PostgreSQL store, read
-// with SQL as pg_dump reads them and restored elsewhere, opens nothing
-// without the key file.
+// TestStolenPostgresOpensNothing: the rows of a PostgreSQL store, read
+// with SQL as pg_dump reads them, open nothing without the key file, even
+// once the database is stripped of its record of the key so that the
+// product opens it (as a restored dump would be).
 func TestStolenPostgresOpensNothing(t *testing.T) {
 	thief := &receiver{}
 	thiefSrv := httptest.NewServer(thief)
