@@ -113,6 +113,9 @@ func write(path string, raw []byte) (*countersign.SecretKey, error) {
 	}
 	werr := f.Chmod(0o600)
 	if werr == nil {
+		werr = ownLikeDir(f, filepath.Dir(path))
+	}
+	if werr == nil {
 		_, werr = f.Write([]byte(hex.EncodeToString(raw) + "\n"))
 	}
 	if werr == nil {

@@ -109,3 +109,26 @@ func TestLoadRefuses(t *testing.T) {
 		t.Errorf("Create wrote through a link: %v", err)
 	}
 }
+
+// TestCreateAsRoot: a key file root makes in another user's directory is
+// that user's, so that the server running as that user reads it.
+func TestCreateAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	dir := t.TempDir()
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, FileName)
+	if _, err := Create(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 65534 || st.Gid != 65534 || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the key file is %d:%d %04o; want 65534:65534 0600", st.Uid, st.Gid, fi.Mode().Perm())
+	}
+}
