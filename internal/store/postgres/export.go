@@ -149,9 +149,10 @@ const importBatch = 500
 
 // Import implements countersign.Importer: one transaction, rows sent in
 // batches. The store must be empty but for the audit head the first
-// migration writes. The server keys come wrapped, so a store opened with a
-// secret key takes only a copy sealed with that same key: its check must
-// verify, and a copy without one (never sealed) is refused.
+// migration writes. The server keys come as they are stored: a copy sealed
+// with a secret key opens only in a store opened with that same key (its
+// check must verify); a copy of a store never sealed is sealed on the way
+// in, as opening it with the key would have.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
 	var check *countersign.KeyCheck
 	err := db.update(ctx, func(tx pgx.Tx) error {
@@ -189,10 +190,12 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 		if err != nil {
 			return err
 		}
-		if db.key != nil && check == nil {
-			return errImportUnsealed
+		if err := flush(); err != nil || db.key == nil || check != nil {
+			return err
 		}
-		return flush()
+		c, err := sealImported(ctx, tx, db.key)
+		check = &c
+		return err
 	})
 	if err == nil && check != nil {
 		db.keyedFrom.Store(check.AuditKeyedFrom)

@@ -144,9 +144,23 @@ func (db *DB) unwrapServerKey(name string, stored []byte, size int) ([]byte, err
 	return key, nil
 }
 
-// errImportUnsealed is a copy from a store that was never sealed into one
-// that is: its server keys are not wrapped.
-var errImportUnsealed = errors.New("import: the source store is not sealed with a secret key; open it once with this version, which seals it, then copy")
+// sealImported seals what a copy of a store never sealed brought in: its
+// server keys wrapped, its chain keyed from the next entry on.
+func sealImported(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) (countersign.KeyCheck, error) {
+	if err := wrapServerKeys(ctx, tx, key); err != nil {
+		return countersign.KeyCheck{}, fmt.Errorf("import: %w", err)
+	}
+	seq, _, err := auditHead(ctx, tx)
+	if err != nil {
+		return countersign.KeyCheck{}, err
+	}
+	c := key.NewKeyCheck(seq + 1)
+	if _, err := tx.Exec(ctx, `INSERT INTO secret_key (id, audit_keyed_from, mac) VALUES (1, $1, $2)
+		ON CONFLICT (id) DO UPDATE SET audit_keyed_from = excluded.audit_keyed_from, mac = excluded.mac`, c.AuditKeyedFrom, c.MAC); err != nil {
+		return c, fmt.Errorf("import: record the secret key check: %w", err)
+	}
+	return c, nil
+}
 
 // importCheck refuses the check of another key than the target's.
 func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {

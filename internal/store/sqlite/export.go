@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -169,12 +168,15 @@ func exportTable(ctx context.Context, tx *sql.Tx, query string, scan func(scanne
 }
 
 // Import implements countersign.Importer, in one write transaction. The
-// server keys come wrapped, so a store opened with a secret key takes only
-// a copy sealed with that same key: its check must verify, and a copy
-// without one (never sealed) is refused.
+// server keys come as they are stored: a copy sealed with a secret key
+// opens only in a store opened with that same key (its check must verify);
+// a copy of a store never sealed is sealed on the way in, as opening it
+// with the key would have (its server keys wrapped, its chain keyed from
+// the next entry on).
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
 	var check *countersign.KeyCheck
 	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+		check = nil
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err
 		}
@@ -194,9 +196,11 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 			}
 			return nil
 		})
-		if err == nil && db.key != nil && check == nil {
-			err = errImportUnsealed
+		if err != nil || db.key == nil || check != nil {
+			return err
 		}
+		c, err := sealImported(ctx, tx, db.key)
+		check = &c
 		return err
 	})
 	if err == nil && check != nil {
@@ -205,9 +209,22 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 	return err
 }
 
-// errImportUnsealed is a copy from a store that was never sealed into one
-// that is: its server keys are not wrapped.
-var errImportUnsealed = errors.New("import: the source store is not sealed with a secret key; open it once with this version, which seals it, then copy")
+// sealImported seals what a copy of a store never sealed brought in.
+func sealImported(ctx context.Context, tx querier, key *countersign.SecretKey) (countersign.KeyCheck, error) {
+	if err := wrapServerKeys(ctx, tx, key); err != nil {
+		return countersign.KeyCheck{}, fmt.Errorf("import: %w", err)
+	}
+	seq, _, err := auditHead(ctx, tx)
+	if err != nil {
+		return countersign.KeyCheck{}, err
+	}
+	c := key.NewKeyCheck(seq + 1)
+	query, args, _ := recordInsert(countersign.Record{KeyCheck: &c})
+	if _, err := tx.ExecContext(ctx, query, args...); err != nil {
+		return c, fmt.Errorf("import: %w", err)
+	}
+	return c, nil
+}
 
 // importCheck refuses the check of another key than the target's.
 func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {

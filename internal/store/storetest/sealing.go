@@ -45,6 +45,7 @@ func RunSealing(t *testing.T, newDB func(t *testing.T) SealedDB) {
 	t.Run("RewrittenChain", func(t *testing.T) { testRewrittenChain(t, newDB(t)) })
 	t.Run("CheckRemoved", func(t *testing.T) { testCheckRemoved(t, newDB(t)) })
 	t.Run("Import", func(t *testing.T) { testSealedImport(t, newDB(t), newDB(t), newDB(t)) })
+	t.Run("ImportUnsealed", func(t *testing.T) { testImportUnsealed(t, newDB(t), newDB(t)) })
 }
 
 func mustOpen(t *testing.T, db SealedDB, key *countersign.SecretKey) countersign.Store {
@@ -248,5 +249,45 @@ func testSealedImport(t *testing.T, srcDB, sameDB, otherDB SealedDB) {
 	}
 	if problems, n := Verify(t, same.(countersign.Store)); len(problems) != 0 || n != 1 {
 		t.Fatalf("the copy's chain: %d entries, problems %v", n, problems)
+	}
+}
+
+// testImportUnsealed: a copy of a store never sealed is sealed on the way
+// into a store opened with a key: the same server keys, wrapped; the
+// copied chain verifies, keyed from the next entry on.
+func testImportUnsealed(t *testing.T, srcDB, dstDB SealedDB) {
+	src := mustOpen(t, srcDB, nil)
+	csrf, err := src.ServerKey(t.Context(), "csrf", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(*testing.T) countersign.Store { return src })
+	create(t, src, newRequest(f.key, "Bash", `{}`, "p"), Base)
+	exp, ok1 := src.(countersign.Exporter)
+	key := NewSecretKey(t)
+	dst := mustOpen(t, dstDB, key)
+	imp, ok2 := dst.(countersign.Importer)
+	if !ok1 || !ok2 {
+		t.Skip("the backend does not copy")
+	}
+	if err := imp.Import(t.Context(), func(put func(countersign.Record) error) error { return exp.Export(t.Context(), put) }); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if got := dstDB.Bytes(`SELECT key FROM server_keys WHERE name = 'csrf'`); bytes.Contains(got, csrf) {
+		t.Fatalf("the copy holds the server key as it is")
+	}
+	if got, err := dst.ServerKey(t.Context(), "csrf", 32); err != nil || !bytes.Equal(got, csrf) {
+		t.Fatalf("the copy's server key = %x, %v; want %x", got, err, csrf)
+	}
+	if k := dst.(countersign.KeyedAuditor); k.AuditKeyedFrom() != 2 {
+		t.Errorf("the copy is keyed from %d, want 2", k.AuditKeyedFrom())
+	}
+	create(t, dst, newRequest(f.key, "Bash", `{"n":2}`, "q"), Base.Add(time.Second))
+	if problems, n := Verify(t, dst); len(problems) != 0 || n != 2 {
+		t.Fatalf("the copy's chain: %d entries, problems %v", n, problems)
+	}
+	dst.Close()
+	if _, err := dstDB.Open(key); err != nil {
+		t.Fatalf("reopen the copy: %v", err)
 	}
 }
