@@ -470,15 +470,24 @@ func TestWrongKeyFileRefused(t *testing.T) {
 			t.Errorf("%v with another key file: %d %q %q", args, code, out, errOut)
 		}
 	}
-	if err := os.Chmod(keyFile, 0o644); err != nil {
+	// A key file kept outside the data directory and open to others is
+	// refused; the data directory's own is closed again with the rest of
+	// the directory, and said so.
+	loose := filepath.Join(t.TempDir(), "loose.key")
+	if err := os.WriteFile(loose, orig, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := runCLI(t, vars, "account", "list")
+	os.Chmod(loose, 0o644)
+	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir, keyFileEnv: loose}, "account", "list")
 	if code != 1 || !strings.Contains(errOut, "is open to others (mode 0644)") || strings.Contains(errOut, strings.TrimSpace(string(orig))) {
 		t.Errorf("account list with a key file open to others: %d %q %q", code, out, errOut)
 	}
-	if err := os.Chmod(keyFile, 0o600); err != nil {
+	if err := os.Chmod(keyFile, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, vars, "account", "list")
+	if fi, _ := os.Stat(keyFile); code != 0 || !strings.Contains(out, "acme") || !strings.Contains(errOut, "file=secret.key mode=0644") || fi.Mode().Perm() != 0o600 {
+		t.Errorf("account list with the data directory's key file open to others: %d %q %q", code, out, errOut)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "not-a-key"), []byte("nope\n"), 0o600); err != nil {
 		t.Fatal(err)
