@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/countersign/countersign"
@@ -22,27 +23,31 @@ const (
 	argonKeyLen  = 32
 )
 
-// argonSlots bounds the argon2id computations that run at once. Each holds
-// argonMemory (64 MiB) for its duration: sign-ins from many addresses at
-// once queue here instead of adding up to more memory than the server has.
-// It is global because the bound is the process's memory, whoever hashes.
-var argonSlots = make(chan struct{}, 2)
-
 // argonKey is argon2.IDKey; tests count the computations through it.
 var argonKey = argon2.IDKey
 
-// idKey runs argonKey in one of argonSlots, or returns ctx's error if ctx
-// ends first.
-func idKey(ctx context.Context, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
+// PasswordTurn is how a password check waits for its argon2id slot.
+type PasswordTurn struct {
+	// Slots are where the check waits; nil: the process's.
+	Slots *HashSlots
+	// Known puts the check ahead of every unknown one: the browser has
+	// signed in as this approver before.
+	Known bool
+	// Wait bounds the wait for a slot (0: as long as the context lasts).
+	Wait time.Duration
+}
+
+// idKey runs argonKey in one of the turn's slots, or returns ErrHashBusy
+// or ctx's error if the turn's wait or ctx ends first.
+func idKey(ctx context.Context, turn PasswordTurn, password, salt []byte, time, memory uint32, threads uint8, keyLen uint32) ([]byte, error) {
+	slots := turn.Slots
+	if slots == nil {
+		slots = passwordSlots
+	}
+	if err := slots.Acquire(ctx, turn.Known, turn.Wait); err != nil {
 		return nil, err
 	}
-	select {
-	case argonSlots <- struct{}{}:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	defer func() { <-argonSlots }()
+	defer slots.Release()
 	return argonKey(password, salt, time, memory, threads, keyLen), nil
 }
 
@@ -51,7 +56,7 @@ func idKey(ctx context.Context, password, salt []byte, time, memory uint32, thre
 func HashPassword(password string) string {
 	salt := make([]byte, 16)
 	rand.Read(salt)
-	key, _ := idKey(context.Background(), []byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	key, _ := idKey(context.Background(), PasswordTurn{}, []byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
 	b64 := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
 }
@@ -66,6 +71,12 @@ func CheckPassword(hash, password string) bool {
 // CheckPasswordContext is CheckPassword that gives up, with ctx's error,
 // when ctx ends while the check waits for its turn.
 func CheckPasswordContext(ctx context.Context, hash, password string) (bool, error) {
+	return CheckPasswordTurn(ctx, hash, password, PasswordTurn{})
+}
+
+// CheckPasswordTurn is CheckPassword that waits for its slot as turn says.
+// Errors: ErrHashBusy, ctx's error.
+func CheckPasswordTurn(ctx context.Context, hash, password string, turn PasswordTurn) (bool, error) {
 	parts := strings.Split(hash, "$")
 	if len(parts) != 6 || parts[1] != "argon2id" {
 		return false, nil
@@ -88,7 +99,7 @@ func CheckPasswordContext(ctx context.Context, hash, password string) (bool, err
 	if err != nil || len(want) == 0 {
 		return false, nil
 	}
-	got, err := idKey(ctx, []byte(password), salt, time, memory, threads, uint32(len(want)))
+	got, err := idKey(ctx, turn, []byte(password), salt, time, memory, threads, uint32(len(want)))
 	if err != nil {
 		return false, err
 	}

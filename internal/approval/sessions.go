@@ -2,10 +2,14 @@ package approval
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
+	"golang.org/x/crypto/argon2"
 )
 
 // SessionTTL is how long a browser session lasts (ADR 0007: 12 hours).
@@ -15,34 +19,78 @@ const SessionTTL = 12 * time.Hour
 type Sessions struct {
 	Store countersign.Store
 	Clock countersign.Clock
+	// Slots are where password checks wait for argon2id (nil: the
+	// process's), at most SlotWait each (0: as long as the request lasts).
+	Slots    *HashSlots
+	SlotWait time.Duration
 }
 
 // dummyHash is checked against when the username is unknown, so that an
 // unknown name costs as much time as a wrong password and names cannot be
-// probed by timing. It is made on first use: hashing costs 64 MiB and a
-// fraction of a second that a process that never signs anyone in need not
-// pay.
-var dummyHash = sync.OnceValue(func() string { return HashPassword("countersign-no-such-approver") })
+// probed by timing. It has HashPassword's parameters and a random key that
+// no password yields: made without hashing, so that no sign-in waits for
+// it to be made.
+var dummyHash = sync.OnceValue(func() string {
+	b64 := base64.RawStdEncoding
+	salt, key := make([]byte, 16), make([]byte, argonKeyLen)
+	rand.Read(salt)
+	rand.Read(key)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
+})
+
+// PasswordSignIn is one attempt to sign in with a password.
+type PasswordSignIn struct {
+	Username, Password string
+	Client, UserAgent  string
+	// Known says the browser has signed in as this approver before (see
+	// KnownDevice): its check goes ahead of unknown browsers' checks.
+	Known bool
+}
 
 // SignIn checks an approver's password and opens a session in the first of
 // its accounts. It returns the session's secret id, which only the cookie
 // holds. Errors: EUNAUTHORIZED, with the same message for an unknown name
-// and a wrong password.
+// and a wrong password; EFORBIDDEN; ELIMIT (ErrHashBusy).
 func (s *Sessions) SignIn(ctx context.Context, username, password, client, userAgent string) (string, *countersign.Session, error) {
-	ap, err := s.Store.ApproverByUsername(ctx, username)
+	return s.SignInPassword(ctx, PasswordSignIn{Username: username, Password: password, Client: client, UserAgent: userAgent})
+}
+
+// SignInPassword is SignIn with the whole attempt. Errors: as SignIn's.
+func (s *Sessions) SignInPassword(ctx context.Context, in PasswordSignIn) (string, *countersign.Session, error) {
+	turn := PasswordTurn{Slots: s.Slots, Known: in.Known, Wait: s.SlotWait}
+	ap, err := s.Store.ApproverByUsername(ctx, in.Username)
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		if _, err := CheckPasswordContext(ctx, dummyHash(), password); err != nil {
+		if _, err := CheckPasswordTurn(ctx, dummyHash(), in.Password, turn); err != nil {
 			return "", nil, err
 		}
 		return "", nil, wrongPassword()
 	} else if err != nil {
 		return "", nil, err
 	}
-	if ok, err := CheckPasswordContext(ctx, ap.PasswordHash, password); err != nil {
+	if ok, err := CheckPasswordTurn(ctx, ap.PasswordHash, in.Password, turn); err != nil {
 		return "", nil, err
 	} else if !ok {
 		return "", nil, wrongPassword()
 	}
+	return s.open(ctx, ap, in.Client, in.UserAgent)
+}
+
+// KnownDevice reports whether approverID, which a browser's device cookie
+// names, is the approver of username: only then does the cookie speak for
+// this sign-in. Errors: only the store's.
+func (s *Sessions) KnownDevice(ctx context.Context, username, approverID string) (bool, error) {
+	ap, err := s.Store.ApproverByUsername(ctx, username)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return ap.ID == approverID, nil
+}
+
+// open opens a session for an approver whose credential was checked (a
+// password now; a passkey, which takes no argon2id slot, later).
+func (s *Sessions) open(ctx context.Context, ap *countersign.Approver, client, userAgent string) (string, *countersign.Session, error) {
 	accounts, err := s.Store.MembershipAccounts(ctx, ap.ID)
 	if err != nil {
 		return "", nil, err
