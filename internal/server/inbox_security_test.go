@@ -152,15 +152,16 @@ func TestInboxWrongHost(t *testing.T) {
 	}
 }
 
-// The session cookie: __Host- prefixed and Secure under https, plain name
-// without; HttpOnly, SameSite=Lax, Path=/ and no Domain either way.
+// The session cookie and the device cookie: __Host- prefixed and Secure
+// under https, plain name without; HttpOnly, SameSite=Lax, Path=/ and no
+// Domain either way; the session for 12 hours, the device for 180 days.
 func TestInboxCookieAttributes(t *testing.T) {
 	for _, c := range []struct {
-		name, public, cookie string
-		secure               bool
+		name, public, cookie, device string
+		secure                       bool
 	}{
-		{"https", "https://approve.example.com", "__Host-countersign_session", true},
-		{"http", "", "countersign_session", false},
+		{"https", "https://approve.example.com", "__Host-countersign_session", "__Host-countersign_device", true},
+		{"http", "", "countersign_session", "countersign_device", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var opts []func(*server.Config)
@@ -171,21 +172,27 @@ func TestInboxCookieAttributes(t *testing.T) {
 			r := e.post("/signin", url.Values{"username": {"alice"}, "password": {ibPassword}}, ibFrom(e.nextAddr()))
 			r.wantRedirect(t, "sign in", "/approvals")
 			raw := r.header.Values("Set-Cookie")
-			if len(raw) != 1 {
-				t.Fatalf("Set-Cookie %q, want one cookie", raw)
+			if len(raw) != 2 {
+				t.Fatalf("Set-Cookie %q, want the session's and the device's", raw)
+			}
+			for i, want := range []struct {
+				name string
+				ttl  time.Duration
+			}{{c.cookie, 12 * time.Hour}, {c.device, 180 * 24 * time.Hour}} {
+				ck := r.cookie[i]
+				if ck.Name != want.name || ck.Value == "" || ck.Secure != c.secure || !ck.HttpOnly ||
+					ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Domain != "" {
+					t.Errorf("cookie %q: name %s, secure %v, httponly %v, samesite %v, path %q, domain %q; want %s, secure %v, HttpOnly, Lax, path /, no domain",
+						raw[i], ck.Name, ck.Secure, ck.HttpOnly, ck.SameSite, ck.Path, ck.Domain, want.name, c.secure)
+				}
+				if ck.MaxAge != int(want.ttl.Seconds()) {
+					t.Errorf("cookie %q lasts %d s, want %s", raw[i], ck.MaxAge, want.ttl)
+				}
+				if strings.Contains(raw[i], "; Secure") != c.secure {
+					t.Errorf("cookie %q: Secure should be %v", raw[i], c.secure)
+				}
 			}
 			ck := r.cookie[0]
-			if ck.Name != c.cookie || ck.Value == "" || ck.Secure != c.secure || !ck.HttpOnly ||
-				ck.SameSite != http.SameSiteLaxMode || ck.Path != "/" || ck.Domain != "" {
-				t.Errorf("cookie %q: name %s, secure %v, httponly %v, samesite %v, path %q, domain %q; want %s, secure %v, HttpOnly, Lax, path /, no domain",
-					raw[0], ck.Name, ck.Secure, ck.HttpOnly, ck.SameSite, ck.Path, ck.Domain, c.cookie, c.secure)
-			}
-			if ck.MaxAge != int((12 * time.Hour).Seconds()) {
-				t.Errorf("cookie %q lasts %d s, want 12 hours", raw[0], ck.MaxAge)
-			}
-			if strings.Contains(raw[0], "; Secure") != c.secure {
-				t.Errorf("cookie %q: Secure should be %v", raw[0], c.secure)
-			}
 			if e.get("/approvals", e.cookie(c.cookie, ck.Value)).status != http.StatusOK {
 				t.Fatal("the cookie does not open the inbox")
 			}

@@ -44,6 +44,14 @@ type Config struct {
 	// request that declares a larger body; the gateway bounds the bodies
 	// it reads on its own. 0: no such check.
 	MCPMaxBody int64
+	// Clock is the time of the sign-in limits and sessions (nil: the
+	// system's).
+	Clock countersign.Clock
+	// PasswordSlots are where sign-ins wait to have their password checked
+	// (nil: the process's argon2id slots), at most SignInWait each
+	// (default 1 s) before they are answered 429.
+	PasswordSlots *approval.HashSlots
+	SignInWait    time.Duration
 }
 
 // Server holds the handlers' dependencies.
@@ -58,7 +66,9 @@ type Server struct {
 	sessions *approval.Sessions
 	pages    *web.Pages
 	csrfKey  []byte
-	started  time.Time
+	// deviceKey signs device cookies (device.go).
+	deviceKey []byte
+	started   time.Time
 
 	httpRequests *metrics.CounterVec
 	handler      http.Handler
@@ -77,6 +87,12 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	if cfg.Store == nil {
 		cfg.Store = auth.Store
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = countersign.SystemClock{}
+	}
+	if cfg.SignInWait <= 0 {
+		cfg.SignInWait = time.Second
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -88,14 +104,19 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	if err != nil {
 		panic(fmt.Errorf("read the CSRF key: %w", err))
 	}
+	deviceKey, err := cfg.Store.ServerKey(context.Background(), "device", 32)
+	if err != nil {
+		panic(fmt.Errorf("read the device cookie key: %w", err))
+	}
 	s := &Server{
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
-		limiter:  newRateLimiter(cfg.RatePerMinute),
-		signins:  newSigninLimiter(),
-		sessions: &approval.Sessions{Store: cfg.Store, Clock: countersign.SystemClock{}},
-		pages:    pages,
-		csrfKey:  csrfKey,
-		started:  time.Now(),
+		limiter:   newRateLimiter(cfg.RatePerMinute),
+		signins:   newSigninLimiter(),
+		sessions:  &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
+		pages:     pages,
+		csrfKey:   csrfKey,
+		deviceKey: deviceKey,
+		started:   time.Now(),
 		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
 			"HTTP requests by route and status code.", "route", "code"),
 	}

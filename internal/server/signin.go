@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/sha256"
+	"errors"
 	"math"
 	"net/http"
 	"net/url"
@@ -8,58 +10,119 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
-// signinLimiter allows 5 sign-in attempts a minute and 20 an hour per
-// client address (ADR 0007). It is per process; with several replicas an
-// address gets that many per replica.
+// The sign-in limits (ADR 0007, OWASP's "device cookies"). They are per
+// process: with several replicas a client gets that many per replica.
+var (
+	// Every attempt of a browser that is not known for the username, per
+	// client address (IPv6 per /64).
+	addrWindows = []window{{5, time.Minute}, {20, time.Hour}}
+	// Failed attempts (and those in progress) of browsers not known for
+	// the username, per username, from all addresses together: a guesser
+	// with many addresses gets at most 50 guesses a day at one account,
+	// while a person mistyping on a new phone and a laptop stays well
+	// under 10 in a quarter of an hour. A flood can keep unknown browsers
+	// of that username out; the approver's known browsers are not counted
+	// here and stay in.
+	userWindows = []window{{10, 15 * time.Minute}, {50, 24 * time.Hour}}
+	// Failed attempts (and those in progress) of a known browser, per
+	// device cookie: as many as an address gets. Past them the browser
+	// counts as unknown again, so a stolen device cookie gives a guesser
+	// no more than this.
+	deviceWindows = addrWindows
+)
+
+// signinKeys bounds each log's keys: a few MiB of memory at most. See
+// slidingLog for what happens when a log is full.
+const signinKeys = 20000
+
+// signinLimiter holds the sign-in limits.
 type signinLimiter struct {
 	mu      sync.Mutex
-	clients map[string]*signinBuckets
-	swept   time.Time
-}
-
-type signinBuckets struct {
-	minute, hour *rate.Limiter
-	seen         time.Time
+	addrs   *slidingLog
+	users   *slidingLog
+	devices *slidingLog
 }
 
 func newSigninLimiter() *signinLimiter {
-	return &signinLimiter{clients: make(map[string]*signinBuckets)}
+	return &signinLimiter{
+		addrs:   newSlidingLog(signinKeys, addrWindows...),
+		users:   newSlidingLog(signinKeys, userWindows...),
+		devices: newSlidingLog(signinKeys, deviceWindows...),
+	}
 }
 
-// allow takes one attempt for addr, or says how long until one is free.
-func (l *signinLimiter) allow(addr string, now time.Time) (bool, time.Duration) {
+// signinTicket is one admitted attempt, to be settled when its outcome is
+// known.
+type signinTicket struct {
+	at     time.Time
+	user   string // the key in users, or ""
+	device string // the key in devices, or ""
+}
+
+// known says the attempt was admitted as a known browser's.
+func (t signinTicket) known() bool { return t.device != "" }
+
+// admit lets an attempt for username from addr through, or says how long
+// until it would be let through and why not. device is the id of the
+// browser's device cookie when the cookie is the username's approver's,
+// else "".
+func (l *signinLimiter) admit(addr, username, device string, now time.Time) (signinTicket, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if now.Sub(l.swept) > time.Hour {
-		for k, b := range l.clients {
-			if now.Sub(b.seen) > time.Hour {
-				delete(l.clients, k)
-			}
+	if device != "" {
+		if wait, full := l.devices.check(device, now); wait == 0 && !full {
+			l.devices.add(device, now)
+			return signinTicket{at: now, device: device}, nil
 		}
-		l.swept = now
+		// Too many failures from this browser: it is unknown again.
 	}
-	b := l.clients[addr]
-	if b == nil {
-		b = &signinBuckets{
-			minute: rate.NewLimiter(rate.Every(time.Minute/5), 5),
-			hour:   rate.NewLimiter(rate.Every(time.Hour/20), 20),
-		}
-		l.clients[addr] = b
+	user := userKey(username)
+	aw, afull := l.addrs.check(addr, now)
+	uw, ufull := l.users.check(user, now)
+	switch {
+	case afull || ufull:
+		return signinTicket{}, limited(time.Minute, "Too many sign-in attempts at the moment. Try again in a minute.")
+	case aw > 0:
+		return signinTicket{}, limited(aw, "Too many sign-in attempts from your address. Try again in "+humanWait(aw)+".")
+	case uw > 0:
+		return signinTicket{}, limited(uw, "Too many failed sign-ins for this username. Try again in "+humanWait(uw)+
+			", or from a browser that has signed in as it before.")
 	}
-	b.seen = now
-	m, h := b.minute.ReserveN(now, 1), b.hour.ReserveN(now, 1)
-	wait := max(m.DelayFrom(now), h.DelayFrom(now))
-	if wait > 0 {
-		m.CancelAt(now)
-		h.CancelAt(now)
-		return false, wait
+	l.addrs.add(addr, now)
+	l.users.add(user, now)
+	return signinTicket{at: now, user: user}, nil
+}
+
+// settle records how an admitted attempt ended. Only failures stay
+// counted per username and per device; an attempt whose password was
+// never checked (the server was busy) is no failure either.
+func (l *signinLimiter) settle(t signinTicket, failed bool) {
+	if failed {
+		return
 	}
-	return true, 0
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t.user != "" {
+		l.users.remove(t.user, t.at)
+	}
+	if t.device != "" {
+		l.devices.remove(t.device, t.at)
+	}
+}
+
+func limited(wait time.Duration, msg string) error {
+	return &countersign.Error{Code: countersign.ELIMIT, Message: msg, RetryAfter: wait}
+}
+
+// userKey is the key of a username in the limits: a hash, so that a long
+// made-up name costs no more memory than a short one.
+func userKey(username string) string {
+	h := sha256.Sum256([]byte(username))
+	return string(h[:16])
 }
 
 func retryAfter(d time.Duration) string {
@@ -91,25 +154,53 @@ func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
 	r.Body = http.MaxBytesReader(w, r.Body, 8<<10)
+	ctx, now := r.Context(), s.cfg.Clock.Now()
 	addr := s.clientAddr(r)
 	next := safeNext(r.PostFormValue("next"))
 	username := r.PostFormValue("username")
-	if ok, wait := s.signins.allow(addr, time.Now()); !ok {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		return s.render(w, http.StatusTooManyRequests, "signin", signinPage{Next: next, Username: username,
-			Error: "Too many sign-in attempts from your address. Try again in " + humanWait(wait) + "."})
+	refuse := func(status int, err error) error {
+		var e *countersign.Error
+		if errors.As(err, &e) && e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
+		}
+		return s.render(w, status, "signin", signinPage{Next: next, Username: username, Error: countersign.ErrorMessage(err)})
 	}
-	id, sess, err := s.sessions.SignIn(r.Context(), username, r.PostFormValue("password"), addr, r.UserAgent())
-	if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
-		s.log.Info("sign-in refused", "client", addr)
-		return s.render(w, http.StatusUnauthorized, "signin", signinPage{Next: next, Username: username, Error: countersign.ErrorMessage(err)})
-	} else if err != nil {
+	// A device cookie counts only for the approver it names.
+	dev, known := s.deviceOf(r, now), ""
+	if dev != nil {
+		ok, err := s.sessions.KnownDevice(ctx, username, dev.approver)
+		if err != nil {
+			return err
+		}
+		if ok {
+			known = dev.id
+		}
+	}
+	ticket, err := s.signins.admit(addr, username, known, now)
+	if err != nil {
+		return refuse(http.StatusTooManyRequests, err)
+	}
+	id, sess, err := s.sessions.SignInPassword(ctx, approval.PasswordSignIn{
+		Username: username, Password: r.PostFormValue("password"), Client: addr, UserAgent: r.UserAgent(), Known: ticket.known(),
+	})
+	code := countersign.ErrorCode(err)
+	s.signins.settle(ticket, code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN)
+	switch code {
+	case "":
+	case countersign.EUNAUTHORIZED, countersign.EFORBIDDEN:
+		s.log.Info("sign-in refused", "client", addr, "known_device", ticket.known())
+		return refuse(http.StatusUnauthorized, err)
+	case countersign.ELIMIT:
+		s.log.Warn("sign-in refused: every password check slot stayed busy", "client", addr, "known_device", ticket.known())
+		return refuse(http.StatusTooManyRequests, err)
+	default:
 		return err
 	}
 	// A new id at every sign-in: an old cookie, fixed by someone else,
 	// never becomes a signed-in session.
 	s.setSessionCookie(w, id, sess.ExpiresAt)
-	s.log.Info("signed in", "approver", username, "client", addr)
+	s.setDeviceCookie(w, dev, sess.ApproverID, now)
+	s.log.Info("signed in", "approver", username, "client", addr, "known_device", ticket.known())
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
@@ -146,7 +237,7 @@ func (s *Server) sessionList(w http.ResponseWriter, r *http.Request, b *browser)
 	if err != nil {
 		return err
 	}
-	list, err := s.cfg.Store.Sessions(r.Context(), b.approver.ApproverID, time.Now())
+	list, err := s.cfg.Store.Sessions(r.Context(), b.approver.ApproverID, s.cfg.Clock.Now())
 	if err != nil {
 		return err
 	}
