@@ -14,6 +14,10 @@
 //	        made only when the server counts all W waiters as parked, then
 //	        the woken agent asks again; then, in --bursts rounds, all W are
 //	        decided at once; reports decision-to-wake of both.
+//	signin-flood  --flood-addrs loopback addresses send --flood-attempts
+//	        wrong passwords each at once; meanwhile a browser that signed in
+//	        before and an unknown one sign in; reports how long each took
+//	        and what it was answered (signinflood.go).
 //	idle    P idle long polls, each on its own pending request, held at once;
 //	        reports the server's resident memory (VmRSS, VmHWM).
 //
@@ -71,6 +75,11 @@ type options struct {
 	decisions int
 	bursts    int
 
+	// signin-flood
+	floodAddrs, floodAttempts int
+	floodLead                 time.Duration
+	floodUser                 string
+
 	// idle
 	polls       int
 	hold        time.Duration
@@ -86,7 +95,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("countersign-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.bin, "bin", "", "path of a built countersign binary (default: go build one into a temporary directory)")
-	fs.StringVar(&o.scenario, "scenario", "cycles", "cycles, wake or idle")
+	fs.StringVar(&o.scenario, "scenario", "cycles", "cycles, wake, idle or signin-flood")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this tool (not of the server) to the file")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up (and fail) after this long in all")
@@ -102,6 +111,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.waiters, "waiters", 100, "wake: agents waiting at once")
 	fs.IntVar(&o.decisions, "decisions", 2000, "wake: decisions made one at a time, each with all waiters parked")
 	fs.IntVar(&o.bursts, "bursts", 10, "wake: rounds in which all waiters are decided at once (0: none)")
+	fs.IntVar(&o.floodAddrs, "flood-addrs", 60, "signin-flood: client addresses of the flood (127.0.1.1 on)")
+	fs.IntVar(&o.floodAttempts, "flood-attempts", 5, "signin-flood: wrong passwords each flood address sends at once")
+	fs.StringVar(&o.floodUser, "flood-user", "admin", "signin-flood: the username the flood guesses at (\"\": each address a made-up one of its own)")
+	fs.DurationVar(&o.floodLead, "flood-lead", 300*time.Millisecond, "signin-flood: how long after the flood starts the two browsers sign in")
 	fs.IntVar(&o.polls, "polls", 10000, "idle: long polls held at once (at most 10000, the server's --max-pending bound)")
 	fs.DurationVar(&o.hold, "hold", 10*time.Second, "idle: how long the polls are held while memory is sampled")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "idle: concurrent creations while the requests are set up")
@@ -189,8 +202,15 @@ func (o *options) check() error {
 		if o.concurrency < 1 || o.concurrency > 1000 {
 			return errors.New("--concurrency must be from 1 to 1000")
 		}
+	case "signin-flood":
+		if o.floodAddrs < 1 || o.floodAddrs > 250 || o.floodAttempts < 1 || o.floodAttempts > 20 {
+			return errors.New("--flood-addrs must be from 1 to 250 and --flood-attempts from 1 to 20")
+		}
+		if o.floodLead < 0 || o.floodLead > 10*time.Second {
+			return errors.New("--flood-lead must be from 0 to 10s")
+		}
 	default:
-		return fmt.Errorf("--scenario %q must be cycles, wake or idle", o.scenario)
+		return fmt.Errorf("--scenario %q must be cycles, wake, idle or signin-flood", o.scenario)
 	}
 	return nil
 }
@@ -242,6 +262,8 @@ func runScenario(ctx context.Context, o *options, out *printer, stderr io.Writer
 		err = runWake(ctx, o, srv, out)
 	case "idle":
 		err = runIdle(ctx, o, srv, out)
+	case "signin-flood":
+		err = runSigninFlood(ctx, o, srv, out)
 	}
 	if err != nil {
 		return err

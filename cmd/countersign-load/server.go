@@ -33,6 +33,7 @@ type server struct {
 	exited   chan struct{}
 	exitErr  error
 	agentKey string
+	password string // the first start's admin password
 	token    string
 	metricsC *http.Client
 	peers    []*server // other replicas on the same database (--replicas)
@@ -112,6 +113,9 @@ func startServer(ctx context.Context, bin string, maxPending int, keep bool, env
 		sent := false
 		for sc.Scan() {
 			line := sc.Text()
+			if f := strings.Fields(line); !sent && len(f) == 2 && f[0] == "password" {
+				s.password = f[1] // before the key, which the send below publishes
+			}
 			if !sent && strings.HasPrefix(line, "  agent key") {
 				if f := strings.Fields(line); len(f) == 3 {
 					keyc <- f[2]

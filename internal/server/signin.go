@@ -191,7 +191,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("sign-in refused", "client", addr, "known_device", ticket.known())
 		return refuse(http.StatusUnauthorized, err)
 	case countersign.ELIMIT:
-		s.log.Warn("sign-in refused: every password check slot stayed busy", "client", addr, "known_device", ticket.known())
+		s.log.Info("sign-in refused: every password check slot stayed busy", "client", addr, "known_device", ticket.known())
 		return refuse(http.StatusTooManyRequests, err)
 	default:
 		return err
