@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -73,7 +74,10 @@ func TestHashSlotsKnownFirst(t *testing.T) {
 func TestHashSlotsBoundedWait(t *testing.T) {
 	slots := NewHashSlots(2)
 	holdSlots(t, slots, 2)
-	ok, err := CheckPasswordTurn(t.Context(), cheapPasswordHash, "right", PasswordTurn{Slots: slots, Wait: time.Millisecond})
+	// The context's end is a guard against a hang, not a timing assertion.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ok, err := CheckPasswordTurn(ctx, cheapPasswordHash, "right", PasswordTurn{Slots: slots, Wait: time.Millisecond})
 	if ok || !errors.Is(err, ErrHashBusy) {
 		t.Fatalf("check with every slot held = %v, %v; want false, ErrHashBusy", ok, err)
 	}
