@@ -30,7 +30,8 @@ type Status string
 
 // The statuses of a request. pending moves to exactly one of approved,
 // denied, responded, stopped, expired or cancelled; approved moves to
-// consumed (or expired when it is never used).
+// consumed (or expired when it is never used, or stopped when the human
+// stops its agent session before it is used).
 const (
 	StatusPending   Status = "pending"
 	StatusApproved  Status = "approved"

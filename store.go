@@ -89,7 +89,10 @@ type Store interface {
 
 	// Transition moves a request from one of the statuses in t.From to
 	// t.To, only while it has not expired at t.Now, and writes ev. It
-	// returns the updated request. When the request is not in one of those
+	// returns the updated request. A stop also closes the windows of the
+	// request's key and session and ends every approval of them not yet
+	// consumed (status stopped, an audit entry each naming the stop).
+	// When the request is not in one of those
 	// statuses or has expired, it fails with ECONFLICT and changes nothing.
 	// Errors: ENOTFOUND, ECONFLICT.
 	Transition(ctx context.Context, t Transition, ev AuditEvent) (*Request, error)

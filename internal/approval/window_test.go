@@ -136,3 +136,40 @@ func TestAutoApprovalLastsOnlyTheWindow(t *testing.T) {
 		t.Errorf("Consume a minute after the window closed: %v, want a conflict", err)
 	}
 }
+
+// TestStopEndsWindowApprovals: approvals a window gave, kept unused, are
+// unusable once the human stops the session, and so is a human's.
+func TestStopEndsWindowApprovals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50, MaxTTL: time.Hour})
+	e.openWindow(e.create(e.keyA, e.toolCall("Bash", "s1")), 60)
+	in := e.toolCall("Bash", "s1")
+	in.TTL = time.Hour
+	kept := e.create(e.keyA, in)
+	if kept.DecidedBy != countersign.DecidedByAutoApprove {
+		t.Fatalf("not auto-approved: %s by %q", kept.Status, kept.DecidedBy)
+	}
+	human := e.create(e.keyA, e.toolCall("Write", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, human.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	other := e.create(e.keyA, e.toolCall("Write", "s2"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, other.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	stop := e.create(e.keyA, e.toolCall("Read", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, stop.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, r := range []*countersign.Request{kept, human} {
+		if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
+			t.Errorf("consume an approval of the stopped session: %v, want a conflict", err)
+		}
+		if got, _ := e.svc.Get(e.ctx, e.keyA, r.ID); got == nil || got.Status != countersign.StatusStopped {
+			t.Errorf("approval of the stopped session: %+v, want stopped", got)
+		}
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, other.ID); err != nil {
+		t.Errorf("consume an approval of another session: %v", err)
+	}
+}

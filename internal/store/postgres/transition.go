@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -49,6 +50,14 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 	} else if got == nil {
 		return nil, transitionRefusal(p.ctx, p.conn, t)
 	}
+	items := []auditItem{{got.AccountID, got.ID, ev}}
+	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+		ended, err := stopApprovals(p, t, got, ev.Actor)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, ended...)
+	}
 	batch := &pgx.Batch{}
 	if t.Window != nil {
 		if err := queueWindow(batch, got, *t.Window, t.Now); err != nil {
@@ -61,8 +70,10 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 		batch.Queue(`UPDATE auto_approve_windows SET until = $1 WHERE key_id = $2 AND session_id = $3 AND until > $1`,
 			nanos(t.Now), got.KeyID, got.Context.SessionID)
 	}
-	queueNotify(batch, got.ID, got.AccountID)
-	p.db.queueAudit(batch, t.Now, auditItem{got.AccountID, got.ID, ev})
+	for _, it := range items {
+		queueNotify(batch, it.requestID, it.accountID)
+	}
+	p.db.queueAudit(batch, t.Now, items...)
 	br := p.sendCommit(batch)
 	if t.Window != nil {
 		if _, err := br.Exec(); isUnique(err) {
@@ -76,16 +87,61 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
 		}
 	}
-	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("announce the transition: %w", err)
+	for range items {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("announce the transition: %w", err)
+		}
 	}
-	if err := auditResults(br, 1); err != nil {
+	if err := auditResults(br, len(items)); err != nil {
 		return nil, err
 	}
 	if err := commitResult(br); err != nil {
 		return nil, err
 	}
 	return got, nil
+}
+
+// stopApprovals ends, with the stop of got, every approval of the same key
+// and session that is not yet consumed: those a window gave and those a
+// human gave were given for a session the human has now stopped. It
+// returns an audit entry naming the stop for each. The rows are locked in
+// id order, as the sweeper locks them.
+func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, actor string) ([]auditItem, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(`UPDATE requests SET status = 'stopped', decided_at = $1, decided_by = $2, reason = $3
+		WHERE id IN (SELECT id FROM requests WHERE key_id = $4 AND session_id = $5
+			AND status IN ('pending', 'approved') AND status = 'approved' AND id <> $6 ORDER BY id FOR UPDATE)
+		RETURNING id, account_id`,
+		nanos(t.Now), t.DecidedBy, stoppedReason, got.KeyID, got.Context.SessionID, got.ID)
+	br := p.send(batch)
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("end the session's approvals: %w", err)
+	}
+	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: stoppedDetail(got.ID)}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditItem, error) {
+		it := auditItem{ev: ev}
+		err := row.Scan(&it.requestID, &it.accountID)
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("end the session's approvals: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("end the session's approvals: %w", err)
+	}
+	slices.SortFunc(items, func(x, y auditItem) int { return strings.Compare(x.requestID, y.requestID) })
+	return items, nil
+}
+
+// stoppedReason is the reason an approval ended by a stop of its session
+// carries.
+const stoppedReason = "the human stopped this agent session"
+
+// stoppedDetail is the audit detail of an approval a stop ended.
+func stoppedDetail(stopID string) string {
+	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
+	return string(b)
 }
 
 // isDecision reports whether s is what a human's decision leads to.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,7 +63,60 @@ func transition(ctx context.Context, tx querier, t countersign.Transition, updat
 	if err := appendAudit(ctx, tx, t.Now, got.AccountID, got.ID, ev); err != nil {
 		return nil, err
 	}
+	if t.To == countersign.StatusStopped {
+		if err := stopApprovals(ctx, tx, t, got.ID, ev.Actor); err != nil {
+			return nil, err
+		}
+	}
 	return row, nil
+}
+
+// stopApprovals ends, with the stop of the request stopID, every approval
+// of the same key and session that is not yet consumed: those a window
+// gave and those a human gave were given for a session the human has now
+// stopped. Each gets an audit entry naming the stop.
+func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, stopID, actor string) error {
+	rows, err := tx.QueryContext(ctx, `UPDATE requests SET status = 'stopped', decided_at = ?, decided_by = ?, reason = ?
+		WHERE key_id = (SELECT key_id FROM requests WHERE id = ?)
+		AND status IN ('pending', 'approved') AND status = 'approved' AND id <> ?
+		AND json_extract(context, '$.session_id') <> ''
+		AND json_extract(context, '$.session_id') = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)
+		RETURNING id, account_id`,
+		nanos(t.Now), t.DecidedBy, stoppedReason, stopID, stopID, stopID)
+	if err != nil {
+		return fmt.Errorf("end the session's approvals: %w", err)
+	}
+	type ended struct{ id, account string }
+	var list []ended
+	for rows.Next() {
+		var e ended
+		if err := rows.Scan(&e.id, &e.account); err != nil {
+			rows.Close()
+			return fmt.Errorf("end the session's approvals: %w", err)
+		}
+		list = append(list, e)
+	}
+	if err := firstErr(rows.Err(), rows.Close()); err != nil {
+		return fmt.Errorf("end the session's approvals: %w", err)
+	}
+	slices.SortFunc(list, func(x, y ended) int { return strings.Compare(x.id, y.id) })
+	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: stoppedDetail(stopID)}
+	for _, e := range list {
+		if err := appendAudit(ctx, tx, t.Now, e.account, e.id, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stoppedReason is the reason an approval ended by a stop of its session
+// carries.
+const stoppedReason = "the human stopped this agent session"
+
+// stoppedDetail is the audit detail of an approval a stop ended.
+func stoppedDetail(stopID string) string {
+	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
+	return string(b)
 }
 
 // isDecision reports whether s is what a human's decision leads to.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,85 @@ func expiredIDs(list []countersign.Expired, err error) ([]string, error) {
 		ids = append(ids, e.ID)
 	}
 	return ids, err
+}
+
+// testStopEndsApprovals: a stop makes every approval of the session that
+// is not yet consumed unusable (those a window gave and those a human
+// gave), and no approval of another session or key.
+func testStopEndsApprovals(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	approve := func(r *countersign.Request, by string) *countersign.Request {
+		t.Helper()
+		r = create(t, s, r, Base)
+		got, err := s.Transition(ctx, countersign.Transition{
+			ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Second), DecidedBy: by,
+			ExpiresAt: Base.Add(time.Hour),
+		}, countersign.AuditEvent{Event: "approved", Actor: "approver:" + by, Detail: "{}"})
+		if err != nil {
+			t.Fatalf("approve: %v", err)
+		}
+		return got
+	}
+	inSession := func(session, args string) *countersign.Request {
+		r := newRequest(f.key, "Bash", args, "p"+args)
+		r.Context.SessionID = session
+		return r
+	}
+	byWindow := approve(inSession("sess-1", `{"n":1}`), countersign.DecidedByAutoApprove)
+	byHuman := approve(inSession("sess-1", `{"n":2}`), "alice")
+	used := approve(inSession("sess-1", `{"n":3}`), "alice")
+	if _, err := s.Transition(ctx, countersign.Transition{ID: used.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: Base.Add(2 * time.Second)}, countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"}); err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	otherSession := approve(inSession("sess-2", `{"n":4}`), "alice")
+	otherKey := newRequest(f.key2, "Bash", `{"n":5}`, "p5")
+	otherKey = approve(otherKey, "alice") // of sess-1, of another key
+	noSession := approve(inSession("", `{"n":6}`), "alice")
+	waiting := create(t, s, inSession("sess-1", `{"n":7}`), Base)
+
+	stop := create(t, s, inSession("sess-1", `{"n":8}`), Base)
+	stoppedAt := Base.Add(time.Minute)
+	seq, _, _ := s.AuditHead(ctx)
+	if _, err := s.Transition(ctx, countersign.Transition{ID: stop.ID, From: fromPending, To: countersign.StatusStopped, Now: stoppedAt, DecidedBy: "bob"},
+		countersign.AuditEvent{Event: "stopped", Actor: "approver:bob", Detail: "{}"}); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	// The log says it: one entry for the stop, one for each approval it
+	// ended, naming the stop.
+	entries, err := s.AuditLog(ctx, seq, 10)
+	if err != nil {
+		t.Fatalf("AuditLog: %v", err)
+	}
+	ended := map[string]string{}
+	for _, e := range entries {
+		ended[e.RequestID] = e.Event + " " + e.Detail
+	}
+	if len(entries) != 3 || !strings.HasPrefix(ended[stop.ID], "stopped") ||
+		!strings.Contains(ended[byWindow.ID], stop.ID) || !strings.Contains(ended[byHuman.ID], stop.ID) {
+		t.Errorf("audit entries of the stop = %v, want the stop and the two approvals it ended, naming it", ended)
+	}
+	for _, r := range []*countersign.Request{byWindow, byHuman} {
+		got, err := s.Request(ctx, r.ID)
+		if err != nil || got.Status != countersign.StatusStopped || got.DecidedBy != "bob" || !got.DecidedAt.Equal(stoppedAt) {
+			t.Errorf("approval %s by %s after the stop of its session: %+v, %v; want stopped by bob", r.ID, r.DecidedBy, got, err)
+		}
+		_, err = s.Transition(ctx, countersign.Transition{ID: r.ID, From: []countersign.Status{countersign.StatusApproved},
+			To: countersign.StatusConsumed, Now: stoppedAt.Add(time.Second), KeyID: r.KeyID}, countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
+		wantCode(t, "consume an approval of a stopped session", err, countersign.ECONFLICT)
+		_, err = s.ConsumeApproved(ctx, r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, stoppedAt.Add(time.Second), countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
+		wantCode(t, "ConsumeApproved of a stopped session", err, countersign.ENOTFOUND)
+	}
+	for _, r := range []*countersign.Request{otherSession, otherKey, noSession} {
+		if got, _ := s.Request(ctx, r.ID); got == nil || got.Status != countersign.StatusApproved {
+			t.Errorf("approval of another session, key or of none after a stop: %+v, want approved", got)
+		}
+	}
+	if got, _ := s.Request(ctx, used.ID); got == nil || got.Status != countersign.StatusConsumed {
+		t.Errorf("a consumed approval after a stop: %+v, want consumed", got)
+	}
+	if got, _ := s.Request(ctx, waiting.ID); got == nil || got.Status != countersign.StatusPending {
+		t.Errorf("a pending request after a stop: %+v, want pending", got)
+	}
 }

@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ConsumeApprovedRace", testConsumeApprovedRace},
 		{"ExpireRequests", testExpireRequests},
 		{"Windows", testWindows},
+		{"StopEndsApprovals", testStopEndsApprovals},
 		{"AuditChain", testAuditChain},
 		{"Sessions", testSessions},
 		{"Membership", testMembershipRemoval},
