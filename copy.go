@@ -45,6 +45,7 @@ type Record struct {
 	Request       *Request
 	Link          *Link
 	Window        *AutoApproveWindow
+	Coverage      *Coverage
 	Session       *Session
 	Channel       *Channel
 	OutboxItem    *OutboxItem

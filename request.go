@@ -61,6 +61,37 @@ func (s Status) Live() bool { return s == StatusPending || s == StatusApproved }
 // auto-approve window rather than by a human.
 const DecidedByAutoApprove = "auto_approve"
 
+// DecidedByCoverage is the DecidedBy of a delete approved at once because
+// an approval the human gave to the Claude Code hook for the same delete
+// covers it: the hook's request was what the human decided on.
+const DecidedByCoverage = "hook_approval"
+
+// Scope is the shape of what a request asks to do, as the human sees it
+// on the decision page: an auto-approve window opened on the request lets
+// through only requests of the same shape, and an approval of a hook's
+// Bash call covers only the deletes it names. The agent says which
+// commands and paths; the server checks them against the request and adds
+// the classes of its risk reasons.
+type Scope struct {
+	// Commands are, for a Bash call, the program and subcommand of every
+	// command the hook judged in the line ("rm", "git push"), sorted,
+	// each once.
+	Commands []string `json:"commands,omitempty"`
+	// Paths are the absolute, resolved paths the action deletes (or, for
+	// a file tool, writes), sorted, each once. A window covers only
+	// actions within their trees.
+	Paths []string `json:"paths,omitempty"`
+	// Files and Bytes are what the deleted paths held when the agent
+	// asked; FilesCapped when the count stopped at a cap.
+	Files       int64 `json:"files,omitempty"`
+	Bytes       int64 `json:"bytes,omitempty"`
+	FilesCapped bool  `json:"files_capped,omitempty"`
+	// Classes are the classes of the request's risk reasons, set by the
+	// server: a window covers no request with a class the approved one
+	// lacked.
+	Classes []string `json:"classes,omitempty"`
+}
+
 // RequestContext is where the agent was when it asked.
 type RequestContext struct {
 	User      string `json:"user,omitempty"`
@@ -94,6 +125,9 @@ type Request struct {
 	// window.
 	AutoApproveUntil time.Time
 	ConsumedAt       time.Time
+	// Scope is the shape of the action (nil for a request stored before
+	// scopes were kept: no window opened on it covers anything).
+	Scope *Scope
 	// Seed holds the original payload of the seed-compatible routes; the
 	// v1 API ignores it.
 	Seed json.RawMessage
@@ -163,6 +197,13 @@ type CreateInput struct {
 	Seed        json.RawMessage
 	SeedID      string
 	Links       []Link
+	// Scope is the shape of the action as the agent states it (commands
+	// and paths; see Scope). The server checks it and adds the classes.
+	Scope *Scope
+	// CoveredBy, on an rm request, names the approved request of the
+	// Claude Code hook that let this delete run: when that approval covers
+	// exactly this delete, the request is approved at once.
+	CoveredBy string
 }
 
 // Decision is what a human decides about a pending request.
@@ -197,7 +238,8 @@ type DecisionInput struct {
 	// Text is the deny reason, or the answer to the agent for respond.
 	Text string
 	// AutoApproveMinutes, with approve, opens an auto-approve window of 1 to
-	// 60 minutes for the same key, session, kind and action.
+	// 60 minutes for the same key, session, kind and action, and the
+	// request's scope.
 	AutoApproveMinutes int
 }
 
@@ -230,4 +272,37 @@ type AutoApproveWindow struct {
 	Until     time.Time
 	CreatedAt time.Time
 	RequestID string // the approval that opened it
+	// Scope is the shape of the approved request: the window covers only
+	// requests within it (nil: a window from before scopes, which covers
+	// only requests of tools that have no shape beyond their name).
+	Scope *Scope
+}
+
+// Coverage records that an approval of the Claude Code hook covered one
+// delete of the rm wrapper. An approval covers at most one.
+type Coverage struct {
+	ApprovalID string // the hook's approved request
+	RequestID  string // the wrapper's request it covered
+	CreatedAt  time.Time
+}
+
+// EncodeScope is a scope as the stores keep it: JSON, "" for none.
+func EncodeScope(s *Scope) string {
+	if s == nil {
+		return ""
+	}
+	b, _ := json.Marshal(s) // strings, numbers and booleans only: never fails
+	return string(b)
+}
+
+// DecodeScope reads a scope EncodeScope wrote; "" is none.
+func DecodeScope(text string) (*Scope, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var s Scope
+	if err := json.Unmarshal([]byte(text), &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
 }

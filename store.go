@@ -113,9 +113,16 @@ type Store interface {
 	// an audit entry for each, and returns those it expired, by id.
 	ExpireRequests(ctx context.Context, id string, now time.Time) ([]Expired, error)
 
-	// ActiveWindow returns the auto-approve window open at now for a key,
-	// session, kind and action. Errors: ENOTFOUND.
-	ActiveWindow(ctx context.Context, keyID, sessionID string, kind Kind, action string, now time.Time) (*AutoApproveWindow, error)
+	// ActiveWindows returns the auto-approve windows open at now for a key,
+	// session, kind and action, the one open longest first, at most
+	// MaxActiveWindows of them. Which of them covers a request is the
+	// service's rule. None is not an error.
+	ActiveWindows(ctx context.Context, keyID, sessionID string, kind Kind, action string, now time.Time) ([]*AutoApproveWindow, error)
+	// ClaimCoverage records that the approval approvalID covers the
+	// request requestID, once: a second claim of the same approval fails
+	// with ECONFLICT and changes nothing. Errors: ENOTFOUND for an
+	// unknown approval, ECONFLICT.
+	ClaimCoverage(ctx context.Context, c Coverage) error
 
 	// AuditLog returns the audit entries with Seq > after, in order, at most
 	// limit of them.
@@ -127,6 +134,10 @@ type Store interface {
 	// Close releases the store.
 	Close() error
 }
+
+// MaxActiveWindows bounds the windows ActiveWindows returns: a session has
+// few open at once, and a request is checked against each.
+const MaxActiveWindows = 64
 
 // Expired names a request that ExpireRequests expired.
 type Expired struct {

@@ -98,7 +98,7 @@ func TestNotifierAtCreate(t *testing.T) {
 	}
 
 	// An auto-approved request asked nobody, so nobody is told.
-	w := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	w := e.create(e.keyA, e.toolCall("WebFetch", "s1"))
 	if _, err := e.svc.Decide(e.ctx, e.alice, w.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestNotifierAtCreate(t *testing.T) {
 	n.mu.Lock()
 	before := len(n.announced)
 	n.mu.Unlock()
-	auto := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	auto := e.create(e.keyA, e.toolCall("WebFetch", "s1"))
 	if auto.Status != countersign.StatusApproved {
 		t.Fatalf("not auto-approved: %s", auto.Status)
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -121,14 +122,21 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 	if err != nil {
 		return nil, false, err
 	}
-	ev := countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID, Detail: bindingDetail(r)}
-	if err := s.applyWindow(ctx, r, &ev); err != nil {
+	ev := countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID}
+	extra := map[string]string{}
+	covered, err := s.applyCoverage(ctx, r, in.CoveredBy, &ev, extra)
+	if err != nil {
 		return nil, false, err
+	}
+	if !covered {
+		if err := s.applyWindow(ctx, r, &ev, extra); err != nil {
+			return nil, false, err
+		}
 	}
 	s.announce(ctx, r)
 	for range 8 {
 		r.Reference = countersign.NewReference()
-		ev.Detail = bindingDetail(r)
+		ev.Detail = bindingDetail(r, extra)
 		got, created, err := s.store.CreateRequest(ctx, r, s.cfg.MaxPending, r.CreatedAt, ev)
 		if errors.Is(err, countersign.ErrReferenceTaken) {
 			continue // the reference is taken by a live request: draw again
@@ -189,8 +197,19 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	} else if ttl < 10*time.Second || ttl > s.cfg.MaxTTL {
 		return nil, countersign.Errorf(countersign.EINVALID, "ttl must be between 10 seconds and %s", s.cfg.MaxTTL)
 	}
+	scope, err := scopeOf(in.Kind, in.Action, args, in.RiskReasons, in.Scope)
+	if err != nil {
+		return nil, err
+	}
+	if err := validText("covered_by", in.CoveredBy, 100, false); err != nil {
+		return nil, err
+	}
+	if in.CoveredBy != "" && in.Kind != countersign.KindRm {
+		return nil, countersign.Errorf(countersign.EINVALID, "covered_by goes only with kind rm")
+	}
 	now := s.clock.Now()
 	r := &countersign.Request{
+		Scope:       scope,
 		ID:          countersign.NewOrderedID("req_"),
 		AccountID:   agent.AccountID,
 		KeyID:       agent.KeyID,
@@ -217,17 +236,21 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 }
 
 // applyWindow approves the request at once when an auto-approve window of
-// the same key, session, kind and action is open.
-func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *countersign.AuditEvent) error {
+// the same key, session, kind and action is open and covers the request's
+// shape (see covers). The audit entry names the window.
+func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *countersign.AuditEvent, extra map[string]string) error {
 	if r.Context.SessionID == "" {
 		return nil
 	}
-	w, err := s.store.ActiveWindow(ctx, r.KeyID, r.Context.SessionID, r.Kind, WindowAction(r.Kind, r.Action), r.CreatedAt)
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return nil
-	} else if err != nil {
+	list, err := s.store.ActiveWindows(ctx, r.KeyID, r.Context.SessionID, r.Kind, WindowAction(r.Kind, r.Action), r.CreatedAt)
+	if err != nil {
 		return err
 	}
+	i := slices.IndexFunc(list, func(w *countersign.AutoApproveWindow) bool { return covers(w, r) })
+	if i < 0 {
+		return nil
+	}
+	w := list[i]
 	r.Status = countersign.StatusApproved
 	r.DecidedAt = r.CreatedAt
 	r.DecidedBy = countersign.DecidedByAutoApprove
@@ -243,6 +266,7 @@ func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *c
 		r.ExpiresAt = usable
 	}
 	ev.Event = "auto_approved"
+	extra["window"], extra["window_opened_by"] = w.ID, w.RequestID
 	return nil
 }
 
@@ -298,10 +322,16 @@ func validText(name, v string, max int, required bool) error {
 	return nil
 }
 
-func bindingDetail(r *countersign.Request) string {
-	b, _ := json.Marshal(map[string]string{
+// bindingDetail is the audit detail of a new request: its binding, and
+// what approved it at once (extra).
+func bindingDetail(r *countersign.Request, extra map[string]string) string {
+	d := map[string]string{
 		"kind": string(r.Kind), "action": r.Action, "args_hash": r.ArgsHash,
 		"preview_hash": r.PreviewHash, "reference": r.Reference, "session_id": r.Context.SessionID,
-	})
+	}
+	for k, v := range extra {
+		d[k] = v
+	}
+	b, _ := json.Marshal(d)
 	return string(b)
 }

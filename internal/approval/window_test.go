@@ -1,7 +1,9 @@
 package approval_test
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,13 +41,13 @@ func (e *env) wantAutoApproved(name string, agent countersign.Agent, in counters
 func TestAutoApproveWindow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50})
-	opener := e.openWindow(e.create(e.keyA, e.toolCall("Bash", "s1")), 5)
+	opener := e.openWindow(e.create(e.keyA, e.toolCall("WebFetch", "s1")), 5)
 	if !opener.AutoApproveUntil.Equal(start.Add(5 * time.Minute)) {
 		t.Errorf("window until %v, want %v", opener.AutoApproveUntil, start.Add(5*time.Minute))
 	}
 	e.clock.Advance(time.Minute)
 
-	r := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	r := e.create(e.keyA, e.toolCall("WebFetch", "s1"))
 	if r.Status != countersign.StatusApproved || r.DecidedBy != countersign.DecidedByAutoApprove ||
 		!r.AutoApproveUntil.Equal(opener.AutoApproveUntil) || !r.DecidedAt.Equal(e.clock.Now()) {
 		t.Errorf("same key, session, kind and tool: %s by %q until %v at %v", r.Status, r.DecidedBy, r.AutoApproveUntil, r.DecidedAt)
@@ -58,60 +60,79 @@ func TestAutoApproveWindow(t *testing.T) {
 		t.Errorf("Consume auto-approved: %v", err)
 	}
 
-	mcp := e.toolCall("Bash", "s1")
+	mcp := e.toolCall("WebFetch", "s1")
 	mcp.Kind = countersign.KindMCP
-	noSession := e.toolCall("Bash", "")
+	noSession := e.toolCall("WebFetch", "")
+	riskier := e.toolCall("WebFetch", "s1")
+	riskier.RiskReasons = []string{"rule ask WebFetch"}
 	tests := []struct {
 		name  string
 		agent countersign.Agent
 		in    countersign.CreateInput
 	}{
-		{"another key", e.keyB, e.toolCall("Bash", "s1")},
-		{"another account's key", e.keyX, e.toolCall("Bash", "s1")},
-		{"another session", e.keyA, e.toolCall("Bash", "s2")},
+		{"another key", e.keyB, e.toolCall("WebFetch", "s1")},
+		{"another account's key", e.keyX, e.toolCall("WebFetch", "s1")},
+		{"another session", e.keyA, e.toolCall("WebFetch", "s2")},
 		{"another kind", e.keyA, mcp},
 		{"another tool", e.keyA, e.toolCall("Write", "s1")},
 		{"no session", e.keyA, noSession},
+		{"a risk reason the approved request lacked", e.keyA, riskier},
 	}
 	for _, tt := range tests {
 		e.wantAutoApproved(tt.name, tt.agent, tt.in, false)
 	}
 
 	e.clock.Advance(4 * time.Minute) // the window closes at its Until
-	e.wantAutoApproved("after the window closed", e.keyA, e.toolCall("Bash", "s1"), false)
+	e.wantAutoApproved("after the window closed", e.keyA, e.toolCall("WebFetch", "s1"), false)
 }
 
 func TestAutoApproveWindowRm(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50})
-	rm := func(cmd, session string) countersign.CreateInput {
-		return countersign.CreateInput{Kind: countersign.KindRm, Action: cmd, Context: countersign.RequestContext{SessionID: session}}
+	rm := func(session string, targets ...string) countersign.CreateInput {
+		args, _ := json.Marshal(map[string]any{"targets": targets, "file_count": 3})
+		return countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -r " + strings.Join(targets, " "), Arguments: args,
+			RiskReasons: []string{"recursive deletion (-r/-R)", "large deletion: 300 files (threshold 100)"}, Context: countersign.RequestContext{SessionID: session}}
 	}
-	e.openWindow(e.create(e.keyA, rm("rm -rf /tmp/a", "s1")), 10)
+	e.openWindow(e.create(e.keyA, rm("s1", "/src/build", "/src/dist")), 10)
 	e.clock.Advance(9 * time.Minute)
 
-	// An rm window covers any delete of the session, not only the first
-	// command line.
-	e.wantAutoApproved("another rm of the session", e.keyA, rm("rm -r /var/tmp/b", "s1"), true)
-	e.wantAutoApproved("rm of another session", e.keyA, rm("rm -r /var/tmp/c", "s2"), false)
-	e.wantAutoApproved("rm of another key", e.keyB, rm("rm -r /var/tmp/d", "s1"), false)
+	// An rm window covers deletes within the trees the human saw, of any
+	// size, and nothing else.
+	more := rm("s1", "/src/build/sub")
+	more.RiskReasons = []string{"recursive deletion (-r/-R)", "large deletion: 9000 files (threshold 100)"}
+	e.wantAutoApproved("a delete within a tree the human saw", e.keyA, more, true)
+	e.wantAutoApproved("deletes within both trees", e.keyA, rm("s1", "/src/dist/a", "/src/build"), true)
+	e.wantAutoApproved("a delete outside the trees", e.keyA, rm("s1", "/src/build-old"), false)
+	e.wantAutoApproved("a delete of a tree holding one the human saw", e.keyA, rm("s1", "/src"), false)
+	e.wantAutoApproved("one target outside the trees", e.keyA, rm("s1", "/src/build/x", "/home/ada/.ssh"), false)
+	protected := rm("s1", "/src/build/x")
+	protected.RiskReasons = append(protected.RiskReasons, "protected path: /src/build/x")
+	e.wantAutoApproved("a risk the approved delete lacked", e.keyA, protected, false)
+	noTargets := rm("s1")
+	e.wantAutoApproved("a delete that names no targets", e.keyA, noTargets, false)
+	e.wantAutoApproved("rm of another session", e.keyA, rm("s2", "/src/build/c"), false)
+	e.wantAutoApproved("rm of another key", e.keyB, rm("s1", "/src/build/d"), false)
 	tool := e.toolCall("rm", "s1")
 	e.wantAutoApproved("a tool named rm", e.keyA, tool, false)
 	e.clock.Advance(time.Minute)
-	e.wantAutoApproved("rm after the window", e.keyA, rm("rm -r /var/tmp/e", "s1"), false)
+	e.wantAutoApproved("rm after the window", e.keyA, rm("s1", "/src/build/e"), false)
 }
 
 func TestAutoApproveWindowOfOneTool(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50})
-	in := e.toolCall("Bash", "s1")
+	in := e.toolCall("mcp__github__create_issue", "s1")
 	in.Kind = countersign.KindMCP
 	e.openWindow(e.create(e.keyA, in), 1)
 
-	same := e.toolCall("Bash", "s1")
+	same := e.toolCall("mcp__github__create_issue", "s1")
 	same.Kind = countersign.KindMCP
 	e.wantAutoApproved("same mcp tool", e.keyA, same, true)
-	e.wantAutoApproved("tool kind, same name", e.keyA, e.toolCall("Bash", "s1"), false)
+	other := e.toolCall("mcp__github__delete_repo", "s1")
+	other.Kind = countersign.KindMCP
+	e.wantAutoApproved("another tool of the same server", e.keyA, other, false)
+	e.wantAutoApproved("tool kind, same name", e.keyA, e.toolCall("mcp__github__create_issue", "s1"), false)
 }
 
 // TestAutoApprovalLastsOnlyTheWindow: an approval a window gave is usable
@@ -120,9 +141,9 @@ func TestAutoApproveWindowOfOneTool(t *testing.T) {
 func TestAutoApprovalLastsOnlyTheWindow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50, MaxTTL: 2 * time.Hour, ConsumeGrace: 10 * time.Second})
-	e.openWindow(e.create(e.keyA, e.toolCall("Bash", "s1")), 1)
+	e.openWindow(e.create(e.keyA, e.toolCall("WebFetch", "s1")), 1)
 	e.clock.Advance(59 * time.Second)
-	in := e.toolCall("Bash", "s1")
+	in := e.toolCall("WebFetch", "s1")
 	in.TTL = time.Hour
 	r := e.create(e.keyA, in)
 	if r.DecidedBy != countersign.DecidedByAutoApprove {
@@ -142,8 +163,8 @@ func TestAutoApprovalLastsOnlyTheWindow(t *testing.T) {
 func TestStopEndsWindowApprovals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50, MaxTTL: time.Hour})
-	e.openWindow(e.create(e.keyA, e.toolCall("Bash", "s1")), 60)
-	in := e.toolCall("Bash", "s1")
+	e.openWindow(e.create(e.keyA, e.toolCall("WebFetch", "s1")), 60)
+	in := e.toolCall("WebFetch", "s1")
 	in.TTL = time.Hour
 	kept := e.create(e.keyA, in)
 	if kept.DecidedBy != countersign.DecidedByAutoApprove {

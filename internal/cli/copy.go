@@ -141,7 +141,7 @@ func copyKeyFile(env *Env, from, to string, k storeKey) (storeKey, error) {
 // copyCounts counts the records of a copy by kind.
 type copyCounts struct {
 	accounts, approvers, memberships, keys, tokens, requests, links, windows,
-	sessions, channels, outbox, serverKeys, audit int
+	coverages, sessions, channels, outbox, serverKeys, audit int
 }
 
 func (c *copyCounts) add(r countersign.Record) {
@@ -162,6 +162,8 @@ func (c *copyCounts) add(r countersign.Record) {
 		c.links++
 	case r.Window != nil:
 		c.windows++
+	case r.Coverage != nil:
+		c.coverages++
 	case r.Session != nil:
 		c.sessions++
 	case r.Channel != nil:
@@ -184,6 +186,7 @@ func (c copyCounts) String() string {
 	}{
 		{c.accounts, "accounts"}, {c.approvers, "approvers"}, {c.memberships, "memberships"}, {c.keys, "agent keys"},
 		{c.tokens, "approver tokens"}, {c.requests, "requests"}, {c.links, "links"}, {c.windows, "auto-approve windows"},
+		{c.coverages, "coverages"},
 		{c.sessions, "sessions"}, {c.channels, "notification channels"}, {c.outbox, "outbox items"},
 		{c.serverKeys, "server keys"}, {c.audit, "audit entries"},
 	} {

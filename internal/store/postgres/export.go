@@ -54,6 +54,14 @@ var exportQueries = []struct {
 			w, err := scanWindow(r)
 			return countersign.Record{Window: w}, err
 		}},
+	{"coverages", `SELECT approval_id, request_id, created_at FROM coverages ORDER BY created_at, approval_id`,
+		func(r pgx.Row) (countersign.Record, error) {
+			var c countersign.Coverage
+			var created int64
+			err := r.Scan(&c.ApprovalID, &c.RequestID, &created)
+			c.CreatedAt = fromNanos(created)
+			return countersign.Record{Coverage: &c}, err
+		}},
 	{"sessions", `SELECT ` + sessionColumns + ` FROM sessions s ORDER BY s.created_at, s.hash`,
 		func(r pgx.Row) (countersign.Record, error) {
 			s, err := scanSession(r)
@@ -207,7 +215,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 // would write.
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "requests",
-		"links", "auto_approve_windows", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
+		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var parts []string
 	for _, t := range tables {
 		parts = append(parts, fmt.Sprintf(`SELECT '%s', COUNT(*) FROM %s`, t, t))
@@ -267,6 +275,10 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 		queueLink(b, *rec.Link)
 	case rec.Window != nil:
 		queueWindowRow(b, rec.Window)
+	case rec.Coverage != nil:
+		c := rec.Coverage
+		b.Queue(`INSERT INTO coverages (approval_id, request_id, created_at) VALUES ($1, $2, $3)`,
+			c.ApprovalID, c.RequestID, nanos(c.CreatedAt))
 	case rec.Session != nil:
 		s := rec.Session
 		b.Queue(`INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)

@@ -29,7 +29,7 @@ const notifyChannel = "countersign"
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id, arguments_text`
+	consumed_at, seed, seed_id, arguments_text, scope`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -210,11 +210,11 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 		ret = ` RETURNING ` + requestColumns
 	}
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`+ret,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`+ret,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, r.Context.SessionID)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), r.Context.SessionID)
 	return nil
 }
 
@@ -344,14 +344,17 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 // unwrapped, for the caller to turn into ENOTFOUND.
 func scanRequest(s pgx.Row) (*countersign.Request, error) {
 	var r countersign.Request
-	var kind, status, args, reasons, rctx, seed string
+	var kind, status, args, reasons, rctx, seed, scope string
 	var created, expires, decided, autoUntil, consumed int64
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &kind, &r.Action,
 		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &status,
 		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
-		&consumed, &seed, &r.SeedID, &r.ArgumentsText)
+		&consumed, &seed, &r.SeedID, &r.ArgumentsText, &scope)
 	if err != nil {
 		return nil, err
+	}
+	if r.Scope, err = countersign.DecodeScope(scope); err != nil {
+		return nil, fmt.Errorf("decode scope of %s: %w", r.ID, err)
 	}
 	r.Kind, r.Status = countersign.Kind(kind), countersign.Status(status)
 	if err := json.Unmarshal([]byte(reasons), &r.RiskReasons); err != nil {

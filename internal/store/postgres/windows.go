@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,40 +9,52 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const windowColumns = `id, account_id, key_id, session_id, kind, action, until, created_at, request_id`
+const windowColumns = `id, account_id, key_id, session_id, kind, action, until, created_at, request_id, scope`
 
-// ActiveWindow returns the auto-approve window open at now for exactly this
-// key, session, kind and action; of several, the one open longest. Errors:
-// ENOTFOUND.
-func (db *DB) ActiveWindow(ctx context.Context, keyID, sessionID string, kind countersign.Kind, action string, now time.Time) (*countersign.AutoApproveWindow, error) {
-	notFound := countersign.Errorf(countersign.ENOTFOUND, "no auto-approve window is open")
+// ActiveWindows returns the auto-approve windows open at now for exactly
+// this key, session, kind and action, the one open longest first, at most
+// countersign.MaxActiveWindows.
+func (db *DB) ActiveWindows(ctx context.Context, keyID, sessionID string, kind countersign.Kind, action string, now time.Time) ([]*countersign.AutoApproveWindow, error) {
 	if hasNUL(keyID, sessionID, string(kind), action) {
-		return nil, notFound
+		return []*countersign.AutoApproveWindow{}, nil
 	}
-	var w *countersign.AutoApproveWindow
-	err := db.read(ctx, func(q querier) (err error) {
-		w, err = scanWindow(q.QueryRow(ctx, `
+	var out []*countersign.AutoApproveWindow
+	err := db.read(ctx, func(q querier) error {
+		rows, err := q.Query(ctx, `
 			SELECT `+windowColumns+` FROM auto_approve_windows
 			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND action = $4 AND until > $5
-			ORDER BY until DESC, id DESC LIMIT 1`,
-			keyID, sessionID, string(kind), action, nanos(now)))
+			ORDER BY until DESC, id DESC LIMIT $6`,
+			keyID, sessionID, string(kind), action, nanos(now), countersign.MaxActiveWindows)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*countersign.AutoApproveWindow, error) {
+			return scanWindow(row)
+		})
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, notFound
-	} else if err != nil {
-		return nil, fmt.Errorf("read auto-approve window: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("read auto-approve windows: %w", err)
 	}
-	return w, nil
+	if out == nil {
+		out = []*countersign.AutoApproveWindow{}
+	}
+	return out, nil
 }
 
 func scanWindow(s pgx.Row) (*countersign.AutoApproveWindow, error) {
 	var w countersign.AutoApproveWindow
 	var kind string
 	var until, created int64
-	if err := s.Scan(&w.ID, &w.AccountID, &w.KeyID, &w.SessionID, &kind, &w.Action, &until, &created, &w.RequestID); err != nil {
+	var scope string
+	if err := s.Scan(&w.ID, &w.AccountID, &w.KeyID, &w.SessionID, &kind, &w.Action, &until, &created, &w.RequestID, &scope); err != nil {
 		return nil, err
 	}
+	sc, err := countersign.DecodeScope(scope)
+	if err != nil {
+		return nil, fmt.Errorf("decode scope of window %s: %w", w.ID, err)
+	}
+	w.Scope = sc
 	w.Kind = countersign.Kind(kind)
 	w.Until, w.CreatedAt = fromNanos(until), fromNanos(created)
 	return &w, nil
@@ -68,6 +79,31 @@ func queueWindow(b *pgx.Batch, r *countersign.Request, w countersign.AutoApprove
 
 // queueWindowRow queues the insert of a window as it is.
 func queueWindowRow(b *pgx.Batch, w *countersign.AutoApproveWindow) {
-	b.Queue(`INSERT INTO auto_approve_windows (`+windowColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		w.ID, w.AccountID, w.KeyID, w.SessionID, string(w.Kind), w.Action, nanos(w.Until), nanos(w.CreatedAt), w.RequestID)
+	b.Queue(`INSERT INTO auto_approve_windows (`+windowColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		w.ID, w.AccountID, w.KeyID, w.SessionID, string(w.Kind), w.Action, nanos(w.Until), nanos(w.CreatedAt), w.RequestID,
+		countersign.EncodeScope(w.Scope))
+}
+
+// ClaimCoverage records that an approval covered a request, once. The
+// primary key on the approval makes the insert the one conditional
+// statement: of two claims, exactly one succeeds. Errors: ENOTFOUND,
+// ECONFLICT.
+func (db *DB) ClaimCoverage(ctx context.Context, c countersign.Coverage) error {
+	if hasNUL(c.ApprovalID, c.RequestID) {
+		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	}
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO coverages (approval_id, request_id, created_at) VALUES ($1, $2, $3)`,
+			c.ApprovalID, c.RequestID, nanos(c.CreatedAt))
+		return err
+	})
+	switch {
+	case isUnique(err):
+		return countersign.Errorf(countersign.ECONFLICT, "this approval already covered a delete")
+	case isForeignKey(err):
+		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+	case err != nil:
+		return fmt.Errorf("claim coverage: %w", err)
+	}
+	return nil
 }

@@ -77,14 +77,18 @@ var exportQueries = []struct {
 			l.CreatedAt = fromNanos(created)
 			return countersign.Record{Link: &l}, err
 		}},
-	{"auto-approve windows", `SELECT id, account_id, key_id, session_id, kind, action, until, created_at, request_id
-		FROM auto_approve_windows ORDER BY created_at, id`,
+	{"auto-approve windows", `SELECT ` + windowColumns + ` FROM auto_approve_windows ORDER BY created_at, id`,
 		func(s scanner) (countersign.Record, error) {
-			var w countersign.AutoApproveWindow
-			var until, created int64
-			err := s.Scan(&w.ID, &w.AccountID, &w.KeyID, &w.SessionID, &w.Kind, &w.Action, &until, &created, &w.RequestID)
-			w.Until, w.CreatedAt = fromNanos(until), fromNanos(created)
-			return countersign.Record{Window: &w}, err
+			w, err := scanWindow(s)
+			return countersign.Record{Window: w}, err
+		}},
+	{"coverages", `SELECT approval_id, request_id, created_at FROM coverages ORDER BY created_at, approval_id`,
+		func(s scanner) (countersign.Record, error) {
+			var c countersign.Coverage
+			var created int64
+			err := s.Scan(&c.ApprovalID, &c.RequestID, &created)
+			c.CreatedAt = fromNanos(created)
+			return countersign.Record{Coverage: &c}, err
 		}},
 	{"sessions", `SELECT ` + sessionColumns + ` FROM sessions s ORDER BY s.created_at, s.hash`,
 		func(s scanner) (countersign.Record, error) {
@@ -241,7 +245,7 @@ func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
 // would write.
 func checkEmpty(ctx context.Context, tx querier) error {
 	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "requests",
-		"links", "auto_approve_windows", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
+		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var full []string
 	for _, t := range tables {
 		var n int64
@@ -289,9 +293,13 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 			[]any{l.Hash, l.RequestID, l.Action, nanos(l.CreatedAt)}, nil
 	case rec.Window != nil:
 		w := rec.Window
-		return `INSERT INTO auto_approve_windows (id, account_id, key_id, session_id, kind, action, until, created_at, request_id)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			[]any{w.ID, w.AccountID, w.KeyID, w.SessionID, w.Kind, w.Action, nanos(w.Until), nanos(w.CreatedAt), w.RequestID}, nil
+		return `INSERT INTO auto_approve_windows (` + windowColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{w.ID, w.AccountID, w.KeyID, w.SessionID, w.Kind, w.Action, nanos(w.Until), nanos(w.CreatedAt), w.RequestID,
+				countersign.EncodeScope(w.Scope)}, nil
+	case rec.Coverage != nil:
+		c := rec.Coverage
+		return `INSERT INTO coverages (approval_id, request_id, created_at) VALUES (?, ?, ?)`,
+			[]any{c.ApprovalID, c.RequestID, nanos(c.CreatedAt)}, nil
 	case rec.Session != nil:
 		s := rec.Session
 		return `INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
@@ -334,11 +342,11 @@ func requestInsert(r *countersign.Request) (string, []any, error) {
 		return "", nil, err
 	}
 	return `INSERT INTO requests (` + requestColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		[]any{r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 			string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, r.Status,
 			nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-			nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText}, nil
+			nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope)}, nil
 }
 
 // requestJSON encodes a request's risk reasons and context as

@@ -20,7 +20,7 @@ const (
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id, arguments_text`
+	consumed_at, seed, seed_id, arguments_text, scope`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -140,6 +140,7 @@ func pendingLimit(ctx context.Context, tx querier, accountID string, n int, now 
 // which are settled in the transaction.
 type encodedRequest struct {
 	reasons, context []byte
+	scope            string
 	got              countersign.Request
 }
 
@@ -166,18 +167,22 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 	for _, t := range []*time.Time{&got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt} {
 		*t = fromNanos(nanos(*t))
 	}
-	return &encodedRequest{reasons: reasons, context: rctx, got: got}, nil
+	scope := countersign.EncodeScope(r.Scope)
+	if got.Scope, err = countersign.DecodeScope(scope); err != nil {
+		return nil, fmt.Errorf("decode scope: %w", err)
+	}
+	return &encodedRequest{reasons: reasons, context: rctx, scope: scope, got: got}, nil
 }
 
 // insertRequest writes r as a new row and returns the request as reading
 // the row back would, without reading it.
 func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
@@ -293,7 +298,7 @@ func scanRequest(s scanner) (*countersign.Request, error) {
 // rows; the callers decode them, off the writer.
 type requestRow struct {
 	r                                              countersign.Request
-	args, reasons, rctx, seed                      string
+	args, reasons, rctx, seed, scope               string
 	created, expires, decided, autoUntil, consumed int64
 }
 
@@ -304,7 +309,7 @@ func scanRequestRow(s scanner) (*requestRow, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
 		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
 		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
-		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText)
+		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope)
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +325,11 @@ func (row *requestRow) decode() (*countersign.Request, error) {
 	if err := json.Unmarshal([]byte(row.rctx), &r.Context); err != nil {
 		return nil, fmt.Errorf("decode context of %s: %w", r.ID, err)
 	}
+	scope, err := countersign.DecodeScope(row.scope)
+	if err != nil {
+		return nil, fmt.Errorf("decode scope of %s: %w", r.ID, err)
+	}
+	r.Scope = scope
 	r.Arguments, r.Seed = rawJSON(row.args), rawJSON(row.seed)
 	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(row.created), fromNanos(row.expires), fromNanos(row.decided)
 	r.AutoApproveUntil, r.ConsumedAt = fromNanos(row.autoUntil), fromNanos(row.consumed)

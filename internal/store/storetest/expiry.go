@@ -3,6 +3,7 @@ package storetest
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -102,6 +103,7 @@ func testWindows(t *testing.T, open Opener) {
 	w := &countersign.AutoApproveWindow{
 		ID: countersign.NewID("win_"), AccountID: f.account.ID, KeyID: f.key.ID, SessionID: "sess-1",
 		Kind: countersign.KindTool, Action: "Bash", Until: until, CreatedAt: Base.Add(time.Minute), RequestID: r.ID,
+		Scope: &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/build"}, Files: 3, Bytes: 9, Classes: []string{"recursive deletion (-r/-R)"}},
 	}
 	got, err := s.Transition(ctx, countersign.Transition{
 		ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice", Window: w,
@@ -113,11 +115,26 @@ func testWindows(t *testing.T, open Opener) {
 		t.Errorf("AutoApproveUntil = %v, want %v", got.AutoApproveUntil, until)
 	}
 
-	found, err := s.ActiveWindow(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", Base.Add(10*time.Minute))
-	if err != nil {
-		t.Fatalf("ActiveWindow: %v", err)
+	found, err := s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", Base.Add(10*time.Minute))
+	if err != nil || len(found) != 1 {
+		t.Fatalf("ActiveWindows: %v, %v; want one", found, err)
 	}
-	same(t, "ActiveWindow", found, w)
+	same(t, "ActiveWindows", found[0], w)
+
+	// Several windows of one session are all open, the one open longest
+	// first.
+	r3 := create(t, s, newRequest(f.key, "Bash", `{"n":3}`, "w"), Base)
+	w3 := &countersign.AutoApproveWindow{SessionID: "sess-1", Kind: countersign.KindTool, Action: "Bash", Until: until.Add(time.Minute),
+		Scope: &countersign.Scope{Commands: []string{"git push"}}}
+	if _, err := s.Transition(ctx, countersign.Transition{ID: r3.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice", Window: w3},
+		countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatalf("approve with a second window: %v", err)
+	}
+	found, err = s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", Base.Add(10*time.Minute))
+	if err != nil || len(found) != 2 || found[0].RequestID != r3.ID || found[1].ID != w.ID ||
+		found[0].Scope == nil || found[0].Scope.Commands[0] != "git push" {
+		t.Errorf("ActiveWindows with two open: %+v, %v; want the later-closing one first, with its scope", found, err)
+	}
 
 	// The window never widens: every other key, session, kind or action,
 	// and any time from Until on, finds nothing.
@@ -134,12 +151,14 @@ func testWindows(t *testing.T, open Opener) {
 		{"no session", f.key.ID, "", countersign.KindTool, "Bash", Base.Add(10 * time.Minute)},
 		{"another kind", f.key.ID, "sess-1", countersign.KindMCP, "Bash", Base.Add(10 * time.Minute)},
 		{"another action", f.key.ID, "sess-1", countersign.KindTool, "Write", Base.Add(10 * time.Minute)},
-		{"at Until", f.key.ID, "sess-1", countersign.KindTool, "Bash", until},
+		{"at Until", f.key.ID, "sess-1", countersign.KindTool, "Bash", until.Add(time.Minute)},
 		{"after Until", f.key.ID, "sess-1", countersign.KindTool, "Bash", until.Add(time.Hour)},
 	}
 	for _, m := range misses {
-		_, err := s.ActiveWindow(ctx, m.key, m.session, m.kind, m.action, m.now)
-		wantCode(t, "ActiveWindow for "+m.what, err, countersign.ENOTFOUND)
+		got, err := s.ActiveWindows(ctx, m.key, m.session, m.kind, m.action, m.now)
+		if err != nil || len(got) != 0 {
+			t.Errorf("ActiveWindows for %s: %v, %v; want none", m.what, got, err)
+		}
 	}
 
 	// A stop of a request of the session closes its windows at once, and
@@ -159,10 +178,11 @@ func testWindows(t *testing.T, open Opener) {
 		countersign.AuditEvent{Event: "stopped", Actor: "approver:alice", Detail: "{}"}); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
-	_, err = s.ActiveWindow(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", stoppedAt)
-	wantCode(t, "ActiveWindow of the stopped session", err, countersign.ENOTFOUND)
-	if _, err := s.ActiveWindow(ctx, f.key.ID, "sess-2", countersign.KindTool, "Write", stoppedAt); err != nil {
-		t.Errorf("ActiveWindow of another session after a stop: %v", err)
+	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", stoppedAt); err != nil || len(got) != 0 {
+		t.Errorf("ActiveWindows of the stopped session: %v, %v; want none", got, err)
+	}
+	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-2", countersign.KindTool, "Write", stoppedAt); err != nil || len(got) != 1 {
+		t.Errorf("ActiveWindows of another session after a stop: %v, %v; want one", got, err)
 	}
 }
 
@@ -254,4 +274,31 @@ func testStopEndsApprovals(t *testing.T, open Opener) {
 	if got, _ := s.Request(ctx, waiting.ID); got == nil || got.Status != countersign.StatusPending {
 		t.Errorf("a pending request after a stop: %+v, want pending", got)
 	}
+}
+
+// testCoverage: an approval covers one request at most; a second claim is
+// refused, and an unknown approval is not found.
+func testCoverage(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	hook := create(t, s, newRequest(f.key, "Bash", `{}`, "x"), Base)
+	c := countersign.Coverage{ApprovalID: hook.ID, RequestID: "req_first", CreatedAt: Base.Add(time.Second)}
+	if err := s.ClaimCoverage(ctx, c); err != nil {
+		t.Fatalf("ClaimCoverage: %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 8)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: hook.ID, RequestID: "req_again", CreatedAt: Base.Add(2 * time.Second)})
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		wantCode(t, "a second claim of one approval", err, countersign.ECONFLICT)
+	}
+	err := s.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: "req_missing", RequestID: "req_x", CreatedAt: Base})
+	wantCode(t, "ClaimCoverage of an unknown approval", err, countersign.ENOTFOUND)
 }

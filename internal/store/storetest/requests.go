@@ -29,6 +29,8 @@ func testRequestRoundTrip(t *testing.T, open Opener) {
 	full.ConsumedAt = Base.Add(5)
 	full.Seed = json.RawMessage(`{"token_hash":"ab","payload":{"x":[1,2]}}`)
 	full.ArgumentsText = "{\n  \"command\": \"rm -rf /tmp/x\",\n  \"n\": 1.5\n}"
+	full.Scope = &countersign.Scope{Commands: []string{"git push", "rm"}, Paths: []string{"/src/ünï"}, Files: 7, Bytes: 1 << 40,
+		FilesCapped: true, Classes: []string{"recursive"}}
 	// A pending request leaves the optional fields empty.
 	bare := newRequest(f.key2, "Read", `{}`, "read a file")
 	bare.RiskReasons = nil

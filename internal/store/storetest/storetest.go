@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ExpireRequests", testExpireRequests},
 		{"Windows", testWindows},
 		{"StopEndsApprovals", testStopEndsApprovals},
+		{"Coverage", testCoverage},
 		{"AuditChain", testAuditChain},
 		{"Sessions", testSessions},
 		{"Membership", testMembershipRemoval},

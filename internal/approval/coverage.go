@@ -1,0 +1,82 @@
+package approval
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/countersign/countersign"
+)
+
+// applyCoverage approves a delete of the rm wrapper at once when the
+// approval of the Claude Code hook it names (coveredBy) was given for
+// exactly this delete: the same key and agent session, a Bash call the
+// hook consumed, the same resolved targets, holding no more files or bytes
+// than the human saw, no risk the hook's request lacked, and within that
+// approval's lifetime. The approval covers one delete at most; the claim
+// is recorded in the store before the request, and the request's audit
+// entry says which approval covered it. Anything else is not an error:
+// the delete is asked like any other, so a reference the agent made up
+// gets nothing.
+func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, coveredBy string, ev *countersign.AuditEvent, extra map[string]string) (bool, error) {
+	if coveredBy == "" || !strings.HasPrefix(coveredBy, "req_") {
+		return false, nil
+	}
+	h, err := s.store.Request(ctx, coveredBy)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !coversDelete(h, r) {
+		return false, nil
+	}
+	err = s.store.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: h.ID, RequestID: r.ID, CreatedAt: r.CreatedAt})
+	if code := countersign.ErrorCode(err); code == countersign.ECONFLICT || code == countersign.ENOTFOUND {
+		return false, nil // already used for another delete
+	} else if err != nil {
+		return false, err
+	}
+	r.Status = countersign.StatusApproved
+	r.DecidedAt = r.CreatedAt
+	r.DecidedBy = countersign.DecidedByCoverage
+	// The wrapper uses the approval at once; it lasts no longer than the
+	// one that covers it, and at least the grace to be consumed in.
+	usable := h.ExpiresAt
+	if grace := r.CreatedAt.Add(s.cfg.ConsumeGrace); grace.After(usable) {
+		usable = grace
+	}
+	if usable.Before(r.ExpiresAt) {
+		r.ExpiresAt = usable
+	}
+	ev.Event = "covered"
+	extra["covered_by"] = h.ID
+	extra["covered_by_reference"] = countersign.FormatReference(h.Reference)
+	return true, nil
+}
+
+// coversDelete reports whether the hook's request h covers the wrapper's
+// request r, as applyCoverage says.
+func coversDelete(h, r *countersign.Request) bool {
+	hs, rs := h.Scope, r.Scope
+	switch {
+	case h.AccountID != r.AccountID || h.KeyID != r.KeyID:
+		return false
+	case h.Kind != countersign.KindTool || h.Action != "Bash" || h.Status != countersign.StatusConsumed:
+		return false
+	case h.Context.SessionID == "" || h.Context.SessionID != r.Context.SessionID:
+		return false
+	case !r.CreatedAt.Before(h.ExpiresAt):
+		return false
+	case hs == nil || rs == nil || len(rs.Paths) == 0 || !slices.Equal(hs.Paths, rs.Paths):
+		return false
+	case rs.Files > hs.Files || rs.Bytes > hs.Bytes || (rs.FilesCapped && !hs.FilesCapped):
+		return false // grown since the human saw it
+	}
+	for _, c := range rs.Classes {
+		if unbounded(c) || !slices.Contains(hs.Classes, c) {
+			return false
+		}
+	}
+	return true
+}
