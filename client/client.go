@@ -76,6 +76,24 @@ type CreateInput struct {
 	RiskReasons []string        `json:"risk_reasons,omitempty"`
 	Context     Context         `json:"context"`
 	TTLSeconds  int             `json:"ttl_seconds,omitempty"`
+	// Scope is the shape of the action: what an auto-approve window opened
+	// on the request may let through (see the server's README).
+	Scope *Scope `json:"scope,omitempty"`
+	// CoveredBy, on an rm request, names the approved request of the
+	// Claude Code hook that let this delete run.
+	CoveredBy string `json:"covered_by,omitempty"`
+}
+
+// Scope is the shape of an action as the agent states it: for a Bash
+// call, the program and subcommand of every command of the line; the
+// absolute, resolved paths it deletes (or a file tool writes); and what
+// the deleted paths hold.
+type Scope struct {
+	Commands    []string `json:"commands,omitempty"`
+	Paths       []string `json:"paths,omitempty"`
+	Files       int64    `json:"files,omitempty"`
+	Bytes       int64    `json:"bytes,omitempty"`
+	FilesCapped bool     `json:"files_capped,omitempty"`
 }
 
 // Decision is what an approver decides.

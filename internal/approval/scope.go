@@ -204,3 +204,54 @@ func withinAny(p string, roots []string) bool {
 	}
 	return false
 }
+
+// WindowTerms says in words what an auto-approve window opened on r lets
+// through, one condition a line, as the decision page shows it; the same
+// rules as covers, so that the page says exactly what the window does.
+// opens is false when such a window would let nothing through: r has no
+// agent session, or a shape that cannot be checked.
+func WindowTerms(r *countersign.Request) (terms []string, opens bool) {
+	sc := r.Scope
+	bash := r.Kind == countersign.KindTool && r.Action == "Bash"
+	switch {
+	case r.Context.SessionID == "":
+		return []string{"This request names no agent session, so no window can be opened on it."}, false
+	case sc == nil, bash && len(sc.Commands) == 0, r.Kind == countersign.KindRm && len(sc.Paths) == 0:
+		return []string{"What this request does cannot be checked against later ones, so a window on it lets nothing else through: approve it once."}, false
+	}
+	for _, c := range sc.Classes {
+		if unbounded(c) {
+			return []string{"Part of what this request does is known only when it runs (" + c + "), so a window on it lets nothing else through: approve it once."}, false
+		}
+	}
+	what := "requests of kind " + string(r.Kind)
+	switch {
+	case r.Kind == countersign.KindRm:
+		what = "deletes through the rm wrapper"
+	case bash:
+		what = "shell commands (Bash)"
+	case r.Kind == countersign.KindTool || r.Kind == countersign.KindMCP:
+		what = "calls of the tool " + r.Action
+	case WindowAction(r.Kind, r.Action) != "":
+		what += " with the action " + r.Action
+	}
+	terms = append(terms, "The window lets through, without asking, "+what+" of the agent key "+r.KeyName+" in the agent session "+r.Context.SessionID+" that:")
+	if bash {
+		terms = append(terms, "run no command but "+strings.Join(sc.Commands, ", ")+" (each line may hold only these)")
+	}
+	switch {
+	case len(sc.Paths) > 0 && (bash || r.Kind == countersign.KindRm):
+		terms = append(terms, "delete only within "+strings.Join(sc.Paths, ", "))
+	case len(sc.Paths) > 0:
+		terms = append(terms, "touch only within "+strings.Join(sc.Paths, ", "))
+	case bash:
+		terms = append(terms, "delete nothing")
+	}
+	if len(sc.Classes) == 0 {
+		terms = append(terms, "give no reason to ask at all")
+	} else {
+		terms = append(terms, "give no reason to ask but: "+strings.Join(sc.Classes, "; "))
+	}
+	terms = append(terms, "Anything else, and anything whose effect is known only when it runs, is asked as usual.")
+	return terms, true
+}

@@ -110,6 +110,25 @@ type createInput struct {
 	RiskReasons []string                   `json:"risk_reasons"`
 	Context     countersign.RequestContext `json:"context"`
 	TTLSeconds  int                        `json:"ttl_seconds"`
+	Scope       *scopeInput                `json:"scope"`
+	CoveredBy   string                     `json:"covered_by"`
+}
+
+// scopeInput is the shape of the action as the agent states it; the
+// server adds the classes of the risk reasons itself.
+type scopeInput struct {
+	Commands    []string `json:"commands"`
+	Paths       []string `json:"paths"`
+	Files       int64    `json:"files"`
+	Bytes       int64    `json:"bytes"`
+	FilesCapped bool     `json:"files_capped"`
+}
+
+func (in *scopeInput) scope() *countersign.Scope {
+	if in == nil {
+		return nil
+	}
+	return &countersign.Scope{Commands: in.Commands, Paths: in.Paths, Files: in.Files, Bytes: in.Bytes, FilesCapped: in.FilesCapped}
 }
 
 func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
@@ -120,6 +139,7 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent cou
 	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
 		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
 		RiskReasons: in.RiskReasons, Context: in.Context, TTL: ttl(in.TTLSeconds),
+		Scope: in.Scope.scope(), CoveredBy: in.CoveredBy,
 	})
 	if err != nil {
 		return err

@@ -242,7 +242,7 @@ func (r response) wantError(t *testing.T, what string, status int, code string) 
 // call, so that no two are identical.
 func (s *testServer) toolBody(session string) string {
 	s.nextID++
-	return fmt.Sprintf(`{"kind":"tool","action":"Bash","arguments":{"n":%d},"preview":"run %d","context":{"session_id":%q}}`, s.nextID, s.nextID, session)
+	return fmt.Sprintf(`{"kind":"tool","action":"Bash","arguments":{"n":%d,"command":"run %d"},"preview":"run %d","context":{"session_id":%q},"scope":{"commands":["run"]}}`, s.nextID, s.nextID, s.nextID, session)
 }
 
 // create makes a new pending request of the agent key over the API.

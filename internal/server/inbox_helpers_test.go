@@ -346,6 +346,7 @@ func ibTool(session string) client.CreateInput {
 		Arguments: []byte(fmt.Sprintf(`{"command":"rm -rf build-%d"}`, n)),
 		Preview:   fmt.Sprintf("rm -rf build-%d", n),
 		Context:   client.Context{SessionID: session},
+		Scope:     &client.Scope{Commands: []string{"rm"}, Paths: []string{"/src"}},
 	}
 }
 

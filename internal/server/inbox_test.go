@@ -329,6 +329,14 @@ func TestInboxDecisionForm(t *testing.T) {
 		if !strings.Contains(page, `<option value="15">15 minutes</option>`) {
 			t.Fatalf("no 15-minute window offered:\n%s", page)
 		}
+		// The page says what the window lets through.
+		for _, says := range []string{"shell commands (Bash) of the agent key a in the agent session sess-w that:",
+			"<li>run no command but rm (each line may hold only these)</li>", "<li>delete only within /src</li>",
+			"<li>give no reason to ask at all</li>"} {
+			if !strings.Contains(page, says) {
+				t.Errorf("the request page does not say %q:\n%s", says, page)
+			}
+		}
 		decide(req.ID, url.Values{"decision": {"approve"}, "auto_approve_minutes": {"15"}})
 		decided(req.ID, countersign.StatusApproved, "")
 		if until := e.request(req.ID).AutoApproveUntil; until.Before(time.Now().Add(14*time.Minute)) || until.After(time.Now().Add(15*time.Minute)) {
@@ -341,11 +349,17 @@ func TestInboxDecisionForm(t *testing.T) {
 		}
 		// Never wider: another key, another session, another tool.
 		other := ibTool("sess-w")
-		other.Action = "Write"
+		other.Action, other.Scope = "Write", nil
+		outside := ibTool("sess-w")
+		outside.Scope.Paths = []string{"/home/ada/.ssh"}
+		push := ibTool("sess-w")
+		push.Arguments, push.Scope.Commands = []byte(`{"command":"git push --force"}`), []string{"git push"}
 		for what, r := range map[string]*client.Request{
-			"another key":     e.create(e.agentA2, ibTool("sess-w")),
-			"another session": e.create(e.agentA, ibTool("sess-other")),
-			"another tool":    e.create(e.agentA, other),
+			"another key":      e.create(e.agentA2, ibTool("sess-w")),
+			"another session":  e.create(e.agentA, ibTool("sess-other")),
+			"another tool":     e.create(e.agentA, other),
+			"a delete outside": e.create(e.agentA, outside),
+			"another command":  e.create(e.agentA, push),
 		} {
 			if r.Status != "pending" {
 				t.Errorf("%s: %s, want pending", what, r.Status)

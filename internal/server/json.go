@@ -29,6 +29,7 @@ type requestJSON struct {
 	AutoApproved     bool                       `json:"auto_approved"`
 	AutoApproveUntil *time.Time                 `json:"auto_approve_until,omitempty"`
 	ConsumedAt       *time.Time                 `json:"consumed_at,omitempty"`
+	Scope            *countersign.Scope         `json:"scope,omitempty"`
 	InboxURL         string                     `json:"inbox_url"`
 }
 
@@ -48,7 +49,7 @@ func (s *Server) requestJSON(r *countersign.Request) requestJSON {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
 		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,
 		AutoApproveUntil: timePtr(r.AutoApproveUntil), ConsumedAt: timePtr(r.ConsumedAt),
-		InboxURL: s.inboxURL(r.ID),
+		Scope: r.Scope, InboxURL: s.inboxURL(r.ID),
 	}
 }
 

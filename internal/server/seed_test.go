@@ -1161,8 +1161,8 @@ func TestSeedClaudeEvents(t *testing.T) {
 
 	t.Run("auto-approve clamped", func(t *testing.T) {
 		e := e.with(t)
-		e.createEvent("evt_3", "s-3", "Bash")
-		e.createEvent("evt_4", "s-4", "Bash")
+		e.createEvent("evt_3", "s-3", "WebFetch")
+		e.createEvent("evt_4", "s-4", "WebFetch")
 		before := e.snapshot()
 		for _, m := range []string{"abc", "", "1.5"} {
 			u := autoLink(e, "evt_3", m)
@@ -1195,8 +1195,9 @@ func TestSeedClaudeEvents(t *testing.T) {
 		e.wantStatus("claude-events", "evt_3", map[string]any{"status": "approved", "response_text": nil, "resolved_by": "email"})
 		sdPage(t, "auto-approve link again", e.press(autoLink(e, "evt_3", "5"), nil), http.StatusConflict)
 
-		// The window approves the same key, session and tool at once.
-		auto := sdDecode(t, "in the window", e.signed("/api/claude-events", e.eventPayload("evt_5", "s-3", "Bash", "another command")), http.StatusOK)
+		// The window approves the same key, session and tool at once, for a
+		// tool that has no shape beyond its name.
+		auto := sdDecode(t, "in the window", e.signed("/api/claude-events", e.eventPayload("evt_5", "s-3", "WebFetch", "another command")), http.StatusOK)
 		for k, v := range map[string]any{"success": true, "event_id": "evt_5", "status": "auto_approved", "auto_approved": true} {
 			if auto[k] != v {
 				t.Errorf("in the window: %s = %v, want %v (%v)", k, auto[k], v, auto)
@@ -1206,19 +1207,22 @@ func TestSeedClaudeEvents(t *testing.T) {
 			t.Errorf("an auto-approved event got links: %v", auto)
 		}
 		e.wantStatus("claude-events", "evt_5", map[string]any{"status": "approved", "response_text": nil, "resolved_by": "auto_approve"})
-		e.createEvent("evt_6", "s-3", "Write")    // another tool
-		e.createEvent("evt_7", "s-other", "Bash") // another session
+		e.createEvent("evt_6", "s-3", "Write")        // another tool
+		e.createEvent("evt_7", "s-other", "WebFetch") // another session
+		// A shell command's shape is not known to the seed's events: no
+		// window covers one.
+		e.createEvent("evt_6b", "s-3", "Bash")
 
 		// After the clamped minute the window is closed; the hour is not.
 		e.clock.Advance(time.Minute + time.Second)
-		e.createEvent("evt_8", "s-3", "Bash")
-		sdDecode(t, "in the hour window", e.signed("/api/claude-events", e.eventPayload("evt_9", "s-4", "Bash", "x")), http.StatusOK)
+		e.createEvent("evt_8", "s-3", "WebFetch")
+		sdDecode(t, "in the hour window", e.signed("/api/claude-events", e.eventPayload("evt_9", "s-4", "WebFetch", "x")), http.StatusOK)
 	})
 
 	t.Run("list", func(t *testing.T) {
 		e := e.with(t)
 		list := sdItems(t, "list s-3", sdDecode(t, "list", e.get("/api/claude-events?session_id=s-3", e.approver), http.StatusOK), "events")
-		if got := sdIDs(list); !slices.Equal(got, []string{"evt_3", "evt_5", "evt_6", "evt_8"}) {
+		if got := sdIDs(list); !slices.Equal(got, []string{"evt_3", "evt_5", "evt_6", "evt_6b", "evt_8"}) {
 			t.Errorf("session s-3: %v", got)
 		}
 		for _, it := range list {
@@ -1237,7 +1241,7 @@ func TestSeedClaudeEvents(t *testing.T) {
 			}
 		}
 		pending := sdItems(t, "pending s-3", sdDecode(t, "list", e.get("/api/claude-events?session_id=s-3&status=pending", e.approver), http.StatusOK), "events")
-		if got := sdIDs(pending); !slices.Equal(got, []string{"evt_6", "evt_8"}) {
+		if got := sdIDs(pending); !slices.Equal(got, []string{"evt_6", "evt_6b", "evt_8"}) {
 			t.Errorf("pending in s-3: %v", got)
 		}
 		responded := sdItems(t, "responded", sdDecode(t, "list", e.get("/api/claude-events?status=responded", e.approver), http.StatusOK), "events")
