@@ -63,7 +63,13 @@ func (k *asker) ask(ctx context.Context, in *Input, call *Call, v Verdict) outco
 		}
 		r = got
 	}
-	return k.decided(r)
+	o := k.decided(r)
+	if o.action == Allow {
+		// The deletes the human approved run through the rm wrapper,
+		// which would ask for them again: it is told of this approval.
+		o.input = coverInput(in, call, v.Scope, r.ID)
+	}
+	return o
 }
 
 // createInput is the request for a call: kind tool, the tool's name and
@@ -81,6 +87,7 @@ func createInput(in *Input, call *Call, v Verdict, deadline time.Time) client.Cr
 		RiskReasons: riskReasons(v.Reasons),
 		Context:     client.Context{User: rc.User, Host: rc.Hostname, Cwd: call.Cwd, SessionID: in.SessionID},
 		TTLSeconds:  ttl,
+		Scope:       v.Scope,
 	}
 }
 
@@ -119,7 +126,7 @@ func (k *asker) consume(r *client.Request) outcome {
 		if r.AutoApproveUntil != nil {
 			until = " until " + r.AutoApproveUntil.UTC().Format("15:04 UTC")
 		}
-		return outcome{action: Allow, reason: fmt.Sprintf("countersign: auto-approved (%s): a human allowed this session's %s calls%s", r.Reference, r.Action, until)}
+		return outcome{action: Allow, reason: fmt.Sprintf("countersign: auto-approved (%s): a human allowed %s calls of this shape in this session%s", r.Reference, r.Action, until)}
 	}
 	return outcome{action: Allow, reason: fmt.Sprintf("countersign: approved by %s (%s)", r.DecidedBy, r.Reference)}
 }

@@ -36,6 +36,7 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 	}
 	a.protectProject(&p, as.Targets)
 	p.details = append(p.details, deleteDetail(as))
+	p.deleted = as
 	a.add(p)
 }
 
@@ -217,6 +218,7 @@ func (a *analyzer) findDelete(c *cmdCtx, roots []word) {
 	}
 	a.protectProject(&p, as.Targets)
 	p.details = append(p.details, strings.Replace(deleteDetail(as), "deletes ", "may delete files in ", 1))
+	p.deleted = as
 	a.add(p)
 }
 

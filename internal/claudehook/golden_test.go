@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,6 +28,11 @@ var update = flag.Bool("update", false, "rewrite the golden .out.json files")
 //	args: --timeout 3            the hook's flags
 //	exit: 2                      the exit status (default 0)
 //	status: consumed             the request's status on the server afterwards
+//	window: rm -r build          first the hook asks for this Bash command in
+//	                             the same session, and the human approves it
+//	                             with a 15-minute window (human: window then
+//	                             says the case's call is auto-approved)
+//	file: proj/build/sub/w.o     a file made in the world (several lines)
 //
 // Without a human line the call must be decided locally: the server must
 // have no request afterwards.
@@ -34,6 +40,8 @@ type goldenCase struct {
 	server, human, text, status string
 	args                        []string
 	exit                        int
+	window                      string
+	files                       []string
 }
 
 func readCase(t *testing.T, path string) goldenCase {
@@ -59,6 +67,10 @@ func readCase(t *testing.T, path string) goldenCase {
 			c.exit, _ = strconv.Atoi(v)
 		case "status":
 			c.status = v
+		case "window":
+			c.window = v
+		case "file":
+			c.files = append(c.files, v)
 		default:
 			t.Fatalf("%s: unknown key %q", path, k)
 		}
@@ -89,6 +101,9 @@ func TestGolden(t *testing.T) {
 func runGolden(t *testing.T, base string) {
 	c := readCase(t, base+".case")
 	w := newWorld(t)
+	for _, f := range c.files {
+		w.file(f, "data\n")
+	}
 	srv := newTestServer(t)
 	if cfg, err := os.ReadFile(base + ".toml"); err == nil {
 		w.writeConfig(strings.NewReplacer("{{SERVER}}", srv.URL, "{{KEY}}", srv.agentKey).Replace(string(cfg)))
@@ -110,8 +125,9 @@ func runGolden(t *testing.T, base string) {
 		ToolInput json.RawMessage `json:"tool_input"`
 	}
 	json.Unmarshal([]byte(input), &probe)
-	if c.human == "window" {
-		srv.openWindow(t, probe.SessionID, probe.ToolName)
+	opener := ""
+	if c.window != "" {
+		opener = openHookWindow(t, srv, w, probe.SessionID, c.window)
 	}
 
 	done := make(chan struct{})
@@ -145,7 +161,7 @@ func runGolden(t *testing.T, base string) {
 		}
 	}
 	got := normalize(stdout.String(), w, srv)
-	checkRequests(t, srv, c, probe.ToolName, probe.SessionID, probe.ToolInput, w, &got)
+	checkRequests(t, srv, c, opener, probe.ToolName, probe.SessionID, probe.ToolInput, w, &got)
 	compareGolden(t, base+".out.json", got)
 }
 
@@ -164,11 +180,12 @@ func actAsHuman(t *testing.T, srv *testServer, c goldenCase) {
 }
 
 // checkRequests checks what the server holds afterwards.
-func checkRequests(t *testing.T, srv *testServer, c goldenCase, tool, session string, args json.RawMessage, w *world, got *string) {
+func checkRequests(t *testing.T, srv *testServer, c goldenCase, opener, tool, session string, args json.RawMessage, w *world, got *string) {
 	if c.server != "up" && c.server != "file" {
 		return
 	}
 	list := srv.requests(t)
+	list = slices.DeleteFunc(list, func(r *client.Request) bool { return r.ID == opener })
 	if c.human == "" {
 		if len(list) != 0 {
 			t.Errorf("a locally decided call made %d requests", len(list))
@@ -179,16 +196,13 @@ func checkRequests(t *testing.T, srv *testServer, c goldenCase, tool, session st
 		t.Fatal("no request was made")
 	}
 	r := list[0]
-	for _, x := range list {
-		if x.Preview != windowPreview { // not the request that opened the window
-			r = x
-			break
-		}
-	}
 	if c.human == "window" && !r.AutoApproved {
 		t.Errorf("the request was not auto-approved: %+v", r)
 	}
-	*got = strings.NewReplacer(r.InboxURL, "{{INBOX}}", r.Reference, "{{REF}}").Replace(*got)
+	if c.window != "" && c.human != "window" && r.AutoApproved {
+		t.Errorf("the window on %q covered the request: %+v", c.window, r)
+	}
+	*got = strings.NewReplacer(r.InboxURL, "{{INBOX}}", r.Reference, "{{REF}}", r.ID, "{{ID}}").Replace(*got)
 	if c.status != "" && r.Status != c.status {
 		t.Errorf("request status %s, want %s", r.Status, c.status)
 	}
@@ -201,6 +215,32 @@ func checkRequests(t *testing.T, srv *testServer, c goldenCase, tool, session st
 	if c.human != "window" && !reflect.DeepEqual(want, have) {
 		t.Errorf("arguments %s, want the tool input %s", r.Arguments, args)
 	}
+}
+
+// openHookWindow runs the hook on a Bash command in the session while the
+// human approves its request with a 15-minute window, as on the decision
+// page, and returns that request's id.
+func openHookWindow(t *testing.T, srv *testServer, w *world, session, command string) string {
+	t.Helper()
+	in, _ := json.Marshal(map[string]any{"session_id": session, "cwd": w.project, "hook_event_name": "PreToolUse",
+		"tool_name": "Bash", "tool_input": map[string]string{"command": command}, "tool_use_id": "toolu_window"})
+	var id string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if r := srv.pending(t); r != nil {
+			id = r.ID
+			srv.decide(t, r, client.Decision{Decision: "approve", AutoApproveMinutes: 15})
+		}
+	}()
+	var stdout, stderr bytes.Buffer
+	Run(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr,
+		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
+	<-done
+	if !strings.Contains(stdout.String(), `"permissionDecision":"allow"`) {
+		t.Fatalf("the call that opens the window, %q, was not allowed: %s %s", command, stdout.String(), stderr.String())
+	}
+	return id
 }
 
 // normalize replaces the run's paths and addresses by placeholders.

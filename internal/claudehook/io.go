@@ -140,14 +140,18 @@ type outcome struct {
 	action Action // Allow, Deny, or Prompt for no answer
 	reason string
 	stop   bool // the human stopped the session
+	// input, with Allow, is the tool input to run instead of the one
+	// asked about (Claude Code's updatedInput).
+	input json.RawMessage
 }
 
 // preToolUseOut is the JSON answer to PreToolUse.
 type preToolUseOut struct {
 	HookSpecificOutput struct {
-		HookEventName            string `json:"hookEventName"`
-		PermissionDecision       string `json:"permissionDecision"`
-		PermissionDecisionReason string `json:"permissionDecisionReason,omitempty"`
+		HookEventName            string          `json:"hookEventName"`
+		PermissionDecision       string          `json:"permissionDecision"`
+		PermissionDecisionReason string          `json:"permissionDecisionReason,omitempty"`
+		UpdatedInput             json.RawMessage `json:"updatedInput,omitempty"`
 	} `json:"hookSpecificOutput"`
 	// Continue false stops Claude after a stop decision; StopReason is
 	// shown to the user.
@@ -160,9 +164,10 @@ type permissionRequestOut struct {
 	HookSpecificOutput struct {
 		HookEventName string `json:"hookEventName"`
 		Decision      struct {
-			Behavior  string `json:"behavior"`
-			Message   string `json:"message,omitempty"`
-			Interrupt bool   `json:"interrupt,omitempty"`
+			Behavior     string          `json:"behavior"`
+			UpdatedInput json.RawMessage `json:"updatedInput,omitempty"`
+			Message      string          `json:"message,omitempty"`
+			Interrupt    bool            `json:"interrupt,omitempty"`
 		} `json:"decision"`
 	} `json:"hookSpecificOutput"`
 }
@@ -180,6 +185,9 @@ func (o outcome) render(event string) []byte {
 		out.HookSpecificOutput.HookEventName = event
 		out.HookSpecificOutput.PermissionDecision = o.action.String()
 		out.HookSpecificOutput.PermissionDecisionReason = o.reason
+		if o.action == Allow {
+			out.HookSpecificOutput.UpdatedInput = o.input
+		}
 		if o.stop {
 			no := false
 			out.Continue, out.StopReason = &no, o.reason
@@ -189,6 +197,9 @@ func (o outcome) render(event string) []byte {
 		var out permissionRequestOut
 		out.HookSpecificOutput.HookEventName = event
 		out.HookSpecificOutput.Decision.Behavior = o.action.String()
+		if o.action == Allow {
+			out.HookSpecificOutput.Decision.UpdatedInput = o.input
+		}
 		if o.action == Deny {
 			out.HookSpecificOutput.Decision.Message = o.reason
 			out.HookSpecificOutput.Decision.Interrupt = o.stop

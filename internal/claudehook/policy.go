@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -44,6 +45,8 @@ type Verdict struct {
 	// Default is set when a built-in default, not a rule or a check,
 	// decided some part of the call.
 	Default bool
+	// Scope is the shape of the call the request carries (see scopeOf).
+	Scope *client.Scope
 }
 
 // part is the judgement of one thing a call does: one shell command, one
@@ -55,6 +58,7 @@ type part struct {
 	floor    Action // the checks' verdict; no rule goes below it
 	floorWhy []string
 	details  []string
+	deleted  *saferm.Assessment // a delete's assessment, for the request's scope
 }
 
 // raise lifts the floor to action for the reasons.
@@ -93,7 +97,9 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 	default:
 		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Prompt, defWhy: []string{"left to Claude Code's permissions"}}}
 	}
-	return p.combine(parts, c)
+	v := p.combine(parts, c)
+	v.Scope = scopeOf(c, parts)
+	return v
 }
 
 // combine applies the rules to each part and returns the strongest result.

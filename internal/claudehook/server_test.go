@@ -128,24 +128,3 @@ func (s *testServer) expire(t *testing.T) {
 		t.Errorf("sweep: %v", err)
 	}
 }
-
-// windowPreview is the preview of the request that opens a window.
-const windowPreview = "the first call, approved with a window"
-
-// openWindow opens an auto-approve window for the session and tool, the
-// way a human does: approve one request with auto_approve_minutes.
-func (s *testServer) openWindow(t *testing.T, session, tool string) {
-	t.Helper()
-	ctx := context.Background()
-	r, _, err := s.agent.Create(ctx, client.CreateInput{Kind: "tool", Action: tool, Preview: windowPreview,
-		Context: client.Context{SessionID: session}})
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	if _, err := s.human.Decide(ctx, r.ID, client.Decision{Decision: "approve", AutoApproveMinutes: 15}); err != nil {
-		t.Fatalf("approve with a window: %v", err)
-	}
-	if _, err := s.agent.Consume(ctx, r.ID); err != nil {
-		t.Fatalf("consume: %v", err)
-	}
-}
