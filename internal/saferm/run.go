@@ -7,9 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/visible"
 )
@@ -87,6 +92,7 @@ func Run(ctx context.Context, e *Env) int {
 		return ExitRefused
 	}
 	f := &flow{env: e, cfg: cfg, assessor: assessor, args: inv.RmArgs, c: client.New(cfg.ServerURL, cfg.AgentKey)}
+	f.coveredBy, f.session = hookApproval(e.Getenv)
 	for range maxRounds {
 		code, again := f.ask(ctx, a)
 		if !again {
@@ -112,7 +118,28 @@ type flow struct {
 	assessor *Assessor
 	args     []string
 	c        *client.Client
+	// coveredBy and session are the hook's approval this delete may run
+	// under, and its agent session; coveredBy is named in the first
+	// request only.
+	coveredBy, session string
 }
+
+// hookApproval reads what the Claude Code hook told this command: the id
+// of the approval that let it run and the agent session. Anything not of
+// their form is ignored; the server checks the rest.
+func hookApproval(getenv func(string) string) (id, session string) {
+	id, session = getenv(EnvApproval), getenv(EnvSession)
+	if !approvalID.MatchString(id) {
+		id = ""
+	}
+	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {
+		return "", ""
+	}
+	return id, session
+}
+
+// approvalID is the form of a request id.
+var approvalID = regexp.MustCompile(`^req_[a-z0-9]{10,64}$`)
 
 // ask asks for approval of a and waits. It returns -1 to run the real rm,
 // an exit status to stop with, or again when the targets changed after the
@@ -127,10 +154,12 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	err := f.call(ctx, func(ctx context.Context) (err error) {
 		req, _, err = f.c.Create(ctx, client.CreateInput{
 			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
-			Context: client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd},
+			Context:   client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd, SessionID: f.session},
+			CoveredBy: f.coveredBy,
 		})
 		return err
 	})
+	f.coveredBy = "" // an approval covers one delete: asking again is asking a human
 	if errors.Is(err, errInterrupted) {
 		f.env.say("interrupted while asking; nothing was deleted")
 		return ExitStopped, false
@@ -142,8 +171,9 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	if err != nil {
 		return f.serverError(err), false
 	}
-	req, code = f.wait(ctx, req)
-	if code >= 0 {
+	if req.Status == "approved" && req.DecidedBy == countersign.DecidedByCoverage {
+		f.env.say("%s: covered by the approval the Claude Code hook asked for; not asking again", req.Reference)
+	} else if req, code = f.wait(ctx, req); code >= 0 {
 		return code, false
 	}
 	err = f.call(ctx, func(ctx context.Context) error {
