@@ -205,23 +205,34 @@ func withinAny(p string, roots []string) bool {
 	return false
 }
 
-// WindowTerms says in words what an auto-approve window opened on r lets
-// through, one condition a line, as the decision page shows it; the same
-// rules as covers, so that the page says exactly what the window does.
-// opens is false when such a window would let nothing through: r has no
-// agent session, or a shape that cannot be checked.
-func WindowTerms(r *countersign.Request) (terms []string, opens bool) {
+// WindowTerms says in words what an auto-approve window opened on a
+// request lets through, as the decision page shows it: a lead sentence,
+// the conditions a later request must meet, one a line, and a closing
+// sentence. They follow the rules of covers, so that the page says
+// exactly what the window does.
+type WindowTerms struct {
+	Lead       string
+	Conditions []string
+	Tail       string
+	// Opens is false when a window on the request would let nothing
+	// through: it has no agent session, or a shape that cannot be
+	// checked. Lead then says why.
+	Opens bool
+}
+
+// DescribeWindow returns the terms of a window opened on r.
+func DescribeWindow(r *countersign.Request) WindowTerms {
 	sc := r.Scope
 	bash := r.Kind == countersign.KindTool && r.Action == "Bash"
 	switch {
 	case r.Context.SessionID == "":
-		return []string{"This request names no agent session, so no window can be opened on it."}, false
+		return WindowTerms{Lead: "This request names no agent session, so no window can be opened on it."}
 	case sc == nil, bash && len(sc.Commands) == 0, r.Kind == countersign.KindRm && len(sc.Paths) == 0:
-		return []string{"What this request does cannot be checked against later ones, so a window on it lets nothing else through: approve it once."}, false
+		return WindowTerms{Lead: "What this request does cannot be checked against later ones, so a window on it would let nothing else through: approve it once."}
 	}
 	for _, c := range sc.Classes {
 		if unbounded(c) {
-			return []string{"Part of what this request does is known only when it runs (" + c + "), so a window on it lets nothing else through: approve it once."}, false
+			return WindowTerms{Lead: "Part of what this request does is known only when it runs (" + c + "), so a window on it would let nothing else through: approve it once."}
 		}
 	}
 	what := "requests of kind " + string(r.Kind)
@@ -235,23 +246,24 @@ func WindowTerms(r *countersign.Request) (terms []string, opens bool) {
 	case WindowAction(r.Kind, r.Action) != "":
 		what += " with the action " + r.Action
 	}
-	terms = append(terms, "The window lets through, without asking, "+what+" of the agent key "+r.KeyName+" in the agent session "+r.Context.SessionID+" that:")
+	t := WindowTerms{Opens: true,
+		Lead: "The window lets through, without asking, " + what + " of the agent key " + r.KeyName + " in the agent session " + r.Context.SessionID + " that:",
+		Tail: "Anything else, and anything whose effect is known only when it runs, is asked as usual."}
 	if bash {
-		terms = append(terms, "run no command but "+strings.Join(sc.Commands, ", ")+" (each line may hold only these)")
+		t.Conditions = append(t.Conditions, "run no command but "+strings.Join(sc.Commands, ", ")+" (each line may hold only these)")
 	}
 	switch {
 	case len(sc.Paths) > 0 && (bash || r.Kind == countersign.KindRm):
-		terms = append(terms, "delete only within "+strings.Join(sc.Paths, ", "))
+		t.Conditions = append(t.Conditions, "delete only within "+strings.Join(sc.Paths, ", "))
 	case len(sc.Paths) > 0:
-		terms = append(terms, "touch only within "+strings.Join(sc.Paths, ", "))
+		t.Conditions = append(t.Conditions, "touch only within "+strings.Join(sc.Paths, ", "))
 	case bash:
-		terms = append(terms, "delete nothing")
+		t.Conditions = append(t.Conditions, "delete nothing")
 	}
 	if len(sc.Classes) == 0 {
-		terms = append(terms, "give no reason to ask at all")
+		t.Conditions = append(t.Conditions, "give no reason to ask at all")
 	} else {
-		terms = append(terms, "give no reason to ask but: "+strings.Join(sc.Classes, "; "))
+		t.Conditions = append(t.Conditions, "give no reason to ask but: "+strings.Join(sc.Classes, "; "))
 	}
-	terms = append(terms, "Anything else, and anything whose effect is known only when it runs, is asked as usual.")
-	return terms, true
+	return t
 }

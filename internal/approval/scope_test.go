@@ -239,3 +239,25 @@ func TestHookApprovalCoversNothingElse(t *testing.T) {
 		t.Errorf("after the hook approval's lifetime: %s, want pending", r.Status)
 	}
 }
+
+// TestDescribeWindow: the page's words follow the rules of the window.
+func TestDescribeWindow(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	rm := e.create(e.keyA, bash("s1", "rm -r build", []string{"rm"}, []string{"/src/build"}, recursive))
+	got := approval.DescribeWindow(rm)
+	want := []string{"run no command but rm (each line may hold only these)", "delete only within /src/build",
+		"give no reason to ask but: " + recursive}
+	if !got.Opens || !slices.Equal(got.Conditions, want) || got.Lead != "The window lets through, without asking, shell commands (Bash) of the agent key a in the agent session s1 that:" {
+		t.Errorf("terms of a window on rm -r build: %+v, want the conditions %q", got, want)
+	}
+	for name, in := range map[string]countersign.CreateInput{
+		"no session":     bash("", "rm -r x", []string{"rm"}, []string{"/src/x"}, recursive),
+		"no commands":    bash("s1", "rm -r y", nil, []string{"/src/y"}, recursive),
+		"unknown delete": bash("s1", "rm -r $Z", []string{"rm"}, nil, "delete targets that cannot be resolved before the command runs: $Z"),
+	} {
+		if d := approval.DescribeWindow(e.create(e.keyA, in)); d.Opens || d.Lead == "" || len(d.Conditions) != 0 {
+			t.Errorf("%s: %+v, want no window, and why", name, d)
+		}
+	}
+}

@@ -296,6 +296,47 @@ func TestBrowserInbox(t *testing.T) {
 		t.Fatalf("consume: %+v, %v", r, err)
 	}
 
+	// The page says in words what a window lets through, and the window
+	// it opens lets through that and nothing else.
+	scoped := func(command string, commands, paths []string, reasons ...string) client.CreateInput {
+		args, _ := json.Marshal(map[string]string{"command": command})
+		return client.CreateInput{Kind: "tool", Action: "Bash", Arguments: args, Preview: command, RiskReasons: reasons,
+			Context: client.Context{Cwd: "/home/dev/app", SessionID: "sess-w"},
+			Scope:   &client.Scope{Commands: commands, Paths: paths}}
+	}
+	win, _, err := e.agent.Create(agentCtx, scoped("rm -r build", []string{"rm"}, []string{"/home/dev/app/build"}, "recursive deletion (-r/-R)"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "open the request of rm -r build", 10*time.Second,
+		chromedp.Navigate(e.URL+"/approvals/"+win.ID), chromedp.WaitVisible(chromedp.CSS("section.decide")))
+	text := eval[string](t, ctx, "document.querySelector('section.decide').innerText")
+	for _, says := range []string{"shell commands (Bash) of the agent key laptop in the agent session sess-w that:",
+		"run no command but rm", "delete only within /home/dev/app/build", "give no reason to ask but: recursive deletion (-r/-R)",
+		"anything whose effect is known only when it runs, is asked as usual"} {
+		if !strings.Contains(text, says) {
+			t.Errorf("the decision page does not say %q:\n%s", says, text)
+		}
+	}
+	do(t, ctx, "approve for 5 minutes", 10*time.Second,
+		chromedp.Click(chromedp.Search(`//button[normalize-space()="Approve for a while"]`)),
+		appears("approved by alice"),
+	)
+	for _, c := range []struct {
+		what string
+		in   client.CreateInput
+		auto bool
+	}{
+		{"rm -r build/sub", scoped("rm -r build/sub", []string{"rm"}, []string{"/home/dev/app/build/sub"}, "recursive deletion (-r/-R)"), true},
+		{"git push --force", scoped("git push --force", []string{"git push"}, nil, "git push --force replaces the history of the remote branch"), false},
+		{"rm -rf ~/.ssh", scoped("rm -rf ~/.ssh", []string{"rm"}, []string{"/home/dev/.ssh"}, "recursive deletion (-r/-R)", "forced deletion (-f)"), false},
+	} {
+		r, _, err := e.agent.Create(agentCtx, c.in)
+		if err != nil || r.AutoApproved != c.auto {
+			t.Errorf("%s in the window: %+v, %v; auto-approved want %v", c.what, r, err, c.auto)
+		}
+	}
+
 	// What an agent sends is shown as text, never run as markup.
 	const evil = `echo "<script>window.__pwned=1</script>" '"><img src=x onerror="window.__pwned=2">' ` + "\x1b[31mred\x1b[0m"
 	xss, _, err := e.agent.Create(agentCtx, client.CreateInput{

@@ -22,9 +22,8 @@ type requestView struct {
 	DecidedBy, Text                             string
 	Pending                                     bool
 	// Window says what an auto-approve window opened on the request lets
-	// through; WindowOpens is false when it would let nothing through.
-	Window      []string
-	WindowOpens bool
+	// through.
+	Window approval.WindowTerms
 }
 
 func viewOf(r *countersign.Request) *requestView {
@@ -35,7 +34,7 @@ func viewOf(r *countersign.Request) *requestView {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, DecidedBy: r.DecidedBy,
 		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
 	}
-	v.Window, v.WindowOpens = approval.WindowTerms(r)
+	v.Window = approval.DescribeWindow(r)
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has

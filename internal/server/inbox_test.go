@@ -330,7 +330,7 @@ func TestInboxDecisionForm(t *testing.T) {
 			t.Fatalf("no 15-minute window offered:\n%s", page)
 		}
 		// The page says what the window lets through.
-		for _, says := range []string{"shell commands (Bash) of the agent key a in the agent session sess-w that:",
+		for _, says := range []string{"shell commands (Bash) of the agent key a in the agent session sess-w that:</p>",
 			"<li>run no command but rm (each line may hold only these)</li>", "<li>delete only within /src</li>",
 			"<li>give no reason to ask at all</li>"} {
 			if !strings.Contains(page, says) {
