@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -12,8 +13,8 @@ import (
 // approval of the Claude Code hook it names (coveredBy) was given for
 // exactly this delete: the same key and agent session, a Bash call the
 // hook consumed, the same resolved targets, holding no more files or bytes
-// than the human saw, no risk the hook's request lacked, and within that
-// approval's lifetime. The approval covers one delete at most; the claim
+// than the human saw, no risk the hook's request lacked, within that
+// approval's lifetime, and no stop of the session since. The approval covers one delete at most; the claim
 // is recorded in the store before the request, and the request's audit
 // entry says which approval covered it. Anything else is not an error:
 // the delete is asked like any other, so a reference the agent made up
@@ -30,6 +31,9 @@ func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, cov
 	}
 	if !coversDelete(h, r) {
 		return false, nil
+	}
+	if stopped, err := s.stoppedSince(ctx, r, h.DecidedAt); err != nil || stopped {
+		return false, err
 	}
 	err = s.store.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: h.ID, RequestID: r.ID, CreatedAt: r.CreatedAt})
 	if code := countersign.ErrorCode(err); code == countersign.ECONFLICT || code == countersign.ENOTFOUND {
@@ -79,4 +83,21 @@ func coversDelete(h, r *countersign.Request) bool {
 		}
 	}
 	return true
+}
+
+// stoppedSince reports whether the human stopped r's agent session (of
+// r's key) at or after since: the hook's approval was used, but a stop
+// ends what it still gives.
+func (s *Service) stoppedSince(ctx context.Context, r *countersign.Request, since time.Time) (bool, error) {
+	list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: r.AccountID, Status: countersign.StatusStopped,
+		SessionID: r.Context.SessionID, Limit: 100})
+	if err != nil {
+		return false, err
+	}
+	for _, x := range list {
+		if x.KeyID == r.KeyID && !x.DecidedAt.Before(since) {
+			return true, nil
+		}
+	}
+	return false, nil
 }

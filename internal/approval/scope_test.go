@@ -261,3 +261,19 @@ func TestDescribeWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestStopEndsHookCoverage: a stop of the session after the hook used its
+// approval leaves that approval nothing to cover.
+func TestStopEndsHookCoverage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	h := e.hookApproval(3, 100)
+	e.clock.Advance(time.Second)
+	stop := e.create(e.keyA, bash("s1", "git push --force", []string{"git push"}, nil, "git push --force replaces the history of the remote branch"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, stop.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, wrapperRm("s1", h.ID, 3, 100, "/src/build")); r.Status != countersign.StatusPending {
+		t.Errorf("a delete after the session was stopped: %s by %q, want pending", r.Status, r.DecidedBy)
+	}
+}
