@@ -45,6 +45,7 @@ func TestAPIDepthLimit(t *testing.T) {
 			t.Errorf("depth %d: message %q, want %q", depth+1, msg, tooDeepMessage)
 		}
 	}
+	s.unchanged("bodies nested too deep", before)
 	// Even a route that reads no fields refuses it.
 	r := s.create(s.keyA)
 	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
