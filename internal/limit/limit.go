@@ -45,9 +45,11 @@ func CheckJSONDepthAt(data []byte, outer int) error {
 				return ErrTooDeep
 			}
 		case ']', '}':
-			if depth--; depth < outer {
-				return nil // not JSON: the decoder refuses it at this byte
-			}
+			// A closing bracket with none open is not JSON, but not
+			// every decoder stops there: json.Decoder takes a value and
+			// leaves the rest, and its More is false before a bracket.
+			// What follows is counted from the outer level again.
+			depth = max(depth-1, outer)
 		}
 	}
 	return nil

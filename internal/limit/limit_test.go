@@ -36,7 +36,9 @@ func TestCheckJSONDepth(t *testing.T) {
 		{"escaped quote keeps the string open", `{"a":"\"` + strings.Repeat("[", 200) + `"}`, false},
 		{"escaped backslash closes it", `["\\",` + nested("[", "]", limit.MaxJSONDepth, "") + `]`, true},
 		{"unterminated string", `["` + strings.Repeat("[", 200), false},
-		{"close first is the decoder's", `]` + nested("[", "]", 100, ""), false},
+		{"close first does not end the count", `]` + nested("[", "]", 100, ""), true},
+		{"nor one after the value", `{}]` + nested("[", "]", limit.MaxJSONDepth+1, ""), true},
+		{"a stray close lowers nothing", `]]]` + nested("[", "]", limit.MaxJSONDepth, ""), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := limit.CheckJSONDepth([]byte(tc.doc))

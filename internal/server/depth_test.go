@@ -149,3 +149,17 @@ func TestMCPDepthLimit(t *testing.T) {
 		t.Errorf("message at the limit: %d, the handler got %d messages", r.status, len(got))
 	}
 }
+
+// TestDepthAfterTheBody: a closing bracket after the body's object ends
+// neither the depth check nor the body: what follows it is checked too,
+// and a body with anything after its object is refused.
+func TestDepthAfterTheBody(t *testing.T) {
+	s := newServer(t)
+	body := `{"kind":"tool","action":"x","arguments":{},"preview":"p"}`
+	before := s.snapshot()
+	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
+	if msg := s.call("POST", "/api/v1/requests", s.keyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+		t.Errorf("deep after a bracket: message %q, want %q", msg, tooDeepMessage)
+	}
+	s.unchanged("a body with a deep tail", before)
+}
