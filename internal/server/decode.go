@@ -63,7 +63,9 @@ func decodeStrict(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
+	// Only whitespace may follow: More is false before a closing
+	// bracket, which would let "{…}]…" through with its tail.
+	if _, err := dec.Token(); err != io.EOF {
 		return countersign.Errorf(countersign.EINVALID, "the body must hold exactly one JSON object")
 	}
 	return nil

@@ -161,5 +161,10 @@ func TestDepthAfterTheBody(t *testing.T) {
 	if msg := s.call("POST", "/api/v1/requests", s.keyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
 		t.Errorf("deep after a bracket: message %q, want %q", msg, tooDeepMessage)
 	}
-	s.unchanged("a body with a deep tail", before)
+	for _, tail := range []string{"]", "}", "]x"} {
+		if msg := s.call("POST", "/api/v1/requests", s.keyA, body+tail).wantError(t, "tail "+tail, http.StatusBadRequest, "invalid"); msg != "the body must hold exactly one JSON object" {
+			t.Errorf("a body with %q after its object: message %q", tail, msg)
+		}
+	}
+	s.unchanged("a body with a tail", before)
 }
