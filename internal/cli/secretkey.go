@@ -58,7 +58,7 @@ func (k storeKey) file(dir string) string {
 func openSQLite(ctx context.Context, dir string, k storeKey) (countersign.Store, error) {
 	path := k.file(dir)
 	key, err := secretkey.Load(path)
-	created := false
+	existed, created := err == nil, false
 	if secretkey.IsNotExist(err) {
 		key, err = secretkey.Create(path)
 		created = err == nil
@@ -70,12 +70,25 @@ func openSQLite(ctx context.Context, dir string, k storeKey) (countersign.Store,
 	if err != nil {
 		return nil, err
 	}
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"), sqlite.WithSecretKey(key))
+	opts := []sqlite.Option{sqlite.WithSecretKey(key)}
+	if existed && k.path == "" {
+		// The data directory's own key file, made by an earlier start,
+		// which sealed the store then: a store that lost its record of
+		// the key is refused, not sealed over what was changed. A file
+		// another command made meanwhile is not one: that command may
+		// not have sealed the store yet.
+		opts = append(opts, sqlite.WithKeyFileExisted())
+	}
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"), opts...)
 	switch {
 	case err == nil:
 	case created && errors.Is(err, countersign.ErrWrongSecretKey):
 		os.Remove(path)
 		return nil, fmt.Errorf("the store in %s is sealed with a secret key, but its key file %s is missing: restore that file from your backup (or set %s to where it is); a new key cannot open the store", dir, path, keyFileEnv)
+	case errors.Is(err, sqlite.ErrKeyCheckGone):
+		return nil, fmt.Errorf("the store in %s holds no record of the secret key it was sealed with, though its key file %s was there before: "+
+			"someone with the database but not the key may have changed it (compare it with your backup); "+
+			"if you restored a backup made before this version sealed the store, or a first start of this version stopped before it sealed it, move %s aside and run again", dir, path, path)
 	case errors.Is(err, countersign.ErrWrongSecretKey):
 		return nil, fmt.Errorf("the store in %s was sealed with another secret key than the one in %s: give it the key file it was sealed with (%s)", dir, path, keyFileEnv)
 	default:

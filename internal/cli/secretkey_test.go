@@ -672,3 +672,56 @@ func TestCopyTakesKeyFile(t *testing.T) {
 		t.Errorf("the refused target: %d %q", code, out)
 	}
 }
+
+// TestAuditDowngradeWithoutKey: someone with the database but not the key
+// file removes the store's record of its key, puts server keys of their
+// own in and rewrites the chain with bare hashes, so that the store looks
+// like one an earlier version wrote. The data directory's key file was
+// there before this start: the store was sealed, and is refused, not
+// sealed again over the rewritten chain.
+func TestAuditDowngradeWithoutKey(t *testing.T) {
+	dir := t.TempDir()
+	store, err := openStore(t.Context(), dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(t, store, "http://127.0.0.1:9/hook")
+	store.Close()
+	path := filepath.Join(dir, "countersign.db")
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	e := countersign.AuditEntry{}
+	var at int64
+	if err := raw.QueryRow(`SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash FROM audit_log WHERE seq = 1`).
+		Scan(&e.Seq, &at, &e.AccountID, &e.RequestID, &e.Event, &e.Actor, &e.Detail, &e.PrevHash); err != nil {
+		t.Fatal(err)
+	}
+	e.At = time.Unix(0, at).UTC()
+	e.Actor = "key:someone-else"
+	e.Hash = e.ComputeHash()
+	for _, q := range []string{
+		`DELETE FROM secret_key`,
+		`UPDATE server_keys SET key = zeroblob(32)`,
+		`UPDATE audit_log SET actor = '` + e.Actor + `', hash = '` + e.Hash + `' WHERE seq = 1`,
+		`UPDATE audit_head SET hash = '` + e.Hash + `' WHERE id = 1`,
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATA": dir}, "audit", "verify")
+	if code != 1 || strings.Contains(out, "intact") || !strings.Contains(errOut, "holds no record of the secret key it was sealed with") {
+		t.Errorf("audit verify of the downgraded store: %d %q %q", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, before) {
+		t.Errorf("the refused open sealed the downgraded store")
+	}
+}

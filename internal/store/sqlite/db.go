@@ -62,6 +62,9 @@ type DB struct {
 	// opened without one, which must never have been sealed.
 	key       *countersign.SecretKey
 	keyedFrom atomic.Int64 // the first keyed audit entry; 0: none is
+	// keyExisted: the key file was there before this start (see
+	// WithKeyFileExisted).
+	keyExisted bool
 }
 
 // rowHookWorks reports whether the write pool counts the rows it changes,
@@ -165,6 +168,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		committed:   make(chan struct{}, 1),
 		ckptStopped: make(chan struct{}),
 		key:         o.key,
+		keyExisted:  o.keyExisted,
 	}
 	go db.writer()
 	go db.checkpointer(checkpointEvery)

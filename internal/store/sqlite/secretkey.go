@@ -15,7 +15,8 @@ import (
 type Option func(*options)
 
 type options struct {
-	key *countersign.SecretKey
+	key        *countersign.SecretKey
+	keyExisted bool
 }
 
 // WithSecretKey opens the store with the server's secret key, which wraps
@@ -24,6 +25,22 @@ type options struct {
 func WithSecretKey(k *countersign.SecretKey) Option {
 	return func(o *options) { o.key = k }
 }
+
+// WithKeyFileExisted says that the key file given with WithSecretKey was
+// there before this start, beside the data (made by an earlier start, not
+// now). Such a store was sealed then: one that holds data but no check of
+// the key has lost it (someone with the database but not the key removed
+// it, to have a rewritten audit chain and server keys of their own sealed
+// as an old store's), and is refused with ErrKeyCheckGone instead of being
+// sealed again.
+func WithKeyFileExisted() Option {
+	return func(o *options) { o.keyExisted = true }
+}
+
+// ErrKeyCheckGone is the error of a store that holds data but no record of
+// the secret key it was sealed with, opened with a key file that existed
+// before (WithKeyFileExisted).
+var ErrKeyCheckGone = errors.New("the store holds no record of the secret key it was sealed with, though its key file was there before this start: the database was changed by someone without the key, or restored from a backup older than the key file")
 
 var _ countersign.KeyedAuditor = (*DB)(nil)
 
@@ -64,6 +81,16 @@ func (db *DB) seal(ctx context.Context) error {
 			return db.key.Verify(c)
 		} else if err != sql.ErrNoRows {
 			return fmt.Errorf("read the secret key check: %w", err)
+		}
+		if db.keyExisted {
+			var data bool
+			if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM accounts) OR EXISTS (SELECT 1 FROM approvers)
+				OR EXISTS (SELECT 1 FROM requests) OR EXISTS (SELECT 1 FROM server_keys) OR EXISTS (SELECT 1 FROM audit_log)`).Scan(&data); err != nil {
+				return fmt.Errorf("read the store: %w", err)
+			}
+			if data {
+				return ErrKeyCheckGone
+			}
 		}
 		if err := wrapServerKeys(ctx, tx, db.key); err != nil {
 			return err
