@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -60,4 +61,20 @@ func TestLinkPageShowsHiddenCharacters(t *testing.T) {
 		t.Fatalf("GET the link = %d\n%s", resp.status, resp.body)
 	}
 	wantShown(t, "the link page", string(resp.body))
+}
+
+// TestSessionsPageShowsHiddenCharacters: the sessions page, where an
+// approver looks for a browser that is not theirs, shows the hidden
+// characters of a session's User-Agent (whoever signed in chose it) as
+// escapes, so that one cannot pass for another.
+func TestSessionsPageShowsHiddenCharacters(t *testing.T) {
+	e := ibSetup(t)
+	r := e.post("/signin", url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}, ibFrom(e.nextAddr()),
+		func(r *http.Request) { r.Header.Set("User-Agent", "Mozilla "+hiddenText) })
+	r.wantRedirect(t, "sign in", "/approvals")
+	c := e.sessionCookie(r)
+	if c == nil {
+		t.Fatal("no session cookie")
+	}
+	wantShown(t, "the sessions page", e.get("/sessions", e.as(c.Value)).want(t, "sessions page", http.StatusOK).body)
 }
