@@ -18,7 +18,7 @@ import (
 // 0700 and its plain files 0600, each change said in log (nil discards);
 // a directory owned by another user is refused, unless the process runs
 // as root; a file or link in it that is neither the directory owner's nor
-// root's is refused. Links in it are never followed. Root may act on a
+// root's is refused, and so is a hard link. Links in it are never followed. Root may act on a
 // directory of another user (sudo countersign key revoke …, on the
 // service user's directory, is the common case): SQLite and the change
 // counter give the files they make there the database's owner.

@@ -79,8 +79,9 @@ func secure(dir string, euid int, log *slog.Logger) error {
 }
 
 // checkEntry refuses an entry of the directory (a link is not followed)
-// that is neither the directory owner's nor root's, and reports whether it
-// is a plain file open to other users.
+// that is neither the directory owner's nor root's, or a plain file with
+// another name (a hard link), and reports whether it is a plain file open
+// to other users.
 func checkEntry(dirfd int, dir, name string, owner int) (tighten bool, err error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
@@ -92,6 +93,14 @@ func checkEntry(dirfd int, dir, name string, owner int) (tighten bool, err error
 		return false, fmt.Errorf("%q in the data directory %s belongs to %s, not to %s who owns the directory: "+
 			"another user may have put it there while the directory was open to others; check it, then remove it or chown it to %s, while no countersign process runs",
 			name, dir, describeUser(uid), describeUser(owner), userName(owner))
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink > 1 {
+		// A second name of a file elsewhere: tightening it, or SQLite
+		// writing to it, would change that file. No file countersign
+		// makes has one, and a hard link is no backup of a live store.
+		return false, fmt.Errorf("%q in the data directory %s is a hard link (the file has %d names): "+
+			"another user may have linked a file of someone else's here while the directory was open to others; check it, then remove it, while no countersign process runs",
+			name, dir, st.Nlink)
 	}
 	return st.Mode&unix.S_IFMT == unix.S_IFREG && st.Mode&0o077 != 0, nil
 }

@@ -233,3 +233,27 @@ func TestChmodOpened(t *testing.T) {
 		t.Errorf("a link: %v, its target %04o", err, mode(t, outside))
 	}
 }
+
+// A hard link in the directory, to a file that also has a name elsewhere,
+// is refused before any file is changed: making it 0600 would change the
+// file outside, and SQLite would write into it.
+func TestPrepareHardLink(t *testing.T) {
+	dir, outside := t.TempDir(), t.TempDir()
+	os.Chmod(dir, 0o777)
+	victim := filepath.Join(outside, "passwd")
+	write(t, victim, 0o644)
+	write(t, filepath.Join(dir, "countersign.db"), 0o644)
+	if err := os.Link(victim, filepath.Join(dir, "countersign.db-wal")); err != nil {
+		t.Fatal(err)
+	}
+	err := secure(dir, os.Geteuid(), slog.New(slog.DiscardHandler))
+	if err == nil || !strings.Contains(err.Error(), `"countersign.db-wal" in the data directory`) || !strings.Contains(err.Error(), "hard link") {
+		t.Fatalf("a hard link: %v", err)
+	}
+	if m := mode(t, victim); m != 0o644 {
+		t.Errorf("the file outside was changed: %04o", m)
+	}
+	if m := mode(t, filepath.Join(dir, "countersign.db")); m != 0o644 {
+		t.Errorf("a refusal changed a file: %04o", m)
+	}
+}
