@@ -18,7 +18,9 @@ import (
 // 0700 and its plain files 0600, each change said in log (nil discards);
 // a directory owned by another user is refused, unless the process runs
 // as root; a file or link in it that is neither the directory owner's nor
-// root's is refused, and so is a hard link. Links in it are never followed. Root may act on a
+// root's is refused, and so is a hard link. A path to dir through a
+// symbolic link of another user than this process's or root's is refused
+// before anything is made. Links in it are never followed. Root may act on a
 // directory of another user (sudo countersign key revoke …, on the
 // service user's directory, is the common case): SQLite and the change
 // counter give the files they make there the database's owner.
@@ -29,6 +31,9 @@ import (
 func Prepare(dir string, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkLinks(dir, os.Geteuid()); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the data directory: %w", err)

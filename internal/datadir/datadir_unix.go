@@ -8,7 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"os/user"
+	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,6 +75,39 @@ func secure(dir string, euid int, log *slog.Logger) error {
 	for _, name := range open {
 		if err := tightenFile(fd, dir, name, log); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkLinks refuses a path to the data directory that goes through a
+// symbolic link of another user than euid or root. Such a link, made in
+// a directory that user may write (a shared one, the working directory of
+// a command), names the directory this process would make, close and
+// tighten: a system directory, for root. Components that do not exist yet
+// are made by Prepare, not followed.
+func checkLinks(dir string, euid int) error {
+	p := ""
+	for _, part := range strings.Split(filepath.Clean(dir), string(filepath.Separator)) {
+		switch {
+		case p == "" && part == "":
+			p = string(filepath.Separator) // the root of an absolute path
+			continue
+		case p == "" || p == string(filepath.Separator):
+			p += part
+		default:
+			p += string(filepath.Separator) + part
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); errors.Is(err, unix.ENOENT) {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("check the data directory %s: %w", dir, err)
+		}
+		if uid := int(st.Uid); st.Mode&unix.S_IFMT == unix.S_IFLNK && uid != euid && uid != 0 {
+			return fmt.Errorf("the data directory %s is reached through %s, which is a link that belongs to %s (neither %s who runs this command nor root): "+
+				"that user chose the directory it names; give countersign a path of your own with --data or COUNTERSIGN_DATA",
+				dir, p, describeUser(uid), describeUser(euid))
 		}
 	}
 	return nil

@@ -257,3 +257,42 @@ func TestPrepareHardLink(t *testing.T) {
 		t.Errorf("a refusal changed a file: %04o", m)
 	}
 }
+
+// A data directory reached through a link that another user made (in a
+// shared directory, where they may make one) is refused before anything
+// is made or changed: that user chose the directory it names, such as a
+// system directory root would otherwise close and whose files it would
+// make 0600. Links of the user's own, or root's, are followed.
+func TestPrepareLinkOfAnotherUser(t *testing.T) {
+	needRoot(t)
+	for _, tail := range []string{"", "data"} {
+		shared, target := t.TempDir(), t.TempDir()
+		os.Chmod(shared, 0o1777)
+		os.Chmod(target, 0o755)
+		write(t, filepath.Join(target, "passwd"), 0o644)
+		link := filepath.Join(shared, "countersign-data")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(link, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(link, tail)
+		err := Prepare(dir, slog.New(slog.DiscardHandler))
+		if err == nil || !strings.Contains(err.Error(), "is a link that belongs to "+describeUser(nobody)) {
+			t.Errorf("%s through a link of another user: %v", dir, err)
+		}
+		if m, f := mode(t, target), mode(t, filepath.Join(target, "passwd")); m != 0o755 || f != 0o644 {
+			t.Errorf("%s: the link's target was changed: %04o %04o", dir, m, f)
+		}
+		if _, err := os.Lstat(filepath.Join(target, "data")); err == nil {
+			t.Errorf("%s: a directory was made through the link", dir)
+		}
+		if err := os.Lchown(link, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := Prepare(dir, slog.New(slog.DiscardHandler)); err != nil {
+			t.Errorf("%s through a link of root: %v", dir, err)
+		}
+	}
+}
