@@ -207,7 +207,9 @@ func notifyStatus(ctx context.Context, env *Env, admin *notify.Admin, f *notifyF
 	for _, st := range list {
 		lastErr := "-"
 		if st.LastError != "" {
-			lastErr = st.LastErrorAt.Format(time.DateTime) + " " + st.LastError
+			// What a remote server answered, as it came: shown one
+			// line, its hidden characters as escapes (oneLine).
+			lastErr = st.LastErrorAt.Format(time.DateTime) + " " + oneLine(st.LastError, 500)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", st.Channel.Name, st.Channel.Type,
 			st.Pending, st.Retrying, st.Sent, st.Failed, orDash(st.LastSentAt), lastErr)

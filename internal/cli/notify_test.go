@@ -11,7 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/notify"
 )
 
@@ -132,5 +135,44 @@ func TestNotifyApplyAndServeFlag(t *testing.T) {
 	os.WriteFile(path, []byte("[[channel]]\nnme = \"x\"\n"), 0o600)
 	if _, err := parseServe(env, nil); err == nil || !strings.Contains(err.Error(), "unknown keys") {
 		t.Errorf("parseServe with a bad file: %v", err)
+	}
+}
+
+// TestNotifyStatusShowsHiddenCharacters: the last error of a channel holds
+// what a remote server answered (an SMTP server's reply, say); notify
+// status shows its control characters as escapes, so that the answer
+// cannot rewrite the terminal.
+func TestNotifyStatusShowsHiddenCharacters(t *testing.T) {
+	data := t.TempDir()
+	store, err := openStore(t.Context(), data, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	acc, err := (&approval.Admin{Store: store}).CreateAccount(ctx, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := (&notify.Admin{Store: store}).Add(ctx, notify.Spec{Account: "default", Name: "hook", Type: countersign.ChannelWebhook,
+		Settings: notify.Settings{URL: "http://127.0.0.1:9/hook"}, Secret: "whsec-" + strings.Repeat("s", 24)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	item := countersign.OutboxItem{ID: countersign.NewID("out_"), AccountID: acc.ID, ChannelID: ch.ID, Event: "test", CreatedAt: now, NextAttemptAt: now}
+	if err := store.Enqueue(ctx, []countersign.OutboxItem{item}, now); err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := store.ClaimDue(ctx, now, 1, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v, %d", err, len(claimed))
+	}
+	if err := store.MarkFailed(ctx, item.ID, claimed[0].Claim, now, time.Time{}, "send e-mail: 550 \x1b[2K\x1b[1Aall sent\u202e"); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	code, stdout, stderr := runIn(t, data, "", "notify", "status")
+	if code != 0 || strings.ContainsAny(stdout, "\x1b\u202e") || !strings.Contains(stdout, `550 \x1b[2K\x1b[1Aall sent\u202e`) {
+		t.Errorf("notify status = %d %q %q", code, stdout, stderr)
 	}
 }
