@@ -44,6 +44,9 @@ func (a *analyzer) simple(c *cmdCtx) {
 	if len(c.w) == 0 {
 		return
 	}
+	if !a.spend(false) {
+		return
+	}
 	if !c.w[0].static {
 		a.ask(c.subjects(), "the command to run is computed only when it runs: "+c.w[0].src)
 		return

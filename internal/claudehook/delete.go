@@ -20,6 +20,9 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 		a.add(p)
 		return
 	}
+	if !a.spend(true) {
+		return
+	}
 	static, unknown := splitOperands(args, c.st.cwd)
 	if c.fromStdin != "" {
 		unknown = append(unknown, c.fromStdin)
@@ -193,6 +196,9 @@ func (a *analyzer) findDelete(c *cmdCtx, roots []word) {
 	if c.st.remote != "" {
 		p.raise(Ask, "deletes files "+c.st.remote+", where the paths cannot be checked")
 		a.add(p)
+		return
+	}
+	if !a.spend(true) {
 		return
 	}
 	static, unknown := splitOperands(roots, c.st.cwd)

@@ -162,6 +162,8 @@ func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
 		return outcome{action: Allow, reason: "countersign policy: " + strings.Join(v.Reasons, "; ")}
 	case v.Action == Prompt:
 		return outcome{action: Prompt}
+	case v.Unchecked:
+		return deny("countersign could not check this command, so it is refused: %s. Nothing ran; run it as several shorter, simpler commands.", strings.Join(v.Reasons, "; "))
 	case v.Action == Deny:
 		return deny("countersign refused this call: %s. This is the policy, not a human's decision: do not try the same another way; if it is really needed, ask the user to do it.", strings.Join(v.Reasons, "; "))
 	}

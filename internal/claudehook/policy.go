@@ -47,6 +47,9 @@ type Verdict struct {
 	Default bool
 	// Scope is the shape of the call the request carries (see scopeOf).
 	Scope *client.Scope
+	// Unchecked is set when the analysis could not finish (the call is
+	// too large, too deep or too slow to check): the call is denied.
+	Unchecked bool
 }
 
 // part is the judgement of one thing a call does: one shell command, one
@@ -83,9 +86,7 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 	var parts []part
 	switch {
 	case c.Tool == "Bash":
-		a := &analyzer{ctx: ctx, pol: p, call: c}
-		a.script(c.Command, &shState{cwd: c.Cwd}, stdin{})
-		parts = a.parts
+		return p.decideBash(ctx, c)
 	case slices.Contains(writeTools, c.Tool):
 		parts = []part{p.writePart(c.Tool, c.Path, c)}
 	case slices.Contains(readTools, c.Tool):

@@ -2,6 +2,7 @@ package claudehook
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -17,8 +18,11 @@ type analyzer struct {
 	pol       *Policy
 	call      *Call
 	parts     []part
-	depth     int // nesting of scripts inside scripts
-	downloads int // downloading commands seen so far
+	depth     int    // nesting of scripts inside scripts
+	downloads int    // downloading commands seen so far
+	commands  int    // simple commands judged, against maxCommands
+	deletes   int    // deletes assessed, against maxDeletes
+	over      string // why the analysis stopped short, or ""
 }
 
 // maxDepth bounds scripts nested in scripts (bash -c "bash -c '…'").
@@ -57,6 +61,13 @@ func bashSubject(line string) subject {
 
 // script parses and walks a shell script.
 func (a *analyzer) script(src string, st *shState, in stdin) {
+	if a.overBudget() {
+		return
+	}
+	if nesting(src, maxNesting) > maxNesting {
+		a.over = fmt.Sprintf("brackets nest more than %d deep in it", maxNesting)
+		return
+	}
 	if a.depth >= maxDepth {
 		a.ask([]subject{bashSubject(src)}, "shell commands nested too deeply to check")
 		return
@@ -80,6 +91,9 @@ func (a *analyzer) stmts(list []*syntax.Stmt, st *shState, in stdin) {
 
 // stmt walks one statement: its redirections, then its command.
 func (a *analyzer) stmt(s *syntax.Stmt, st *shState, in stdin) {
+	if a.overBudget() {
+		return
+	}
 	for _, r := range s.Redirs {
 		if r.Word != nil {
 			a.nested(r.Word, st)
