@@ -78,6 +78,8 @@ func (a *analyzer) simple(c *cmdCtx) {
 		a.cd(c, name)
 	case name == "tee":
 		a.tee(c)
+	case name == "ln":
+		a.ln(c)
 	case name == "busybox" && len(c.w) > 1:
 		a.add(c.part(Allow, "runs the applet that follows"))
 		a.simple(c.inner(c.w[1:]))

@@ -38,9 +38,32 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 		p.raise(Ask, "delete targets that cannot be resolved before the command runs: "+strings.Join(unknown, " "))
 	}
 	a.protectProject(&p, as.Targets)
+	a.deleteThrough(&p, static, c.st)
 	p.details = append(p.details, deleteDetail(as))
 	p.deleted = as
 	a.add(p)
+}
+
+// deleteThrough asks before a delete through a link the line makes
+// earlier: what it removes is known only when it runs.
+func (a *analyzer) deleteThrough(p *part, operands []string, st *shState) {
+	if len(a.links) == 0 && !a.someLink {
+		return
+	}
+	for _, op := range operands {
+		if isOption(op) || op == "--" {
+			continue
+		}
+		abs := op
+		if !filepath.IsAbs(abs) {
+			abs = a.cwdOr(st) + "/" + op
+		}
+		follow := strings.HasSuffix(op, "/") || filepath.Base(op) == "." || filepath.Base(op) == ".."
+		if l := a.throughLink(abs, follow); l != "" {
+			p.raise(Ask, "deletes through "+l+", a link this command line makes before, so what it removes cannot be known before it runs")
+			return
+		}
+	}
 }
 
 // splitOperands separates the words rm can be assessed on from those that
@@ -223,6 +246,7 @@ func (a *analyzer) findDelete(c *cmdCtx, roots []word) {
 		p.raise(Ask, why...)
 	}
 	a.protectProject(&p, as.Targets)
+	a.deleteThrough(&p, append([]string{"--"}, addSlash(static)...), c.st)
 	p.details = append(p.details, strings.Replace(deleteDetail(as), "deletes ", "may delete files in ", 1))
 	p.deleted = as
 	a.add(p)
@@ -307,4 +331,14 @@ func absUnder(dir, p string) string {
 		return filepath.Clean(p)
 	}
 	return filepath.Join(dir, p)
+}
+
+// addSlash marks find's roots as followed: find descends into a root
+// given as a link with -H, -L or a trailing slash.
+func addSlash(roots []string) []string {
+	out := make([]string, len(roots))
+	for i, r := range roots {
+		out[i] = strings.TrimSuffix(r, "/") + "/"
+	}
+	return out
 }

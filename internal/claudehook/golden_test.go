@@ -32,8 +32,13 @@ var update = flag.Bool("update", false, "rewrite the golden .out.json files")
 //	                             the same session, and the human approves it
 //	                             with a 15-minute window (human: window then
 //	                             says the case's call is auto-approved)
-//	file: proj/build/sub/w.o     a file made in the world (several lines)
+//	file: proj/x.log = TEXT      a file under the home directory (TEXT: "data\n"
+//	                             when not given; \n is a newline)
+//	link: proj/rc -> ~/.bashrc   a symlink under the home directory (~ is the home)
+//	git: proj                    a git repository there, everything committed
+//	path: proj/bin               a directory, put first in PATH
 //
+// The world's set-up lines run in order.
 // Without a human line the call must be decided locally: the server must
 // have no request afterwards.
 type goldenCase struct {
@@ -41,7 +46,7 @@ type goldenCase struct {
 	args                        []string
 	exit                        int
 	window                      string
-	files                       []string
+	setup                       [][2]string // key, value
 }
 
 func readCase(t *testing.T, path string) goldenCase {
@@ -69,8 +74,8 @@ func readCase(t *testing.T, path string) goldenCase {
 			c.status = v
 		case "window":
 			c.window = v
-		case "file":
-			c.files = append(c.files, v)
+		case "file", "link", "git", "path":
+			c.setup = append(c.setup, [2]string{strings.TrimSpace(k), v})
 		default:
 			t.Fatalf("%s: unknown key %q", path, k)
 		}
@@ -101,8 +106,8 @@ func TestGolden(t *testing.T) {
 func runGolden(t *testing.T, base string) {
 	c := readCase(t, base+".case")
 	w := newWorld(t)
-	for _, f := range c.files {
-		w.file(f, "data\n")
+	for _, kv := range c.setup {
+		w.setup(kv[0], kv[1])
 	}
 	srv := newTestServer(t)
 	if cfg, err := os.ReadFile(base + ".toml"); err == nil {

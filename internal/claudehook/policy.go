@@ -3,9 +3,7 @@ package claudehook
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/saferm"
@@ -144,53 +142,6 @@ func appendNew(list []string, add ...string) []string {
 		}
 	}
 	return list
-}
-
-// writePart judges writing the file at path (absolute, or relative to the
-// call's working directory): left to Claude Code inside the project
-// directory, asked outside it. Symlinks are followed, since a write goes
-// through them.
-func (p *Policy) writePart(tool, path string, c *Call) part {
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(c.Cwd, path)
-	}
-	pt := part{subjects: pathSubjects(tool, path)}
-	if inside(resolvePath(path), resolvePath(c.Project)) {
-		pt.def, pt.defWhy = Prompt, []string{"writes inside the project directory"}
-	} else {
-		pt.def, pt.defWhy = Ask, []string{"writes outside the project directory " + c.Project + ": " + filepath.Clean(path)}
-	}
-	return pt
-}
-
-// pathSubjects are the rule subjects of a file tool on path: the path as
-// given and as resolved, so that a rule on /etc also catches a symlink
-// into it.
-func pathSubjects(tool, path string) []subject {
-	clean := filepath.Clean(path)
-	out := []subject{{tool: tool, kind: argPath, arg: clean}}
-	if r := resolvePath(clean); r != clean {
-		out = append(out, subject{tool: tool, kind: argPath, arg: r})
-	}
-	return out
-}
-
-// inside reports whether p is dir or lies under it.
-func inside(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
-}
-
-// resolvePath resolves the symlinks of p as far as p exists, keeping the
-// missing rest as written.
-func resolvePath(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	parent := filepath.Dir(p)
-	if parent == p {
-		return p
-	}
-	return filepath.Join(resolvePath(parent), filepath.Base(p))
 }
 
 // isDir reports whether p is a directory.

@@ -143,6 +143,9 @@ type subject struct {
 	tool string
 	kind argKind
 	arg  string // a command, or an absolute cleaned path
+	// written marks a path as written, where it differs from the real
+	// path: only rules that ask or deny match it.
+	written bool
 }
 
 // match returns the strongest rule matching any of the subjects.
@@ -154,6 +157,9 @@ func (rs Rules) match(subjects []subject, m matchEnv) (Rule, bool) {
 			continue
 		}
 		for _, s := range subjects {
+			if s.written && r.Action < Ask {
+				continue
+			}
 			if r.matches(s, m) {
 				best, found = r, true
 				break

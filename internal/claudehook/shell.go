@@ -18,11 +18,13 @@ type analyzer struct {
 	pol       *Policy
 	call      *Call
 	parts     []part
-	depth     int    // nesting of scripts inside scripts
-	downloads int    // downloading commands seen so far
-	commands  int    // simple commands judged, against maxCommands
-	deletes   int    // deletes assessed, against maxDeletes
-	over      string // why the analysis stopped short, or ""
+	depth     int      // nesting of scripts inside scripts
+	downloads int      // downloading commands seen so far
+	commands  int      // simple commands judged, against maxCommands
+	deletes   int      // deletes assessed, against maxDeletes
+	over      string   // why the analysis stopped short, or ""
+	links     []string // the links the line makes (ln), parents resolved
+	someLink  bool     // the line makes a link whose name is not known
 }
 
 // maxDepth bounds scripts nested in scripts (bash -c "bash -c '…'").
@@ -301,11 +303,15 @@ func (a *analyzer) write(w word, st *shState) {
 	case st.cwd == "" && !filepath.IsAbs(w.val):
 		a.ask(sub, "writes to "+w.val+" in a directory that cannot be known before the command runs")
 	default:
-		p := filepath.Join(st.cwd, w.val)
-		if filepath.IsAbs(w.val) {
-			p = filepath.Clean(w.val)
+		p := w.val // not cleaned: "link/.." is resolved after the link
+		if !filepath.IsAbs(p) {
+			p = st.cwd + "/" + p
 		}
-		a.add(a.pol.writePart("Write", p, a.call))
+		pt := a.pol.writePart("Write", p, a.call)
+		if l := a.throughLink(p, true); l != "" {
+			pt.raise(Ask, "writes through "+l+", a link this command line makes before, so where it lands cannot be known before it runs")
+		}
+		a.add(pt)
 	}
 }
 

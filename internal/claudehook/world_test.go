@@ -3,11 +3,13 @@ package claudehook
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign/internal/saferm"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // world is a home directory with a project in it, a configuration file
@@ -90,4 +92,54 @@ func (w *world) policy() *Policy {
 // bash decides a Bash command run in the project.
 func (w *world) bash(p *Policy, command string) Verdict {
 	return p.Decide(context.Background(), &Call{Tool: "Bash", Command: command, Cwd: w.project, Project: w.project})
+}
+
+// setup changes the world as a golden case's set-up line says.
+func (w *world) setup(key, v string) {
+	w.t.Helper()
+	switch key {
+	case "file":
+		rel, text, ok := strings.Cut(v, " = ")
+		if !ok {
+			text = "data\n"
+		}
+		w.file(strings.TrimSpace(rel), strings.ReplaceAll(text, `\n`, "\n"))
+	case "link":
+		rel, target, _ := strings.Cut(v, " -> ")
+		if t, ok := strings.CutPrefix(target, "~"); ok {
+			target = w.home + t
+		}
+		p := filepath.Join(w.home, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			w.t.Fatal(err)
+		}
+	case "git":
+		w.git(filepath.Join(w.home, v))
+	case "path":
+		dir := filepath.Join(w.home, v)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		w.env["PATH"] = dir + ":" + os.Getenv("PATH")
+	default:
+		w.t.Fatalf("unknown set-up %q", key)
+	}
+}
+
+// git makes dir a git repository with everything in it committed.
+func (w *world) git(dir string) {
+	w.t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testutil.Missing(w.t, "git is not on PATH")
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"}} {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "HOME="+w.home, "GIT_CONFIG_NOSYSTEM=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			w.t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
 }
