@@ -57,6 +57,7 @@ func Rm(ctx context.Context, env *Env, args []string) int {
 	return saferm.Run(ctx, &saferm.Env{
 		Args: args, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Cwd: cwd, Self: self,
 		Terminal: IsTerminal(env.Stderr), Interrupt: interrupt, Exec: syscall.Exec,
+		LineStart: saferm.ParentStart(),
 	})
 }
 

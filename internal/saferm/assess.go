@@ -22,6 +22,13 @@ type Assessor struct {
 	FileCap        int      // the tally stops here; 0 means DefaultFileCap
 	Git            string   // git executable; "" looks it up in PATH
 	GitTimeout     time.Duration
+	// Strict makes -r and -f reasons by themselves, as in the seed, even
+	// for files git could bring back.
+	Strict bool
+	// LineStart is when the command line running rm started (its shell),
+	// or zero: a directory in the temporary directory made since then is
+	// the line's own.
+	LineStart time.Time
 }
 
 // Assessment is the verdict on one rm command line.
@@ -102,7 +109,11 @@ func (res *Assessment) addTarget(t string) {
 	res.Targets = append(res.Targets, t)
 }
 
-// judge collects the risk reasons for the resolved targets.
+// judge collects the risk reasons for the resolved targets. -r and -f
+// are reasons only for what could not be had back after the delete: files
+// that git ignores or holds committed and unchanged, and a temporary
+// directory made by the command line that deletes it, are not reasons by
+// themselves — unless Strict, the seed's rule, where -r and -f always are.
 func (a *Assessor) judge(ctx context.Context, res *Assessment, flags RmFlags, env assessEnv) {
 	existing := a.existing(res)
 	safe := resolvePatterns(a.SafePatterns)
@@ -110,10 +121,16 @@ func (a *Assessor) judge(ctx context.Context, res *Assessment, flags RmFlags, en
 	for _, t := range res.Targets {
 		res.Exempt = res.Exempt && matchesSafe(t, safe)
 	}
-	if len(existing) > 0 && flags.Recursive {
+	work, notes, lost := a.count(res, existing, flags.Recursive)
+	var gitReasons []string
+	if !res.Exempt {
+		gitReasons = a.gitReasons(ctx, work)
+	}
+	recoverable := !a.Strict && !lost && len(notes) == 0 && len(gitReasons) == 0
+	if len(existing) > 0 && flags.Recursive && !recoverable {
 		res.reason("recursive deletion (-r/-R)")
 	}
-	if len(existing) > 0 && flags.Force {
+	if len(existing) > 0 && flags.Force && !recoverable {
 		res.reason("forced deletion (-f)")
 	}
 	if flags.NoPreserveRoot {
@@ -122,11 +139,11 @@ func (a *Assessor) judge(ctx context.Context, res *Assessment, flags RmFlags, en
 	for _, t := range res.Targets {
 		res.reason(protectionReason(t, env.protected))
 	}
-	work := a.count(res, existing, flags.Recursive)
-	a.thresholdReasons(res)
-	if !res.Exempt {
-		res.Reasons = append(res.Reasons, a.gitReasons(ctx, work)...)
+	for _, n := range notes {
+		res.reason(n)
 	}
+	a.thresholdReasons(res)
+	res.Reasons = append(res.Reasons, gitReasons...)
 	res.NeedsApproval = !res.Exempt && len(res.Reasons) > 0
 }
 
@@ -160,24 +177,31 @@ func (a *Assessor) existing(res *Assessment) map[string]os.FileInfo {
 
 // count tallies files and bytes — walking directories only for recursive
 // deletes, since rm without -r removes no directory contents — and
-// collects the git work trees the deletion touches.
-func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recursive bool) gitWork {
+// collects the git work trees the deletion touches, the reasons it finds
+// on the way (.git data), and whether a target lies where nothing could
+// bring it back: outside any git work tree, and not a temporary directory
+// of the command line.
+func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recursive bool) (work gitWork, notes []string, lost bool) {
 	t := &tally{cap: a.FileCap}
 	if t.cap <= 0 {
 		t.cap = DefaultFileCap
 	}
-	work := gitWork{}
+	work = gitWork{}
 	cache := map[string]bool{}
 	for _, target := range res.Targets {
 		fi, ok := existing[target]
 		if !ok {
 			continue
 		}
-		if inGitDir(target) {
-			res.reason("git repository data (.git): " + displayPath(target))
-		} else if root := findWorkTree(target, cache); root != "" {
+		switch root := findWorkTree(target, cache); {
+		case inGitDir(target):
+			notes = append(notes, "git repository data (.git): "+displayPath(target))
+		case a.freshTemp(target, fi):
+		case root != "":
 			rel, _ := filepath.Rel(root, target)
 			work.add(root, rel, root == target)
+		default:
+			lost = true
 		}
 		switch {
 		case !fi.IsDir():
@@ -192,7 +216,7 @@ func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recur
 		work.add(r, "", true)
 	}
 	res.FileCount, res.FileCountCapped, res.Bytes = t.files, t.capped, t.bytes
-	return work
+	return work, notes, lost
 }
 
 // thresholdReasons flags large deletions. A capped tally counts as over the

@@ -34,6 +34,7 @@ const (
 //	safe_patterns = ["/tmp/build-*"]
 //	file_threshold = 100
 //	bytes_threshold = 104857600
+//	strict = false                  # true: -r and -f alone ask, as in the seed
 //
 //	[hook]                          # the Claude Code hook's rules; see HookRules
 //	allow = ["Bash(go test:*)"]
@@ -53,6 +54,7 @@ type Config struct {
 	SafePatterns   []string
 	FileThreshold  int
 	BytesThreshold int64
+	Strict         bool      // -r and -f are reasons by themselves, as in the seed
 	Hook           HookRules // the [hook] table, read by the Claude Code hook only
 	File           string    // the configuration file read, "" when none
 	Home           string    // the home directory the paths were expanded for
@@ -228,6 +230,7 @@ func (c *Config) Assessor(cwd string) *Assessor {
 		BytesThreshold: c.BytesThreshold,
 		FileCap:        DefaultFileCap,
 		GitTimeout:     DefaultGitTimeout,
+		Strict:         c.Strict,
 	}
 }
 

@@ -25,6 +25,7 @@ type fileConfig struct {
 		SafePatterns   []string `toml:"safe_patterns"`
 		FileThreshold  *int     `toml:"file_threshold"`
 		BytesThreshold *int64   `toml:"bytes_threshold"`
+		Strict         *bool    `toml:"strict"`
 	} `toml:"rm"`
 	Hook struct {
 		Allow  []string `toml:"allow"`
@@ -90,6 +91,9 @@ func (c *Config) mergeRm(f fileConfig, defined func(...string) bool) {
 	}
 	if r.BytesThreshold != nil {
 		c.BytesThreshold = *r.BytesThreshold
+	}
+	if r.Strict != nil {
+		c.Strict = *r.Strict
 	}
 }
 

@@ -42,6 +42,9 @@ type Env struct {
 	// only on failure.
 	Exec func(path string, argv []string, env []string) error
 	Load LoadOptions
+	// LineStart is when the shell running rm's command line started
+	// (ParentStart), or zero when unknown.
+	LineStart time.Time
 }
 
 // maxRounds bounds how often the wrapper asks again when the targets
@@ -72,6 +75,7 @@ func Run(ctx context.Context, e *Env) int {
 	}
 	guard := cfg.DetectGuard(e.Getenv)
 	assessor := cfg.Assessor(e.Cwd)
+	assessor.LineStart = e.LineStart
 	a := assessor.Assess(ctx, inv.RmArgs)
 	if inv.DryRun {
 		fmt.Fprint(e.Stdout, FormatDryRun(a, guard, realRm))
