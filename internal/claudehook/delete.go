@@ -23,6 +23,10 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 	if !a.spend(true) {
 		return
 	}
+	var temps []string
+	if c.fromStdin == "" {
+		args, temps = a.tempOperands(args, c.st)
+	}
 	static, unknown := splitOperands(args, c.st.cwd)
 	if c.fromStdin != "" {
 		unknown = append(unknown, c.fromStdin)
@@ -41,7 +45,31 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 	a.deleteThrough(&p, static, c.st)
 	p.details = append(p.details, deleteDetail(as))
 	p.deleted = as
+	if len(temps) > 0 {
+		p.details = append(p.details, "deletes the temporary "+plural(len(temps), "directory", "directories")+" "+strings.Join(temps, " ")+" that this command line made")
+	}
 	a.add(p)
+}
+
+// tempOperands sets aside the operands that are a temporary directory the
+// line made ("$d" after d=$(mktemp -d)).
+func (a *analyzer) tempOperands(args []word, st *shState) (rest []word, temps []string) {
+	for _, w := range args {
+		if name := a.tempOperand(w, st); name != "" {
+			temps = append(temps, "$"+name)
+			continue
+		}
+		rest = append(rest, w)
+	}
+	return rest, temps
+}
+
+// plural picks the word for n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // deleteThrough asks before a delete through a link the line makes

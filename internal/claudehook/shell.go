@@ -18,13 +18,14 @@ type analyzer struct {
 	pol       *Policy
 	call      *Call
 	parts     []part
-	depth     int      // nesting of scripts inside scripts
-	downloads int      // downloading commands seen so far
-	commands  int      // simple commands judged, against maxCommands
-	deletes   int      // deletes assessed, against maxDeletes
-	over      string   // why the analysis stopped short, or ""
-	links     []string // the links the line makes (ln), parents resolved
-	someLink  bool     // the line makes a link whose name is not known
+	depth     int             // nesting of scripts inside scripts
+	downloads int             // downloading commands seen so far
+	commands  int             // simple commands judged, against maxCommands
+	deletes   int             // deletes assessed, against maxDeletes
+	over      string          // why the analysis stopped short, or ""
+	tainted   map[string]bool // variables the line assigns other than by mktemp -d
+	links     []string        // the links the line makes (ln), parents resolved
+	someLink  bool            // the line makes a link whose name is not known
 }
 
 // maxDepth bounds scripts nested in scripts (bash -c "bash -c '…'").
@@ -32,8 +33,9 @@ const maxDepth = 8
 
 // shState is what the analysis knows of the shell at a point.
 type shState struct {
-	cwd    string // "" when it cannot be known
-	remote string // where the commands run when not here: "on another host (ssh)"
+	cwd    string          // "" when it cannot be known
+	remote string          // where the commands run when not here: "on another host (ssh)"
+	temps  map[string]bool // variables holding a directory the line made (mktemp -d); shared, never changed in place
 }
 
 // stdin is where a command's standard input comes from.
@@ -79,6 +81,7 @@ func (a *analyzer) script(src string, st *shState, in stdin) {
 		a.ask([]subject{bashSubject(src)}, "the command does not parse as shell, so it cannot be checked: "+err.Error())
 		return
 	}
+	a.taint(f)
 	a.depth++
 	a.stmts(f.Stmts, st, in)
 	a.depth--
@@ -213,6 +216,7 @@ func (a *analyzer) branching(st *shState, walk func(*shState)) {
 	if inner.cwd != st.cwd {
 		st.cwd = ""
 	}
+	st.temps = keepCommon(st.temps, inner.temps)
 }
 
 // binary walks a && b, a || b and pipelines.
@@ -220,7 +224,9 @@ func (a *analyzer) binary(c *syntax.BinaryCmd, st *shState, in stdin) {
 	switch c.Op {
 	case syntax.AndStmt:
 		a.stmt(c.X, st, in)
+		temps := st.temps
 		a.stmt(c.Y, st, in)
+		st.temps = keepCommon(temps, st.temps) // b may not run
 	case syntax.OrStmt:
 		before := st.cwd
 		a.stmt(c.X, st, in)
@@ -228,7 +234,9 @@ func (a *analyzer) binary(c *syntax.BinaryCmd, st *shState, in stdin) {
 		if st.cwd != before && !exits(c.Y) {
 			st.cwd = ""
 		}
+		temps := st.temps
 		a.stmt(c.Y, st, in)
+		st.temps = keepCommon(temps, st.temps)
 	default: // | and |&: every stage in its own subshell
 		x, y := *st, *st
 		seen := a.downloads
@@ -286,7 +294,8 @@ func (a *analyzer) callExpr(c *syntax.CallExpr, st *shState, in stdin) {
 		a.nested(w, st)
 	}
 	if len(c.Args) == 0 {
-		return // assignments only
+		a.assignedTemps(c.Assigns, st) // assignments only: they stay
+		return
 	}
 	a.simple(&cmdCtx{w: words(c.Args, a.pol.Config.Home), st: st, in: in})
 }
@@ -295,6 +304,8 @@ func (a *analyzer) callExpr(c *syntax.CallExpr, st *shState, in stdin) {
 func (a *analyzer) write(w word, st *shState) {
 	sub := []subject{{tool: "Write", kind: argPath, arg: w.text()}}
 	switch {
+	case a.tempFile(w, st):
+		a.add(part{subjects: sub, def: Prompt, defWhy: []string{"writes in a temporary directory the line made"}})
 	case !w.static:
 		a.ask(sub, "writes to a file named only when the command runs: "+w.src)
 	case isDevice(w.val):
