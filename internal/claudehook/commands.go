@@ -117,6 +117,9 @@ func (a *analyzer) other(c *cmdCtx, name string) {
 		a.ask(c.subjects(), "runs code downloaded from the network ("+name+" reads it from the pipe)")
 		return
 	}
+	if a.destroys(c, name) {
+		return
+	}
 	a.add(c.part(Prompt, "left to Claude Code's permissions"))
 }
 
@@ -244,14 +247,15 @@ func changeDir(cwd string, to word) string {
 	return filepath.Clean(v)
 }
 
-// tee writes its operands.
+// tee writes its operands, emptied first unless -a.
 func (a *analyzer) tee(c *cmdCtx) {
 	a.add(c.part(Allow, "copies its input"))
+	appends := hasFlag(c.w[1:], 'a', "--append")
 	for _, w := range c.w[1:] {
 		if w.static && len(w.val) > 1 && w.val[0] == '-' {
 			continue // -a, -i, -p, --append, --output-error=…
 		}
-		a.write(w, c.st)
+		a.write(w, c.st, !appends)
 	}
 }
 

@@ -43,6 +43,9 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 	}
 	a.protectProject(&p, as.Targets)
 	a.deleteThrough(&p, static, c.st)
+	for _, t := range as.Targets {
+		a.pol.guard(&p, a.pol.guarded(t, as.Recursive), a.call, "Bash")
+	}
 	p.details = append(p.details, deleteDetail(as))
 	p.deleted = as
 	if len(temps) > 0 {
@@ -218,7 +221,7 @@ func (a *analyzer) findExpr(c *cmdCtx, expr []word) (deletes bool) {
 			j = end
 		case "-fprint", "-fprint0", "-fls", "-fprintf":
 			if j+1 < len(expr) {
-				a.write(expr[j+1], c.st)
+				a.write(expr[j+1], c.st, true)
 			}
 		}
 	}
@@ -275,6 +278,9 @@ func (a *analyzer) findDelete(c *cmdCtx, roots []word) {
 	}
 	a.protectProject(&p, as.Targets)
 	a.deleteThrough(&p, append([]string{"--"}, addSlash(static)...), c.st)
+	for _, t := range as.Targets {
+		a.pol.guard(&p, a.pol.guarded(t, true), a.call, "Bash")
+	}
 	p.details = append(p.details, strings.Replace(deleteDetail(as), "deletes ", "may delete files in ", 1))
 	p.deleted = as
 	a.add(p)

@@ -42,6 +42,8 @@ func (a *analyzer) git(c *cmdCtx) {
 		a.add(c.part(Ask, "git push deletes a remote branch or tag"))
 	case sub == "reset" && hasFlag(rest, 0, "--hard"):
 		a.add(c.part(Ask, "git reset --hard throws away uncommitted changes"))
+	case gitDestroys(sub, rest, c.st.cwd) != "":
+		a.destroyer(c.subjects(), gitDestroys(sub, rest, c.st.cwd))
 	case gitReadOnly(sub, rest):
 		a.add(c.part(Allow, "reads only"))
 	default:
@@ -133,4 +135,51 @@ func gitListing(sub string, rest []word) bool {
 		return false
 	}
 	return true
+}
+
+// gitDestroys returns why a git subcommand throws work away that no
+// commit holds, or "": checkout or restore of paths (their uncommitted
+// changes), a forced checkout or switch, git stash drop and clear, and git
+// branch -D (a branch that may be merged nowhere).
+func gitDestroys(sub string, rest []word, cwd string) string {
+	switch sub {
+	case "checkout":
+		if hasFlag(rest, 'f', "--force") || checkoutPaths(rest, cwd) {
+			return "git checkout of paths throws away their uncommitted changes"
+		}
+	case "switch":
+		if hasFlag(rest, 'f', "--force") || hasFlag(rest, 0, "--discard-changes") {
+			return "git switch --discard-changes throws away uncommitted changes"
+		}
+	case "restore":
+		if !hasFlag(rest, 'S', "--staged") || hasFlag(rest, 'W', "--worktree") {
+			return "git restore throws away uncommitted changes"
+		}
+	case "stash":
+		if len(rest) > 0 && (rest[0].text() == "drop" || rest[0].text() == "clear") {
+			return "git stash " + rest[0].text() + " deletes stashed changes"
+		}
+	case "branch":
+		if hasFlag(rest, 'D', "") || (hasFlag(rest, 'd', "--delete") && hasFlag(rest, 'f', "--force")) {
+			return "git branch -D deletes a branch, merged or not"
+		}
+	}
+	return ""
+}
+
+// checkoutPaths reports whether git checkout is given paths: after --, a
+// ".", or a word naming a file or directory that exists where it runs.
+func checkoutPaths(rest []word, cwd string) bool {
+	for i, w := range rest {
+		v := w.text()
+		switch {
+		case v == "--":
+			return i+1 < len(rest)
+		case v == "." || strings.HasSuffix(v, "/.") || v == ":/":
+			return true
+		case !strings.HasPrefix(v, "-") && w.static && cwd != "" && exists(absUnder(cwd, v)):
+			return true
+		}
+	}
+	return false
 }

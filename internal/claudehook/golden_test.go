@@ -36,7 +36,8 @@ var update = flag.Bool("update", false, "rewrite the golden .out.json files")
 //	                             when not given; \n is a newline)
 //	link: proj/rc -> ~/.bashrc   a symlink under the home directory (~ is the home)
 //	git: proj                    a git repository there, everything committed
-//	path: proj/bin               a directory, put first in PATH
+//	path: bin                    a directory first in PATH holding rm, a link to
+//	                             the running program (the rm wrapper)
 //
 // The world's set-up lines run in order.
 // Without a human line the call must be decided locally: the server must

@@ -148,7 +148,8 @@ func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
 	hard := e.Start.Add(opts.Timeout - Margin(opts.Timeout)/2)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	v := (&Policy{Rules: rules, Config: cfg}).Decide(dctx, call)
+	pol := &Policy{Rules: rules, Config: cfg, Wrappers: WrapperLinks(e.Getenv("PATH"))}
+	v := pol.Decide(dctx, call)
 	switch {
 	case v.Action == Allow && v.Default:
 		// A built-in default is not reason enough to answer for a human:

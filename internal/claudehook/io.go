@@ -79,7 +79,7 @@ func parseCall(data []byte, cwd, projectDir string) (*Input, *Call, error) {
 	if err := json.Unmarshal(in.ToolInput, &fields); err != nil || fields == nil {
 		return &in, nil, fmt.Errorf("tool_input of %s is not a JSON object", in.ToolName)
 	}
-	c := &Call{Tool: in.ToolName, Cwd: cwd}
+	c := &Call{Tool: in.ToolName, Cwd: cwd, Mode: in.PermissionMode}
 	if filepath.IsAbs(in.Cwd) {
 		c.Cwd = filepath.Clean(in.Cwd)
 	}

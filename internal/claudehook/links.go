@@ -10,7 +10,9 @@ import (
 // the file system does not show yet (ln -s ../outside o && rm -rf o/).
 // ln itself is left to Claude Code.
 func (a *analyzer) ln(c *cmdCtx) {
-	a.add(c.part(Prompt, "left to Claude Code's permissions"))
+	if !a.guardOperands(c, "ln") {
+		a.add(c.part(Prompt, "left to Claude Code's permissions"))
+	}
 	ops, dir, noDir, ok := lnArgs(c.w[1:])
 	if !ok {
 		a.someLink = true

@@ -92,6 +92,7 @@ func (p *Policy) writePart(tool, path string, c *Call) part {
 	default:
 		pt.def, pt.defWhy = Ask, []string{"writes outside the project directory " + c.Project + ": " + clean}
 	}
+	p.guard(&pt, p.guarded(path, false), c, tool)
 	return pt
 }
 

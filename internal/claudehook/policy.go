@@ -22,8 +22,9 @@ import (
 //     target or command name, a script read from a pipe, code downloaded
 //     and run, a command that does not parse) is asked.
 type Policy struct {
-	Rules  Rules
-	Config *saferm.Config // the rm policy and the home directory
+	Rules    Rules
+	Config   *saferm.Config // the rm policy and the home directory
+	Wrappers []string       // the rm wrapper's links and program (WrapperLinks)
 }
 
 // Call is one tool call to decide.
@@ -33,6 +34,7 @@ type Call struct {
 	Path    string // the file tools: the file, absolute
 	Cwd     string // absolute: where Claude Code runs the call
 	Project string // absolute: the project directory
+	Mode    string // Claude Code's permission_mode: whether it asks itself
 }
 
 // Verdict is the policy's decision on one call.

@@ -113,13 +113,14 @@ func (a *analyzer) stmt(s *syntax.Stmt, st *shState, in stdin) {
 			in = stdin{doc: r.Word}
 		case syntax.RdrIn:
 			in = stdin{file: true}
-		case syntax.RdrOut, syntax.AppOut, syntax.RdrClob, syntax.AppClob, syntax.RdrAll,
-			syntax.RdrAllClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
-			a.write(resolveWord(r.Word, a.pol.Config.Home)[0], st)
+		case syntax.RdrOut, syntax.RdrClob, syntax.RdrAll, syntax.RdrAllClob:
+			a.write(resolveWord(r.Word, a.pol.Config.Home)[0], st, true)
+		case syntax.AppOut, syntax.AppClob, syntax.AppAll, syntax.AppAllClob, syntax.RdrInOut:
+			a.write(resolveWord(r.Word, a.pol.Config.Home)[0], st, false)
 		case syntax.DplOut:
 			// >&2 duplicates a descriptor; >&file (bash) writes a file.
 			if w := resolveWord(r.Word, a.pol.Config.Home)[0]; !w.static || !isFD(w.val) {
-				a.write(w, st)
+				a.write(w, st, true)
 			}
 		}
 	}
@@ -300,8 +301,9 @@ func (a *analyzer) callExpr(c *syntax.CallExpr, st *shState, in stdin) {
 	a.simple(&cmdCtx{w: words(c.Args, a.pol.Config.Home), st: st, in: in})
 }
 
-// write judges a file the shell writes (a redirection, tee).
-func (a *analyzer) write(w word, st *shState) {
+// write judges a file the shell writes (a redirection, tee), emptying
+// it first when truncates is set.
+func (a *analyzer) write(w word, st *shState, truncates bool) {
 	sub := []subject{{tool: "Write", kind: argPath, arg: w.text()}}
 	switch {
 	case a.tempFile(w, st):
@@ -323,6 +325,9 @@ func (a *analyzer) write(w word, st *shState) {
 			pt.raise(Ask, "writes through "+l+", a link this command line makes before, so where it lands cannot be known before it runs")
 		}
 		a.add(pt)
+		if truncates && !modeAsks(a.call.Mode, "Bash") && a.overwrites(resolvePath(p)) {
+			a.destroyer(pt.subjects, "replaces the contents of the existing file "+resolvePath(p))
+		}
 	}
 }
 

@@ -118,9 +118,16 @@ func (w *world) setup(key, v string) {
 		}
 	case "git":
 		w.git(filepath.Join(w.home, v))
-	case "path":
+	case "path": // the rm wrapper: a link named rm to this program
 		dir := filepath.Join(w.home, v)
+		exe, err := os.Executable()
+		if err != nil {
+			w.t.Fatal(err)
+		}
 		if err := os.MkdirAll(dir, 0o755); err != nil {
+			w.t.Fatal(err)
+		}
+		if err := os.Symlink(exe, filepath.Join(dir, "rm")); err != nil {
 			w.t.Fatal(err)
 		}
 		w.env["PATH"] = dir + ":" + os.Getenv("PATH")
