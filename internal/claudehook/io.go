@@ -129,7 +129,7 @@ func (c *Call) readInput(fields map[string]json.RawMessage) error {
 	} else if v != "" {
 		c.Path = v
 		if !filepath.IsAbs(v) {
-			c.Path = filepath.Join(c.Cwd, v)
+			c.Path = c.Cwd + "/" + v // not cleaned: "link/.." is resolved after the link
 		}
 	}
 	return nil

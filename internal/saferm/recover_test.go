@@ -111,3 +111,33 @@ func TestAssessFreshTemp(t *testing.T) {
 		t.Errorf("a directory inside it: %q", res.Reasons)
 	}
 }
+
+// TestConfigStrict reads [rm] strict into the assessor; it is off by
+// default.
+func TestConfigStrict(t *testing.T) {
+	c := newConfigWorld(t)
+	cfg, err := c.load(Invocation{}, nil)
+	if err != nil || cfg.Strict || cfg.Assessor("/tmp").Strict {
+		t.Fatalf("default: strict %v, %v", cfg != nil && cfg.Strict, err)
+	}
+	writeFile(t, c.userConfig(), "[rm]\nstrict = true\n")
+	if cfg, err = c.load(Invocation{}, nil); err != nil || !cfg.Assessor("/tmp").Strict {
+		t.Errorf("strict = true: %+v, %v", cfg, err)
+	}
+	writeFile(t, c.userConfig(), "[rm]\nstrict = \"yes\"\n")
+	if _, err = c.load(Invocation{}, nil); err == nil {
+		t.Error(`strict = "yes" was accepted`)
+	}
+}
+
+// TestParentStart reads when the parent process started: before now, and
+// not long before the test binary itself (its parent, go test, started it).
+func TestParentStart(t *testing.T) {
+	got := ParentStart()
+	if got.IsZero() {
+		t.Skip("no /proc")
+	}
+	if now := time.Now(); got.After(now) || got.Before(now.Add(-24*time.Hour)) {
+		t.Errorf("ParentStart() = %v, now %v", got, now)
+	}
+}
