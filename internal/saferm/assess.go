@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -188,6 +189,7 @@ func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recur
 	}
 	work = gitWork{}
 	cache := map[string]bool{}
+	var fresh []string
 	for _, target := range res.Targets {
 		fi, ok := existing[target]
 		if !ok {
@@ -197,6 +199,7 @@ func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recur
 		case inGitDir(target):
 			notes = append(notes, "git repository data (.git): "+displayPath(target))
 		case a.freshTemp(target, fi):
+			fresh = append(fresh, target)
 		case root != "":
 			rel, _ := filepath.Rel(root, target)
 			work.add(root, rel, root == target)
@@ -213,7 +216,13 @@ func (a *Assessor) count(res *Assessment, existing map[string]os.FileInfo, recur
 		}
 	}
 	for _, r := range t.repos {
+		if slices.ContainsFunc(fresh, func(f string) bool { return strings.HasPrefix(r, f+"/") }) {
+			continue // the line's own, a clone in its temporary directory
+		}
 		work.add(r, "", true)
+		// A repository deleted whole takes its history with it: nothing
+		// brings back what it held.
+		lost = true
 	}
 	res.FileCount, res.FileCountCapped, res.Bytes = t.files, t.capped, t.bytes
 	return work, notes, lost

@@ -28,6 +28,13 @@ func TestAssessRecoverable(t *testing.T) {
 	}
 	writeFile(t, filepath.Join(repo, "new.txt"), "untracked")
 	writeFile(t, filepath.Join(w.cwd, "outside.txt"), "no git")
+	for _, other := range []string{"other", "parent/inner"} {
+		dir := filepath.Join(w.cwd, other)
+		writeFile(t, filepath.Join(dir, "f.txt"), "committed")
+		gitRun(t, git, dir, "init", "-q")
+		gitRun(t, git, dir, "add", ".")
+		gitRun(t, git, dir, "commit", "-q", "-m", "init")
+	}
 
 	a := w.assessor()
 	a.Git, a.Cwd = git, repo
@@ -43,6 +50,8 @@ func TestAssessRecoverable(t *testing.T) {
 		{[]string{"-f", "new.txt"}, []string{forced, "uncommitted changes in git work tree " + repo + " (1 path)"}},
 		{[]string{"-f", "../outside.txt"}, []string{forced}},
 		{[]string{"-rf", "app.log", "../outside.txt"}, []string{recursive, forced}},
+		{[]string{"-rf", "../other"}, []string{recursive, forced}}, // a whole repository, history and all
+		{[]string{"-r", "../parent"}, []string{recursive}},         // one inside
 	}
 	for _, strict := range []bool{false, true} {
 		a.Strict = strict
@@ -84,6 +93,7 @@ func TestAssessFreshTemp(t *testing.T) {
 	}
 	defer os.RemoveAll(d)
 	writeFile(t, filepath.Join(d, "sub", "f"), "x")
+	mkdir(t, filepath.Join(d, "clone", ".git")) // the line's own clone
 	if _, _, ok := birth(d); !ok {
 		t.Skip("this file system does not record birth times")
 	}
