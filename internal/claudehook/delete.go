@@ -44,7 +44,7 @@ func (a *analyzer) rm(c *cmdCtx, args []word) {
 	a.protectProject(&p, as.Targets)
 	a.deleteThrough(&p, static, c.st)
 	for _, t := range as.Targets {
-		a.pol.guard(&p, a.pol.guarded(t, as.Recursive), a.call, "Bash")
+		a.pol.guard(&p, a.pol.guarded(t, as.Recursive), a.call, "Bash rm")
 	}
 	p.details = append(p.details, deleteDetail(as))
 	p.deleted = as

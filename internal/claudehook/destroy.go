@@ -27,22 +27,25 @@ import (
 // otherwise.
 
 // modeAsks reports whether Claude Code asks a human itself, in the call's
-// permission mode, for a call of tool that no rule of its own allows.
-// acceptEdits accepts file edits unasked; an unknown or missing mode counts
-// as one that does not ask.
+// permission mode, for a call of tool that no rule of its own allows. A
+// Bash call names its command too ("Bash mv"): acceptEdits accepts file
+// edits unasked, and mkdir, touch, rm, rmdir, mv, cp and sed with them. An
+// unknown or missing mode counts as one that does not ask.
 func modeAsks(mode, tool string) bool {
 	switch mode {
 	case "default", "plan":
 		return true
 	case "acceptEdits":
-		return !slices.Contains(writeTools, tool)
+		cmd, _ := strings.CutPrefix(tool, "Bash ")
+		return !slices.Contains(writeTools, tool) && !slices.Contains([]string{"mkdir", "touch", "rm", "rmdir", "mv", "cp", "sed"}, cmd)
 	}
 	return false
 }
 
-// destroyer records a command of a destroying class.
-func (a *analyzer) destroyer(subjects []subject, why string) {
-	a.add(a.pol.destroyerPart(subjects, why, a.call, "Bash"))
+// destroyer records a command of a destroying class; name is the
+// command's.
+func (a *analyzer) destroyer(subjects []subject, name, why string) {
+	a.add(a.pol.destroyerPart(subjects, why, a.call, "Bash "+name))
 }
 
 // destroyerPart is the part of a destroying call: left to Claude Code
@@ -132,7 +135,7 @@ func (a *analyzer) destroys(c *cmdCtx, name string) bool {
 	if why == "" {
 		return false
 	}
-	a.destroyer(c.subjects(), why)
+	a.destroyer(c.subjects(), name, why)
 	return true
 }
 
@@ -146,7 +149,7 @@ func (a *analyzer) guardOperands(c *cmdCtx, name string) bool {
 	pt := c.part(Prompt, "left to Claude Code's permissions")
 	for _, w := range c.w[1:] {
 		if w.static && !isOption(w.val) {
-			a.pol.guard(&pt, a.pol.guarded(absUnder(c.st.cwd, w.val), name == "mv"), a.call, "Bash")
+			a.pol.guard(&pt, a.pol.guarded(absUnder(c.st.cwd, w.val), name == "mv"), a.call, "Bash "+name)
 		}
 	}
 	if pt.floor == Allow {

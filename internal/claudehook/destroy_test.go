@@ -73,7 +73,8 @@ func TestModeAsks(t *testing.T) {
 		mode, tool string
 		asks       bool
 	}{
-		{"default", "Bash", true}, {"plan", "Write", true}, {"acceptEdits", "Bash", true},
+		{"default", "Bash", true}, {"plan", "Write", true}, {"acceptEdits", "Bash git", true},
+		{"acceptEdits", "Bash mv", false}, {"acceptEdits", "Bash rm", false}, {"default", "Bash mv", true},
 		{"acceptEdits", "Edit", false}, {"bypassPermissions", "Bash", false}, {"dontAsk", "Bash", false},
 		{"auto", "Write", false}, {"", "Bash", false}, {"someNewMode", "Bash", false},
 	} {

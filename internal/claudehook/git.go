@@ -43,7 +43,7 @@ func (a *analyzer) git(c *cmdCtx) {
 	case sub == "reset" && hasFlag(rest, 0, "--hard"):
 		a.add(c.part(Ask, "git reset --hard throws away uncommitted changes"))
 	case gitDestroys(sub, rest, c.st.cwd) != "":
-		a.destroyer(c.subjects(), gitDestroys(sub, rest, c.st.cwd))
+		a.destroyer(c.subjects(), "git", gitDestroys(sub, rest, c.st.cwd))
 	case gitReadOnly(sub, rest):
 		a.add(c.part(Allow, "reads only"))
 	default:

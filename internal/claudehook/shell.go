@@ -326,7 +326,7 @@ func (a *analyzer) write(w word, st *shState, truncates bool) {
 		}
 		a.add(pt)
 		if truncates && !modeAsks(a.call.Mode, "Bash") && a.overwrites(resolvePath(p)) {
-			a.destroyer(pt.subjects, "replaces the contents of the existing file "+resolvePath(p))
+			a.destroyer(pt.subjects, "", "replaces the contents of the existing file "+resolvePath(p))
 		}
 	}
 }
