@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // Bounds of the analysis of one Bash call. The hook must answer before
@@ -53,6 +55,41 @@ func nesting(src string, limit int) int {
 		}
 	}
 	return most
+}
+
+// tooDeep reports whether constructs nest more than limit deep in a
+// parsed script: command and process substitutions, subshells, groups,
+// compound commands, expansions. The pre-scan before parsing can be led
+// to count too few (a quoted ")" on every level); this count cannot. A
+// chain of && and || is not nesting: the analysis follows it in a loop
+// of constant cost per command.
+func tooDeep(f *syntax.File, limit int) bool {
+	var stack []bool
+	depth, over := 0, false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if n == nil { // leaving the node on top of the stack
+			if stack[len(stack)-1] {
+				depth--
+			}
+			stack = stack[:len(stack)-1]
+			return true
+		}
+		nests := false
+		switch n.(type) {
+		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.Subshell, *syntax.Block, *syntax.IfClause,
+			*syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause, *syntax.FuncDecl, *syntax.ParamExp,
+			*syntax.ArithmExp, *syntax.ArithmCmd, *syntax.ParenArithm, *syntax.TestClause, *syntax.ParenTest,
+			*syntax.DblQuoted, *syntax.ExtGlob, *syntax.CoprocClause, *syntax.TimeClause:
+			nests = true
+			depth++
+		}
+		stack = append(stack, nests)
+		if depth > limit {
+			over = true
+		}
+		return !over
+	})
+	return over
 }
 
 // overBudget reports whether the analysis has to stop, and records why

@@ -21,6 +21,9 @@ func TestBudget(t *testing.T) {
 		{"deep", "echo " + deep, "nest more than 64"},
 		{"deep in a quoted script", "bash -c 'echo " + deep + "'", "nest more than 64"},
 		{"deep in eval", `eval "echo $(printf x)" && sh -c 'sh -c "echo ` + strings.Repeat("{ ", 70) + `"'`, "nest more than 64"},
+		{"deep behind quoted brackets", "echo " + strings.Repeat(`$(echo ')' `, 100) + strings.Repeat(")", 100), "nest more than 64"},
+		{"deep behind a quote", `echo "it's" ` + deep, "nest more than 64"},
+		{"deep compound commands", strings.Repeat("if true; then ", 70) + "ls" + strings.Repeat("; fi", 70), "nest more than 64"},
 		{"many commands", strings.Repeat("true;", maxCommands+1), "more than 2000 commands"},
 		{"many deletes", strings.Repeat("rm -f a.txt;", maxDeletes+1), "more than 64 deletes"},
 		{"many find deletes", strings.Repeat("find build -delete;", maxDeletes+1), "more than 64 deletes"},
@@ -36,6 +39,9 @@ func TestBudget(t *testing.T) {
 	// Just under the bounds, the analysis finishes and judges.
 	if v := w.bash(p, "echo "+strings.Repeat("$(", 60)+strings.Repeat(")", 60)); v.Unchecked {
 		t.Errorf("60 levels: %v", v.Reasons)
+	}
+	if v := w.bash(p, strings.Repeat("ls && ", 1000)+"ls"); v.Unchecked {
+		t.Errorf("a chain of 1,000 commands: %v", v.Reasons)
 	}
 	if v := w.bash(p, strings.Repeat("rm -rf build;", maxDeletes)); v.Unchecked || v.Action != Ask {
 		t.Errorf("%d deletes: %v %v", maxDeletes, v.Action, v.Reasons)

@@ -81,6 +81,10 @@ func (a *analyzer) script(src string, st *shState, in stdin) {
 		a.ask([]subject{bashSubject(src)}, "the command does not parse as shell, so it cannot be checked: "+err.Error())
 		return
 	}
+	if tooDeep(f, maxNesting) {
+		a.over = fmt.Sprintf("its commands nest more than %d deep", maxNesting)
+		return
+	}
 	a.taint(f)
 	a.depth++
 	a.stmts(f.Stmts, st, in)
