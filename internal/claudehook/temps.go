@@ -167,17 +167,18 @@ func (a *analyzer) taint(f *syntax.File) {
 }
 
 // tempOperand returns the variable of a delete operand that is exactly a
-// trusted temporary directory ($d, ${d}, "$d"), or "". Only the bare
-// variable counts: "$d"/x would be /x had mktemp failed.
+// trusted temporary directory in double quotes ("$d", "${d}"), or "".
+// Only the bare variable counts: "$d"/x would be /x had mktemp failed; and
+// only quoted: $d splits and globs where $TMPDIR holds a space.
 func (a *analyzer) tempOperand(w word, st *shState) string {
 	if w.static || a.pol.Config.Strict {
 		return ""
 	}
 	s := w.src
-	if len(s) > 2 && s[0] == '"' && s[len(s)-1] == '"' {
-		s = s[1 : len(s)-1]
+	if len(s) < 3 || s[0] != '"' || s[len(s)-1] != '"' {
+		return ""
 	}
-	name, ok := strings.CutPrefix(s, "$")
+	name, ok := strings.CutPrefix(s[1:len(s)-1], "$")
 	if !ok {
 		return ""
 	}
@@ -194,11 +195,13 @@ func (a *analyzer) tempOperand(w word, st *shState) string {
 }
 
 // tempFile reports whether a word names a file inside a trusted temporary
-// directory: "$d/f", "$d"/f, ${d}/a/b, with a literal rest and no "..".
+// directory: "$d/f", "$d"/f, "${d}"/a/b, with a literal rest and no "..".
 // Writing there changes nothing the line did not make.
 func (a *analyzer) tempFile(w word, st *shState) bool {
-	src := strings.ReplaceAll(w.src, `"`, "")
-	head, rest, ok := strings.Cut(src, "/")
+	if !strings.HasPrefix(w.src, `"$`) {
+		return false
+	}
+	head, rest, ok := strings.Cut(strings.ReplaceAll(w.src, `"`, ""), "/")
 	if !ok || rest == "" || strings.ContainsAny(rest, "$`'\\*?[{") {
 		return false
 	}
@@ -207,5 +210,5 @@ func (a *analyzer) tempFile(w word, st *shState) bool {
 			return false
 		}
 	}
-	return a.tempOperand(word{src: head}, st) != ""
+	return a.tempOperand(word{src: `"` + head + `"`}, st) != ""
 }

@@ -18,10 +18,12 @@ func TestTempDirs(t *testing.T) {
 	}{
 		{`d=$(mktemp -d); echo x > "$d/f"; rm -rf "$d"`, Prompt},
 		{`d=$(mktemp -d) && cd src && rm -rf "$d"`, Prompt},
-		{`d="$(mktemp -d -t build.XXXXXX)"; rm -r -f ${d}`, Prompt},
+		{`d="$(mktemp -d -t build.XXXXXX)"; rm -r -f "${d}"`, Prompt},
 		{`d=$(mktemp -d); trap 'rm -rf "$d"' EXIT; ls "$d"`, Prompt},
-		{`d=$(mktemp -dp /var/tmp); rm -rf $d`, Ask}, // -dp: not read as -d -p
-		{`d=$(mktemp -d -p /var/tmp); rm -rf $d`, Prompt},
+		{`d=$(mktemp -dp /var/tmp); rm -rf "$d"`, Ask}, // -dp: not read as -d -p
+		{`d=$(mktemp -d -p /var/tmp); rm -rf "$d"`, Prompt},
+		{`d=$(mktemp -d); rm -rf $d`, Ask}, // splits where $TMPDIR holds a space
+		{`d=$(mktemp -d); echo x > $d/f; rm -rf "$d"`, Ask},
 
 		// Not surely mktemp's directory when rm runs.
 		{`rm -rf "$d"`, Ask},
