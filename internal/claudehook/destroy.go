@@ -179,36 +179,9 @@ func chmodNone(args []word) bool {
 // (or a source's name in the destination directory) exists, and neither
 // -n nor a backup keeps it. A destination known only when it runs counts.
 func (a *analyzer) mvOver(c *cmdCtx) string {
-	var ops []word
-	dir, noDir, end := "", false, false
-	args := c.w[1:]
-	for i := 0; i < len(args); i++ {
-		w := args[i]
-		v := w.text()
-		switch {
-		case end || !w.static || !strings.HasPrefix(v, "-") || v == "-":
-			ops = append(ops, w)
-		case v == "--":
-			end = true
-		case v == "-n" || v == "--no-clobber" || v == "--update=none" || strings.HasPrefix(v, "-b") || strings.HasPrefix(v, "--backup"):
-			return ""
-		case v == "-t" || v == "--target-directory":
-			if i++; i < len(args) {
-				if !args[i].static {
-					return "mv into a directory known only when it runs"
-				}
-				dir = args[i].val
-			}
-		case strings.HasPrefix(v, "--target-directory="):
-			dir = strings.TrimPrefix(v, "--target-directory=")
-		case v == "-T" || v == "--no-target-directory":
-			noDir = true
-		case !strings.HasPrefix(v, "--") && strings.ContainsAny(v, "nb"):
-			return ""
-		}
-	}
-	if dir == "" && len(ops) < 2 {
-		return ""
+	ops, dir, noDir, why := mvArgs(c.w[1:])
+	if why != "" || dir == "" && len(ops) < 2 {
+		return why
 	}
 	srcs := ops
 	if dir == "" {
@@ -223,7 +196,7 @@ func (a *analyzer) mvOver(c *cmdCtx) string {
 	}
 	dest := absUnder(c.st.cwd, dir)
 	if noDir || !isDir(dest) {
-		if _, err := os.Lstat(dest); err == nil && len(srcs) == 1 {
+		if exists(dest) && len(srcs) == 1 {
 			return "mv replaces the existing " + dest
 		}
 		return ""
@@ -237,6 +210,39 @@ func (a *analyzer) mvOver(c *cmdCtx) string {
 		}
 	}
 	return ""
+}
+
+// mvArgs reads mv's arguments: the operands, the -t directory and -T.
+// No operands come back when an option keeps existing files (-n, -b); why
+// is set when the -t directory is computed only when it runs.
+func mvArgs(args []word) (ops []word, dir string, noDir bool, why string) {
+	end := false
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		v := w.text()
+		switch {
+		case end || !w.static || !strings.HasPrefix(v, "-") || v == "-":
+			ops = append(ops, w)
+		case v == "--":
+			end = true
+		case v == "-n" || v == "--no-clobber" || v == "--update=none" || strings.HasPrefix(v, "-b") || strings.HasPrefix(v, "--backup"):
+			return nil, "", false, ""
+		case v == "-t" || v == "--target-directory":
+			if i++; i < len(args) {
+				if !args[i].static {
+					return nil, "", false, "mv into a directory known only when it runs"
+				}
+				dir = args[i].val
+			}
+		case strings.HasPrefix(v, "--target-directory="):
+			dir = strings.TrimPrefix(v, "--target-directory=")
+		case v == "-T" || v == "--no-target-directory":
+			noDir = true
+		case !strings.HasPrefix(v, "--") && strings.ContainsAny(v, "nb"):
+			return nil, "", false, ""
+		}
+	}
+	return ops, dir, noDir, ""
 }
 
 // exists reports whether anything is at p.

@@ -13,14 +13,21 @@ import (
 //
 //   - defaults: read-only tools and read-only shell commands are allowed;
 //     git push --force, git reset --hard and writes outside the project
-//     directory are asked; everything else is left to Claude Code;
+//     directory (by their real paths) are asked; commands that lose data
+//     without rm (destroy.go) are left to Claude Code where its permission
+//     mode asks and asked where it does not; everything else is left to
+//     Claude Code;
 //   - the rules of the [hook] table, which replace the default of every
 //     command or file they match (the strongest matching rule wins);
 //   - checks that no rule can loosen, only tighten: a delete is judged by
 //     the rm policy of the [rm] table (hard-blocked → deny, risky → ask),
 //     and whatever cannot be resolved before it runs (a computed delete
 //     target or command name, a script read from a pipe, code downloaded
-//     and run, a command that does not parse) is asked.
+//     and run, a command that does not parse, a path through a link the
+//     line makes) is asked; changing Claude Code's settings or the rm
+//     wrapper is never below Claude Code's prompt (guard.go);
+//   - bounds of the analysis (budget.go): a command too large, too deep or
+//     too slow to check is denied.
 type Policy struct {
 	Rules    Rules
 	Config   *saferm.Config // the rm policy and the home directory
