@@ -140,13 +140,19 @@ func (a *analyzer) taint(f *syntax.File) {
 			}
 		}
 	}
-	skip := map[*syntax.Lit]bool{} // names that are not words: d=, $d
+	skip := map[*syntax.Lit]bool{} // names that are not words (d=, $d) and command names
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.Assign:
 			skip[n.Name] = true
 			if n.Name != nil && !mktempAssign(n) {
 				mark(n.Name.Value)
+			}
+		case *syntax.CallExpr:
+			if len(n.Args) > 0 && len(n.Args[0].Parts) == 1 {
+				if l, ok := n.Args[0].Parts[0].(*syntax.Lit); ok {
+					skip[l] = true // a command's name assigns nothing
+				}
 			}
 		case *syntax.Lit:
 			if !skip[n] {
@@ -188,7 +194,9 @@ func (a *analyzer) tempOperand(w word, st *shState) string {
 			return ""
 		}
 	}
-	if !plainName(name) || !st.temps[name] || a.tainted[name] {
+	// A line that names mktemp otherwise (a function, an alias, hash -p)
+	// or sets PATH may run another mktemp, which prints what it likes.
+	if !plainName(name) || !st.temps[name] || a.tainted[name] || a.tainted["mktemp"] || a.tainted["PATH"] {
 		return ""
 	}
 	return name

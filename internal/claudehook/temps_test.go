@@ -40,6 +40,9 @@ func TestTempDirs(t *testing.T) {
 		{`d=$(mktemp -d); : ${d:=/}; rm -rf "$d"`, Ask},
 		{`d=$(mktemp -d); for d in /; do :; done; rm -rf "$d"`, Ask},
 		{`d=$(mktemp -d); (( d=1 )); rm -rf "$d"`, Ask},
+		{`mktemp() { echo ~; }; d=$(mktemp -d); rm -rf "$d"`, Ask},
+		{`PATH=~/bin:$PATH; d=$(mktemp -d); rm -rf "$d"`, Ask},
+		{`alias mktemp='echo /'; d=$(mktemp -d); rm -rf "$d"`, Ask},
 
 		// Not the bare directory, or not a directory mktemp made.
 		{`d=$(mktemp -d); rm -rf "$d"/*`, Ask},
