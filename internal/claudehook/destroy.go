@@ -70,24 +70,25 @@ func notAsking(mode string) string {
 var deletingCode = regexp.MustCompile(`rmtree|remove_tree|os\.remove|os\.unlink|removedirs|os\.rmdir|\.unlink\(|\.rmdir\(|rmSync|rmdirSync|unlinkSync|fs\.(promises\.)?(rm|rmdir|unlink)\b|rimraf|\bunlink\b|\brm_r|FileUtils\.rm|File\.delete|\btruncate`)
 
 // interpreterCode returns the program an interpreter is given on its
-// command line (-c, -e, -E, -r, --eval, -p) or in a here-document, and
-// whether there is one.
-func interpreterCode(c *cmdCtx) (string, bool) {
+// command line (-c, -e, -E, -r, --eval, -p) or in a here-document, whether
+// it is fixed by the text alone, and whether there is one.
+func interpreterCode(c *cmdCtx) (code string, static, ok bool) {
 	args := c.w[1:]
 	for i, w := range args {
 		switch v := w.text(); {
 		case slices.Contains([]string{"-c", "-e", "-E", "-r", "--eval", "-p", "--print"}, v) && i+1 < len(args):
-			return args[i+1].text(), true
+			return args[i+1].text(), args[i+1].static, true
 		case strings.HasPrefix(v, "--eval="):
-			return strings.TrimPrefix(v, "--eval="), true
+			return strings.TrimPrefix(v, "--eval="), w.static, true
 		case v != "-" && !strings.HasPrefix(v, "-"):
-			return "", false // a script file
+			return "", false, false // a script file
 		}
 	}
 	if c.in.doc != nil && readsCode(args) {
-		return printWord(c.in.doc), true
+		_, static := heredoc(c.in.doc)
+		return printWord(c.in.doc), static, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // interpreter reports whether name runs programs (python3.12 too).
@@ -105,8 +106,11 @@ func (a *analyzer) destroys(c *cmdCtx, name string) bool {
 	why := ""
 	switch {
 	case interpreter(name):
-		if code, ok := interpreterCode(c); ok && deletingCode.MatchString(code) {
+		switch code, static, ok := interpreterCode(c); {
+		case ok && deletingCode.MatchString(code):
 			why = name + " runs code that deletes files"
+		case ok && !static:
+			why = name + " runs code computed only when it runs, which may delete files"
 		}
 	case name == "dd":
 		for _, w := range args {

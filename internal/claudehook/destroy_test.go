@@ -23,6 +23,8 @@ func TestDestroyers(t *testing.T) {
 		{`node --eval "fs.unlinkSync('a.txt')"`, Ask, "deletes files"},
 		{"perl <<'X'\nunlink 'a.txt';\nX", Ask, "deletes files"},
 		{`python3 -c 'print(1)'`, Prompt, ""},
+		{`python3 -c "$code"`, Ask, "computed only when it runs"},
+		{"python3 <<X\nprint($n)\nX", Ask, "computed only when it runs"},
 		{`python3 script.py`, Prompt, ""},
 		{"dd if=a.txt of=/dev/null", Prompt, ""},
 		{"dd if=/dev/zero of=src/main.go", Ask, "dd writes over"},
