@@ -3,30 +3,52 @@ package claudehook
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
-// WrapperLinks returns the rm wrapper's links found in pathEnv (PATH): an
-// rm that is this very program, and the program itself. Removing or
-// replacing one of them, or writing over the program, takes the wrapper
-// away from every shell.
+// wrapperNames are the programs an rm wrapper link may lead to: the full
+// binary and the small agent one.
+var wrapperNames = []string{"countersign", "countersign-agent"}
+
+// WrapperLinks returns the rm wrapper's links found in pathEnv (PATH) and
+// the programs they lead to: an rm that is this very program, one of its
+// siblings (countersign beside countersign-agent), or any program named
+// like them. Removing or replacing one of them, or writing over the
+// program, takes the wrapper away from every shell.
 func WrapperLinks(pathEnv string) []string {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil
+	var progs []os.FileInfo
+	var out []string
+	if exe, err := os.Executable(); err == nil {
+		for _, p := range append([]string{exe}, siblings(exe)...) {
+			if fi, err := os.Stat(p); err == nil {
+				progs, out = append(progs, fi), append(out, resolvePath(p))
+			}
+		}
 	}
-	self, err := os.Stat(exe)
-	if err != nil {
-		return nil
-	}
-	out := []string{resolvePath(exe)}
 	for _, dir := range filepath.SplitList(pathEnv) {
 		if !filepath.IsAbs(dir) {
 			continue
 		}
 		l := filepath.Join(dir, "rm")
-		if fi, err := os.Stat(l); err == nil && os.SameFile(fi, self) {
-			out = append(out, linkName(l))
+		fi, err := os.Stat(l)
+		if err != nil {
+			continue
+		}
+		same := slices.ContainsFunc(progs, func(p os.FileInfo) bool { return os.SameFile(p, fi) })
+		if real := resolvePath(l); same || slices.Contains(wrapperNames, filepath.Base(real)) {
+			out = append(out, linkName(l), real)
+		}
+	}
+	return out
+}
+
+// siblings are the other wrapper programs beside exe.
+func siblings(exe string) []string {
+	var out []string
+	for _, n := range wrapperNames {
+		if p := filepath.Join(filepath.Dir(exe), n); p != exe {
+			out = append(out, p)
 		}
 	}
 	return out
