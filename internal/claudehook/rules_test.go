@@ -100,7 +100,7 @@ prompt = ["Read(~/.aws/**)"]
 		{&Call{Tool: "Bash", Command: "npm test; x=$(sudo ls)"}, Deny},
 	}
 	for _, tt := range tests {
-		tt.call.Cwd, tt.call.Project = w.project, w.project
+		tt.call.Cwd, tt.call.Project, tt.call.Mode = w.project, w.project, "default"
 		if v := p.Decide(context.Background(), tt.call); v.Action != tt.want {
 			t.Errorf("%s %q %s: %s %q, want %s", tt.call.Tool, tt.call.Command, tt.call.Path, v.Action, v.Reasons, tt.want)
 		}

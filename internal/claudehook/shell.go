@@ -348,9 +348,14 @@ func isDevice(p string) bool {
 // prompt records a part that leaves the whole line to Claude Code's own
 // permissions, whatever the rules say: the line can run commands, or change
 // what its commands run, in ways the hook does not follow. A rule may still
-// raise it, never lower it.
+// raise it, never lower it. In a permission mode where Claude Code asks
+// nothing, leaving it would let it run unasked: a human is asked instead.
 func (a *analyzer) prompt(why string) {
-	a.add(part{subjects: []subject{bashSubject("")}, def: Prompt, floor: Prompt, floorWhy: []string{why}})
+	floor := Prompt
+	if !modeAsks(a.call.Mode, "Bash") {
+		floor, why = Ask, why+notAsking(a.call.Mode)
+	}
+	a.add(part{subjects: []subject{bashSubject("")}, def: floor, floor: floor, floorWhy: []string{why}})
 }
 
 // inertVars are variables no program takes a program, a path to load or

@@ -91,7 +91,7 @@ func (w *world) policy() *Policy {
 
 // bash decides a Bash command run in the project.
 func (w *world) bash(p *Policy, command string) Verdict {
-	return p.Decide(context.Background(), &Call{Tool: "Bash", Command: command, Cwd: w.project, Project: w.project})
+	return p.Decide(context.Background(), &Call{Tool: "Bash", Command: command, Cwd: w.project, Project: w.project, Mode: "default"})
 }
 
 // setup changes the world as a golden case's set-up line says.
