@@ -13,7 +13,7 @@ type Exporter interface {
 	// with every record, verbatim (secrets stay as they are stored: hashes,
 	// sealed seed secrets, server keys), in an order in which Import can
 	// write them: accounts, approvers, memberships, agent keys, approver
-	// tokens, requests, links, auto-approve windows, sessions,
+	// tokens, passkeys, requests, links, auto-approve windows, sessions,
 	// notification channels, outbox items, server keys, the check of
 	// the secret key they are wrapped with (when they are), the audit log
 	// by sequence number, and last the audit head. Server keys stay wrapped:
@@ -47,6 +47,7 @@ type Record struct {
 	Window        *AutoApproveWindow
 	Coverage      *Coverage
 	Session       *Session
+	Passkey       *Passkey
 	Channel       *Channel
 	OutboxItem    *OutboxItem
 	ServerKey     *ServerKey

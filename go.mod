@@ -17,6 +17,8 @@ require (
 	mvdan.cc/sh/v3 v3.14.1
 )
 
+require github.com/go-webauthn/webauthn v0.18.2 // indirect
+
 require (
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect

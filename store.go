@@ -13,6 +13,7 @@ import (
 type Store interface {
 	SessionStore
 	OutboxStore
+	PasskeyStore
 
 	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

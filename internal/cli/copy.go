@@ -140,7 +140,7 @@ func copyKeyFile(env *Env, from, to string, k storeKey) (storeKey, error) {
 
 // copyCounts counts the records of a copy by kind.
 type copyCounts struct {
-	accounts, approvers, memberships, keys, tokens, requests, links, windows,
+	accounts, approvers, memberships, keys, tokens, passkeys, requests, links, windows,
 	coverages, sessions, channels, outbox, serverKeys, audit int
 }
 
@@ -156,6 +156,8 @@ func (c *copyCounts) add(r countersign.Record) {
 		c.keys++
 	case r.ApproverToken != nil:
 		c.tokens++
+	case r.Passkey != nil:
+		c.passkeys++
 	case r.Request != nil:
 		c.requests++
 	case r.Link != nil:
@@ -185,7 +187,7 @@ func (c copyCounts) String() string {
 		what string
 	}{
 		{c.accounts, "accounts"}, {c.approvers, "approvers"}, {c.memberships, "memberships"}, {c.keys, "agent keys"},
-		{c.tokens, "approver tokens"}, {c.requests, "requests"}, {c.links, "links"}, {c.windows, "auto-approve windows"},
+		{c.tokens, "approver tokens"}, {c.passkeys, "passkeys"}, {c.requests, "requests"}, {c.links, "links"}, {c.windows, "auto-approve windows"},
 		{c.coverages, "coverages"},
 		{c.sessions, "sessions"}, {c.channels, "notification channels"}, {c.outbox, "outbox items"},
 		{c.serverKeys, "server keys"}, {c.audit, "audit entries"},

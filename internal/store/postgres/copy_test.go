@@ -52,6 +52,19 @@ func populate(t *testing.T, s countersign.Store) {
 			Hash: "tok-" + name, Hint: "cst_…", CreatedAt: at(time.Duration(8 + i))}))
 	}
 	must(s.RevokeApproverToken(ctx, alice.ID, "phone", at(time.Hour)))
+	// A passkey used once, and a passkey-only approver with one that never was.
+	bob := &countersign.Approver{Username: "bob", PasswordHash: "", CreatedAt: at(9)}
+	must(s.CreateApprover(ctx, bob))
+	must(s.AddMembership(ctx, bob.ID, acc.ID, at(9)))
+	for i, pk := range []*countersign.Passkey{
+		{ID: "pk_alice", ApproverID: alice.ID, CredentialID: []byte{1, 2, 3, 0, 255}, PublicKey: []byte("cose-key"), SignCount: 7,
+			AAGUID: make([]byte, 16), Transports: []string{"internal", "hybrid"}, Flags: 0x1d, Name: "laptop"},
+		{ID: "pk_bob", ApproverID: bob.ID, CredentialID: []byte{9}, PublicKey: []byte("cose-key-2"), AAGUID: []byte{}, Name: "phone"},
+	} {
+		pk.CreatedAt = at(time.Duration(20 + i))
+		must(s.CreatePasskey(ctx, pk))
+	}
+	must(s.UsePasskey(ctx, "pk_alice", 8, at(30)))
 
 	ch := &countersign.Channel{AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook,
 		Config: json.RawMessage(`{"url":"https://example.com/hook"}`), Secret: []byte("sealed"), CreatedAt: at(10)}

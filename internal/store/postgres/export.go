@@ -39,6 +39,11 @@ var exportQueries = []struct {
 			t, err := scanApproverToken(r)
 			return countersign.Record{ApproverToken: t}, err
 		}},
+	{"passkeys", `SELECT ` + passkeyColumns + ` FROM webauthn_credentials ORDER BY created_at, id`,
+		func(r pgx.Row) (countersign.Record, error) {
+			p, err := scanPasskey(r)
+			return countersign.Record{Passkey: p}, err
+		}},
 	{"requests", `SELECT ` + requestColumns + ` FROM requests ORDER BY created_at, id`,
 		func(r pgx.Row) (countersign.Record, error) {
 			q, err := scanRequest(r)
@@ -214,7 +219,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 // checkEmpty fails with ECONFLICT when the store holds anything a copy
 // would write.
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
-	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "requests",
+	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "webauthn_credentials", "requests",
 		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var parts []string
 	for _, t := range tables {
@@ -269,6 +274,12 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 		b.Queue(`INSERT INTO approver_tokens (id, approver_id, account_id, name, hash, hint, created_at, revoked_at)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt))
+	case rec.Passkey != nil:
+		query, args, err := passkeyInsert(rec.Passkey)
+		if err != nil {
+			return err
+		}
+		b.Queue(query, args...)
 	case rec.Request != nil:
 		return queueRequest(b, rec.Request, false)
 	case rec.Link != nil:

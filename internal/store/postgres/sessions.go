@@ -204,6 +204,7 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 	return db.update(ctx, func(tx pgx.Tx) error {
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = $1`,
+			`DELETE FROM webauthn_credentials WHERE approver_id = $1`,
 			`DELETE FROM approver_tokens WHERE approver_id = $1`,
 			`DELETE FROM memberships WHERE approver_id = $1`,
 		} {

@@ -64,6 +64,11 @@ var exportQueries = []struct {
 			t.CreatedAt, t.RevokedAt = fromNanos(created), fromNanos(revoked)
 			return countersign.Record{ApproverToken: &t}, err
 		}},
+	{"passkeys", `SELECT ` + passkeyColumns + ` FROM webauthn_credentials ORDER BY created_at, id`,
+		func(s scanner) (countersign.Record, error) {
+			p, err := scanPasskey(s)
+			return countersign.Record{Passkey: p}, err
+		}},
 	{"requests", `SELECT ` + requestColumns + ` FROM requests ORDER BY created_at, id`,
 		func(s scanner) (countersign.Record, error) {
 			r, err := scanRequest(s)
@@ -244,7 +249,7 @@ func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
 // checkEmpty fails with ECONFLICT when the store holds anything a copy
 // would write.
 func checkEmpty(ctx context.Context, tx querier) error {
-	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "requests",
+	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "webauthn_credentials", "requests",
 		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var full []string
 	for _, t := range tables {
@@ -285,6 +290,8 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 		return `INSERT INTO approver_tokens (id, approver_id, account_id, name, hash, hint, created_at, revoked_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt)}, nil
+	case rec.Passkey != nil:
+		return passkeyInsert(rec.Passkey)
 	case rec.Request != nil:
 		return requestInsert(rec.Request)
 	case rec.Link != nil:

@@ -173,6 +173,7 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 	return db.update(ctx, func(ctx context.Context, tx querier) error {
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = ?`,
+			`DELETE FROM webauthn_credentials WHERE approver_id = ?`,
 			`DELETE FROM approver_tokens WHERE approver_id = ?`,
 			`DELETE FROM memberships WHERE approver_id = ?`,
 		} {

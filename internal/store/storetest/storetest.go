@@ -64,6 +64,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Sessions", testSessions},
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
+		{"Passkeys", testPasskeys},
+		{"Ceremonies", testCeremonies},
 		{"Seed", testSeed},
 		{"SeedLists", testSeedLists},
 		{"Channels", testChannels},

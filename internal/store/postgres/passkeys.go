@@ -1,0 +1,203 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+const passkeyColumns = `id, approver_id, credential_id, public_key, sign_count, aaguid, transports, flags, name, created_at, last_used_at`
+
+// CreatePasskey implements countersign.PasskeyStore.
+func (db *DB) CreatePasskey(ctx context.Context, p *countersign.Passkey) error {
+	if hasNUL(p.ID, p.ApproverID, p.Name, fmt.Sprint(p.Transports)) {
+		return countersign.Errorf(countersign.EINVALID, "a passkey's name holds a NUL character")
+	}
+	p.ID = orID(p.ID, "pk_")
+	query, args, err := passkeyInsert(p)
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, query, args...)
+		switch {
+		case isForeignKey(err):
+			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		case isUnique(err):
+			return countersign.Errorf(countersign.ECONFLICT, "this passkey, or a passkey of this name, is already registered")
+		case err != nil:
+			return fmt.Errorf("create passkey: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// passkeyInsert is the statement that writes a passkey row as it is.
+func passkeyInsert(p *countersign.Passkey) (string, []any, error) {
+	transports := p.Transports
+	if transports == nil {
+		transports = []string{}
+	}
+	tj, err := json.Marshal(transports)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode transports: %w", err)
+	}
+	return `INSERT INTO webauthn_credentials (` + passkeyColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		[]any{p.ID, p.ApproverID, orEmpty(p.CredentialID), orEmpty(p.PublicKey), int64(p.SignCount), orEmpty(p.AAGUID),
+			string(tj), int64(p.Flags), p.Name, nanos(p.CreatedAt), nanos(p.LastUsedAt)}, nil
+}
+
+func scanPasskey(r pgx.Row) (*countersign.Passkey, error) {
+	var p countersign.Passkey
+	var count, flags, created, used int64
+	var transports string
+	if err := r.Scan(&p.ID, &p.ApproverID, &p.CredentialID, &p.PublicKey, &count, &p.AAGUID, &transports, &flags,
+		&p.Name, &created, &used); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(transports), &p.Transports); err != nil {
+		return nil, fmt.Errorf("decode transports: %w", err)
+	}
+	// Both backends read an empty value back as nil.
+	if len(p.AAGUID) == 0 {
+		p.AAGUID = nil
+	}
+	p.SignCount, p.Flags = uint32(count), uint8(flags)
+	p.CreatedAt, p.LastUsedAt = fromNanos(created), fromNanos(used)
+	return &p, nil
+}
+
+// Passkeys implements countersign.PasskeyStore.
+func (db *DB) Passkeys(ctx context.Context, approverID string) ([]*countersign.Passkey, error) {
+	out := []*countersign.Passkey{}
+	if hasNUL(approverID) {
+		return out, nil
+	}
+	err := db.read(ctx, func(q querier) error {
+		out = out[:0]
+		rows, err := q.Query(ctx, `SELECT `+passkeyColumns+` FROM webauthn_credentials
+			WHERE approver_id = $1 ORDER BY created_at, id`, approverID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			p, err := scanPasskey(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list passkeys: %w", err)
+	}
+	return out, nil
+}
+
+// PasskeyByCredentialID implements countersign.PasskeyStore.
+func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*countersign.Passkey, error) {
+	var p *countersign.Passkey
+	err := db.read(ctx, func(q querier) (err error) {
+		p, err = scanPasskey(q.QueryRow(ctx, `SELECT `+passkeyColumns+` FROM webauthn_credentials
+			WHERE credential_id = $1`, orEmpty(credentialID)))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read passkey: %w", err)
+	}
+	return p, nil
+}
+
+// UsePasskey implements countersign.PasskeyStore: the counter check and the
+// update are one statement, so two uses of one assertion cannot both pass.
+func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error {
+	if hasNUL(id) {
+		return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE webauthn_credentials SET sign_count = $1, last_used_at = $2
+			WHERE id = $3 AND (sign_count < $1 OR (sign_count = 0 AND $1 = 0))`, int64(signCount), nanos(now), id)
+		if err != nil {
+			return fmt.Errorf("use passkey: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = $1`, id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
+			return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+		} else if err != nil {
+			return fmt.Errorf("use passkey: %w", err)
+		}
+		return countersign.Errorf(countersign.ECONFLICT, "the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
+	})
+}
+
+// RemovePasskey implements countersign.PasskeyStore.
+func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
+	if hasNUL(approverID, idOrName) {
+		return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = $1 AND (id = $2 OR name = $2)`,
+			approverID, idOrName)
+		if err != nil {
+			return fmt.Errorf("remove passkey: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+		}
+		return nil
+	})
+}
+
+// CreateCeremony implements countersign.PasskeyStore.
+func (db *DB) CreateCeremony(ctx context.Context, c *countersign.Ceremony, now time.Time) error {
+	if hasNUL(c.Hash, c.Purpose, c.ApproverID, c.Data) {
+		return countersign.Errorf(countersign.EINVALID, "a ceremony holds a NUL character")
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `DELETE FROM webauthn_ceremonies WHERE expires_at <= $1`, nanos(now)); err != nil {
+			return fmt.Errorf("create ceremony: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO webauthn_ceremonies (hash, purpose, approver_id, data, expires_at)
+			VALUES ($1, $2, $3, $4, $5)`, c.Hash, c.Purpose, c.ApproverID, c.Data, nanos(c.ExpiresAt)); err != nil {
+			return fmt.Errorf("create ceremony: %w", badText(err))
+		}
+		return nil
+	})
+}
+
+// TakeCeremony implements countersign.PasskeyStore: one DELETE … RETURNING,
+// so that of two callers with one handle exactly one gets it.
+func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
+	if hasNUL(hash, purpose) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+	}
+	var out countersign.Ceremony
+	var expires int64
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, `DELETE FROM webauthn_ceremonies WHERE hash = $1 AND purpose = $2
+			RETURNING hash, purpose, approver_id, data, expires_at`, hash, purpose).
+			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+	} else if err != nil {
+		return nil, fmt.Errorf("take ceremony: %w", err)
+	}
+	out.ExpiresAt = fromNanos(expires)
+	if !out.ExpiresAt.After(now) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "the ceremony expired")
+	}
+	return &out, nil
+}

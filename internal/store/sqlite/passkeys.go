@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+const passkeyColumns = `id, approver_id, credential_id, public_key, sign_count, aaguid, transports, flags, name, created_at, last_used_at`
+
+// CreatePasskey implements countersign.PasskeyStore.
+func (db *DB) CreatePasskey(ctx context.Context, p *countersign.Passkey) error {
+	p.ID = orID(p.ID, "pk_")
+	query, args, err := passkeyInsert(p)
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(ctx context.Context, tx querier) error {
+		_, err := tx.ExecContext(ctx, query, args...)
+		switch {
+		case isForeignKey(err):
+			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		case isUnique(err):
+			return countersign.Errorf(countersign.ECONFLICT, "this passkey, or a passkey of this name, is already registered")
+		case err != nil:
+			return fmt.Errorf("create passkey: %w", err)
+		}
+		return nil
+	})
+}
+
+// passkeyInsert is the statement that writes a passkey row as it is.
+func passkeyInsert(p *countersign.Passkey) (string, []any, error) {
+	transports, err := json.Marshal(orNone(p.Transports))
+	if err != nil {
+		return "", nil, fmt.Errorf("encode transports: %w", err)
+	}
+	return `INSERT INTO webauthn_credentials (` + passkeyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		[]any{p.ID, p.ApproverID, orEmpty(p.CredentialID), orEmpty(p.PublicKey), int64(p.SignCount), orEmpty(p.AAGUID),
+			string(transports), int64(p.Flags), p.Name, nanos(p.CreatedAt), nanos(p.LastUsedAt)}, nil
+}
+
+func orNone(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func scanPasskey(s scanner) (*countersign.Passkey, error) {
+	var p countersign.Passkey
+	var count, flags, created, used int64
+	var transports string
+	if err := s.Scan(&p.ID, &p.ApproverID, &p.CredentialID, &p.PublicKey, &count, &p.AAGUID, &transports, &flags,
+		&p.Name, &created, &used); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(transports), &p.Transports); err != nil {
+		return nil, fmt.Errorf("decode transports: %w", err)
+	}
+	// Both backends read an empty value back as nil.
+	if len(p.AAGUID) == 0 {
+		p.AAGUID = nil
+	}
+	p.SignCount, p.Flags = uint32(count), uint8(flags)
+	p.CreatedAt, p.LastUsedAt = fromNanos(created), fromNanos(used)
+	return &p, nil
+}
+
+// Passkeys implements countersign.PasskeyStore.
+func (db *DB) Passkeys(ctx context.Context, approverID string) ([]*countersign.Passkey, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+passkeyColumns+` FROM webauthn_credentials
+		WHERE approver_id = ? ORDER BY created_at, id`, approverID)
+	if err != nil {
+		return nil, fmt.Errorf("list passkeys: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Passkey{}
+	for rows.Next() {
+		p, err := scanPasskey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list passkeys: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// PasskeyByCredentialID implements countersign.PasskeyStore.
+func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*countersign.Passkey, error) {
+	p, err := scanPasskey(db.read.QueryRowContext(ctx, `SELECT `+passkeyColumns+` FROM webauthn_credentials
+		WHERE credential_id = ?`, orEmpty(credentialID)))
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read passkey: %w", err)
+	}
+	return p, nil
+}
+
+// UsePasskey implements countersign.PasskeyStore: the counter check and the
+// update are one statement, so two uses of one assertion cannot both pass.
+func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error {
+	return db.update(ctx, func(ctx context.Context, tx querier) error {
+		res, err := tx.ExecContext(ctx, `UPDATE webauthn_credentials SET sign_count = ?, last_used_at = ?
+			WHERE id = ? AND (sign_count < ? OR (sign_count = 0 AND ? = 0))`,
+			int64(signCount), nanos(now), id, int64(signCount), int64(signCount))
+		if err != nil {
+			return fmt.Errorf("use passkey: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return nil
+		}
+		var one int
+		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = ?`, id).Scan(&one); err == sql.ErrNoRows {
+			return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+		} else if err != nil {
+			return fmt.Errorf("use passkey: %w", err)
+		}
+		return countersign.Errorf(countersign.ECONFLICT, "the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
+	})
+}
+
+// RemovePasskey implements countersign.PasskeyStore.
+func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
+	return db.update(ctx, func(ctx context.Context, tx querier) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = ? AND (id = ? OR name = ?)`,
+			approverID, idOrName, idOrName)
+		if err != nil {
+			return fmt.Errorf("remove passkey: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+		}
+		return nil
+	})
+}
+
+// CreateCeremony implements countersign.PasskeyStore.
+func (db *DB) CreateCeremony(ctx context.Context, c *countersign.Ceremony, now time.Time) error {
+	return db.update(ctx, func(ctx context.Context, tx querier) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM webauthn_ceremonies WHERE expires_at <= ?`, nanos(now)); err != nil {
+			return fmt.Errorf("create ceremony: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webauthn_ceremonies (hash, purpose, approver_id, data, expires_at)
+			VALUES (?, ?, ?, ?, ?)`, c.Hash, c.Purpose, c.ApproverID, c.Data, nanos(c.ExpiresAt)); err != nil {
+			return fmt.Errorf("create ceremony: %w", err)
+		}
+		return nil
+	})
+}
+
+// TakeCeremony implements countersign.PasskeyStore: one DELETE … RETURNING,
+// so that of two callers with one handle exactly one gets it.
+func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
+	var c *countersign.Ceremony
+	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+		var out countersign.Ceremony
+		var expires int64
+		err := tx.QueryRowContext(ctx, `DELETE FROM webauthn_ceremonies WHERE hash = ? AND purpose = ?
+			RETURNING hash, purpose, approver_id, data, expires_at`, hash, purpose).
+			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
+		if err == sql.ErrNoRows {
+			return countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		} else if err != nil {
+			return fmt.Errorf("take ceremony: %w", err)
+		}
+		out.ExpiresAt = fromNanos(expires)
+		if !out.ExpiresAt.After(now) {
+			return nil // removed, and gone
+		}
+		c = &out
+		return nil
+	})
+	if err == nil && c == nil {
+		err = countersign.Errorf(countersign.ENOTFOUND, "the ceremony expired")
+	}
+	return c, err
+}

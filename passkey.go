@@ -1,0 +1,70 @@
+package countersign
+
+import (
+	"context"
+	"time"
+)
+
+// Passkey is a WebAuthn credential of an approver: the public half of a key
+// pair that an authenticator (a phone, a security key, the operating
+// system's keychain) holds for this server's relying party id. Nothing of
+// it is secret: it verifies signatures and cannot make them.
+type Passkey struct {
+	ID           string // pk_…, the name the CLI and the pages use
+	ApproverID   string
+	CredentialID []byte // the authenticator's id of the credential, unique
+	PublicKey    []byte // COSE key
+	SignCount    uint32 // the authenticator's signature counter; 0 when it keeps none
+	AAGUID       []byte
+	Transports   []string
+	// Flags are the authenticator data flags seen at registration (user
+	// present, user verified, backup eligible, backup state): a login
+	// whose backup eligibility differs is refused.
+	Flags      uint8
+	Name       string
+	CreatedAt  time.Time
+	LastUsedAt time.Time // zero: never used
+}
+
+// Ceremony is the server's half of one WebAuthn ceremony in flight: what
+// the challenge was issued for. It is kept server-side, used once and
+// short-lived; only the SHA-256 hash of its handle is stored.
+type Ceremony struct {
+	Hash       string
+	Purpose    string // register, signin, stepup
+	ApproverID string // empty for a sign-in, which names no one
+	Data       string // JSON: the relying party's session data and what the challenge binds
+	ExpiresAt  time.Time
+}
+
+// PasskeyStore keeps approvers' passkeys and the ceremonies in flight. It
+// is part of Store.
+type PasskeyStore interface {
+	// CreatePasskey stores a passkey. Errors: ENOTFOUND for an unknown
+	// approver, ECONFLICT when the credential id or, for the approver, the
+	// name is taken.
+	CreatePasskey(ctx context.Context, p *Passkey) error
+	// Passkeys lists an approver's passkeys, oldest first.
+	Passkeys(ctx context.Context, approverID string) ([]*Passkey, error)
+	// PasskeyByCredentialID returns a passkey by its credential id.
+	// Errors: ENOTFOUND.
+	PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*Passkey, error)
+	// UsePasskey records a verified use of a passkey at now with the
+	// signature counter the authenticator reported, in one conditional
+	// statement: it fails with ECONFLICT, changing nothing, when the
+	// stored counter is not below signCount (a replayed or cloned
+	// assertion), unless both are 0 (an authenticator without a counter).
+	// Errors: ENOTFOUND, ECONFLICT.
+	UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error
+	// RemovePasskey removes a passkey of the approver by id or name.
+	// Errors: ENOTFOUND.
+	RemovePasskey(ctx context.Context, approverID, idOrName string) error
+
+	// CreateCeremony stores a ceremony in flight, and forgets those
+	// expired at now.
+	CreateCeremony(ctx context.Context, c *Ceremony, now time.Time) error
+	// TakeCeremony removes and returns the ceremony of that hash and
+	// purpose, so that it is used once; one that expired at now is
+	// removed and not returned. Errors: ENOTFOUND.
+	TakeCeremony(ctx context.Context, hash, purpose string, now time.Time) (*Ceremony, error)
+}
