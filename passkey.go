@@ -40,6 +40,9 @@ type Ceremony struct {
 // PasskeyStore keeps approvers' passkeys and the ceremonies in flight. It
 // is part of Store.
 type PasskeyStore interface {
+	// ApproverByID returns an approver by id: a passkey names its
+	// approver by id, never by username. Errors: ENOTFOUND.
+	ApproverByID(ctx context.Context, id string) (*Approver, error)
 	// CreatePasskey stores a passkey. Errors: ENOTFOUND for an unknown
 	// approver, ECONFLICT when the credential id or, for the approver, the
 	// name is taken.

@@ -201,3 +201,22 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 	}
 	return &out, nil
 }
+
+// ApproverByID implements countersign.PasskeyStore.
+func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approver, error) {
+	if hasNUL(id) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	}
+	var a *countersign.Approver
+	err := db.read(ctx, func(q querier) (err error) {
+		a, err = scanApprover(q.QueryRow(ctx, `
+			SELECT id, username, password_hash, created_at FROM approvers WHERE id = $1`, id))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read approver: %w", err)
+	}
+	return a, nil
+}

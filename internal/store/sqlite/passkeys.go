@@ -181,3 +181,19 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 	}
 	return c, err
 }
+
+// ApproverByID implements countersign.PasskeyStore.
+func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approver, error) {
+	var a countersign.Approver
+	var created int64
+	err := db.read.QueryRowContext(ctx, `
+		SELECT id, username, password_hash, created_at FROM approvers WHERE id = ?`, id).
+		Scan(&a.ID, &a.Username, &a.PasswordHash, &created)
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+	} else if err != nil {
+		return nil, fmt.Errorf("read approver: %w", err)
+	}
+	a.CreatedAt = fromNanos(created)
+	return &a, nil
+}

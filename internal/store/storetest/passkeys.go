@@ -20,10 +20,12 @@ func testPasskeys(t *testing.T, open Opener) {
 			t.Fatalf("CreateApprover: %v", err)
 		}
 	}
-	got, err := s.ApproverByUsername(ctx, "alice")
-	if err != nil || got.PasswordHash != "" {
-		t.Fatalf("a passkey-only approver: %+v, %v; want an empty password hash", got, err)
+	got, err := s.ApproverByID(ctx, alice.ID)
+	if err != nil || got.PasswordHash != "" || got.Username != "alice" {
+		t.Fatalf("a passkey-only approver: %+v, %v; want alice with an empty password hash", got, err)
 	}
+	_, err = s.ApproverByID(ctx, "apr_missing")
+	wantCode(t, "ApproverByID(missing)", err, countersign.ENOTFOUND)
 	pk := &countersign.Passkey{ID: "pk_1", ApproverID: alice.ID, CredentialID: []byte{0, 1, 2, 255}, PublicKey: []byte{0xa5, 1, 2},
 		SignCount: 3, AAGUID: make([]byte, 16), Transports: []string{"internal"}, Flags: 0x45, Name: "laptop", CreatedAt: Base}
 	if err := s.CreatePasskey(ctx, pk); err != nil {
