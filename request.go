@@ -241,6 +241,23 @@ type DecisionInput struct {
 	// 60 minutes for the same key, session, kind and action, and the
 	// request's scope.
 	AutoApproveMinutes int
+	// Verified, when set, is the proof that the approver confirmed this
+	// decision with a passkey (a step-up). Only the inbox's WebAuthn
+	// ceremony makes one; nothing decoded from outside carries it.
+	Verified *Verification `json:"-"`
+}
+
+// Verification is the proof of a step-up: a user-verified WebAuthn
+// assertion whose challenge was bound to one request's id and binding
+// hash, one decision and one window, checked by the server.
+type Verification struct {
+	Method       string // "webauthn"
+	CredentialID string // base64url, as WebAuthn writes it; not secret
+	PasskeyID    string
+	RequestID    string
+	BindingHash  string
+	Decision     Decision
+	Minutes      int
 }
 
 // RequestFilter selects requests of one account for listing. Every field

@@ -209,7 +209,7 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.AutoApproveMinutes != 0 && (d.Decision != countersign.DecisionApprove || d.AutoApproveMinutes < 1 || d.AutoApproveMinutes > 60) {
 		return nil, countersign.Errorf(countersign.EINVALID, "auto_approve_minutes goes only with approve, from 1 to 60")
 	}
-	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 {
+	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && !s.stepUpPossible(d) {
 		// By id and without a window, nothing of the request is needed
 		// before the change: the conditional update checks the account,
 		// the state and the expiry. When it refuses, the way through
@@ -223,6 +223,9 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	}
 	r, err := s.Find(ctx, ap, idOrRef)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.checkStepUp(r, d); err != nil {
 		return nil, err
 	}
 	return s.decide(ctx, ap, r.ID, to, d, r)
@@ -254,6 +257,10 @@ func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	}
 	if d.Text != "" {
 		detail["text"] = d.Text
+	}
+	if v := d.Verified; v != nil {
+		detail["verified"] = v.Method
+		detail["credential_id"] = v.CredentialID
 	}
 	b, _ := json.Marshal(detail)
 	got, err := s.transition(ctx, t, countersign.AuditEvent{Event: string(to), Actor: "approver:" + ap.Username, Detail: string(b)})

@@ -36,6 +36,9 @@ type Config struct {
 	MaxPending int
 	// SweepInterval is how often expired requests are swept (default 5 s).
 	SweepInterval time.Duration
+	// StepUp names the approvals that need a fresh passkey assertion (see
+	// StepUpPolicy); the zero policy asks for none.
+	StepUp StepUpPolicy
 	// Notifier, when set, builds the notifications of new requests and of
 	// their decisions and expiry; nil: none.
 	Notifier Notifier

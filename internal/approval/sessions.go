@@ -67,9 +67,16 @@ func (s *Sessions) SignInPassword(ctx context.Context, in PasswordSignIn) (strin
 	} else if err != nil {
 		return "", nil, err
 	}
-	if ok, err := CheckPasswordTurn(ctx, ap.PasswordHash, in.Password, turn); err != nil {
+	// A passkey-only approver has no password hash: the dummy one is
+	// checked instead, so that the refusal costs and reads exactly as a
+	// wrong password's.
+	hash := ap.PasswordHash
+	if hash == "" {
+		hash = dummyHash()
+	}
+	if ok, err := CheckPasswordTurn(ctx, hash, in.Password, turn); err != nil {
 		return "", nil, err
-	} else if !ok {
+	} else if !ok || ap.PasswordHash == "" {
 		return "", nil, wrongPassword()
 	}
 	return s.open(ctx, ap, in.Client, in.UserAgent)

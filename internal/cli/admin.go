@@ -154,9 +154,15 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 }
 
 func runApprover(ctx context.Context, env *Env, args []string) error {
-	sub, args, err := subcommand(args, "create", "passwd", "remove")
+	sub, args, err := subcommand(args, "create", "passwd", "remove", "passkeys", "enrol")
 	if err != nil {
 		return err
+	}
+	switch sub {
+	case "passkeys":
+		return runApproverPasskeys(ctx, env, args)
+	case "enrol":
+		return runApproverEnrol(ctx, env, args)
 	}
 	if sub != "create" {
 		return runApproverChange(ctx, env, sub, args)

@@ -19,6 +19,7 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	username := fs.String("username", "", "the approver's username")
 	account := fs.String("account", "", "remove: only from this account")
 	stdin := fs.Bool("password-stdin", false, "passwd: read the new password from standard input instead of generating one")
+	disable := fs.Bool("disable", false, "passwd: turn the password off, so that the approver signs in only with a passkey")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -37,6 +38,9 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	}
 	switch sub {
 	case "passwd":
+		if *disable {
+			return disablePassword(ctx, env, store, ap, *stdin)
+		}
 		password, generated := approval.NewPassword(), true
 		if *stdin {
 			line, err := readPasswordLine(env.Stdin)

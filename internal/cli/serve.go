@@ -43,6 +43,11 @@ type serveConfig struct {
 	// keyFile is the secret key file; "": secret.key in the data
 	// directory.
 	keyFile string
+	// stepUp names the approvals that need a passkey; stepUpSet says
+	// the operator chose it (COUNTERSIGN_STEP_UP), which then requires
+	// passkeys.
+	stepUp    approval.StepUpPolicy
+	stepUpSet bool
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -88,7 +93,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
+	stepUp, err := stepUpPolicy(cfg, public, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
 	mcpHandler, stopMCP, err := startMCP(ctx, cfg.mcp, store, svc, public, log)
 	if err != nil {
 		ln.Close()
@@ -130,6 +140,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
 	notifyConfig := fs.String("notify-config", env.Getenv("COUNTERSIGN_NOTIFY_CONFIG"), "TOML file of notification channels, applied at start (COUNTERSIGN_NOTIFY_CONFIG)")
+	stepUp := fs.String("step-up", env.Getenv("COUNTERSIGN_STEP_UP"), `approvals that need a passkey: rules "kind=mcp,tier=commit; kind=rm,reason=protected path: *; window", or "none" (COUNTERSIGN_STEP_UP; default: MCP commit and external tiers, rm of protected paths, every auto-approve window)`)
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -165,6 +176,10 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	if cfg.proxies, err = parseProxies(*proxies); err != nil {
 		return nil, err
 	}
+	if cfg.stepUp, err = approval.ParseStepUp(*stepUp); err != nil {
+		return nil, fmt.Errorf("%w: %v (COUNTERSIGN_STEP_UP or --step-up)", ErrUsage, err)
+	}
+	cfg.stepUpSet = strings.TrimSpace(*stepUp) != "" && strings.TrimSpace(*stepUp) != "none"
 	if *notifyConfig != "" {
 		if cfg.notify, err = notify.LoadFile(*notifyConfig); err != nil {
 			return nil, err
@@ -274,4 +289,26 @@ Create an approver API token for the terminal client with:
 			"set a password with countersign approver passwd --username admin and create a key with countersign key create", err)
 	}
 	return nil
+}
+
+// stepUpPolicy is the step-up policy the server runs with. Passkeys need a
+// public URL with a host name: without one, a policy the operator chose
+// stops the start (it could never be met, and nothing could be approved),
+// and the default policy is off, with a warning, so that a loopback setup
+// on an IP address keeps working.
+func stepUpPolicy(cfg *serveConfig, public *url.URL, log *slog.Logger) (approval.StepUpPolicy, error) {
+	if err := protocolRPID(public); err == nil {
+		return cfg.stepUp, nil
+	} else if cfg.stepUpSet {
+		return approval.StepUpPolicy{}, fmt.Errorf("%w: COUNTERSIGN_STEP_UP needs passkeys, and %v", ErrUsage, err)
+	} else if cfg.stepUp.Active() {
+		log.Warn("approvals need no passkey: passkeys need a public URL with a host name", "public_url", public.String())
+	}
+	return approval.StepUpPolicy{}, nil
+}
+
+// protocolRPID checks that the public URL can be a passkeys' relying party.
+func protocolRPID(public *url.URL) error {
+	_, err := approval.NewPasskeys(nil, nil, nil, public)
+	return err
 }

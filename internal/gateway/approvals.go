@@ -40,6 +40,9 @@ type pendingCall struct {
 	Preview     string
 	PreviewHash string
 	SessionID   string
+	// Reasons are the request's risk reasons: the tool's tier, so that
+	// the human sees it and the server's step-up policy can match it.
+	Reasons []string
 }
 
 // ticket is an approval request as the gateway sees it.
@@ -94,7 +97,7 @@ type serviceApprovals struct {
 
 func (s *serviceApprovals) input(c *pendingCall) countersign.CreateInput {
 	return countersign.CreateInput{Kind: countersign.KindMCP, Action: c.Tool, Arguments: c.Args, Preview: c.Preview,
-		Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
+		RiskReasons: c.Reasons, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
 }
 
 func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, error) {
@@ -182,7 +185,7 @@ func apiError(err error) error {
 
 func (a *clientApprovals) ask(ctx context.Context, _ Principal, c *pendingCall) (*ticket, bool, error) {
 	r, created, err := a.c.Create(ctx, client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
-		Arguments: c.Args, Preview: c.Preview, Context: client.Context{SessionID: c.SessionID},
+		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Context: client.Context{SessionID: c.SessionID},
 		TTLSeconds: int(approvalTTL / time.Second)})
 	t, err := a.ticket(r, err)
 	return t, created, err

@@ -160,7 +160,8 @@ func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry) (*pendingC
 		shown = args
 	}
 	c := &pendingCall{Tool: e.name, Args: args, ArgsHash: approval.Hash(args),
-		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown)}
+		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown),
+		Reasons: []string{approval.TierReason(string(e.tier))}}
 	c.PreviewHash = approval.Hash([]byte(c.Preview))
 	if req.Session != nil {
 		c.SessionID = req.Session.ID()

@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -107,6 +106,7 @@ type requestPage struct {
 	R             *requestView
 	Error         string
 	WindowMinutes []int
+	StepUp        stepUpView
 }
 
 var windowMinutes = []int{5, 15, 30, 60}
@@ -125,6 +125,9 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes}
+	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
+		return err
+	}
 	if p.R.Pending {
 		p.Live = "request"
 	}
@@ -134,20 +137,28 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 // decide takes a decision from the request's page. A conflict (someone
 // decided first, or it expired) shows the page again with what happened.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, b *browser) error {
-	d := countersign.DecisionInput{Decision: countersign.Decision(r.PostFormValue("decision")), Text: r.PostFormValue("text")}
-	if v := r.PostFormValue("auto_approve_minutes"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return countersign.Errorf(countersign.EINVALID, "Choose how many minutes to approve for.")
-		}
-		d.AutoApproveMinutes = n
+	d, err := decisionOf(r)
+	if err != nil {
+		return err
 	}
-	req, err := s.service.Decide(r.Context(), b.approver, r.PathValue("id"), d)
-	switch countersign.ErrorCode(err) {
-	case "":
+	// A passkey's assertion, when the form carries one, is checked
+	// before anything is decided.
+	err = s.stepUpProof(r, b, &d)
+	var req *countersign.Request
+	if err == nil {
+		req, err = s.service.Decide(r.Context(), b.approver, r.PathValue("id"), d)
+	}
+	switch code := countersign.ErrorCode(err); {
+	case passkeyNeeded(err):
+		cur, ferr := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+		if ferr != nil {
+			return ferr
+		}
+		return s.renderRequest(w, r, b, http.StatusForbidden, cur, countersign.ErrorMessage(err)+".")
+	case code == "":
 		http.Redirect(w, r, "/approvals/"+req.ID, http.StatusSeeOther)
 		return nil
-	case countersign.ECONFLICT, countersign.EINVALID:
+	case code == countersign.ECONFLICT || code == countersign.EINVALID:
 		cur, ferr := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
 		if ferr != nil {
 			return ferr

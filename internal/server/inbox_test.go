@@ -106,7 +106,7 @@ func TestInboxSecurityHeaders(t *testing.T) {
 	for what, r := range pages {
 		ibWantPageHeaders(t, what, r.header)
 	}
-	for _, p := range []string{"/static/app.css", "/static/app.js"} {
+	for _, p := range []string{"/static/app.css", "/static/app.js", "/static/webauthn.js"} {
 		r := e.get(p).want(t, p, http.StatusOK)
 		if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Content-Security-Policy") != "default-src 'none'" {
 			t.Errorf("%s: headers %v", p, r.header)
@@ -180,8 +180,12 @@ func TestInboxOtherAccountNotFound(t *testing.T) {
 // hide text in a terminal.
 const ibEvil = "<script>alert(1)</script> \"double\" 'single' \"><img src=x onerror=alert(1)> \x1b[31mred\x1b[0m"
 
-// ibLayoutScript is the one script tag a page may hold.
-const ibLayoutScript = `<script src="/static/app.js" defer></script>`
+// ibLayoutScript is the one script tag a page may hold, and
+// ibPasskeyScript the passkeys' one.
+const (
+	ibLayoutScript  = `<script src="/static/app.js" defer></script>`
+	ibPasskeyScript = `<script src="/static/webauthn.js" defer></script>`
+)
 
 // ibWantEscaped checks that a page shows ibEvil as text: no markup of it,
 // no raw ESC byte, the ESC written as \x1b.
@@ -190,7 +194,7 @@ func ibWantEscaped(t *testing.T, what, body string) {
 	if strings.Count(body, ibLayoutScript) != 1 {
 		t.Errorf("%s: the layout's script tag is missing", what)
 	}
-	rest := strings.ToLower(strings.Replace(body, ibLayoutScript, "", 1))
+	rest := strings.ToLower(strings.Replace(strings.Replace(body, ibLayoutScript, "", 1), ibPasskeyScript, "", 1))
 	for _, bad := range []string{"<script", "<img", "onerror=alert(1)>", "\x1b"} {
 		if strings.Contains(rest, bad) {
 			t.Errorf("%s: the page holds raw %q:\n%s", what, bad, body)

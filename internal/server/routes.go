@@ -62,6 +62,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/events", s.page(s.signedIn(s.events)))
 	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
 	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
+	s.passkeyRoutes(mux)
 	mux.Handle("GET /static/", s.bodiless(s.static().ServeHTTP))
 	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 

@@ -64,7 +64,11 @@ type Server struct {
 	limiter  *rateLimiter
 	signins  *signinLimiter
 	sessions *approval.Sessions
-	pages    *web.Pages
+	// passkeys runs the WebAuthn ceremonies; nil when the public URL
+	// cannot carry them (an IP address is no relying party id).
+	passkeys   *approval.Passkeys
+	ceremonies *ceremonyLimiter
+	pages      *web.Pages
 	csrfKey  []byte
 	// deviceKey signs device cookies (device.go).
 	deviceKey []byte
@@ -120,6 +124,12 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
 			"HTTP requests by route and status code.", "route", "code"),
 	}
+	if pk, err := approval.NewPasskeys(cfg.Store, countersign.SystemClock{}, s.sessions, cfg.PublicURL); err == nil {
+		s.passkeys = pk
+	} else {
+		log.Warn("passkeys are off", "reason", err.Error())
+	}
+	s.ceremonies = newCeremonyLimiter()
 	s.handler = s.routes()
 	return s
 }

@@ -1,0 +1,322 @@
+package approval
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/go-webauthn/webauthn/protocol"
+	"github.com/go-webauthn/webauthn/webauthn"
+
+	"github.com/countersign/countersign"
+)
+
+// StepUpRule names requests whose approval needs a fresh passkey
+// assertion. Every field set must match; an empty field matches anything.
+type StepUpRule struct {
+	Kind countersign.Kind
+	// Tier is an MCP tool's tier, as the gateway records it among the
+	// risk reasons ("tier: commit").
+	Tier string
+	// Tool is a glob over the action (the tool or command); * matches any
+	// run of characters.
+	Tool string
+	// Reason is a glob one of the risk reasons must match, such as
+	// "protected path: *".
+	Reason string
+}
+
+// StepUpPolicy says which approvals need a passkey: those of requests a
+// rule matches, and, with Windows, every approval that opens an
+// auto-approve window.
+type StepUpPolicy struct {
+	Rules   []StepUpRule
+	Windows bool
+}
+
+// DefaultStepUp is the policy when the operator names none: MCP commit and
+// external tiers, rm of protected paths, and every auto-approve window.
+var DefaultStepUp = StepUpPolicy{
+	Rules: []StepUpRule{
+		{Kind: countersign.KindMCP, Tier: "commit"},
+		{Kind: countersign.KindMCP, Tier: "external"},
+		{Kind: countersign.KindRm, Reason: "protected path: *"},
+	},
+	Windows: true,
+}
+
+// ParseStepUp reads a policy: rules separated by ";", each a list of
+// field=value separated by ",", with the fields kind, tier, tool and
+// reason; the rule "window" stands for every auto-approve window; "none"
+// is the empty policy and "default" DefaultStepUp.
+// Example: "kind=mcp,tier=commit; kind=tool,tool=Bash; window".
+func ParseStepUp(s string) (StepUpPolicy, error) {
+	switch strings.TrimSpace(s) {
+	case "", "default":
+		return DefaultStepUp, nil
+	case "none":
+		return StepUpPolicy{}, nil
+	}
+	var p StepUpPolicy
+	for _, rule := range strings.Split(s, ";") {
+		rule = strings.TrimSpace(rule)
+		if rule == "" {
+			continue
+		}
+		if rule == "window" || rule == "windows" {
+			p.Windows = true
+			continue
+		}
+		if rule == "default" {
+			p.Rules = append(p.Rules, DefaultStepUp.Rules...)
+			p.Windows = true
+			continue
+		}
+		var r StepUpRule
+		for _, field := range strings.Split(rule, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(field), "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if !ok || v == "" {
+				return StepUpPolicy{}, fmt.Errorf("step-up rule %q: %q is not field=value", rule, field)
+			}
+			switch k {
+			case "kind":
+				if !countersign.Kind(v).Valid() {
+					return StepUpPolicy{}, fmt.Errorf("step-up rule %q: no kind %q (rm, tool, mcp, generic)", rule, v)
+				}
+				r.Kind = countersign.Kind(v)
+			case "tier":
+				r.Tier = v
+			case "tool":
+				r.Tool = v
+			case "reason":
+				r.Reason = v
+			default:
+				return StepUpPolicy{}, fmt.Errorf("step-up rule %q: no field %q (kind, tier, tool, reason)", rule, k)
+			}
+		}
+		p.Rules = append(p.Rules, r)
+	}
+	return p, nil
+}
+
+// Active reports whether the policy asks a passkey for anything.
+func (p StepUpPolicy) Active() bool { return len(p.Rules) > 0 || p.Windows }
+
+// Requires reports whether approving r with d needs a passkey.
+func (p StepUpPolicy) Requires(r *countersign.Request, d countersign.DecisionInput) bool {
+	if d.Decision != countersign.DecisionApprove {
+		return false // refusing stays one click
+	}
+	if p.Windows && d.AutoApproveMinutes > 0 {
+		return true
+	}
+	return p.Matches(r)
+}
+
+// Matches reports whether a rule names the request, whatever the decision.
+func (p StepUpPolicy) Matches(r *countersign.Request) bool {
+	for _, rule := range p.Rules {
+		if rule.matches(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (rule StepUpRule) matches(r *countersign.Request) bool {
+	if rule.Kind != "" && r.Kind != rule.Kind {
+		return false
+	}
+	if rule.Tool != "" && !glob(rule.Tool, r.Action) {
+		return false
+	}
+	if rule.Tier != "" && !anyReason(r, func(s string) bool { return s == TierReason(rule.Tier) }) {
+		return false
+	}
+	if rule.Reason != "" && !anyReason(r, func(s string) bool { return glob(rule.Reason, s) }) {
+		return false
+	}
+	return true
+}
+
+// TierReason is the risk reason by which an MCP request carries its tool's
+// tier, so that the human sees it and the step-up policy can match it.
+func TierReason(tier string) string { return "tier: " + tier }
+
+func anyReason(r *countersign.Request, f func(string) bool) bool {
+	for _, s := range r.RiskReasons {
+		if f(s) {
+			return true
+		}
+	}
+	return false
+}
+
+// glob matches s against a pattern where * is any run of characters and
+// everything else is itself.
+func glob(pattern, s string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	for _, part := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return strings.HasSuffix(s, parts[len(parts)-1])
+}
+
+// ErrPasskeyNeeded refuses an approval that needs a passkey and came
+// without a verified assertion: from a session cookie alone, a script, the
+// terminal client, an approver token or an e-mailed link.
+var ErrPasskeyNeeded = countersign.Errorf(countersign.EFORBIDDEN,
+	"Approving this request needs a passkey: approve it on its inbox page in a browser and confirm with your passkey (add one under Passkeys). Deny, answer and stop need none")
+
+// BindingHash is the hash of what an approval covers: kind, action,
+// argument hash and preview hash.
+func BindingHash(r *countersign.Request) string {
+	return Hash([]byte(string(r.Kind) + "\x00" + r.Action + "\x00" + r.ArgsHash + "\x00" + r.PreviewHash))
+}
+
+// stepUpBinding is what a step-up challenge is made of, kept with the
+// ceremony.
+type stepUpBinding struct {
+	Nonce       string `json:"nonce"`
+	RequestID   string `json:"request_id"`
+	BindingHash string `json:"binding_hash"`
+	Decision    string `json:"decision"`
+	Minutes     int    `json:"minutes"`
+}
+
+// challenge is SHA-256 over the nonce, the request id, its binding hash,
+// the decision and the window's minutes: an assertion made for it proves
+// this decision on this request and nothing else.
+func (b stepUpBinding) challenge() []byte {
+	sum := sha256.Sum256([]byte("countersign step-up v1\x00" + b.Nonce + "\x00" + b.RequestID + "\x00" + b.BindingHash +
+		"\x00" + b.Decision + "\x00" + strconv.Itoa(b.Minutes)))
+	return sum[:]
+}
+
+// StepUpChallenge is the challenge a step-up of this binding carries; tests
+// check that the browser signed exactly it.
+func StepUpChallenge(nonce, requestID, bindingHash, decision string, minutes int) []byte {
+	return stepUpBinding{Nonce: nonce, RequestID: requestID, BindingHash: bindingHash, Decision: decision, Minutes: minutes}.challenge()
+}
+
+// BeginStepUp starts the assertion of one decision on one request: the
+// challenge is bound to the request id, its binding hash, the decision and
+// the window's minutes. Errors: EFORBIDDEN when the approver has no
+// passkey.
+func (p *Passkeys) BeginStepUp(ctx context.Context, approverID string, r *countersign.Request, d countersign.DecisionInput) (handle string, options json.RawMessage, err error) {
+	u, err := p.userOf(ctx, approverID)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(u.keys) == 0 {
+		return "", nil, ErrNoPasskey
+	}
+	b := stepUpBinding{Nonce: randomNonce(), RequestID: r.ID, BindingHash: BindingHash(r), Decision: string(d.Decision), Minutes: d.AutoApproveMinutes}
+	assertion, session, err := p.wa.BeginLogin(u, webauthn.WithChallenge(b.challenge()),
+		webauthn.WithUserVerification(protocol.VerificationRequired))
+	if err != nil {
+		return "", nil, fmt.Errorf("begin step-up: %w", err)
+	}
+	handle, err = p.open(ctx, purposeStepUp, approverID, ceremonyData{Session: *session, StepUp: &b})
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := json.Marshal(assertion)
+	return handle, out, err
+}
+
+// ErrNoPasskey refuses a step-up of an approver without passkeys.
+var ErrNoPasskey = countersign.Errorf(countersign.EFORBIDDEN,
+	"Approving this request needs a passkey, and you have none yet. Add one under Passkeys, then approve here")
+
+// VerifyStepUp checks the assertion of a step-up for this request and
+// decision, made by this approver's passkey with user verification, and
+// returns the proof that Decide takes. The ceremony is used up whatever
+// the outcome. Errors: EINVALID with the reason; nothing else changes.
+func (p *Passkeys) VerifyStepUp(ctx context.Context, approverID string, r *countersign.Request, d countersign.DecisionInput, handle string, response []byte) (*countersign.Verification, error) {
+	c, cd, err := p.take(ctx, purposeStepUp, handle)
+	if err != nil {
+		return nil, err
+	}
+	b := cd.StepUp
+	if c.ApproverID != approverID || b == nil {
+		return nil, ceremonyGone()
+	}
+	if b.RequestID != r.ID || b.BindingHash != BindingHash(r) || b.Decision != string(d.Decision) || b.Minutes != d.AutoApproveMinutes {
+		return nil, countersign.Errorf(countersign.EINVALID, "the passkey confirmed another request or another decision; confirm this one again")
+	}
+	if subtle.ConstantTimeCompare([]byte(cd.Session.Challenge), []byte(b64.EncodeToString(b.challenge()))) != 1 {
+		return nil, ceremonyGone()
+	}
+	parsed, err := protocol.ParseCredentialRequestResponseBytes(response)
+	if err != nil {
+		return nil, refused("Confirming with the passkey", err)
+	}
+	u, err := p.userOf(ctx, approverID)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := p.wa.ValidateLogin(u, cd.Session, parsed)
+	if err != nil {
+		return nil, refused("Confirming with the passkey", err)
+	}
+	var pk *countersign.Passkey
+	for _, k := range u.keys {
+		if string(k.CredentialID) == string(cred.ID) {
+			pk = k
+		}
+	}
+	if pk == nil {
+		return nil, refused("Confirming with the passkey", nil)
+	}
+	if err := p.used(ctx, pk, cred); err != nil {
+		return nil, err
+	}
+	return &countersign.Verification{Method: "webauthn", CredentialID: CredentialID(pk), PasskeyID: pk.ID,
+		RequestID: r.ID, BindingHash: b.BindingHash, Decision: d.Decision, Minutes: d.AutoApproveMinutes}, nil
+}
+
+// checkStepUp refuses an approval the policy names unless it carries a
+// verification of exactly this request, binding, decision and window.
+func (s *Service) checkStepUp(r *countersign.Request, d countersign.DecisionInput) error {
+	if !s.cfg.StepUp.Requires(r, d) {
+		return nil
+	}
+	v := d.Verified
+	if v == nil || v.Method != "webauthn" || v.RequestID != r.ID || v.BindingHash != BindingHash(r) ||
+		v.Decision != d.Decision || v.Minutes != d.AutoApproveMinutes {
+		return ErrPasskeyNeeded
+	}
+	return nil
+}
+
+// NeedsStepUp reports whether approving r with d needs a passkey under the
+// service's policy, for the pages to offer the ceremony.
+func (s *Service) NeedsStepUp(r *countersign.Request, d countersign.DecisionInput) bool {
+	return s.cfg.StepUp.Requires(r, d)
+}
+
+// StepUpPolicy returns the service's policy.
+func (s *Service) StepUpPolicy() StepUpPolicy { return s.cfg.StepUp }
+
+// stepUpPossible reports whether a decision could need a passkey, so that
+// Decide reads the request before deciding.
+func (s *Service) stepUpPossible(d countersign.DecisionInput) bool {
+	return d.Decision == countersign.DecisionApprove && s.cfg.StepUp.Active()
+}

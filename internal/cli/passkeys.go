@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// runApproverPasskeys is "approver passkeys": it lists an approver's
+// passkeys, and removes one with --remove. It works on the server's store,
+// not through the inbox, so it is the way back for a passkey-only approver
+// who lost every passkey: remove the lost ones, then enrol a new one or set
+// a password.
+func runApproverPasskeys(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "approver passkeys")
+	where := storeFlags(env, fs)
+	username := fs.String("username", "", "the approver's username")
+	remove := fs.String("remove", "", "remove the passkey of this id or name")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *username == "" || len(rest) > 0 {
+		return fmt.Errorf("%w: countersign approver passkeys --username U [--remove ID]", ErrUsage)
+	}
+	store, err := where.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ap, err := store.ApproverByUsername(ctx, *username)
+	if err != nil {
+		return err
+	}
+	if *remove != "" {
+		if err := store.RemovePasskey(ctx, ap.ID, *remove); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed passkey %s of %s\n", *remove, ap.Username)
+		return nil
+	}
+	list, err := store.Passkeys(ctx, ap.ID)
+	if err != nil {
+		return err
+	}
+	password := "on"
+	if ap.PasswordHash == "" {
+		password = "off (passkey-only)"
+	}
+	fmt.Fprintf(env.Stdout, "approver %s: %d passkeys, password %s\n", ap.Username, len(list), password)
+	for _, pk := range list {
+		used := "never used"
+		if !pk.LastUsedAt.IsZero() {
+			used = "last used " + pk.LastUsedAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(env.Stdout, "%s\t%s\tadded %s\t%s\tcredential %s\n", pk.ID, pk.Name,
+			pk.CreatedAt.UTC().Format(time.RFC3339), used, approval.CredentialID(pk))
+	}
+	return nil
+}
+
+// runApproverEnrol is "approver enrol": it prints a one-time link that adds
+// a passkey to the approver without a sign-in, valid for
+// approval.EnrolTTL. The link is built on the public URL.
+func runApproverEnrol(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "approver enrol")
+	where := storeFlags(env, fs)
+	username := fs.String("username", "", "the approver's username")
+	public := fs.String("public-url", env.Getenv("COUNTERSIGN_PUBLIC_URL"), "URL where people reach the server (COUNTERSIGN_PUBLIC_URL)")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *username == "" || len(rest) > 0 {
+		return fmt.Errorf("%w: countersign approver enrol --username U", ErrUsage)
+	}
+	if *public == "" {
+		return fmt.Errorf("%w: set COUNTERSIGN_PUBLIC_URL (or --public-url) to the server's address, as countersign serve has it", ErrUsage)
+	}
+	u, err := url.Parse(*public)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: public URL %q must be http(s)://host[:port]", ErrUsage, *public)
+	}
+	store, err := where.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	pk, err := approval.NewPasskeys(store, countersign.SystemClock{}, nil, u)
+	if err != nil {
+		return err
+	}
+	ap, err := store.ApproverByUsername(ctx, *username)
+	if err != nil {
+		return err
+	}
+	token, expires, err := pk.NewEnrolment(ctx, ap.ID)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "one-time link to add a passkey for %s, valid until %s:\n%s/enrol/%s\n",
+		ap.Username, expires.UTC().Format(time.RFC3339), strings.TrimRight(u.String(), "/"), token)
+	fmt.Fprintln(env.Stdout, "whoever opens it can add a passkey for this approver: hand it over only to them")
+	return nil
+}
+
+// disablePassword makes an approver passkey-only. It refuses an approver
+// without a passkey, who could then never sign in. A password sign-in of a
+// passkey-only approver fails as a wrong password does.
+func disablePassword(ctx context.Context, env *Env, store countersign.Store, ap *countersign.Approver, stdin bool) error {
+	if stdin {
+		return fmt.Errorf("%w: --disable takes no password", ErrUsage)
+	}
+	list, err := store.Passkeys(ctx, ap.ID)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return fmt.Errorf("%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
+	}
+	if err := store.SetPassword(ctx, ap.ID, ""); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "password of %s turned off: it signs in only with its %d passkeys; its browser sessions have ended\n", ap.Username, len(list))
+	fmt.Fprintf(env.Stdout, "to turn it on again: countersign approver passwd --username %s\n", ap.Username)
+	return nil
+}
