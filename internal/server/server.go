@@ -69,7 +69,7 @@ type Server struct {
 	passkeys   *approval.Passkeys
 	ceremonies *ceremonyLimiter
 	pages      *web.Pages
-	csrfKey  []byte
+	csrfKey    []byte
 	// deviceKey signs device cookies (device.go).
 	deviceKey []byte
 	started   time.Time
