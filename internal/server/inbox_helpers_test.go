@@ -70,6 +70,12 @@ type ibEnv struct {
 // address and the sign-in limit stays out of tests about something else.
 func ibSetup(t *testing.T, opts ...func(*server.Config)) *ibEnv {
 	t.Helper()
+	return ibSetupWith(t, approval.Config{}, opts...)
+}
+
+// ibSetupWith is ibSetup with the service's configuration.
+func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Config)) *ibEnv {
+	t.Helper()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"))
 	if err != nil {
@@ -95,7 +101,7 @@ func ibSetup(t *testing.T, opts ...func(*server.Config)) *ibEnv {
 	e.public = cfg.PublicURL
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	e.svc = approval.New(store, nil, e.hub, approval.Config{}, log, approval.NewMetrics(reg, e.hub))
+	e.svc = approval.New(store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
 	e.srv = server.New(cfg, e.svc, &approval.Authenticator{Store: store}, reg, log)
 	ts.Config.Handler = e.srv.Handler()
 	ts.Start()

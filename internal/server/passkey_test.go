@@ -1,0 +1,131 @@
+package server_test
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// pkSetup is the inbox under the default step-up policy, reached at a
+// host name, so that passkeys are on.
+func pkSetup(t *testing.T) *ibEnv {
+	t.Helper()
+	return ibSetupWith(t, approval.Config{StepUp: approval.DefaultStepUp}, ibPublic("https://approve.example.com"))
+}
+
+// pkCommit is an MCP call of the commit tier, as the gateway asks for it.
+func pkCommit(n string) client.CreateInput {
+	return client.CreateInput{Kind: "mcp", Action: "files.delete", Arguments: []byte(`{"path":"` + n + `"}`),
+		Preview: "delete " + n, RiskReasons: []string{approval.TierReason("commit")}}
+}
+
+// TestStepUpRefusesScripts: a signed-in browser's cookie and CSRF token,
+// posted by a script or by a browser without the page's script, cannot
+// approve a step-up request: the answer is a page that says a passkey is
+// needed, and nothing changes. Deny stays one click, and a plain request
+// is approved as before.
+func TestStepUpRefusesScripts(t *testing.T) {
+	e := pkSetup(t)
+	s := e.signIn("alice")
+	req := e.create(e.agentA, pkCommit("/srv/a"))
+
+	page := e.get("/approvals/"+req.ID, e.as(s.id)).want(t, "request page", http.StatusOK).body
+	for _, want := range []string{`data-webauthn="stepup"`, "Approving this request needs your passkey", `<a href="/passkeys">add one</a>`, "disabled"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page of a step-up request for an approver without passkeys lacks %q", want)
+		}
+	}
+	r := e.decide(s, req.ID, url.Values{"decision": {"approve"}}).want(t, "scripted approve", http.StatusForbidden)
+	if !strings.Contains(r.body, "needs a passkey") {
+		t.Errorf("the refusal does not say a passkey is needed:\n%s", r.body)
+	}
+	e.wantStatus("after a scripted approve", req.ID, countersign.StatusPending)
+
+	// A made-up answer is refused with a reason, and changes nothing.
+	r = e.decide(s, req.ID, url.Values{"decision": {"approve"}, "webauthn_handle": {"made-up"}, "webauthn_response": {`{"id":"x"}`}})
+	r.want(t, "approve with a made-up assertion", http.StatusBadRequest)
+	if !strings.Contains(r.body, "expired or was already used") {
+		t.Errorf("the refusal of a made-up assertion does not say why:\n%s", r.body)
+	}
+	e.wantStatus("after a made-up assertion", req.ID, countersign.StatusPending)
+
+	// An approver token (the terminal client) cannot approve it either.
+	_, token, err := e.admin.CreateApproverToken(e.ctx, "alice", "acme", "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.New(e.base, token).Decide(e.ctx, req.ID, client.Decision{Decision: "approve"})
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden || !strings.Contains(apiErr.Message, "needs a passkey") {
+		t.Fatalf("approve by approver token: %v, want 403 saying a passkey is needed", err)
+	}
+	e.wantStatus("after an approve by token", req.ID, countersign.StatusPending)
+
+	// Deny needs no passkey.
+	e.decide(s, req.ID, url.Values{"decision": {"deny"}}).wantRedirect(t, "deny", "/approvals/"+req.ID)
+	e.wantStatus("after deny", req.ID, countersign.StatusDenied)
+
+	// A window on a plain request needs one; the plain approval does not.
+	plain := e.create(e.agentA, ibTool("sess-1"))
+	e.decide(s, plain.ID, url.Values{"decision": {"approve"}, "auto_approve_minutes": {"5"}}).want(t, "scripted window", http.StatusForbidden)
+	page = e.get("/approvals/"+plain.ID, e.as(s.id)).want(t, "plain request page", http.StatusOK).body
+	if strings.Count(page, `data-webauthn="stepup"`) != 1 {
+		t.Errorf("the page of a plain request should ask a passkey for the window only")
+	}
+	e.decide(s, plain.ID, url.Values{"decision": {"approve"}}).wantRedirect(t, "plain approve", "/approvals/"+plain.ID)
+	e.wantStatus("plain approve", plain.ID, countersign.StatusApproved)
+}
+
+// TestPasskeyRoutesRefuse: the ceremonies' routes refuse what they must:
+// no session, another site, a begin for another decision than approve.
+func TestPasskeyRoutesRefuse(t *testing.T) {
+	e := pkSetup(t)
+	s := e.signIn("alice")
+	req := e.create(e.agentA, pkCommit("/srv/b"))
+	for what, r := range map[string]ibResp{
+		"register begin without a session": e.post("/passkeys/register/begin", url.Values{"name": {"x"}}),
+		"step-up begin without a session":  e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}}),
+		"register begin without CSRF":      e.post("/passkeys/register/begin", url.Values{"name": {"x"}}, e.as(s.id)),
+		"sign-in begin from another site":  e.post("/signin/passkey/begin", nil, ibHeader("Origin", "https://evil.example")),
+	} {
+		if r.status != http.StatusUnauthorized && r.status != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 401 or 403:\n%s", what, r.status, r.body)
+		}
+	}
+	r := e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}, "csrf": {s.csrf}}, e.as(s.id))
+	r.want(t, "step-up begin without a passkey", http.StatusForbidden)
+	if !strings.Contains(r.body, "you have none yet") {
+		t.Errorf("step-up begin without a passkey: %s", r.body)
+	}
+	r = e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"deny"}, "csrf": {s.csrf}}, e.as(s.id))
+	r.want(t, "step-up begin of a deny", http.StatusBadRequest)
+	r = e.post("/signin/passkey/begin", nil).want(t, "sign-in begin", http.StatusOK)
+	if !strings.Contains(r.body, `"rpId":"approve.example.com"`) || !strings.Contains(r.body, `"userVerification":"required"`) ||
+		strings.Contains(r.body, "allowCredentials") {
+		t.Errorf("sign-in options: %s", r.body)
+	}
+	e.post("/signin/passkey", url.Values{"webauthn_handle": {"x"}}).want(t, "sign-in without an answer", http.StatusBadRequest)
+	e.get("/enrol/cse_unknown").want(t, "an unknown enrolment link", http.StatusNotFound)
+}
+
+// TestPasskeyOnlySignIn: with the password off, a password sign-in is
+// refused exactly as a wrong password is.
+func TestPasskeyOnlySignIn(t *testing.T) {
+	e := pkSetup(t)
+	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	wrong := e.post("/signin", url.Values{"username": {"bob"}, "password": {"not it"}}, ibFrom(e.nextAddr()))
+	for _, pw := range []string{ibPassword, ""} {
+		r := e.post("/signin", url.Values{"username": {"alice"}, "password": {pw}}, ibFrom(e.nextAddr()))
+		if r.status != wrong.status || e.sessionCookie(r) != nil || !strings.Contains(r.body, "Wrong username or password.") {
+			t.Fatalf("password sign-in of a passkey-only approver: %d, want %d as a wrong password:\n%s", r.status, wrong.status, r.body)
+		}
+	}
+}
