@@ -464,3 +464,47 @@ func flood(t *testing.T, base, public string) (stop func(), done *atomic.Int64) 
 	}
 	return func() { cancel(); wg.Wait() }, done
 }
+
+// TestBrowserEnrolment: a passkey-only approver who never signed in adds
+// a passkey through the CLI's one-time link, signs in with it, and the
+// link is used up.
+func TestBrowserEnrolment(t *testing.T) {
+	exe := chromium(t)
+	e := startPasskeys(t)
+	ctx := browser(t, exe)
+	virtualAuthenticator(t, ctx)
+	bob := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "bob", PasswordHash: "", CreatedAt: time.Now()}
+	if err := e.store.CreateApprover(t.Context(), bob); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&approval.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(e.URL)
+	pk, err := approval.NewPasskeys(e.store, nil, nil, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := pk.NewEnrolment(t.Context(), bob.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := e.URL + "/enrol/" + token
+	do(t, ctx, "enrol with the link", 15*time.Second,
+		chromedp.Navigate(link),
+		appears("adds a passkey for the approver bob"),
+		chromedp.SendKeys(chromedp.ID("name"), "phone"),
+		press(`form[data-webauthn="register"] button`),
+		appears("A passkey was added for bob"),
+	)
+	if keys, err := e.store.Passkeys(t.Context(), bob.ID); err != nil || len(keys) != 1 || keys[0].Name != "phone" {
+		t.Fatalf("after enrolment: %v, %v", keys, err)
+	}
+	do(t, ctx, "sign in as bob with the passkey", 15*time.Second,
+		chromedp.Navigate(e.URL+"/signin"),
+		press(`form[data-webauthn="signin"] button`),
+		appears("Waiting for you"),
+		appears("bob"),
+	)
+	do(t, ctx, "the link again", 10*time.Second, chromedp.Navigate(link), appears("unknown, used or expired"))
+}
