@@ -387,7 +387,8 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// 10 is migrations/0010_secret_key.sql, which made the table; what
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
-	for _, q := range []string{`DROP TABLE coverages`, `ALTER TABLE requests DROP COLUMN scope`,
+	for _, q := range []string{`DROP TABLE webauthn_credentials`, `DROP TABLE webauthn_ceremonies`, // 12, passkeys
+		`DROP TABLE coverages`, `ALTER TABLE requests DROP COLUMN scope`,
 		`ALTER TABLE auto_approve_windows DROP COLUMN scope`, // 11, the shapes of windows
 		`DROP TABLE secret_key`, `DELETE FROM schema_migrations WHERE version >= 10`} {
 		if _, err := raw.Exec(q); err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // testEnv is an Env with the given variables and captured streams.
@@ -32,7 +34,7 @@ func TestParseServeDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := serveConfig{addr: "127.0.0.1:8080", data: "countersign-data", ttl: 10 * time.Minute,
-		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text"}
+		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text", stepUp: approval.DefaultStepUp}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults %+v, want %+v", *cfg, want)
 	}
@@ -56,7 +58,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
-		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json"}
+		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp}
 	var proxies []string
 	for _, p := range cfg.proxies {
 		proxies = append(proxies, p.String())

@@ -129,3 +129,22 @@ func TestPasskeyOnlySignIn(t *testing.T) {
 		}
 	}
 }
+
+// TestStepUpLinks: an e-mailed link cannot approve a delete of a
+// protected path under the default policy; its deny link still denies.
+func TestStepUpLinks(t *testing.T) {
+	e := sdNewWith(t, approval.DefaultStepUp)
+	const id = "del_1700000000_9"
+	e.createDelete(id, "rm -rf /var/www/data")
+	page := sdPage(t, "approve link", e.press(e.link("delete-requests", approval.LinkApprove, id, ""), nil), http.StatusForbidden)
+	if !strings.Contains(page, "needs a passkey") {
+		t.Errorf("the approve link's refusal does not say a passkey is needed:\n%s", page)
+	}
+	if r := e.stored("delete:" + id); r.Status != countersign.StatusPending {
+		t.Fatalf("after the approve link the request is %s", r.Status)
+	}
+	e.press(e.link("delete-requests", approval.LinkDeny, id, ""), url.Values{"reason": {"no"}})
+	if r := e.stored("delete:" + id); r.Status != countersign.StatusDenied {
+		t.Fatalf("after the deny link the request is %s", r.Status)
+	}
+}

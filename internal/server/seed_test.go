@@ -230,6 +230,12 @@ type sdResp struct {
 
 func sdNew(t *testing.T) *sdEnv {
 	t.Helper()
+	return sdNewWith(t, approval.StepUpPolicy{})
+}
+
+// sdNewWith is sdNew under a step-up policy.
+func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
+	t.Helper()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "seed.db"))
 	if err != nil {
@@ -275,7 +281,7 @@ func sdNew(t *testing.T) *sdEnv {
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
 	e.channel = &sdChannel{links: map[string]map[string]string{}}
-	svc := approval.New(store, clock, hub, approval.Config{MaxPending: 1000, Notifier: e.channel}, log, approval.NewMetrics(reg, hub))
+	svc := approval.New(store, clock, hub, approval.Config{MaxPending: 1000, Notifier: e.channel, StepUp: stepUp}, log, approval.NewMetrics(reg, hub))
 
 	ts := httptest.NewUnstartedServer(nil)
 	pub, err := url.Parse("http://" + ts.Listener.Addr().String())
