@@ -66,6 +66,10 @@ type PasskeyStore interface {
 	// CreateCeremony stores a ceremony in flight, and forgets those
 	// expired at now.
 	CreateCeremony(ctx context.Context, c *Ceremony, now time.Time) error
+	// Ceremony returns the ceremony of that hash and purpose without
+	// using it, for a page that only shows what it is for. Errors:
+	// ENOTFOUND, also when it expired at now.
+	Ceremony(ctx context.Context, hash, purpose string, now time.Time) (*Ceremony, error)
 	// TakeCeremony removes and returns the ceremony of that hash and
 	// purpose, so that it is used once; one that expired at now is
 	// removed and not returned. Errors: ENOTFOUND.

@@ -216,10 +216,12 @@ func (p *Passkeys) beginRegistration(ctx context.Context, purpose, approverID, n
 // stores the passkey. Errors: EINVALID with the reason, which changes
 // nothing.
 func (p *Passkeys) FinishRegistration(ctx context.Context, approverID, handle string, response []byte) (*countersign.Passkey, error) {
-	return p.finishRegistration(ctx, purposeRegister, approverID, handle, response)
+	return p.finishRegistration(ctx, purposeRegister, approverID, handle, response, nil)
 }
 
-func (p *Passkeys) finishRegistration(ctx context.Context, purpose, approverID, handle string, response []byte) (*countersign.Passkey, error) {
+// finishRegistration checks a registration and stores its passkey; spend,
+// when set, runs between the two and may still refuse.
+func (p *Passkeys) finishRegistration(ctx context.Context, purpose, approverID, handle string, response []byte, spend func() error) (*countersign.Passkey, error) {
 	c, d, err := p.take(ctx, purpose, handle)
 	if err != nil {
 		return nil, err
@@ -250,6 +252,11 @@ func (p *Passkeys) finishRegistration(ctx context.Context, purpose, approverID, 
 	}
 	if pk.Name == "" {
 		pk.Name = "passkey " + now.UTC().Format("2006-01-02 15:04:05")
+	}
+	if spend != nil {
+		if err := spend(); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.Store.CreatePasskey(ctx, pk); err != nil {
 		return nil, err
@@ -379,23 +386,16 @@ func (p *Passkeys) Enrolment(ctx context.Context, token string) (*countersign.Ap
 	return p.Store.ApproverByID(ctx, c.ApproverID)
 }
 
-// peekEnrolment takes the token's ceremony and puts it back: the store has
-// no read of a ceremony, and a take keeps two readers from both passing.
+// peekEnrolment reads the token's ceremony without using it up.
 func (p *Passkeys) peekEnrolment(ctx context.Context, token string) (*countersign.Ceremony, error) {
 	if !strings.HasPrefix(token, "cse_") || len(token) > 128 {
 		return nil, enrolGone()
 	}
-	hash := countersign.HashSecret(token)
-	c, err := p.Store.TakeCeremony(ctx, hash, purposeEnrol, p.Clock.Now())
+	c, err := p.Store.Ceremony(ctx, countersign.HashSecret(token), purposeEnrol, p.Clock.Now())
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
 		return nil, enrolGone()
-	} else if err != nil {
-		return nil, err
 	}
-	if err := p.Store.CreateCeremony(ctx, c, p.Clock.Now()); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return c, err
 }
 
 func enrolGone() error {
@@ -414,22 +414,21 @@ func (p *Passkeys) BeginEnrolment(ctx context.Context, token, name string) (hand
 	return p.beginRegistration(ctx, purposeRegister+":"+c.Hash, c.ApproverID, name)
 }
 
-// FinishEnrolment checks the registration of an enrolment link, stores the
-// passkey and uses the link up. A failed ceremony leaves the link usable
-// until it expires.
+// FinishEnrolment checks the registration of an enrolment link, uses the
+// link up and stores the passkey. A failed ceremony leaves the link usable
+// until it expires; of two good ones at once, one adds its passkey.
 func (p *Passkeys) FinishEnrolment(ctx context.Context, token, handle string, response []byte) (*countersign.Passkey, error) {
 	c, err := p.peekEnrolment(ctx, token)
 	if err != nil {
 		return nil, err
 	}
-	pk, err := p.finishRegistration(ctx, purposeRegister+":"+c.Hash, c.ApproverID, handle, response)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := p.Store.TakeCeremony(ctx, c.Hash, purposeEnrol, p.Clock.Now()); err != nil && countersign.ErrorCode(err) != countersign.ENOTFOUND {
-		return nil, err
-	}
-	return pk, nil
+	return p.finishRegistration(ctx, purposeRegister+":"+c.Hash, c.ApproverID, handle, response, func() error {
+		_, err := p.Store.TakeCeremony(ctx, c.Hash, purposeEnrol, p.Clock.Now())
+		if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+			return enrolGone()
+		}
+		return err
+	})
 }
 
 // b64 is how credential ids are shown and logged: base64url, as WebAuthn

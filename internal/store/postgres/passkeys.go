@@ -220,3 +220,24 @@ func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approve
 	}
 	return a, nil
 }
+
+// Ceremony implements countersign.PasskeyStore.
+func (db *DB) Ceremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
+	if hasNUL(hash, purpose) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+	}
+	var out countersign.Ceremony
+	var expires int64
+	err := db.read(ctx, func(q querier) error {
+		return q.QueryRow(ctx, `SELECT hash, purpose, approver_id, data, expires_at FROM webauthn_ceremonies
+			WHERE hash = $1 AND purpose = $2 AND expires_at > $3`, hash, purpose, nanos(now)).
+			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+	} else if err != nil {
+		return nil, fmt.Errorf("read ceremony: %w", err)
+	}
+	out.ExpiresAt = fromNanos(expires)
+	return &out, nil
+}

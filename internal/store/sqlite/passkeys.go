@@ -197,3 +197,19 @@ func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approve
 	a.CreatedAt = fromNanos(created)
 	return &a, nil
 }
+
+// Ceremony implements countersign.PasskeyStore.
+func (db *DB) Ceremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
+	var out countersign.Ceremony
+	var expires int64
+	err := db.read.QueryRowContext(ctx, `SELECT hash, purpose, approver_id, data, expires_at FROM webauthn_ceremonies
+		WHERE hash = ? AND purpose = ? AND expires_at > ?`, hash, purpose, nanos(now)).
+		Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
+	if err == sql.ErrNoRows {
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+	} else if err != nil {
+		return nil, fmt.Errorf("read ceremony: %w", err)
+	}
+	out.ExpiresAt = fromNanos(expires)
+	return &out, nil
+}

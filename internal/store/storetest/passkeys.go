@@ -128,6 +128,15 @@ func testCeremonies(t *testing.T, open Opener) {
 	}
 	_, err := s.TakeCeremony(ctx, c.Hash, "signin", Base)
 	wantCode(t, "TakeCeremony for another purpose", err, countersign.ENOTFOUND)
+	peek, err := s.Ceremony(ctx, c.Hash, "stepup", Base)
+	if err != nil {
+		t.Fatalf("Ceremony: %v", err)
+	}
+	same(t, "Ceremony", peek, c)
+	_, err = s.Ceremony(ctx, c.Hash, "stepup", Base.Add(time.Minute))
+	wantCode(t, "Ceremony at its expiry", err, countersign.ENOTFOUND)
+	_, err = s.Ceremony(ctx, c.Hash, "signin", Base)
+	wantCode(t, "Ceremony for another purpose", err, countersign.ENOTFOUND)
 	got, err := s.TakeCeremony(ctx, c.Hash, "stepup", Base.Add(time.Second))
 	if err != nil {
 		t.Fatalf("TakeCeremony: %v", err)
