@@ -44,7 +44,9 @@ var DefaultStepUp = StepUpPolicy{
 	Rules: []StepUpRule{
 		{Kind: countersign.KindMCP, Tier: "commit"},
 		{Kind: countersign.KindMCP, Tier: "external"},
-		{Kind: countersign.KindRm, Reason: "protected path: *"},
+		// rm of a protected path, by the rm wrapper (kind rm) or the
+		// Claude Code hook (kind tool): both give this reason.
+		{Reason: "protected path: *"},
 	},
 	Windows: true,
 }

@@ -35,6 +35,11 @@ func TestStepUpPolicy(t *testing.T) {
 		{"mcp write", mcp("write"), 0, false},
 		{"rm of a protected path", rm("protected path: /etc (inside /)"), 0, true},
 		{"rm of many files", rm("recursive delete of 120 files"), 0, false},
+		{"the hook's rm of a protected path", func() countersign.CreateInput {
+			in := e.toolCall("Bash", "s3")
+			in.RiskReasons = []string{"protected path: ~/.ssh"}
+			return in
+		}(), 0, true},
 		{"a window on a plain tool", e.toolCall("Bash", "s1"), 5, true},
 		{"a plain tool", e.toolCall("Bash", "s2"), 0, false},
 	} {
