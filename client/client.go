@@ -7,13 +7,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/client/api"
 )
 
 // Client calls one countersign server with one credential: an agent key
@@ -34,89 +35,26 @@ func New(baseURL, credential string) *Client {
 	}
 }
 
-// Request is a request as the API shows it.
-type Request struct {
-	ID               string          `json:"id"`
-	Reference        string          `json:"reference"`
-	Kind             string          `json:"kind"`
-	Action           string          `json:"action"`
-	Arguments        json.RawMessage `json:"arguments"`
-	ArgsHash         string          `json:"args_hash"`
-	Preview          string          `json:"preview"`
-	PreviewHash      string          `json:"preview_hash"`
-	RiskReasons      []string        `json:"risk_reasons"`
-	Context          Context         `json:"context"`
-	Key              string          `json:"key"`
-	Status           string          `json:"status"`
-	CreatedAt        time.Time       `json:"created_at"`
-	ExpiresAt        time.Time       `json:"expires_at"`
-	DecidedAt        *time.Time      `json:"decided_at"`
-	DecidedBy        string          `json:"decided_by"`
-	Text             string          `json:"text"`
-	AutoApproved     bool            `json:"auto_approved"`
-	AutoApproveUntil *time.Time      `json:"auto_approve_until"`
-	ConsumedAt       *time.Time      `json:"consumed_at"`
-	InboxURL         string          `json:"inbox_url"`
-}
-
-// Context is where the agent was when it asked.
-type Context struct {
-	User      string `json:"user,omitempty"`
-	Host      string `json:"host,omitempty"`
-	Cwd       string `json:"cwd,omitempty"`
-	SessionID string `json:"session_id,omitempty"`
-}
-
-// CreateInput is what an agent asks about.
-type CreateInput struct {
-	Kind        string          `json:"kind"`
-	Action      string          `json:"action"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-	Preview     string          `json:"preview,omitempty"`
-	RiskReasons []string        `json:"risk_reasons,omitempty"`
-	Context     Context         `json:"context"`
-	TTLSeconds  int             `json:"ttl_seconds,omitempty"`
-	// Scope is the shape of the action: what an auto-approve window opened
-	// on the request may let through (see the server's README).
-	Scope *Scope `json:"scope,omitempty"`
-	// CoveredBy, on an rm request, names the approved request of the
-	// Claude Code hook that let this delete run.
-	CoveredBy string `json:"covered_by,omitempty"`
-}
-
-// Scope is the shape of an action as the agent states it: for a Bash
-// call, the program and subcommand of every command of the line; the
-// absolute, resolved paths it deletes (or a file tool writes); and what
-// the deleted paths hold.
-type Scope struct {
-	Commands    []string `json:"commands,omitempty"`
-	Paths       []string `json:"paths,omitempty"`
-	Files       int64    `json:"files,omitempty"`
-	Bytes       int64    `json:"bytes,omitempty"`
-	FilesCapped bool     `json:"files_capped,omitempty"`
-}
-
-// Decision is what an approver decides.
-type Decision struct {
-	Decision           string `json:"decision"`
-	Text               string `json:"text,omitempty"`
-	AutoApproveMinutes int    `json:"auto_approve_minutes,omitempty"`
-}
-
-// Error is an error answer of the server.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string {
-	return fmt.Sprintf("server answered %d %s: %s", e.Status, e.Code, e.Message)
-}
+// The API's types live in package api, which agent-side code can import
+// without an HTTP client; these are the same types.
+type (
+	// Request is a request as the API shows it.
+	Request = api.Request
+	// Context is where the agent was when it asked.
+	Context = api.Context
+	// CreateInput is what an agent asks about.
+	CreateInput = api.CreateInput
+	// Scope is the shape of an action as the agent states it.
+	Scope = api.Scope
+	// Decision is what an approver decides.
+	Decision = api.Decision
+	// Error is an error answer of the server.
+	Error = api.Error
+)
 
 // ErrUnreachable wraps every failure to reach the server or to understand
 // its answer, so that callers can fail closed with a clear message.
-var ErrUnreachable = errors.New("countersign server unreachable or answering garbage")
+var ErrUnreachable = api.ErrUnreachable
 
 // Create asks for a decision. created is false when an identical live
 // request of the same key was returned instead.

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +28,25 @@ func TestLean(t *testing.T) {
 				t.Errorf("countersign-agent links %s", m.Path)
 			}
 		}
+	}
+}
+
+// TestNoHTTPClient: the agent-side binary links no HTTP client, whose
+// packages alone cost about as much to start as an empty Go program; what
+// needs the server is handed to the countersign binary.
+func TestNoHTTPClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, pkg := range []string{"net/http", "crypto/tls", "github.com/countersign/countersign/client"} {
+		if slices.Contains(deps, pkg) {
+			t.Errorf("countersign-agent links %s", pkg)
+		}
+	}
+	if !slices.Contains(deps, "github.com/countersign/countersign/internal/saferm") {
+		t.Errorf("go list -deps lists no saferm: %v", deps)
 	}
 }
 

@@ -6,6 +6,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -29,6 +30,10 @@ type Env struct {
 	Getenv func(string) string
 	// Start is when the process started; the hook's deadline counts from it.
 	Start time.Time
+	// Connect returns the server to ask: client.New in the countersign
+	// binary. Nil in countersign-agent, which hands what needs asking to
+	// the countersign binary beside it.
+	Connect func(serverURL, credential string) saferm.Server
 }
 
 // HookUsage is the usage of the hook role.
@@ -54,11 +59,15 @@ func Rm(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "countersign rm: cannot read the working directory: %v; nothing was deleted\n", err)
 		return saferm.ExitRefused
 	}
-	return saferm.Run(ctx, &saferm.Env{
+	e := &saferm.Env{
 		Args: args, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Cwd: cwd, Self: self,
 		Terminal: IsTerminal(env.Stderr), Interrupt: interrupt, Exec: syscall.Exec,
-		LineStart: saferm.ParentStart(),
-	})
+		LineStart: saferm.ParentStart(), Connect: env.Connect,
+	}
+	if env.Connect == nil {
+		e.Handoff = func() error { return handoff([]string{"rm"}, args, nil, env.Start) }
+	}
+	return saferm.Run(ctx, e)
 }
 
 // Hook is `countersign hook claude` and `countersign hook claude install`.
@@ -79,10 +88,22 @@ func Hook(ctx context.Context, env *Env, args []string) int {
 		return 1
 	}
 	cwd, _ := os.Getwd() // only for an input without cwd; "" leaves paths unresolved
-	return claudehook.Run(ctx, &claudehook.Env{
+	e := &claudehook.Env{
 		Args: args[1:], Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr,
-		Getenv: env.Getenv, Cwd: cwd, Start: env.Start,
-	})
+		Getenv: env.Getenv, Cwd: cwd, Start: env.Start, Connect: env.Connect,
+	}
+	if env.Connect == nil {
+		// The input is kept, to be read again by the countersign binary
+		// if the call must be asked. The hook reads no more than this.
+		input, err := io.ReadAll(io.LimitReader(env.Stdin, claudehook.MaxInput+1))
+		if err != nil {
+			fmt.Fprintf(env.Stderr, "countersign: read the hook input: %v; the call is blocked\n", err)
+			return claudehook.ExitBlock
+		}
+		e.Stdin = bytes.NewReader(input)
+		e.Handoff = func() error { return handoff([]string{"hook", "claude"}, args[1:], input, env.Start) }
+	}
+	return claudehook.Run(ctx, e)
 }
 
 // IsTerminal reports whether w is a terminal.

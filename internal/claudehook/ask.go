@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -19,7 +19,7 @@ import (
 // deadline, and giving the request up ends by hard.
 type asker struct {
 	cfg      *saferm.Config
-	c        *client.Client
+	c        saferm.Server
 	stderr   io.Writer
 	deadline time.Time // stop waiting
 	hard     time.Time // stop cleaning up: the answer must be out before the hook's timeout
@@ -38,7 +38,7 @@ func (k *asker) ask(ctx context.Context, in *Input, call *Call, v Verdict) outco
 	defer cancel()
 	ci := createInput(in, call, v, k.deadline)
 	r, _, err := k.c.Create(ctx, ci)
-	var ce *client.Error
+	var ce *api.Error
 	if errors.As(err, &ce) && ce.Code == string(countersign.EINVALID) && strings.Contains(ce.Message, "ttl") {
 		// The server allows shorter lifetimes than this timeout: take its
 		// default, the hook gives the request up at its deadline anyway.
@@ -74,25 +74,25 @@ func (k *asker) ask(ctx context.Context, in *Input, call *Call, v Verdict) outco
 
 // createInput is the request for a call: kind tool, the tool's name and
 // input, where and in which session Claude Code runs, and a preview.
-func createInput(in *Input, call *Call, v Verdict, deadline time.Time) client.CreateInput {
+func createInput(in *Input, call *Call, v Verdict, deadline time.Time) api.CreateInput {
 	rc := saferm.CurrentContext(call.Cwd)
 	// The request lives as long as the hook waits (the server's minimum is
 	// 10 s), so that nobody approves what no one waits for any more.
 	ttl := max(10, int(math.Ceil(time.Until(deadline).Seconds())))
-	return client.CreateInput{
+	return api.CreateInput{
 		Kind:        string(countersign.KindTool),
 		Action:      call.Tool,
 		Arguments:   arguments(in.ToolInput),
 		Preview:     preview(in, call, v),
 		RiskReasons: riskReasons(v.Reasons),
-		Context:     client.Context{User: rc.User, Host: rc.Hostname, Cwd: call.Cwd, SessionID: in.SessionID},
+		Context:     api.Context{User: rc.User, Host: rc.Hostname, Cwd: call.Cwd, SessionID: in.SessionID},
 		TTLSeconds:  ttl,
 		Scope:       v.Scope,
 	}
 }
 
 // decided turns a decided request into the outcome.
-func (k *asker) decided(r *client.Request) outcome {
+func (k *asker) decided(r *api.Request) outcome {
 	ref, by := r.Reference, r.DecidedBy
 	switch countersign.Status(r.Status) {
 	case countersign.StatusApproved:
@@ -115,7 +115,7 @@ func (k *asker) decided(r *client.Request) outcome {
 }
 
 // consume uses an approval, once, and allows.
-func (k *asker) consume(r *client.Request) outcome {
+func (k *asker) consume(r *api.Request) outcome {
 	ctx, cancel := context.WithDeadline(context.Background(), k.hard)
 	defer cancel()
 	if _, err := k.c.Consume(ctx, r.ID); err != nil {
@@ -133,7 +133,7 @@ func (k *asker) consume(r *client.Request) outcome {
 
 // timedOut gives the request up and denies: the hook's own deadline came
 // before a decision.
-func (k *asker) timedOut(r *client.Request) outcome {
+func (k *asker) timedOut(r *api.Request) outcome {
 	ctx, cancel := context.WithDeadline(context.Background(), k.hard)
 	defer cancel()
 	got, err := k.c.Cancel(ctx, r.ID)
@@ -151,7 +151,7 @@ func (k *asker) timedOut(r *client.Request) outcome {
 // failed denies because the server could not be asked: fail closed, and
 // say which server and which setting.
 func (k *asker) failed(ctx context.Context, err error) outcome {
-	var ce *client.Error
+	var ce *api.Error
 	switch {
 	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
 		return deny("countersign: the server at %s refused the agent key (%s); check COUNTERSIGN_KEY or agent_key in %s. The call was not run; tell the user.", k.cfg.ServerURL, ce.Message, configName(k.cfg))
@@ -165,7 +165,7 @@ func (k *asker) failed(ctx context.Context, err error) outcome {
 
 // unwrapURL shortens a transport error for a message.
 func unwrapURL(err error) string {
-	return strings.TrimPrefix(err.Error(), client.ErrUnreachable.Error()+": ")
+	return strings.TrimPrefix(err.Error(), api.ErrUnreachable.Error()+": ")
 }
 
 // deny is a denying outcome with a formatted reason.

@@ -28,7 +28,7 @@ func BenchmarkHookAllow(b *testing.B) {
 			var out bytes.Buffer
 			for b.Loop() {
 				out.Reset()
-				code := Run(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: &out, Stderr: io.Discard,
+				code := Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(in), Stdout: &out, Stderr: io.Discard,
 					Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
 				if code != 0 || !strings.Contains(out.String(), `"allow"`) {
 					b.Fatalf("exit %d, %s", code, out.String())

@@ -123,7 +123,7 @@ func hookApproves(t *testing.T, srv *testServer, w *world, command string) strin
 		}
 	}()
 	var stdout, stderr bytes.Buffer
-	Run(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr,
+	Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr,
 		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
 	<-done
 	var got preToolUseOut

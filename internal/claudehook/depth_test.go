@@ -31,7 +31,7 @@ func TestInputDepthLimit(t *testing.T) {
 	w.writeConfig("[hook]\nask = [\"mcp__*\"]\n")
 	run := func(input []byte) (int, string) {
 		var out, errs bytes.Buffer
-		code := Run(context.Background(), &Env{Stdin: bytes.NewReader(input), Stdout: &out, Stderr: &errs,
+		code := Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(input), Stdout: &out, Stderr: &errs,
 			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
 		return code, out.String() + errs.String()
 	}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/countersign/countersign/internal/saferm"
 )
@@ -66,8 +67,11 @@ func notAsking(mode string) string {
 }
 
 // deletingCode matches code that deletes or empties files, in the
-// interpreters' usual spellings.
-var deletingCode = regexp.MustCompile(`rmtree|remove_tree|os\.remove|os\.unlink|removedirs|os\.rmdir|\.unlink\(|\.rmdir\(|rmSync|rmdirSync|unlinkSync|fs\.(promises\.)?(rm|rmdir|unlink)\b|rimraf|\bunlink\b|\brm_r|FileUtils\.rm|File\.delete|\btruncate`)
+// interpreters' usual spellings. It is compiled on first use: most calls
+// never need it, and every hook start would pay for it.
+var deletingCode = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`rmtree|remove_tree|os\.remove|os\.unlink|removedirs|os\.rmdir|\.unlink\(|\.rmdir\(|rmSync|rmdirSync|unlinkSync|fs\.(promises\.)?(rm|rmdir|unlink)\b|rimraf|\bunlink\b|\brm_r|FileUtils\.rm|File\.delete|\btruncate`)
+})
 
 // interpreterCode returns the program an interpreter is given on its
 // command line (-c, -e, -E, -r, --eval, -p) or in a here-document, whether
@@ -107,7 +111,7 @@ func (a *analyzer) destroys(c *cmdCtx, name string) bool {
 	switch {
 	case interpreter(name):
 		switch code, static, ok := interpreterCode(c); {
-		case ok && deletingCode.MatchString(code):
+		case ok && deletingCode().MatchString(code):
 			why = name + " runs code that deletes files"
 		case ok && !static:
 			why = name + " runs code computed only when it runs, which may delete files"

@@ -143,7 +143,7 @@ func runGolden(t *testing.T, base string) {
 	}()
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := Run(context.Background(), &Env{
+	code := Run(context.Background(), &Env{Connect: connect,
 		Args: c.args, Stdin: strings.NewReader(input), Stdout: &stdout, Stderr: &stderr,
 		Getenv: w.getenv, Cwd: w.project, Start: start, Load: w.load(),
 	})
@@ -240,7 +240,7 @@ func openHookWindow(t *testing.T, srv *testServer, w *world, session, command st
 		}
 	}()
 	var stdout, stderr bytes.Buffer
-	Run(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr,
+	Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(in), Stdout: &stdout, Stderr: &stderr,
 		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
 	<-done
 	if !strings.Contains(stdout.String(), `"permissionDecision":"allow"`) {

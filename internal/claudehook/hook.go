@@ -22,7 +22,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -47,6 +46,13 @@ type Env struct {
 	Cwd    string    // the process's working directory, for an input without cwd
 	Start  time.Time // when the hook started: the timeout counts from here
 	Load   saferm.LoadOptions
+	// Connect returns the server to ask (client.New in the countersign
+	// binary). Nil in a binary without an HTTP client: a call that needs
+	// asking is handed to Handoff instead.
+	Connect func(serverURL, credential string) saferm.Server
+	// Handoff replaces the process with one that can ask, on the same
+	// input; it returns only on failure.
+	Handoff func() error
 }
 
 // Options are the hook's flags.
@@ -169,8 +175,18 @@ func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
 		return deny("countersign refused this call: %s. This is the policy, not a human's decision: do not try the same another way; if it is really needed, ask the user to do it.", strings.Join(v.Reasons, "; "))
 	}
 	k := &asker{cfg: cfg, stderr: e.Stderr, deadline: deadline, hard: hard}
-	if cfg.ServerURL != "" {
-		k.c = client.New(cfg.ServerURL, cfg.AgentKey)
+	if cfg.ServerURL != "" && cfg.AgentKey != "" {
+		if e.Connect == nil {
+			// This binary has no HTTP client (countersign-agent): the
+			// countersign binary asks, on the same input. Nothing has
+			// been answered yet.
+			err := errors.New("this binary cannot ask the server")
+			if e.Handoff != nil {
+				err = e.Handoff()
+			}
+			return deny("countersign: this call needs a human's approval (%s), but %v. The call was not run; tell the user.", strings.Join(v.Reasons, "; "), err)
+		}
+		k.c = e.Connect(cfg.ServerURL, cfg.AgentKey)
 	}
 	return k.ask(ctx, in, call, v)
 }

@@ -34,21 +34,21 @@ type Input struct {
 	AgentType      string          `json:"agent_type"`
 }
 
-// maxInput bounds what the hook reads: a Write of a large file carries the
-// whole content.
-const maxInput = 64 << 20
+// MaxInput bounds what the hook reads: a Write of a large file carries the
+// whole content. A larger input is blocked.
+const MaxInput = 64 << 20
 
 // errNoEvent is an input whose event cannot be known.
 var errNoEvent = errors.New("the hook input is not a JSON object with hook_event_name")
 
 // readEvent reads the input and returns its event name, and the raw input.
 func readEvent(r io.Reader) (string, []byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxInput+1))
+	data, err := io.ReadAll(io.LimitReader(r, MaxInput+1))
 	if err != nil {
 		return "", nil, fmt.Errorf("read the hook input: %w", err)
 	}
-	if len(data) > maxInput {
-		return "", nil, fmt.Errorf("the hook input is larger than %d MiB", maxInput>>20)
+	if len(data) > MaxInput {
+		return "", nil, fmt.Errorf("the hook input is larger than %d MiB", MaxInput>>20)
 	}
 	if limit.CheckJSONDepth(data) != nil {
 		// Refused before any decoding: every step after, up to the

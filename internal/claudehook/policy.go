@@ -5,7 +5,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -53,7 +53,7 @@ type Verdict struct {
 	// decided some part of the call.
 	Default bool
 	// Scope is the shape of the call the request carries (see scopeOf).
-	Scope *client.Scope
+	Scope *api.Scope
 	// Unchecked is set when the analysis could not finish (the call is
 	// too large, too deep or too slow to check): the call is denied.
 	Unchecked bool

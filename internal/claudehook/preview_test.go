@@ -75,7 +75,7 @@ func TestLargeWrite(t *testing.T) {
 		}
 	}()
 	var out bytes.Buffer
-	code := Run(context.Background(), &Env{Stdin: bytes.NewReader(input), Stdout: &out, Stderr: &out,
+	code := Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(input), Stdout: &out, Stderr: &out,
 		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
 	if code != 0 || !strings.Contains(out.String(), `"permissionDecision":"allow"`) {
 		t.Fatalf("exit %d: %s", code, out.String())

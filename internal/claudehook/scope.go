@@ -3,11 +3,10 @@ package claudehook
 import (
 	"encoding/json"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -26,14 +25,14 @@ const (
 // wrapper's own request for a delete is covered only when it names
 // exactly these targets. nil when the shape cannot be told (a call no
 // window should cover).
-func scopeOf(c *Call, parts []part) *client.Scope {
+func scopeOf(c *Call, parts []part) *api.Scope {
 	switch {
 	case slices.Contains(writeTools, c.Tool) && filepath.IsAbs(c.Path):
-		return &client.Scope{Paths: []string{filepath.Clean(c.Path)}}
+		return &api.Scope{Paths: []string{filepath.Clean(c.Path)}}
 	case c.Tool != "Bash":
 		return nil
 	}
-	sc := &client.Scope{}
+	sc := &api.Scope{}
 	for _, p := range parts {
 		if cmd, ok := partCommand(p); ok {
 			if cmd == "" {
@@ -117,18 +116,15 @@ func commandOf(line string) string {
 	return prog
 }
 
-// requestID is the form of a request id, the only one the wrapper takes.
-var requestID = regexp.MustCompile(`^req_[a-z0-9]{10,64}$`)
-
 // coverInput is the tool input that runs an approved Bash call whose rm
 // deletes the approval covers: the command, after a line that tells the
 // rm wrapper which approval and which session it runs under, so that the
 // wrapper's own request for the same delete is granted at once instead of
 // asked twice. Nothing else of the input changes; nil when there is
 // nothing to tell.
-func coverInput(in *Input, call *Call, sc *client.Scope, id string) json.RawMessage {
+func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
 	if call.Tool != "Bash" || sc == nil || len(sc.Paths) == 0 || !slices.Contains(sc.Commands, "rm") ||
-		in.SessionID == "" || !requestID.MatchString(id) {
+		in.SessionID == "" || !saferm.IsRequestID(id) {
 		return nil
 	}
 	var fields map[string]json.RawMessage

@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/agent"
+	"github.com/countersign/countersign/internal/saferm"
 )
 
 // runRm is the rm wrapper: `countersign rm …`, or the binary invoked as rm
@@ -22,7 +24,9 @@ func exitCode(code int) error {
 	return nil
 }
 
-// agent is env as the agent-side roles see it.
+// agent is env as the agent-side roles see it, asking the server over
+// HTTP.
 func (env *Env) agent(start time.Time) *agent.Env {
-	return &agent.Env{Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Start: start}
+	return &agent.Env{Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Start: start,
+		Connect: func(serverURL, credential string) saferm.Server { return client.New(serverURL, credential) }}
 }

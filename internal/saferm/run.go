@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/visible"
 )
 
@@ -41,10 +40,27 @@ type Env struct {
 	// Exec replaces the process with the real rm (syscall.Exec); it returns
 	// only on failure.
 	Exec func(path string, argv []string, env []string) error
-	Load LoadOptions
+	// Connect returns the server to ask (client.New in the countersign
+	// binary). Nil in a binary without an HTTP client: a delete that needs
+	// asking is handed to Handoff instead.
+	Connect func(serverURL, credential string) Server
+	// Handoff replaces the process with one that can ask, on the same
+	// arguments; it returns only on failure.
+	Handoff func() error
+	Load    LoadOptions
 	// LineStart is when the shell running rm's command line started
 	// (ParentStart), or zero when unknown.
 	LineStart time.Time
+}
+
+// Server is the countersign server as the agent-side roles ask it; the
+// countersign binary's *client.Client is one.
+type Server interface {
+	Create(ctx context.Context, in api.CreateInput) (r *api.Request, created bool, err error)
+	Get(ctx context.Context, id string) (*api.Request, error)
+	Wait(ctx context.Context, id string, wait time.Duration) (*api.Request, error)
+	Consume(ctx context.Context, id string) (*api.Request, error)
+	Cancel(ctx context.Context, id string) (*api.Request, error)
 }
 
 // maxRounds bounds how often the wrapper asks again when the targets
@@ -95,7 +111,18 @@ func Run(ctx context.Context, e *Env) int {
 		e.say("this delete needs a human's approval, but no countersign server is configured: set COUNTERSIGN_URL and COUNTERSIGN_KEY, or server_url and agent_key in %s; nothing was deleted", configName(cfg))
 		return ExitRefused
 	}
-	f := &flow{env: e, cfg: cfg, assessor: assessor, args: inv.RmArgs, c: client.New(cfg.ServerURL, cfg.AgentKey)}
+	if e.Connect == nil {
+		// This binary has no HTTP client (countersign-agent): the
+		// countersign binary asks, on the same arguments. Nothing has been
+		// said or deleted yet.
+		err := errors.New("this binary cannot ask the server")
+		if e.Handoff != nil {
+			err = e.Handoff()
+		}
+		e.say("%v; nothing was deleted", err)
+		return ExitRefused
+	}
+	f := &flow{env: e, cfg: cfg, assessor: assessor, args: inv.RmArgs, c: e.Connect(cfg.ServerURL, cfg.AgentKey)}
 	f.coveredBy, f.session = hookApproval(e.Getenv)
 	for range maxRounds {
 		code, again := f.ask(ctx, a)
@@ -121,7 +148,7 @@ type flow struct {
 	cfg      *Config
 	assessor *Assessor
 	args     []string
-	c        *client.Client
+	c        Server
 	// coveredBy and session are the hook's approval this delete may run
 	// under, and its agent session; coveredBy is named in the first
 	// request only.
@@ -133,7 +160,7 @@ type flow struct {
 // their form is ignored; the server checks the rest.
 func hookApproval(getenv func(string) string) (id, session string) {
 	id, session = getenv(EnvApproval), getenv(EnvSession)
-	if !approvalID.MatchString(id) {
+	if !IsRequestID(id) {
 		id = ""
 	}
 	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {
@@ -142,8 +169,22 @@ func hookApproval(getenv func(string) string) (id, session string) {
 	return id, session
 }
 
-// approvalID is the form of a request id.
-var approvalID = regexp.MustCompile(`^req_[a-z0-9]{10,64}$`)
+// IsRequestID reports whether s has the form of a request id: req_ and 10
+// to 64 lowercase letters and digits. (Written out rather than as a
+// regular expression, whose compilation every start of the wrapper would
+// pay for.)
+func IsRequestID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "req_")
+	if !ok || len(rest) < 10 || len(rest) > 64 {
+		return false
+	}
+	for _, c := range []byte(rest) {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
 
 // ask asks for approval of a and waits. It returns -1 to run the real rm,
 // an exit status to stop with, or again when the targets changed after the
@@ -154,11 +195,11 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	preview := p.Preview
 	p.Preview = ""
 	args, _ := json.Marshal(p)
-	var req *client.Request
+	var req *api.Request
 	err := f.call(ctx, func(ctx context.Context) (err error) {
-		req, _, err = f.c.Create(ctx, client.CreateInput{
+		req, _, err = f.c.Create(ctx, api.CreateInput{
 			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
-			Context:   client.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd, SessionID: f.session},
+			Context:   api.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd, SessionID: f.session},
 			CoveredBy: f.coveredBy,
 		})
 		return err
@@ -170,7 +211,7 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	}
 	if err == nil && (req == nil || req.ID == "" || req.Status == "") {
 		// 200 with "null" or "{}": not a request, and nothing to wait on.
-		err = fmt.Errorf("%w: the answer is not a request", client.ErrUnreachable)
+		err = fmt.Errorf("%w: the answer is not a request", api.ErrUnreachable)
 	}
 	if err != nil {
 		return f.serverError(err), false
@@ -216,7 +257,7 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 // wait long-polls the request until it is decided, expires, the poll
 // timeout passes or Ctrl-C. It returns the approved request with -1, or an
 // exit status.
-func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, int) {
+func (f *flow) wait(ctx context.Context, req *api.Request) (*api.Request, int) {
 	e := f.env
 	e.say("waiting for approval of %s: %s", req.Reference, oneLine(req.Action))
 	e.say("decide at %s (reference %s)", req.InboxURL, req.Reference)
@@ -230,7 +271,7 @@ func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, 
 	defer stopCountdown()
 
 	type result struct {
-		r   *client.Request
+		r   *api.Request
 		err error
 	}
 	for {
@@ -255,7 +296,7 @@ func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, 
 			return nil, ExitStopped
 		case res := <-done:
 			if res.err == nil && (res.r == nil || res.r.Status == "") {
-				res.err = fmt.Errorf("%w: the answer is not a request", client.ErrUnreachable)
+				res.err = fmt.Errorf("%w: the answer is not a request", api.ErrUnreachable)
 			}
 			if res.err != nil {
 				stopCountdown()
@@ -275,7 +316,7 @@ func (f *flow) wait(ctx context.Context, req *client.Request) (*client.Request, 
 }
 
 // outcome turns a request's status into what the wrapper does.
-func (f *flow) outcome(r *client.Request) (code int, final bool) {
+func (f *flow) outcome(r *api.Request) (code int, final bool) {
 	e := f.env
 	switch r.Status {
 	case "pending":
@@ -356,7 +397,7 @@ func (f *flow) cancel(id string) {
 // serverError says what went wrong with the server, naming it and the
 // setting to fix, and refuses.
 func (f *flow) serverError(err error) int {
-	var ce *client.Error
+	var ce *api.Error
 	switch {
 	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
 		f.env.say("the countersign server at %s refused the agent key (%s); check COUNTERSIGN_KEY or agent_key in %s; nothing was deleted", f.cfg.ServerURL, ce.Message, configName(f.cfg))
@@ -370,7 +411,7 @@ func (f *flow) serverError(err error) int {
 
 // countdown shows, on a terminal, the time left on one line that updates
 // every second. It returns a function that stops it and ends the line.
-func (f *flow) countdown(ctx context.Context, req *client.Request) func() {
+func (f *flow) countdown(ctx context.Context, req *api.Request) func() {
 	if !f.env.Terminal {
 		return func() {}
 	}

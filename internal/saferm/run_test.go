@@ -203,7 +203,7 @@ func (c *runCase) run(args ...string) int {
 	if c.terminal != nil {
 		stderr = c.terminal
 	}
-	e := &saferm.Env{
+	e := &saferm.Env{Connect: connect,
 		Args: args, Stdout: &c.stdout, Stderr: stderr, Getenv: c.getenv, Cwd: c.dir, Self: self,
 		Interrupt: interrupt, Terminal: c.terminal != nil,
 		Exec: func(path string, argv []string, env []string) error {
@@ -570,7 +570,7 @@ func BenchmarkRunNoRisk(b *testing.B) {
 	getenv := func(name string) string { return vars[name] }
 	none := filepath.Join(root, "none")
 	execs := 0
-	e := &saferm.Env{
+	e := &saferm.Env{Connect: connect,
 		Args: []string{"one-file"}, Stdout: io.Discard, Stderr: io.Discard, Getenv: getenv, Cwd: root, Self: self,
 		Exec: func(string, []string, []string) error { execs++; return nil },
 		Load: saferm.LoadOptions{Getenv: getenv, Home: root, SystemConfig: none, SafeRmConf: none},

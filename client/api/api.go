@@ -1,0 +1,96 @@
+// Package api holds the types of countersign's v1 API as its clients see
+// them: requests, what an agent asks, decisions and errors. It imports no
+// HTTP client, so that the agent-side roles can name them without linking
+// one (see package client for the client itself).
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Request is a request as the API shows it.
+type Request struct {
+	ID               string          `json:"id"`
+	Reference        string          `json:"reference"`
+	Kind             string          `json:"kind"`
+	Action           string          `json:"action"`
+	Arguments        json.RawMessage `json:"arguments"`
+	ArgsHash         string          `json:"args_hash"`
+	Preview          string          `json:"preview"`
+	PreviewHash      string          `json:"preview_hash"`
+	RiskReasons      []string        `json:"risk_reasons"`
+	Context          Context         `json:"context"`
+	Key              string          `json:"key"`
+	Status           string          `json:"status"`
+	CreatedAt        time.Time       `json:"created_at"`
+	ExpiresAt        time.Time       `json:"expires_at"`
+	DecidedAt        *time.Time      `json:"decided_at"`
+	DecidedBy        string          `json:"decided_by"`
+	Text             string          `json:"text"`
+	AutoApproved     bool            `json:"auto_approved"`
+	AutoApproveUntil *time.Time      `json:"auto_approve_until"`
+	ConsumedAt       *time.Time      `json:"consumed_at"`
+	InboxURL         string          `json:"inbox_url"`
+}
+
+// Context is where the agent was when it asked.
+type Context struct {
+	User      string `json:"user,omitempty"`
+	Host      string `json:"host,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// CreateInput is what an agent asks about.
+type CreateInput struct {
+	Kind        string          `json:"kind"`
+	Action      string          `json:"action"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Preview     string          `json:"preview,omitempty"`
+	RiskReasons []string        `json:"risk_reasons,omitempty"`
+	Context     Context         `json:"context"`
+	TTLSeconds  int             `json:"ttl_seconds,omitempty"`
+	// Scope is the shape of the action: what an auto-approve window opened
+	// on the request may let through (see the server's README).
+	Scope *Scope `json:"scope,omitempty"`
+	// CoveredBy, on an rm request, names the approved request of the
+	// Claude Code hook that let this delete run.
+	CoveredBy string `json:"covered_by,omitempty"`
+}
+
+// Scope is the shape of an action as the agent states it: for a Bash
+// call, the program and subcommand of every command of the line; the
+// absolute, resolved paths it deletes (or a file tool writes); and what
+// the deleted paths hold.
+type Scope struct {
+	Commands    []string `json:"commands,omitempty"`
+	Paths       []string `json:"paths,omitempty"`
+	Files       int64    `json:"files,omitempty"`
+	Bytes       int64    `json:"bytes,omitempty"`
+	FilesCapped bool     `json:"files_capped,omitempty"`
+}
+
+// Decision is what an approver decides.
+type Decision struct {
+	Decision           string `json:"decision"`
+	Text               string `json:"text,omitempty"`
+	AutoApproveMinutes int    `json:"auto_approve_minutes,omitempty"`
+}
+
+// Error is an error answer of the server.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// ErrUnreachable wraps every failure to reach the server or to understand
+// its answer, so that callers can fail closed with a clear message.
+var ErrUnreachable = errors.New("countersign server unreachable or answering garbage")
