@@ -13,7 +13,7 @@ type Exporter interface {
 	// with every record, verbatim (secrets stay as they are stored: hashes,
 	// sealed seed secrets, server keys), in an order in which Import can
 	// write them: accounts, approvers, memberships, agent keys, approver
-	// tokens, passkeys, requests, links, auto-approve windows, sessions,
+	// tokens, passkeys, OAuth clients, grants, OAuth tokens, requests, links, auto-approve windows, sessions,
 	// notification channels, outbox items, server keys, the check of
 	// the secret key they are wrapped with (when they are), the audit log
 	// by sequence number, and last the audit head. Server keys stay wrapped:
@@ -42,6 +42,9 @@ type Record struct {
 	Membership    *Membership
 	AgentKey      *AgentKey
 	ApproverToken *ApproverToken
+	OAuthClient   *OAuthClient
+	Grant         *Grant
+	OAuthToken    *OAuthToken
 	Request       *Request
 	Link          *Link
 	Window        *AutoApproveWindow

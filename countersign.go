@@ -78,6 +78,10 @@ type Agent struct {
 	KeyID     string
 	AccountID string
 	KeyName   string
+	// GrantID is set when the key is a grant's (an OAuth access token):
+	// then GrantTiers are the only tiers of tools it may use.
+	GrantID    string
+	GrantTiers []string
 }
 
 // ApproverPrincipal is an approver acting for one account.

@@ -19,6 +19,9 @@ type Session struct {
 	LastSeenAt time.Time
 	UserAgent  string
 	Client     string // the client address at sign-in
+	// GrantID is the grant whose consent signed the browser in; revoking
+	// the grant ends the session. Empty for a sign-in.
+	GrantID string
 }
 
 // SessionStore keeps browser sessions and the server's keys. It is part of

@@ -14,6 +14,7 @@ type Store interface {
 	SessionStore
 	OutboxStore
 	PasskeyStore
+	OAuthStore
 
 	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

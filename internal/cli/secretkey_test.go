@@ -387,7 +387,10 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// 10 is migrations/0010_secret_key.sql, which made the table; what
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
-	for _, q := range []string{`DROP TABLE webauthn_credentials`, `DROP TABLE webauthn_ceremonies`, // 12, passkeys
+	for _, q := range []string{
+		`DROP TABLE oauth_tokens`, `DROP TABLE grants`, `DROP TABLE oauth_clients`, // 13, OAuth grants
+		`DROP INDEX sessions_grant`, `ALTER TABLE sessions DROP COLUMN grant_id`,
+		`DROP TABLE webauthn_credentials`, `DROP TABLE webauthn_ceremonies`, // 12, passkeys
 		`DROP TABLE coverages`, `ALTER TABLE requests DROP COLUMN scope`,
 		`ALTER TABLE auto_approve_windows DROP COLUMN scope`, // 11, the shapes of windows
 		`DROP TABLE secret_key`, `DELETE FROM schema_migrations WHERE version >= 10`} {

@@ -119,6 +119,27 @@ func populate(t *testing.T, s countersign.Store) {
 	_, err = s.ServerKey(ctx, "csrf", 32)
 	must(err)
 
+	// An OAuth client, a grant with its consent's session and code, the
+	// code redeemed for tokens, and a revoked grant.
+	must(s.CreateOAuthClient(ctx, &countersign.OAuthClient{ID: "csc_1", Name: "Claude", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
+		AuthMethod: "none", RegisteredFrom: "192.0.2.1", CreatedAt: at(90)}, countersign.ClientLimits{}))
+	for i, name := range []string{"live", "gone"} {
+		g := &countersign.Grant{AccountID: acc.ID, ClientID: "csc_1", ClientName: "Claude", ApproverID: alice.ID, ApproverName: "alice",
+			Tiers: []string{"read", "write"}, CreatedAt: at(time.Duration(91 + i))}
+		must(s.CreateGrant(ctx, g, &countersign.AgentKey{AccountID: acc.ID, Name: "grant-" + name, Hash: "grant-hash-" + name, Hint: "(grant)", CreatedAt: at(91)},
+			&countersign.Session{Hash: "grant-sess-" + name, ApproverID: alice.ID, AccountID: acc.ID, CreatedAt: at(91), ExpiresAt: at(12 * time.Hour), LastSeenAt: at(91), UserAgent: "b", Client: "192.0.2.1"},
+			&countersign.OAuthToken{Hash: "code-" + name, Kind: countersign.TokenCode, ClientID: "csc_1", Resource: "http://x/mcp",
+				RedirectURI: "https://claude.ai/api/mcp/auth_callback", Challenge: "ch", CreatedAt: at(91), ExpiresAt: at(time.Hour)}))
+		_, _, err := s.RedeemOAuthToken(ctx, "code-"+name, countersign.TokenCode, at(92), []*countersign.OAuthToken{
+			{Hash: "access-" + name, Kind: countersign.TokenAccess, ClientID: "csc_1", Resource: "http://x/mcp", CreatedAt: at(92), ExpiresAt: at(time.Hour)},
+			{Hash: "refresh-" + name, Kind: countersign.TokenRefresh, ClientID: "csc_1", Resource: "http://x/mcp", CreatedAt: at(92), ExpiresAt: at(time.Hour)},
+		})
+		must(err)
+		if name == "gone" {
+			must(s.RevokeGrant(ctx, acc.ID, g.ID, at(93)))
+		}
+	}
+
 	// Outbox items in three states: sent, failed, and pending after a
 	// failed attempt.
 	must(s.Enqueue(ctx, []countersign.OutboxItem{

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -43,6 +44,21 @@ var exportQueries = []struct {
 		func(r pgx.Row) (countersign.Record, error) {
 			p, err := scanPasskey(r)
 			return countersign.Record{Passkey: p}, err
+		}},
+	{"oauth clients", `SELECT ` + oauthClientColumns + ` FROM oauth_clients ORDER BY created_at, id`,
+		func(r pgx.Row) (countersign.Record, error) {
+			c, err := scanOAuthClient(r)
+			return countersign.Record{OAuthClient: c}, err
+		}},
+	{"grants", `SELECT ` + grantColumns + ` FROM grants ORDER BY created_at, id`,
+		func(r pgx.Row) (countersign.Record, error) {
+			g, err := scanGrantRow(r)
+			return countersign.Record{Grant: g}, err
+		}},
+	{"oauth tokens", `SELECT ` + oauthTokenColumns + ` FROM oauth_tokens ORDER BY created_at, hash`,
+		func(r pgx.Row) (countersign.Record, error) {
+			t, err := scanOAuthToken(r)
+			return countersign.Record{OAuthToken: t}, err
 		}},
 	{"requests", `SELECT ` + requestColumns + ` FROM requests ORDER BY created_at, id`,
 		func(r pgx.Row) (countersign.Record, error) {
@@ -220,7 +236,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 // would write.
 func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "webauthn_credentials", "requests",
-		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
+		"links", "auto_approve_windows", "coverages", "sessions", "oauth_clients", "grants", "oauth_tokens", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var parts []string
 	for _, t := range tables {
 		parts = append(parts, fmt.Sprintf(`SELECT '%s', COUNT(*) FROM %s`, t, t))
@@ -292,9 +308,23 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 			c.ApprovalID, c.RequestID, nanos(c.CreatedAt))
 	case rec.Session != nil:
 		s := rec.Session
-		b.Queue(`INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client)
+		b.Queue(`INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client, grant_id)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+			s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID)
+	case rec.OAuthClient != nil:
+		c := rec.OAuthClient
+		uris, err := json.Marshal(c.RedirectURIs)
+		if err != nil {
+			return err
+		}
+		b.Queue(`INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
+	case rec.Grant != nil:
+		b.Queue(`INSERT INTO grants (`+grantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, grantArgs(rec.Grant)...)
+	case rec.OAuthToken != nil:
+		t := rec.OAuthToken
+		b.Queue(`INSERT INTO oauth_tokens (`+oauthTokenColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			t.Hash, t.Kind, t.GrantID, t.ClientID, t.Resource, t.RedirectURI, t.Challenge, nanos(t.CreatedAt), nanos(t.ExpiresAt), nanos(t.UsedAt))
 	case rec.Channel != nil:
 		c := rec.Channel
 		b.Queue(`INSERT INTO notify_channels (`+channelColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,

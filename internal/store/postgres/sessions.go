@@ -20,9 +20,9 @@ func (db *DB) CreateSession(ctx context.Context, s *countersign.Session) error {
 
 func insertSession(ctx context.Context, q querier, s *countersign.Session) error {
 	_, err := q.Exec(ctx, `INSERT INTO sessions
-		(hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client)
+		(hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client, grant_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID)
 	if isForeignKey(err) {
 		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
 	} else if err != nil {
@@ -31,12 +31,12 @@ func insertSession(ctx context.Context, q querier, s *countersign.Session) error
 	return nil
 }
 
-const sessionColumns = `s.hash, s.approver_id, s.account_id, s.created_at, s.expires_at, s.last_seen_at, s.user_agent, s.client`
+const sessionColumns = `s.hash, s.approver_id, s.account_id, s.created_at, s.expires_at, s.last_seen_at, s.user_agent, s.client, s.grant_id`
 
 func scanSession(s pgx.Row, extra ...any) (*countersign.Session, error) {
 	var out countersign.Session
 	var created, expires, seen int64
-	dest := append([]any{&out.Hash, &out.ApproverID, &out.AccountID, &created, &expires, &seen, &out.UserAgent, &out.Client}, extra...)
+	dest := append([]any{&out.Hash, &out.ApproverID, &out.AccountID, &created, &expires, &seen, &out.UserAgent, &out.Client, &out.GrantID}, extra...)
 	if err := s.Scan(dest...); err != nil {
 		return nil, err
 	}

@@ -71,6 +71,7 @@ type caches struct {
 	keys     cache[countersign.AgentKey]
 	tokens   cache[tokenEntry]
 	channels cache[[]countersign.Channel]
+	access   cache[accessEntry]
 }
 
 // cacheVersion returns the change counter, and false when this process

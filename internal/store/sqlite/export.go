@@ -69,6 +69,21 @@ var exportQueries = []struct {
 			p, err := scanPasskey(s)
 			return countersign.Record{Passkey: p}, err
 		}},
+	{"oauth clients", `SELECT ` + oauthClientColumns + ` FROM oauth_clients ORDER BY created_at, id`,
+		func(s scanner) (countersign.Record, error) {
+			c, err := scanOAuthClient(s)
+			return countersign.Record{OAuthClient: c}, err
+		}},
+	{"grants", `SELECT ` + grantColumns + ` FROM grants ORDER BY created_at, id`,
+		func(s scanner) (countersign.Record, error) {
+			g, err := scanGrantRow(s)
+			return countersign.Record{Grant: g}, err
+		}},
+	{"oauth tokens", `SELECT ` + oauthTokenColumns + ` FROM oauth_tokens ORDER BY created_at, hash`,
+		func(s scanner) (countersign.Record, error) {
+			t, err := scanOAuthToken(s)
+			return countersign.Record{OAuthToken: t}, err
+		}},
 	{"requests", `SELECT ` + requestColumns + ` FROM requests ORDER BY created_at, id`,
 		func(s scanner) (countersign.Record, error) {
 			r, err := scanRequest(s)
@@ -250,7 +265,7 @@ func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
 // would write.
 func checkEmpty(ctx context.Context, tx querier) error {
 	tables := []string{"accounts", "approvers", "memberships", "agent_keys", "approver_tokens", "webauthn_credentials", "requests",
-		"links", "auto_approve_windows", "coverages", "sessions", "notify_channels", "outbox", "server_keys", "audit_log"}
+		"links", "auto_approve_windows", "coverages", "sessions", "oauth_clients", "grants", "oauth_tokens", "notify_channels", "outbox", "server_keys", "audit_log"}
 	var full []string
 	for _, t := range tables {
 		var n int64
@@ -309,9 +324,20 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 			[]any{c.ApprovalID, c.RequestID, nanos(c.CreatedAt)}, nil
 	case rec.Session != nil:
 		s := rec.Session
-		return `INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			[]any{s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client}, nil
+		return `INSERT INTO sessions (hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client, grant_id)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID}, nil
+	case rec.OAuthClient != nil:
+		c := rec.OAuthClient
+		uris, err := json.Marshal(c.RedirectURIs)
+		return `INSERT INTO oauth_clients (` + oauthClientColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt)}, err
+	case rec.Grant != nil:
+		return `INSERT INTO grants (` + grantColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, grantArgs(rec.Grant), nil
+	case rec.OAuthToken != nil:
+		t := rec.OAuthToken
+		return `INSERT INTO oauth_tokens (` + oauthTokenColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			[]any{t.Hash, t.Kind, t.GrantID, t.ClientID, t.Resource, t.RedirectURI, t.Challenge, nanos(t.CreatedAt), nanos(t.ExpiresAt), nanos(t.UsedAt)}, nil
 	case rec.Channel != nil:
 		c := rec.Channel
 		return `INSERT INTO notify_channels (` + channelColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`,

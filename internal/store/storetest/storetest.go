@@ -66,6 +66,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ServerKey", testServerKey},
 		{"Passkeys", testPasskeys},
 		{"Ceremonies", testCeremonies},
+		{"OAuthClients", testOAuthClients},
+		{"Grants", testGrants},
 		{"Seed", testSeed},
 		{"SeedLists", testSeedLists},
 		{"Channels", testChannels},

@@ -1,0 +1,166 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// newGrant stores a grant of acc, allowed by ap, with its consent's session
+// and an authorization code; it returns the grant, the session and the
+// code's hash.
+func newGrant(t *testing.T, s countersign.Store, acc *countersign.Account, ap *countersign.Approver, name string) (*countersign.Grant, *countersign.Session, string) {
+	t.Helper()
+	g := &countersign.Grant{AccountID: acc.ID, ClientID: "csc_" + name, ClientName: "Claude " + name, ApproverID: ap.ID, ApproverName: ap.Username,
+		Tiers: []string{"read", "commit"}, CreatedAt: Base}
+	key := &countersign.AgentKey{AccountID: acc.ID, Name: "grant-" + name, Hash: sha("grant-key-" + name), Hint: "(grant)", CreatedAt: Base}
+	sess := &countersign.Session{Hash: sha("grant-session-" + name), ApproverID: ap.ID, AccountID: acc.ID,
+		CreatedAt: Base, ExpiresAt: Base.Add(12 * time.Hour), LastSeenAt: Base, UserAgent: "b", Client: "192.0.2.1"}
+	code := &countersign.OAuthToken{Hash: sha("code-" + name), Kind: countersign.TokenCode, ClientID: g.ClientID, Resource: "https://x.example/mcp",
+		RedirectURI: "https://claude.ai/api/mcp/auth_callback", Challenge: "challenge", CreatedAt: Base, ExpiresAt: Base.Add(time.Minute)}
+	if err := s.CreateGrant(t.Context(), g, key, sess, code); err != nil {
+		t.Fatalf("CreateGrant: %v", err)
+	}
+	return g, sess, code.Hash
+}
+
+func tokens(name string, expires time.Time) []*countersign.OAuthToken {
+	return []*countersign.OAuthToken{
+		{Hash: sha("access-" + name), Kind: countersign.TokenAccess, ClientID: "c", Resource: "https://x.example/mcp", CreatedAt: Base, ExpiresAt: expires},
+		{Hash: sha("refresh-" + name), Kind: countersign.TokenRefresh, ClientID: "c", Resource: "https://x.example/mcp", CreatedAt: Base, ExpiresAt: expires.Add(time.Hour)},
+	}
+}
+
+// testOAuthClients: registration limits count per server and per address,
+// and never-used clients expire to make room.
+func testOAuthClients(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	lim := countersign.ClientLimits{Max: 3, PerAddress: 2}
+	reg := func(id, from string, at time.Time) error {
+		return s.CreateOAuthClient(ctx, &countersign.OAuthClient{ID: id, Name: "n", RedirectURIs: []string{"https://a.example/cb"},
+			AuthMethod: "none", RegisteredFrom: from, CreatedAt: at}, lim)
+	}
+	for _, c := range []struct{ id, from string }{{"c1", "a"}, {"c2", "a"}, {"c3", "b"}} {
+		if err := reg(c.id, c.from, Base); err != nil {
+			t.Fatalf("register %s: %v", c.id, err)
+		}
+	}
+	wantCode(t, "third client of one address", reg("c4", "a", Base), countersign.ELIMIT)
+	wantCode(t, "client over the server's cap", reg("c4", "c", Base), countersign.ELIMIT)
+	got, err := s.OAuthClient(ctx, "c1")
+	if err != nil || got.Name != "n" || len(got.RedirectURIs) != 1 || got.RedirectURIs[0] != "https://a.example/cb" {
+		t.Fatalf("OAuthClient = %+v, %v", got, err)
+	}
+	_, err = s.OAuthClient(ctx, "nope")
+	wantCode(t, "unknown client", err, countersign.ENOTFOUND)
+	lim.StaleBefore = Base.Add(time.Second)
+	if err := reg("c5", "c", Base.Add(time.Hour)); err != nil {
+		t.Fatalf("register after the stale ones expire: %v", err)
+	}
+	_, err = s.OAuthClient(ctx, "c1")
+	wantCode(t, "an expired client", err, countersign.ENOTFOUND)
+}
+
+// testGrants: a grant is a principal with its own key; codes and refresh
+// tokens are used once; revoking a grant revokes its key, its tokens and
+// the session its consent signed in, and nothing of another grant.
+func testGrants(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	one, two := mustAccount(t, s, "one"), mustAccount(t, s, "two")
+	alice := approverIn(t, s, "alice", one, two)
+	g, sess, code := newGrant(t, s, one, alice, "a")
+	other, otherSess, otherCode := newGrant(t, s, two, alice, "b")
+
+	if got, _, err := s.SessionByHash(ctx, sess.Hash, Base); err != nil || got.GrantID != g.ID {
+		t.Fatalf("the consent's session = %+v, %v; want grant %s", got, err, g.ID)
+	}
+	list, err := s.Grants(ctx, one.ID)
+	if err != nil || len(list) != 1 || list[0].ID != g.ID || list[0].KeyName != "grant-a" || len(list[0].Tiers) != 2 {
+		t.Fatalf("Grants(one) = %+v, %v", list, err)
+	}
+	if all, _ := s.Grants(ctx, ""); len(all) != 2 {
+		t.Errorf("Grants(all) has %d grants, want 2", len(all))
+	}
+
+	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Minute), nil)
+	wantCode(t, "an expired code", err, countersign.ENOTFOUND)
+	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenRefresh, Base, nil)
+	wantCode(t, "a code as a refresh token", err, countersign.ENOTFOUND)
+	tok, gr, err := s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Second), tokens("a", Base.Add(time.Hour)))
+	if err != nil || tok.RedirectURI != "https://claude.ai/api/mcp/auth_callback" || tok.Challenge != "challenge" || gr.ID != g.ID {
+		t.Fatalf("RedeemOAuthToken = %+v, %+v, %v", tok, gr, err)
+	}
+	tok, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(2*time.Second), nil)
+	wantCode(t, "a code used twice", err, countersign.ECONFLICT)
+	if tok == nil || tok.GrantID != g.ID {
+		t.Errorf("a reused code returns %+v, want its grant", tok)
+	}
+	if _, _, err := s.RedeemOAuthToken(ctx, otherCode, countersign.TokenCode, Base, tokens("b", Base.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+
+	at, ag, err := s.AccessToken(ctx, sha("access-a"), Base.Add(time.Minute))
+	if err != nil || at.GrantID != g.ID || ag.KeyID != g.KeyID || ag.AccountID != one.ID {
+		t.Fatalf("AccessToken = %+v, %+v, %v", at, ag, err)
+	}
+	_, _, err = s.AccessToken(ctx, sha("access-a"), Base.Add(time.Hour))
+	wantCode(t, "an expired access token", err, countersign.ENOTFOUND)
+	_, _, err = s.AccessToken(ctx, sha("refresh-a"), Base)
+	wantCode(t, "a refresh token as an access token", err, countersign.ENOTFOUND)
+
+	// Rotation: the refresh token is used once.
+	if _, _, err := s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, tokens("a2", Base.Add(time.Hour))); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil)
+	wantCode(t, "a replayed refresh token", err, countersign.ECONFLICT)
+
+	wantCode(t, "revoke from another account", s.RevokeGrant(ctx, two.ID, g.ID, Base), countersign.ENOTFOUND)
+	if err := s.RevokeGrant(ctx, one.ID, g.ID, Base.Add(time.Minute)); err != nil {
+		t.Fatalf("RevokeGrant: %v", err)
+	}
+	wantCode(t, "revoke twice", s.RevokeGrant(ctx, "", g.ID, Base), countersign.ECONFLICT)
+	for _, h := range []string{"access-a", "access-a2"} {
+		_, _, err = s.AccessToken(ctx, sha(h), Base)
+		wantCode(t, "access token of a revoked grant", err, countersign.ENOTFOUND)
+	}
+	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a2"), countersign.TokenRefresh, Base, nil)
+	wantCode(t, "refresh token of a revoked grant", err, countersign.ENOTFOUND)
+	_, _, err = s.SessionByHash(ctx, sess.Hash, Base)
+	wantCode(t, "the consent's session after revocation", err, countersign.ENOTFOUND)
+	if k, err := s.AgentKeyByHash(ctx, sha("grant-key-a")); err != nil || !k.Revoked() {
+		t.Errorf("the grant's key after revocation = %+v, %v", k, err)
+	}
+	if got, err := s.Grant(ctx, g.ID); err != nil || !got.Revoked() {
+		t.Errorf("Grant after revocation = %+v, %v", got, err)
+	}
+
+	// The other grant is untouched.
+	if _, _, err := s.AccessToken(ctx, sha("access-b"), Base); err != nil {
+		t.Errorf("the other grant's token: %v", err)
+	}
+	if _, _, err := s.SessionByHash(ctx, otherSess.Hash, Base); err != nil {
+		t.Errorf("the other grant's session: %v", err)
+	}
+
+	// RFC 7009: deleting a refresh token takes the grant's tokens; another
+	// client cannot delete them.
+	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "someone-else"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.AccessToken(ctx, sha("access-b"), Base); err != nil {
+		t.Errorf("a token deleted by another client: %v", err)
+	}
+	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.AccessToken(ctx, sha("access-b"), Base)
+	wantCode(t, "access token after its refresh token was revoked", err, countersign.ENOTFOUND)
+	if err := s.TouchGrant(ctx, other.ID, Base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Grant(ctx, other.ID); !got.LastUsedAt.Equal(Base.Add(time.Hour)) {
+		t.Errorf("LastUsedAt = %v", got.LastUsedAt)
+	}
+}

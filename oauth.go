@@ -1,0 +1,136 @@
+package countersign
+
+import (
+	"context"
+	"time"
+)
+
+// OAuthClient is an OAuth client that registered itself (RFC 7591). Its
+// name and redirect URIs are what the client declared: the consent page
+// shows the name as self-declared.
+type OAuthClient struct {
+	ID string
+	// SecretHash is the hex SHA-256 of a confidential client's secret;
+	// empty for a public client.
+	SecretHash   string
+	Name         string
+	RedirectURIs []string
+	// AuthMethod is the token endpoint authentication method: none,
+	// client_secret_post or client_secret_basic.
+	AuthMethod string
+	// RegisteredFrom is the client address that registered it, which the
+	// per-address limit counts.
+	RegisteredFrom string
+	CreatedAt      time.Time
+	// LastUsedAt is when a code of the client was last exchanged; zero for
+	// a client never used, which expires.
+	LastUsedAt time.Time
+}
+
+// ClientLimits bound dynamic client registration.
+type ClientLimits struct {
+	// Max is the most clients the server keeps; PerAddress the most one
+	// client address may have registered (0: no limit).
+	Max, PerAddress int
+	// StaleBefore: clients never used and registered before it are deleted
+	// first, so abandoned registrations make room.
+	StaleBefore time.Time
+}
+
+// Grant is the principal an OAuth client gets when an approver allows it
+// on the consent page (ADR 0007). It owns an agent key (KeyID) that has no
+// usable secret, so every rule that scopes approvals, windows and the audit
+// by key holds for a grant unchanged; revoking the grant revokes the key.
+type Grant struct {
+	ID         string
+	AccountID  string
+	KeyID      string
+	KeyName    string // the key's name, read with the grant
+	ClientID   string
+	ClientName string // as the client declared it
+	ApproverID string
+	// ApproverName is the username of the approver who allowed it, kept
+	// even when that approver is removed later.
+	ApproverName string
+	// Tiers are the MCP tool tiers the grant may use ("read", "write",
+	// "commit", "external"); commit and external still need a human's
+	// confirmation per call.
+	Tiers      []string
+	CreatedAt  time.Time
+	LastUsedAt time.Time
+	RevokedAt  time.Time
+}
+
+// Revoked reports whether the grant was revoked.
+func (g *Grant) Revoked() bool { return !g.RevokedAt.IsZero() }
+
+// Kinds of OAuth token.
+const (
+	TokenCode    = "code"
+	TokenAccess  = "access"
+	TokenRefresh = "refresh"
+)
+
+// OAuthToken is an authorization code, access token or refresh token of a
+// grant. Only the SHA-256 hash of the secret is stored.
+type OAuthToken struct {
+	Hash     string
+	Kind     string // TokenCode, TokenAccess or TokenRefresh
+	GrantID  string
+	ClientID string
+	// Resource is the resource (RFC 8707) the token is for: the server's
+	// /mcp.
+	Resource string
+	// RedirectURI and Challenge (the PKCE S256 code challenge) bind a code.
+	RedirectURI string
+	Challenge   string
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+	UsedAt      time.Time // a code or refresh token is used once
+}
+
+// OAuthStore keeps OAuth clients, grants and their tokens. It is part of
+// Store.
+type OAuthStore interface {
+	// CreateOAuthClient stores a registered client. In the same
+	// transaction it deletes the stale clients lim names, then fails with
+	// ELIMIT when the server or the client's address already holds as many
+	// clients as lim allows.
+	CreateOAuthClient(ctx context.Context, c *OAuthClient, lim ClientLimits) error
+	// OAuthClient returns a client. Errors: ENOTFOUND.
+	OAuthClient(ctx context.Context, id string) (*OAuthClient, error)
+
+	// CreateGrant stores a grant with its agent key, the browser session
+	// the consent signed in (nil: none) and the authorization code it
+	// issued, in one transaction. Errors: ENOTFOUND for an unknown account
+	// or approver.
+	CreateGrant(ctx context.Context, g *Grant, key *AgentKey, sess *Session, code *OAuthToken) error
+	// Grant returns a grant by id, revoked or not. Errors: ENOTFOUND.
+	Grant(ctx context.Context, id string) (*Grant, error)
+	// Grants lists the grants of an account (all accounts when accountID
+	// is empty), newest first.
+	Grants(ctx context.Context, accountID string) ([]*Grant, error)
+	// RevokeGrant revokes a grant of the account (any account when
+	// accountID is empty) with its agent key, deletes its tokens and ends
+	// the sessions its consent signed in. Errors: ENOTFOUND, ECONFLICT if
+	// already revoked.
+	RevokeGrant(ctx context.Context, accountID, id string, at time.Time) error
+	// TouchGrant records that a grant was used at now.
+	TouchGrant(ctx context.Context, id string, now time.Time) error
+
+	// RedeemOAuthToken uses a code or refresh token once: of callers
+	// racing with one token exactly one succeeds. The token must be of
+	// kind, unused, unexpired at now and of a live grant. In the same
+	// transaction it stores issue, each given the token's grant, and marks
+	// the token's client used. It returns the token and its grant. A token
+	// already used fails with ECONFLICT and still returns the token, so
+	// that the caller can revoke its grant. Errors: ENOTFOUND, ECONFLICT.
+	RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, issue []*OAuthToken) (*OAuthToken, *Grant, error)
+	// AccessToken returns an access token unexpired at now with its live
+	// grant; a revoked grant or key is not found. Errors: ENOTFOUND.
+	AccessToken(ctx context.Context, hash string, now time.Time) (*OAuthToken, *Grant, error)
+	// DeleteOAuthToken deletes a token of a client (RFC 7009 revocation);
+	// a refresh token takes the grant's other tokens with it. Deleting a
+	// gone token is no error.
+	DeleteOAuthToken(ctx context.Context, hash, clientID string) error
+}
