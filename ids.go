@@ -112,3 +112,12 @@ func ParseReference(s string) (string, bool) {
 	}
 	return s, true
 }
+
+// Prefixes of OAuth credentials (ADR 0007's grants): authorization codes,
+// access tokens, refresh tokens and the secrets of confidential clients.
+const (
+	OAuthCodePrefix    = "csz_"
+	AccessTokenPrefix  = "csa_"
+	RefreshTokenPrefix = "csr_"
+	ClientSecretPrefix = "css_"
+)

@@ -120,12 +120,14 @@ type OAuthStore interface {
 
 	// RedeemOAuthToken uses a code or refresh token once: of callers
 	// racing with one token exactly one succeeds. The token must be of
-	// kind, unused, unexpired at now and of a live grant. In the same
+	// kind, unused, unexpired at now and of a live grant, and check (when
+	// not nil) must accept it; what check returns fails the call and
+	// changes nothing. In the same
 	// transaction it stores issue, each given the token's grant, and marks
 	// the token's client used. It returns the token and its grant. A token
 	// already used fails with ECONFLICT and still returns the token, so
 	// that the caller can revoke its grant. Errors: ENOTFOUND, ECONFLICT.
-	RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, issue []*OAuthToken) (*OAuthToken, *Grant, error)
+	RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*OAuthToken) error, issue []*OAuthToken) (*OAuthToken, *Grant, error)
 	// AccessToken returns an access token unexpired at now with its live
 	// grant; a revoked grant or key is not found. Errors: ENOTFOUND.
 	AccessToken(ctx context.Context, hash string, now time.Time) (*OAuthToken, *Grant, error)

@@ -169,6 +169,9 @@ func (a *Admin) pickAccount(ctx context.Context, memberOf []string, account stri
 // Authenticator turns bearer secrets into principals.
 type Authenticator struct {
 	Store countersign.Store
+	// touched remembers when each grant's use was last recorded, so that
+	// a busy grant is written at most once a minute.
+	touched sync.Map
 }
 
 // Agent returns the principal of an agent key. An approver token, an

@@ -161,5 +161,8 @@ func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store,
 		return nil, nil, err
 	}
 	g.Start(ctx, 10*time.Second)
-	return g.HTTPHandler((&approval.Authenticator{Store: store}).Agent), g.Close, nil
+	// The gateway takes agent keys and the OAuth access tokens issued for
+	// this server's /mcp.
+	resource := strings.TrimRight(public.String(), "/") + "/mcp"
+	return g.HTTPHandler((&approval.Authenticator{Store: store}).MCPAgent(resource, countersign.SystemClock{})), g.Close, nil
 }

@@ -181,7 +181,26 @@ func (g *Gateway) policy(p Principal) Policy {
 	if g.fixed != nil {
 		return g.cfg.Policy
 	}
-	return g.cfg.PolicyFor(p.KeyName)
+	pol := g.cfg.PolicyFor(p.KeyName)
+	if p.agent.GrantID != "" {
+		pol = grantPolicy(pol, p.agent.GrantTiers)
+	}
+	return pol
+}
+
+// grantPolicy narrows a policy to the tiers an approver allowed a grant on
+// the consent page. Commit and external always still need a human per
+// call, whatever the configuration says.
+func grantPolicy(pol Policy, tiers []string) Policy {
+	var allowed TierSet
+	for _, name := range tiers {
+		if t, err := ParseTier(name); err == nil {
+			allowed |= Tiers(t)
+		}
+	}
+	pol.Tiers &= allowed
+	pol.Confirm |= Tiers(TierCommit, TierExternal)
+	return pol
 }
 
 // filterTools hides from tools/list every tool whose tier the caller's

@@ -60,7 +60,7 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, err error
 	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
 	}
-	if code == countersign.EUNAUTHORIZED {
+	if code == countersign.EUNAUTHORIZED && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="countersign"`)
 	}
 	writeJSON(w, status, errorBody{errorDetail{Code: code, Message: msg}})

@@ -174,8 +174,17 @@ func TestCredentials(t *testing.T) {
 		}
 		resp := s.do(req)
 		resp.wantError(t, header+" on "+method+" "+path, status, code)
-		if got := resp.header.Get("WWW-Authenticate"); status == 401 && got != `Bearer realm="countersign"` {
-			t.Errorf("%s %s: WWW-Authenticate %q", method, path, got)
+		// /mcp names its protected resource metadata, which starts an
+		// OAuth client's flow (RFC 9728 §5.1).
+		want := `Bearer realm="countersign"`
+		if path == "/mcp" {
+			want = `Bearer resource_metadata="https://approve.example.com/.well-known/oauth-protected-resource/mcp"`
+			if tok, ok := strings.CutPrefix(header, "Bearer "); ok && strings.TrimSpace(tok) != "" {
+				want = `Bearer error="invalid_token", ` + strings.TrimPrefix(want, "Bearer ")
+			}
+		}
+		if got := resp.header.Get("WWW-Authenticate"); status == 401 && got != want {
+			t.Errorf("%s %s: WWW-Authenticate %q, want %q", method, path, got, want)
 		}
 	}
 	for _, rt := range append(agentRoutes, approverRoutes...) {

@@ -16,7 +16,7 @@ import (
 const mcpHold = 15 * time.Minute
 
 // mcpEndpoint serves the MCP gateway at /mcp: streamable HTTP for agent
-// keys sent as bearer tokens. It applies the API's rate limit per client
+// keys and OAuth access tokens sent as bearer tokens. It applies the API's rate limit per client
 // address and its JSON errors for bad credentials, and gives each request
 // a write deadline of its own, since a call may wait for a human far longer
 // than the server's write timeout.
@@ -39,7 +39,7 @@ func (s *Server) mcpEndpoint() http.Handler {
 		// The gateway checks the key again, from the store's cache, but
 		// answers a bad one in plain text: check it here first, for the
 		// API's JSON errors.
-		if _, err := s.agentOf(r); err != nil {
+		if _, err := s.mcpAgentOf(w, r); err != nil {
 			s.writeAPIError(w, r, err)
 			return
 		}

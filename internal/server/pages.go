@@ -161,7 +161,7 @@ func safeNext(next string) string {
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
 		return "/approvals"
 	}
-	for _, p := range []string{"/approvals", "/sessions", "/uploads/", "/files/"} {
+	for _, p := range []string{"/approvals", "/sessions", "/grants", "/oauth/authorize", "/uploads/", "/files/"} {
 		if u.Path == p || strings.HasPrefix(u.Path, strings.TrimSuffix(p, "/")+"/") {
 			return u.EscapedPath() + queryOf(u)
 		}

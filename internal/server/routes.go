@@ -63,6 +63,18 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
 	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
 	s.passkeyRoutes(mux)
+	mux.HandleFunc("GET /grants", s.page(s.signedIn(s.grantList)))
+	mux.HandleFunc("POST /grants/{id}/revoke", s.page(s.signedIn(s.revokeGrant)))
+
+	// OAuth for remote MCP clients (oauth.go, oauth_consent.go).
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource", s.bodiless(s.protectedResource))
+	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", s.bodiless(s.protectedResource))
+	mux.HandleFunc("GET /.well-known/oauth-authorization-server", s.bodiless(s.authorizationServer))
+	mux.HandleFunc("POST /oauth/register", s.oauthAPI(s.registrations, s.register))
+	mux.HandleFunc("POST /oauth/token", s.oauthAPI(s.oauthRate, s.token))
+	mux.HandleFunc("POST /oauth/revoke", s.oauthAPI(s.oauthRate, s.revoke))
+	mux.HandleFunc("GET /oauth/authorize", s.page(s.authorize))
+	mux.HandleFunc("POST /oauth/authorize", s.page(s.signedIn(s.consent)))
 	mux.Handle("GET /static/", s.bodiless(s.static().ServeHTTP))
 	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 

@@ -68,11 +68,15 @@ type Server struct {
 	// cannot carry them (an IP address is no relying party id).
 	passkeys   *approval.Passkeys
 	ceremonies *ceremonyLimiter
+	oauth      *approval.OAuth
 	pages      *web.Pages
 	csrfKey    []byte
 	// deviceKey signs device cookies (device.go).
 	deviceKey []byte
-	started   time.Time
+	// registrations and oauthRate limit the OAuth endpoints per client
+	// address, whatever the API's rate.
+	registrations, oauthRate *rateLimiter
+	started                  time.Time
 
 	httpRequests *metrics.CounterVec
 	handler      http.Handler
@@ -114,13 +118,17 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	}
 	s := &Server{
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
-		limiter:   newRateLimiter(cfg.RatePerMinute),
-		signins:   newSigninLimiter(),
-		sessions:  &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
-		pages:     pages,
-		csrfKey:   csrfKey,
-		deviceKey: deviceKey,
-		started:   time.Now(),
+		limiter:  newRateLimiter(cfg.RatePerMinute),
+		signins:  newSigninLimiter(),
+		sessions: &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
+		oauth: &approval.OAuth{Store: cfg.Store, Clock: cfg.Clock,
+			Resource: strings.TrimRight(cfg.PublicURL.String(), "/") + "/mcp"},
+		registrations: newRateLimiter(30),
+		oauthRate:     newRateLimiter(120),
+		pages:         pages,
+		csrfKey:       csrfKey,
+		deviceKey:     deviceKey,
+		started:       time.Now(),
 		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
 			"HTTP requests by route and status code.", "route", "code"),
 	}

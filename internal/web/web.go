@@ -83,6 +83,7 @@ var funcs = template.FuncMap{
 	"when":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 	"lines":    firstLines,
 	"hasLines": func(s string, n int) bool { return strings.Count(s, "\n") >= n },
+	"join":     strings.Join,
 }
 
 // firstLines returns the first n lines of s.

@@ -130,7 +130,7 @@ func populate(t *testing.T, s countersign.Store) {
 			&countersign.Session{Hash: "grant-sess-" + name, ApproverID: alice.ID, AccountID: acc.ID, CreatedAt: at(91), ExpiresAt: at(12 * time.Hour), LastSeenAt: at(91), UserAgent: "b", Client: "192.0.2.1"},
 			&countersign.OAuthToken{Hash: "code-" + name, Kind: countersign.TokenCode, ClientID: "csc_1", Resource: "http://x/mcp",
 				RedirectURI: "https://claude.ai/api/mcp/auth_callback", Challenge: "ch", CreatedAt: at(91), ExpiresAt: at(time.Hour)}))
-		_, _, err := s.RedeemOAuthToken(ctx, "code-"+name, countersign.TokenCode, at(92), []*countersign.OAuthToken{
+		_, _, err := s.RedeemOAuthToken(ctx, "code-"+name, countersign.TokenCode, at(92), nil, []*countersign.OAuthToken{
 			{Hash: "access-" + name, Kind: countersign.TokenAccess, ClientID: "csc_1", Resource: "http://x/mcp", CreatedAt: at(92), ExpiresAt: at(time.Hour)},
 			{Hash: "refresh-" + name, Kind: countersign.TokenRefresh, ClientID: "csc_1", Resource: "http://x/mcp", CreatedAt: at(92), ExpiresAt: at(time.Hour)},
 		})

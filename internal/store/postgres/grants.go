@@ -277,7 +277,7 @@ func scanOAuthToken(s pgx.Row) (*countersign.OAuthToken, error) {
 // RedeemOAuthToken implements countersign.OAuthStore. The row is locked
 // (FOR UPDATE), so that of two replicas redeeming one token exactly one
 // sees it unused.
-func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
+func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*countersign.OAuthToken) error, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
 	if hasNUL(hash, kind) {
 		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "unknown token")
 	}
@@ -303,6 +303,11 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		}
 		if g.Revoked() {
 			return countersign.Errorf(countersign.ENOTFOUND, "the grant was revoked")
+		}
+		if check != nil {
+			if err := check(tok); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $1 WHERE hash = $2`, nanos(now), hash); err != nil {
 			return fmt.Errorf("use oauth token: %w", err)

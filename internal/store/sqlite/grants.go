@@ -250,7 +250,7 @@ func scanOAuthToken(s scanner, extra ...any) (*countersign.OAuthToken, error) {
 
 // RedeemOAuthToken implements countersign.OAuthStore. Using a token changes
 // nothing a cache holds; the conditional UPDATE lets one caller of many win.
-func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
+func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*countersign.OAuthToken) error, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
 	var tok *countersign.OAuthToken
 	var g *countersign.Grant
 	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
@@ -273,6 +273,11 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		}
 		if g.Revoked() {
 			return countersign.Errorf(countersign.ENOTFOUND, "the grant was revoked")
+		}
+		if check != nil {
+			if err := check(tok); err != nil {
+				return err
+			}
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND used_at = 0`, nanos(now), hash)
 		if err != nil {

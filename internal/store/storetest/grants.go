@@ -83,20 +83,25 @@ func testGrants(t *testing.T, open Opener) {
 		t.Errorf("Grants(all) has %d grants, want 2", len(all))
 	}
 
-	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Minute), nil)
+	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Minute), nil, nil)
 	wantCode(t, "an expired code", err, countersign.ENOTFOUND)
-	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenRefresh, Base, nil)
+	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenRefresh, Base, nil, nil)
 	wantCode(t, "a code as a refresh token", err, countersign.ENOTFOUND)
-	tok, gr, err := s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Second), tokens("a", Base.Add(time.Hour)))
+	refuse := func(*countersign.OAuthToken) error { return countersign.Errorf(countersign.EINVALID, "wrong verifier") }
+	_, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base, refuse, tokens("x", Base.Add(time.Hour)))
+	wantCode(t, "a code its check refuses", err, countersign.EINVALID)
+	_, _, err = s.AccessToken(ctx, sha("access-x"), Base)
+	wantCode(t, "a token issued by a refused redemption", err, countersign.ENOTFOUND)
+	tok, gr, err := s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(time.Second), nil, tokens("a", Base.Add(time.Hour)))
 	if err != nil || tok.RedirectURI != "https://claude.ai/api/mcp/auth_callback" || tok.Challenge != "challenge" || gr.ID != g.ID {
 		t.Fatalf("RedeemOAuthToken = %+v, %+v, %v", tok, gr, err)
 	}
-	tok, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(2*time.Second), nil)
+	tok, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(2*time.Second), nil, nil)
 	wantCode(t, "a code used twice", err, countersign.ECONFLICT)
 	if tok == nil || tok.GrantID != g.ID {
 		t.Errorf("a reused code returns %+v, want its grant", tok)
 	}
-	if _, _, err := s.RedeemOAuthToken(ctx, otherCode, countersign.TokenCode, Base, tokens("b", Base.Add(time.Hour))); err != nil {
+	if _, _, err := s.RedeemOAuthToken(ctx, otherCode, countersign.TokenCode, Base, nil, tokens("b", Base.Add(time.Hour))); err != nil {
 		t.Fatal(err)
 	}
 
@@ -110,10 +115,10 @@ func testGrants(t *testing.T, open Opener) {
 	wantCode(t, "a refresh token as an access token", err, countersign.ENOTFOUND)
 
 	// Rotation: the refresh token is used once.
-	if _, _, err := s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, tokens("a2", Base.Add(time.Hour))); err != nil {
+	if _, _, err := s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil, tokens("a2", Base.Add(time.Hour))); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
-	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil)
+	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil, nil)
 	wantCode(t, "a replayed refresh token", err, countersign.ECONFLICT)
 
 	wantCode(t, "revoke from another account", s.RevokeGrant(ctx, two.ID, g.ID, Base), countersign.ENOTFOUND)
@@ -125,7 +130,7 @@ func testGrants(t *testing.T, open Opener) {
 		_, _, err = s.AccessToken(ctx, sha(h), Base)
 		wantCode(t, "access token of a revoked grant", err, countersign.ENOTFOUND)
 	}
-	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a2"), countersign.TokenRefresh, Base, nil)
+	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a2"), countersign.TokenRefresh, Base, nil, nil)
 	wantCode(t, "refresh token of a revoked grant", err, countersign.ENOTFOUND)
 	_, _, err = s.SessionByHash(ctx, sess.Hash, Base)
 	wantCode(t, "the consent's session after revocation", err, countersign.ENOTFOUND)
