@@ -43,6 +43,7 @@ func commands() map[string]command {
 		"key":        {"create, list or revoke agent keys (on the data directory)", runKey},
 		"approver":   {"create approvers (on the data directory)", runApprover},
 		"token":      {"create approver API tokens (on the data directory)", runToken},
+		"grant":      {"list or revoke the OAuth grants of remote MCP clients (on the data directory)", runGrant},
 		"audit":      {"verify the audit log (on the data directory)", runAudit},
 		"migrate":    {"apply the store's migrations and report its schema version", runMigrate},
 		"store":      {"copy an instance to another store, such as SQLite to PostgreSQL", runStoreCmd},
