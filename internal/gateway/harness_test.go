@@ -110,7 +110,8 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 	h.gw.Start(ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
 	auth := &approval.Authenticator{Store: store}
-	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent)}, h.svc, auth, metrics.NewRegistry(), nil)
+	// /mcp takes agent keys and the OAuth access tokens issued for it.
+	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock))}, h.svc, auth, metrics.NewRegistry(), nil)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
