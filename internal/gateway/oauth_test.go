@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -10,7 +11,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -287,5 +290,87 @@ func TestGoSDKOAuth(t *testing.T) {
 	}
 	if err := waitFor(browser, "Sign in as an approver"); err != nil {
 		t.Errorf("the consenting browser after revocation: %v", err)
+	}
+}
+
+// TestTypeScriptSDKOAuth is the whole flow with the TypeScript SDK's
+// client auth (testdata/npm/client-oauth.mjs): discovery from /mcp's 401,
+// registration, the consent in real Chromium, the code exchange, tools
+// listed and called, a refresh that rotates the tokens, and refusal after
+// the grant is revoked in the inbox.
+func TestTypeScriptSDKOAuth(t *testing.T) {
+	exe := chromium(t)
+	dir := npmDir(t)
+	h := newHarness(t, nil)
+	h.addApprover("ann")
+	browser := newBrowser(t, exe)
+	cb := newCallback(t)
+
+	cmd := exec.Command("node", filepath.Join(dir, "client-oauth.mjs"), h.base+"/mcp", cb.url)
+	cmd.Dir = dir
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	c := &tsClient{t: t, in: in, out: bufio.NewScanner(out)}
+	c.out.Buffer(make([]byte, 1<<20), 1<<20)
+
+	m := c.read()
+	authURL, ok := m["authorize"].(string)
+	if !ok {
+		t.Fatalf("the TypeScript client did not ask for a consent: %v", m)
+	}
+	res, err := consentInBrowser(browser, cb, authURL, "ann", "commit", "external")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(map[string]string{"code": res.Code})
+	if m := c.read(); m["connected"] != "countersign" {
+		t.Fatalf("the TypeScript client after the consent: %v", m)
+	}
+
+	c.send(map[string]any{"op": "list"})
+	m = c.read()
+	var names []string
+	tools, _ := m["tools"].([]any)
+	for _, x := range tools {
+		names = append(names, fmt.Sprint(x.(map[string]any)["name"]))
+	}
+	if !slices.Contains(names, "read_note") || !slices.Contains(names, "write_note") || slices.Contains(names, "delete_note") {
+		t.Errorf("the grant (read, write) lists %v", names)
+	}
+	c.send(map[string]any{"op": "call", "tool": "read_note", "args": map[string]any{"id": "t1"}})
+	if text, _ := c.result(c.read()); text != "note t1 from notes" {
+		t.Errorf("read_note: %q", text)
+	}
+
+	c.send(map[string]any{"op": "refresh"})
+	if m := c.read(); m["refreshed"] != true {
+		t.Fatalf("refresh: %v", m)
+	}
+	c.send(map[string]any{"op": "call", "tool": "write_note", "args": map[string]any{"id": "t1", "text": "x"}})
+	if text, _ := c.result(c.read()); text != "written" {
+		t.Errorf("write_note after the refresh: %q", text)
+	}
+
+	grants, _ := h.store.Grants(h.ctx, "")
+	if len(grants) != 1 || grants[0].ClientName != "TypeScript SDK test client" {
+		t.Fatalf("grants = %+v", grants)
+	}
+	if err := h.store.RevokeGrant(h.ctx, "", grants[0].ID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// Refused: the refresh fails with invalid_grant and the client is sent
+	// back to the consent page.
+	c.send(map[string]any{"op": "call", "tool": "read_note", "args": map[string]any{"id": "t2"}})
+	m = c.read()
+	if _, again := m["authorize"]; again {
+		m = c.read()
+	}
+	if _, failed := m["error"]; !failed {
+		t.Errorf("a call after the grant's revocation: %v", m)
 	}
 }
