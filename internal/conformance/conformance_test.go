@@ -5,6 +5,12 @@
 // Every scenario that passes directly must pass through the gateway; the
 // scenarios that do not yet are listed in testdata/gateway-baseline.txt,
 // and an entry there that passes is stale and fails the test too.
+//
+// The suite (0.1.16) has no scenario for a server's authorization: its
+// auth/* scenarios all test clients (`conformance list`). /mcp's OAuth is
+// tested instead with the Go and TypeScript SDKs' own OAuth clients, the
+// consent driven in Chromium (internal/gateway/oauth_test.go), and case by
+// case in internal/server/oauth_test.go.
 package conformance_test
 
 import (
