@@ -135,3 +135,34 @@ func commandOf(u gateway.UpstreamConfig) *exec.Cmd {
 	}
 	return cmd
 }
+
+// BenchmarkBearerCall compares a read-tier call through /mcp with an agent
+// key and with an OAuth access token of a grant, on one server in one run:
+// the token's check (a hashed lookup of token and grant, cached like keys
+// on SQLite) must cost no more than the key's.
+//
+//	go test -run '^$' -bench BenchmarkBearerCall -benchtime 2s -count 5 ./internal/gateway
+func BenchmarkBearerCall(b *testing.B) {
+	h := newHarness(b, nil)
+	token := h.grantToken(b, "read", "write")
+	args := map[string]any{"id": "bench"}
+	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
+	for _, bc := range []struct{ name, secret string }{{"agent-key", h.keys["agent"]}, {"oauth-token", token}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cs, err := client.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: h.base + "/mcp", HTTPClient: bearer(bc.secret)}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cs.Close()
+			call(b, cs, "read_note", args) // warm up
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "read_note", Arguments: args})
+				if err != nil || res.IsError {
+					b.Fatalf("%v %v", err, res)
+				}
+			}
+		})
+	}
+}

@@ -374,3 +374,29 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 		t.Errorf("a call after the grant's revocation: %v", m)
 	}
 }
+
+// grantToken makes a grant of acme with the tiers, as the consent page
+// would, and returns an access token of it.
+func (h *harness) grantToken(tb testing.TB, tiers ...string) string {
+	tb.Helper()
+	h.addApprover("grantor")
+	o := &approval.OAuth{Store: h.store, Clock: h.clock, Resource: h.base + "/mcp"}
+	c, _, err := o.Register(h.ctx, &approval.ClientMetadata{ClientName: "bench", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
+		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"}}, "127.0.0.1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	acme, _ := h.store.AccountByName(h.ctx, "acme")
+	ann, _ := h.store.ApproverByUsername(h.ctx, "grantor")
+	verifier := strings.Repeat("v", 43)
+	code, _, _, err := o.Allow(h.ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID},
+		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: tiers})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ts, err := o.ExchangeCode(h.ctx, c, code, c.RedirectURIs[0], verifier, h.base+"/mcp")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ts.AccessToken
+}

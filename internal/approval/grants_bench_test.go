@@ -1,0 +1,70 @@
+package approval_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/store/sqlite"
+)
+
+// BenchmarkBearerCheck is what /mcp does with a bearer token before any
+// MCP work, side by side on one SQLite store: an agent key (Agent) and an
+// OAuth access token (AccessAgent), each served from the store's cache
+// between changes.
+//
+//	go test -run '^$' -bench BenchmarkBearerCheck -benchtime 2s -count 5 ./internal/approval
+func BenchmarkBearerCheck(b *testing.B) {
+	ctx := b.Context()
+	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "c.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	admin := &approval.Admin{Store: store}
+	acc, _ := admin.CreateAccount(ctx, "acme")
+	_, key, _ := admin.CreateAgentKey(ctx, "acme", "laptop")
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "ann", PasswordHash: "x", CreatedAt: time.Now()}
+	if err := store.CreateApprover(ctx, ap); err != nil {
+		b.Fatal(err)
+	}
+	if err := store.AddMembership(ctx, ap.ID, acc.ID, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	const resource = "http://127.0.0.1:8080/mcp"
+	o := &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
+	c, _, err := o.Register(ctx, &approval.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+	if err != nil {
+		b.Fatal(err)
+	}
+	verifier := strings.Repeat("v", 43)
+	code, _, _, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
+		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts, err := o.ExchangeCode(ctx, c, code, c.RedirectURIs[0], verifier, resource)
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth := &approval.Authenticator{Store: store}
+	b.Run("agent-key", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := auth.Agent(ctx, key); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("oauth-token", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := auth.AccessAgent(ctx, ts.AccessToken, resource, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
