@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // ibPassword is every test approver's password.
@@ -62,6 +63,7 @@ type ibEnv struct {
 	addrs                atomic.Int64
 	client               *http.Client
 	agentA, agentA2, agX *client.Client
+	logs                 *testutil.LogBuffer // everything the server logged, at debug level
 }
 
 // ibSetup starts an environment. Unless an option says otherwise, the
@@ -100,7 +102,8 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 	}
 	e.public = cfg.PublicURL
 	reg := metrics.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
+	e.logs = &testutil.LogBuffer{}
+	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.svc = approval.New(store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
 	e.srv = server.New(cfg, e.svc, &approval.Authenticator{Store: store}, reg, log)
 	ts.Config.Handler = e.srv.Handler()

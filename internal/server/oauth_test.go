@@ -297,6 +297,18 @@ func TestOAuthFlow(t *testing.T) {
 	if !e.signedIn(alice.id) {
 		t.Error("revoking a grant signed out a session that did not come from it")
 	}
+
+	// Nothing secret of the flow reached the log.
+	logs := e.logs.String()
+	for name, secret := range map[string]string{"code": code, "verifier": c.verifier, "access token": tok.AccessToken,
+		"refresh token": tok.RefreshToken, "second refresh token": tok2.RefreshToken, "session": consentCookie.Value} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds the %s", name)
+		}
+	}
+	if !strings.Contains(logs, "oauth grant allowed") {
+		t.Errorf("the log lacks the grant; it is:\n%s", logs)
+	}
 }
 
 // TestOAuthHostile: each broken or hostile request is refused with the
