@@ -141,7 +141,7 @@ func copyKeyFile(env *Env, from, to string, k storeKey) (storeKey, error) {
 // copyCounts counts the records of a copy by kind.
 type copyCounts struct {
 	accounts, approvers, memberships, keys, tokens, passkeys, requests, links, windows,
-	coverages, sessions, channels, outbox, serverKeys, audit int
+	coverages, sessions, channels, outbox, serverKeys, audit, oauthClients, grants, oauthTokens int
 }
 
 func (c *copyCounts) add(r countersign.Record) {
@@ -158,6 +158,12 @@ func (c *copyCounts) add(r countersign.Record) {
 		c.tokens++
 	case r.Passkey != nil:
 		c.passkeys++
+	case r.OAuthClient != nil:
+		c.oauthClients++
+	case r.Grant != nil:
+		c.grants++
+	case r.OAuthToken != nil:
+		c.oauthTokens++
 	case r.Request != nil:
 		c.requests++
 	case r.Link != nil:
@@ -187,7 +193,8 @@ func (c copyCounts) String() string {
 		what string
 	}{
 		{c.accounts, "accounts"}, {c.approvers, "approvers"}, {c.memberships, "memberships"}, {c.keys, "agent keys"},
-		{c.tokens, "approver tokens"}, {c.passkeys, "passkeys"}, {c.requests, "requests"}, {c.links, "links"}, {c.windows, "auto-approve windows"},
+		{c.tokens, "approver tokens"}, {c.passkeys, "passkeys"}, {c.oauthClients, "OAuth clients"}, {c.grants, "grants"},
+		{c.oauthTokens, "OAuth tokens"}, {c.requests, "requests"}, {c.links, "links"}, {c.windows, "auto-approve windows"},
 		{c.coverages, "coverages"},
 		{c.sessions, "sessions"}, {c.channels, "notification channels"}, {c.outbox, "outbox items"},
 		{c.serverKeys, "server keys"}, {c.audit, "audit entries"},
