@@ -47,6 +47,7 @@ type OAuthError struct {
 	Description string
 }
 
+// Error returns the code and the description.
 func (e *OAuthError) Error() string { return e.Code + ": " + e.Description }
 
 func oauthErr(code, desc string) error { return &OAuthError{Code: code, Description: desc} }
@@ -435,8 +436,15 @@ func validVerifier(v string) bool {
 	}) < 0
 }
 
-// ValidChallenge: a base64url S256 challenge is 43 characters.
-func ValidChallenge(c string) bool { return len(c) == 43 && validVerifier(c+"xxxxx") }
+// ValidChallenge reports whether c can be an S256 code challenge: the
+// unpadded base64url of 32 bytes, 43 characters.
+func ValidChallenge(c string) bool {
+	if len(c) != 43 {
+		return false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	return err == nil && len(b) == sha256.Size
+}
 
 // Grants lists an account's grants.
 func (o *OAuth) Grants(ctx context.Context, accountID string) ([]*countersign.Grant, error) {

@@ -381,6 +381,18 @@ func TestOAuthHostile(t *testing.T) {
 		form.Set("csrf", bob.csrf)
 		form.Set("account", e.acme.ID)
 		e.post("/oauth/authorize", form, e.as(bob.id)).want(t, "another account", http.StatusForbidden)
+		// No tier at all: the page again, with the reason.
+		noTier := url.Values{}
+		for k, v := range form {
+			if k != "tier" {
+				noTier[k] = v
+			}
+		}
+		noTier.Set("csrf", alice.csrf)
+		noTier.Del("account")
+		if r := e.post("/oauth/authorize", noTier, e.as(alice.id)).want(t, "no tier", http.StatusBadRequest); !strings.Contains(r.body, "at least one tier") {
+			t.Errorf("the consent without a tier says:\n%s", r.body)
+		}
 		if grants, _ := e.store.Grants(e.ctx, ""); len(grants) != 0 {
 			t.Fatalf("refused consents made %d grants", len(grants))
 		}
