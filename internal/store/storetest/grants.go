@@ -1,6 +1,9 @@
 package storetest
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,5 +170,51 @@ func testGrants(t *testing.T, open Opener) {
 	}
 	if got, _ := s.Grant(ctx, other.ID); !got.LastUsedAt.Equal(Base.Add(time.Hour)) {
 		t.Errorf("LastUsedAt = %v", got.LastUsedAt)
+	}
+}
+
+// testRedeemRace: of N callers redeeming one code at once, exactly one gets
+// tokens; the rest are told it was used (or, on a backend that serializes
+// writers, see it used), and only the winner's tokens exist.
+func testRedeemRace(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc := mustAccount(t, s, "one")
+	ap := approverIn(t, s, "alice", acc)
+	_, _, code := newGrant(t, s, acc, ap, "r")
+	const n = 16
+	var wg sync.WaitGroup
+	var wins, used atomic.Int32
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _, err := s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base, nil, tokens(fmt.Sprint("race-", i), Base.Add(time.Hour)))
+			switch countersign.ErrorCode(err) {
+			case "":
+				wins.Add(1)
+			case countersign.ECONFLICT:
+				used.Add(1)
+			default:
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a racing redemption: %v", err)
+	}
+	if wins.Load() != 1 || used.Load() != n-1 {
+		t.Fatalf("%d redemptions won and %d were told the code was used; want 1 and %d", wins.Load(), used.Load(), n-1)
+	}
+	live := 0
+	for i := range n {
+		if _, _, err := s.AccessToken(ctx, sha(fmt.Sprint("access-race-", i)), Base); err == nil {
+			live++
+		}
+	}
+	if live != 1 {
+		t.Errorf("%d racing redemptions left an access token, want 1", live)
 	}
 }

@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
+		{"RedeemRace", testRedeemRace},
 		{"Seed", testSeed},
 		{"SeedLists", testSeedLists},
 		{"Channels", testChannels},
