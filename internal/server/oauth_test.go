@@ -549,3 +549,46 @@ func TestOAuthRateLimits(t *testing.T) {
 		t.Errorf("registration from another address: %d", st)
 	}
 }
+
+// TestConsentEscapes: what a client declares about itself reaches the
+// consent page and the grants page as text only.
+func TestConsentEscapes(t *testing.T) {
+	e := ibSetup(t)
+	var out map[string]any
+	body := `{"client_name":"<img src=x onerror=alert(1)>\"'","redirect_uris":["` + oaCallback + `"],"token_endpoint_auth_method":"none"}`
+	if st := e.oauthPost("/oauth/register", "application/json", body, &out); st != http.StatusCreated {
+		t.Fatalf("register: %d %v", st, out)
+	}
+	c := oaClient{id: out["client_id"].(string), verifier: strings.Repeat("v", 50)}
+	alice := e.signIn("alice")
+	q := e.authzQuery(c)
+	q.Set("state", `"><script>alert(1)</script>`)
+	page := e.get("/oauth/authorize?"+q.Encode(), e.as(alice.id)).want(t, "consent page", http.StatusOK)
+	if strings.Contains(page.body, "<img src=x") || strings.Contains(page.body, "<script>alert") {
+		t.Fatalf("the consent page carries markup a client sent:\n%s", page.body)
+	}
+	if !strings.Contains(page.body, "&lt;img src=x onerror=alert(1)&gt;") {
+		t.Errorf("the consent page does not show the declared name as text:\n%s", page.body)
+	}
+	signedIn := e.consentAs(alice, q)
+	list := e.get("/grants", e.as(signedIn)).want(t, "grants page", http.StatusOK)
+	if strings.Contains(list.body, "<img src=x") || !strings.Contains(list.body, "&lt;img src=x") {
+		t.Errorf("the grants page shows the name unescaped or not at all:\n%s", list.body)
+	}
+}
+
+// consentAs allows q as s, whatever its state, checks the redirect and
+// returns the session id the consent signed the browser in with.
+func (e *ibEnv) consentAs(s ibSession, q url.Values) string {
+	e.t.Helper()
+	page := e.get("/oauth/authorize?"+q.Encode(), e.as(s.id)).want(e.t, "consent page", http.StatusOK)
+	form := url.Values{"csrf": {ibCSRF(e.t, page.body)}, "decision": {"allow"}, "tier": {"read"}}
+	for k, v := range q {
+		form[k] = v
+	}
+	r := e.post("/oauth/authorize", form, e.as(s.id))
+	if loc, _ := url.Parse(r.header.Get("Location")); r.status != http.StatusSeeOther || loc.Query().Get("state") != q.Get("state") || loc.Query().Get("code") == "" {
+		e.t.Fatalf("allow: %d to %s", r.status, r.header.Get("Location"))
+	}
+	return e.sessionCookie(r).Value
+}
