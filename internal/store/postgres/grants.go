@@ -312,6 +312,11 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $1 WHERE hash = $2`, nanos(now), hash); err != nil {
 			return fmt.Errorf("use oauth token: %w", err)
 		}
+		// A grant's expired tokens go as it is used, so that a grant
+		// refreshed for months keeps only what can still be presented.
+		if _, err := tx.Exec(ctx, `DELETE FROM oauth_tokens WHERE grant_id = $1 AND expires_at <= $2`, tok.GrantID, nanos(now)); err != nil {
+			return fmt.Errorf("prune oauth tokens: %w", err)
+		}
 		for _, t := range issue {
 			t.GrantID = tok.GrantID
 			if err := insertOAuthToken(ctx, tx, t); err != nil {

@@ -286,6 +286,11 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		if n, _ := res.RowsAffected(); n != 1 {
 			return countersign.Errorf(countersign.ECONFLICT, "the token was already used")
 		}
+		// A grant's expired tokens go as it is used, so that a grant
+		// refreshed for months keeps only what can still be presented.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_tokens WHERE grant_id = ? AND expires_at <= ?`, tok.GrantID, nanos(now)); err != nil {
+			return fmt.Errorf("prune oauth tokens: %w", err)
+		}
 		for _, t := range issue {
 			t.GrantID = tok.GrantID
 			if err := insertOAuthToken(ctx, tx, t); err != nil {

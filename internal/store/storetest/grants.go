@@ -218,3 +218,41 @@ func testRedeemRace(t *testing.T, open Opener) {
 		t.Errorf("%d racing redemptions left an access token, want 1", live)
 	}
 }
+
+// testTokenPruning: using a grant deletes its expired tokens, so that a
+// grant refreshed for months holds only what can still be presented; a
+// used refresh token that has not expired stays, for reuse detection.
+func testTokenPruning(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	exp, ok := s.(countersign.Exporter)
+	if !ok {
+		t.Skip("the store cannot be exported, so its rows cannot be counted")
+	}
+	acc := mustAccount(t, s, "one")
+	ap := approverIn(t, s, "alice", acc)
+	_, _, code := newGrant(t, s, acc, ap, "p")
+	if _, _, err := s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base, nil, tokens("p1", Base.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	later := Base.Add(90 * time.Minute) // the first access token and the code have expired
+	if _, _, err := s.RedeemOAuthToken(ctx, sha("refresh-p1"), countersign.TokenRefresh, later, nil, tokens("p2", later.Add(time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	if err := exp.Export(ctx, func(r countersign.Record) error {
+		if r.OAuthToken != nil {
+			held[r.OAuthToken.Hash] = true
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"access-p1": false, "refresh-p1": true, "access-p2": true, "refresh-p2": true} {
+		if held[sha(name)] != want {
+			t.Errorf("%s held: %v, want %v", name, held[sha(name)], want)
+		}
+	}
+	if held[code] {
+		t.Error("the expired, used code is still held")
+	}
+}

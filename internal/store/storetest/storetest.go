@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
 		{"RedeemRace", testRedeemRace},
+		{"TokenPruning", testTokenPruning},
 		{"Seed", testSeed},
 		{"SeedLists", testSeedLists},
 		{"Channels", testChannels},
