@@ -295,8 +295,8 @@ func (o *OAuth) Allow(ctx context.Context, in AllowInput) (code, sessionID strin
 	}
 	// The key's secret is drawn and forgotten: the grant's key can never be
 	// used as a bearer key, only through the grant's access tokens.
-	key := &countersign.AgentKey{AccountID: in.AccountID, Name: g.ID, Hash: countersign.HashSecret(countersign.NewSecret("")),
-		Hint: "(grant)", CreatedAt: now}
+	key := &countersign.AgentKey{AccountID: in.AccountID, Name: grantKeyName(in.Client.Name, g.ID),
+		Hash: countersign.HashSecret(countersign.NewSecret("")), Hint: "(grant)", CreatedAt: now}
 	sessionID = countersign.NewSecret("")
 	ua := in.UserAgent
 	if len(ua) > 200 {
@@ -311,6 +311,31 @@ func (o *OAuth) Allow(ctx context.Context, in AllowInput) (code, sessionID strin
 		return "", "", nil, err
 	}
 	return code, sessionID, g, nil
+}
+
+// grantKeyName names a grant's key after its client, so that the inbox and
+// the audit say which application asked, within the rules of key names
+// (ValidName) and unique by the grant's id: "grant-claude-<id>".
+func grantKeyName(client, grantID string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(client) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+		if b.Len() >= 24 {
+			break
+		}
+	}
+	slug := strings.Trim(b.String(), "-")
+	if slug == "" {
+		slug = "client"
+	}
+	return "grant-" + slug + "-" + strings.TrimPrefix(grantID, "grt_")
 }
 
 // TokenSet is what the token endpoint hands out.

@@ -181,11 +181,13 @@ func (g *Gateway) policy(p Principal) Policy {
 	if g.fixed != nil {
 		return g.cfg.Policy
 	}
-	pol := g.cfg.PolicyFor(p.KeyName)
 	if p.agent.GrantID != "" {
-		pol = grantPolicy(pol, p.agent.GrantTiers)
+		// A grant's key is named after what the client declared, so it
+		// never takes the policy of a configured key of that name: the
+		// general policy, narrowed to the grant's tiers.
+		return grantPolicy(g.cfg.Policy, p.agent.GrantTiers)
 	}
-	return pol
+	return g.cfg.PolicyFor(p.KeyName)
 }
 
 // grantPolicy narrows a policy to the tiers an approver allowed a grant on

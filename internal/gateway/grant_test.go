@@ -26,6 +26,14 @@ func TestGrantPolicy(t *testing.T) {
 	if p := g.policy(key); p != lax {
 		t.Errorf("an agent key's policy = %+v, want the configuration's", p)
 	}
+	// A grant whose key is named like a configured key does not take that
+	// key's policy.
+	g.cfg.Policy = Policy{Tiers: Tiers(TierRead), Confirm: 0}
+	g.cfg.Keys["ci"] = Policy{Tiers: AllTiers, Confirm: 0}
+	named := PrincipalOf(countersign.Agent{KeyID: "k3", AccountID: "a", KeyName: "ci", GrantID: "grt_y", GrantTiers: []string{"read", "write"}})
+	if g.policy(named).Sees(TierWrite) {
+		t.Error("a grant named like the key ci took its policy: it sees write, which the general policy hides")
+	}
 	// A tier the configuration hides stays hidden for a grant.
 	g.cfg.Policy = Policy{Tiers: Tiers(TierRead), Confirm: 0}
 	if g.policy(grant).Sees(TierCommit) {
