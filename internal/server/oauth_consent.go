@@ -99,7 +99,8 @@ type consentPage struct {
 	pageBase
 	ClientName   string
 	RedirectHost string
-	Params       []param // the request, carried through the form
+	Asked        []string // the tiers the client asked for (its scope); none: it did not say
+	Params       []param  // the request, carried through the form
 	Tiers        []tierChoice
 	Error        string
 }
@@ -145,7 +146,7 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	u, _ := url.Parse(a.RedirectURI)
-	p := consentPage{pageBase: base, ClientName: a.Client.Name, RedirectHost: u.Host, Error: msg}
+	p := consentPage{pageBase: base, ClientName: a.Client.Name, RedirectHost: u.Host, Asked: a.Scope, Error: msg}
 	for _, k := range authzParams {
 		if v := r.FormValue(k); v != "" {
 			p.Params = append(p.Params, param{k, v})

@@ -235,7 +235,7 @@ func TestOAuthFlow(t *testing.T) {
 	r.wantRedirect(t, "sign-in for the consent", "/oauth/authorize?"+q.Encode())
 	signin := e.sessionCookie(r)
 	page := e.get("/oauth/authorize?"+q.Encode(), e.as(signin.Value)).want(t, "consent page", http.StatusOK)
-	for _, want := range []string{"Claude", "claude.ai", "has not checked it", `value="commit"`} {
+	for _, want := range []string{"Claude", "claude.ai", "has not checked it", `value="commit"`, "of the tiers <b>read, write</b>"} {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("the consent page lacks %q", want)
 		}
