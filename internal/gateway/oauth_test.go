@@ -109,9 +109,8 @@ func (h *harness) addApprover(name string) {
 // callback is a native client's loopback redirect URI (RFC 8252): it
 // hands the authorization response of each visit to the waiting fetcher.
 type callback struct {
-	url  string
-	got  chan *auth.AuthorizationResult
-	stop func()
+	url string
+	got chan *auth.AuthorizationResult
 }
 
 func newCallback(t *testing.T) *callback {
