@@ -20,6 +20,7 @@ const (
 	EMISDIRECTED  = "misdirected"   // wrong Host: 421
 	EEXPIRED      = "expired"       // the request expired: 409
 	EUNSUPPORTED  = "not_supported" // method or media type: 405/415
+	ETIMEOUT      = "timeout"       // a body sent too slowly: 408
 )
 
 // Error is an application error: a code from the catalogue and a message

@@ -19,6 +19,8 @@ require (
 	mvdan.cc/sh/v3 v3.14.1
 )
 
+require github.com/gabriel-vasile/mimetype v1.4.16
+
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.9.4 // indirect

@@ -23,6 +23,7 @@ var statusOf = map[string]int{
 	countersign.EUNAVAILABLE:  http.StatusServiceUnavailable,
 	countersign.EMISDIRECTED:  http.StatusMisdirectedRequest,
 	countersign.EUNSUPPORTED:  http.StatusUnsupportedMediaType,
+	countersign.ETIMEOUT:      http.StatusRequestTimeout,
 	countersign.EINTERNAL:     http.StatusInternalServerError,
 }
 
