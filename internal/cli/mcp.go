@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 )
 
@@ -148,7 +149,7 @@ func (nopWriteCloser) Close() error { return nil }
 // configured, and returns its /mcp handler (nil when not) and the function
 // that stops its upstreams. Request states are sealed under a server key
 // that every replica shares.
-func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store, svc *approval.Service, public *url.URL, log *slog.Logger) (http.Handler, func(), error) {
+func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store, svc *approval.Service, public *url.URL, fileStore *files.Store, log *slog.Logger) (http.Handler, func(), error) {
 	if cfg == nil {
 		return nil, func() {}, nil
 	}
@@ -160,6 +161,7 @@ func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store,
 	if err != nil {
 		return nil, nil, err
 	}
+	g.UseFiles(fileStore, public)
 	g.Start(ctx, 10*time.Second)
 	// The gateway takes agent keys and the OAuth access tokens issued for
 	// this server's /mcp.

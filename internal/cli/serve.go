@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gctune"
 	"github.com/countersign/countersign/internal/metrics"
@@ -48,6 +49,9 @@ type serveConfig struct {
 	// passkeys.
 	stepUp    approval.StepUpPolicy
 	stepUpSet bool
+	// filesTTL and filesMaxMB bound file transfer (ADR 0008).
+	filesTTL   time.Duration
+	filesMaxMB int
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -99,13 +103,18 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
-	mcpHandler, stopMCP, err := startMCP(ctx, cfg.mcp, store, svc, public, log)
+	fileStore, err := openFiles(ctx, cfg, store, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	mcpHandler, stopMCP, err := startMCP(ctx, cfg.mcp, store, svc, public, fileStore, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	defer stopMCP()
-	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody}, svc,
+	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
@@ -141,6 +150,8 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
 	notifyConfig := fs.String("notify-config", env.Getenv("COUNTERSIGN_NOTIFY_CONFIG"), "TOML file of notification channels, applied at start (COUNTERSIGN_NOTIFY_CONFIG)")
 	stepUp := fs.String("step-up", env.Getenv("COUNTERSIGN_STEP_UP"), `approvals that need a passkey: rules "kind=mcp,tier=commit; kind=rm,reason=protected path: *; window", or "none" (COUNTERSIGN_STEP_UP; default: MCP commit and external tiers, rm of protected paths, every auto-approve window)`)
+	filesTTL := fs.String("files-ttl", envOr(env, "COUNTERSIGN_FILES_TTL", "30m"), "how long uploads and download links live (COUNTERSIGN_FILES_TTL)")
+	filesMax := fs.String("files-max-mb", env.Getenv("COUNTERSIGN_FILES_MAX_MB"), "MiB for every account's uploads and links together; default 256 on disk, 64 in memory (COUNTERSIGN_FILES_MAX_MB)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -180,6 +191,14 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w: %v (COUNTERSIGN_STEP_UP or --step-up)", ErrUsage, err)
 	}
 	cfg.stepUpSet = strings.TrimSpace(*stepUp) != "" && strings.TrimSpace(*stepUp) != "none"
+	if cfg.filesTTL, err = time.ParseDuration(*filesTTL); err != nil || cfg.filesTTL < time.Minute || cfg.filesTTL > 24*time.Hour {
+		return nil, fmt.Errorf("%w: files TTL %q must be a duration from 1m to 24h, such as 30m", ErrUsage, *filesTTL)
+	}
+	if *filesMax != "" {
+		if cfg.filesMaxMB, err = strconv.Atoi(*filesMax); err != nil || cfg.filesMaxMB < 2*files.MaxUpload>>20 || cfg.filesMaxMB > 1<<20 {
+			return nil, fmt.Errorf("%w: files max MB %q must be a number of MiB from %d (two uploads) to 1048576", ErrUsage, *filesMax, 2*files.MaxUpload>>20)
+		}
+	}
 	if *notifyConfig != "" {
 		if cfg.notify, err = notify.LoadFile(*notifyConfig); err != nil {
 			return nil, err

@@ -166,7 +166,7 @@ func (s *Store) TTL() time.Duration { return s.cfg.TTL }
 // Crowding is how many accounts, each at its share, fill the whole space:
 // the startup warning of ADR 0008 names it when it is small.
 func (s *Store) Crowding() int64 {
-	return (s.cfg.MaxBytes - MaxUpload) / s.PerAccount()
+	return s.cfg.MaxBytes / s.PerAccount()
 }
 
 // OpenPage opens an upload page for the principal. ELIMIT when the account

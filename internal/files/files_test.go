@@ -205,7 +205,7 @@ func TestSpaceBounds(t *testing.T) {
 	wantCode(t, "declared over 20 MiB", err, countersign.ETOOLARGE)
 	_, err = s.BeginUpload(alice.Account, page.ID, 10<<20, MaxUpload)
 	wantCode(t, "declared over the share", err, countersign.ELIMIT)
-	if s.Crowding() != 2 {
+	if s.Crowding() != 3 {
 		t.Fatalf("crowding %d", s.Crowding())
 	}
 	if _, err := Open(Config{MaxBytes: 39 << 20}); err == nil {

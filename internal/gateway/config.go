@@ -66,6 +66,8 @@ type Config struct {
 	// Clock tells the time of request states' expiry; nil: the system
 	// clock. Tests share one with the approval service.
 	Clock countersign.Clock
+	// Files is file transfer (ADR 0008; see upload.go).
+	Files FilesConfig
 }
 
 // UpstreamConfig is one MCP server behind the gateway: a command spoken to
@@ -82,6 +84,8 @@ type UpstreamConfig struct {
 	// IgnoreAnnotations treats every tool as unannotated (external): for
 	// upstreams whose hints are not to be believed.
 	IgnoreAnnotations bool `toml:"-"`
+	// Files are the tools' arguments that take files (upload.go).
+	Files []FileArg `toml:"files"`
 }
 
 // fileConfig is the TOML file's shape.
@@ -98,6 +102,7 @@ type fileConfig struct {
 		Opener CommandLine `toml:"opener"`
 		Data   string      `toml:"data"`
 	} `toml:"standalone"`
+	Files FilesConfig `toml:"files"`
 }
 
 type filePolicy struct {
@@ -158,6 +163,7 @@ func LoadConfig(file string) (*Config, error) {
 		c.Keys[name] = p.apply(c.Policy)
 	}
 	c.Opener, c.Data = f.Standalone.Opener, expandHome(f.Standalone.Data)
+	c.Files = f.Files
 	if err := c.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -208,7 +214,7 @@ func (c *Config) Check() error {
 			return fmt.Errorf("tier rule %q: not a valid pattern", r.Match)
 		}
 	}
-	return nil
+	return c.checkFiles()
 }
 
 // PolicyFor returns the policy of the agent key with this name.

@@ -55,6 +55,8 @@ type Gateway struct {
 	recent    recentAsks
 	holding   holds
 	now       func() time.Time
+	// xfer is file transfer (upload.go); nil: off.
+	xfer *transfer
 
 	syncMu sync.Mutex // one resync at a time
 	// annotated is the highest tier each tool's annotations have given it
@@ -223,6 +225,8 @@ func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 		out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
 		for _, t := range list.Tools {
 			if e, ok := g.entry(t.Name); ok && pol.Sees(e.tier) {
+				out.Tools = append(out.Tools, t)
+			} else if tier, own := g.ownTool(t.Name); own && pol.Sees(tier) {
 				out.Tools = append(out.Tools, t)
 			}
 		}

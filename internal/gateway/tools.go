@@ -71,6 +71,10 @@ func (g *Gateway) resync() {
 				g.log.Warn("tool left out: its name starts with another upstream's prefix", "tool", name, "upstream", u.cfg.Name, "other", v)
 				continue
 			}
+			if _, own := g.ownTool(name); own {
+				g.log.Warn("tool left out: its name is the gateway's own", "tool", name, "upstream", u.cfg.Name)
+				continue
+			}
 			if _, taken := next[name]; taken {
 				g.log.Warn("two tools would have the same name; the later one is left out", "tool", name, "upstream", u.cfg.Name)
 				continue

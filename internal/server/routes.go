@@ -75,6 +75,12 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /oauth/revoke", s.oauthAPI(s.oauthRate, s.revoke))
 	mux.HandleFunc("GET /oauth/authorize", s.page(s.authorize))
 	mux.HandleFunc("POST /oauth/authorize", s.page(s.signedIn(s.consent)))
+
+	// File transfer (ADR 0008): upload pages and downloads, behind the
+	// same sessions.
+	mux.HandleFunc("GET /uploads/{id}", s.page(s.signedIn(s.uploadForm)))
+	mux.HandleFunc("POST /uploads/{id}", s.upload) // its own checks, before the body (uploads.go)
+	mux.HandleFunc("GET /files/{id}", s.page(s.signedIn(s.download)))
 	mux.Handle("GET /static/", s.bodiless(s.static().ServeHTTP))
 	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/web"
 )
@@ -52,6 +53,12 @@ type Config struct {
 	// (default 1 s) before they are answered 429.
 	PasswordSlots *approval.HashSlots
 	SignInWait    time.Duration
+	// Files keeps the upload pages, uploads and download links of ADR
+	// 0008; nil: /uploads and /files answer that file transfer is off.
+	Files *files.Store
+	// UploadLimits bound how an upload body arrives; zero:
+	// DefaultBodyLimits.
+	UploadLimits BodyLimits
 }
 
 // Server holds the handlers' dependencies.

@@ -1,0 +1,239 @@
+package server
+
+import (
+	"crypto/hmac"
+	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/files"
+)
+
+// uploadSlack is what a multipart body may carry besides the file: the
+// boundaries, the part headers and the CSRF token.
+const uploadSlack = 64 << 10
+
+// BodyLimits bound how an upload body arrives (ADR 0008): within Total,
+// never pausing longer than Stall, and, once Grace has passed, at MinRate
+// bytes a second on average. A body that breaks one gets 408.
+type BodyLimits struct {
+	Total, Stall, Grace time.Duration
+	MinRate             int64
+}
+
+// DefaultBodyLimits are ADR 0008's: 90 s, no 10 s pause, 16 KB/s after
+// 10 s.
+var DefaultBodyLimits = BodyLimits{Total: 90 * time.Second, Stall: 10 * time.Second, Grace: 10 * time.Second, MinRate: 16 << 10}
+
+// uploadPage is the data of the upload page: only trusted values, none an
+// agent wrote.
+type uploadPage struct {
+	pageBase
+	ID, Reference, Purpose string
+	Accept                 []string
+	LimitMiB               int
+	Expires                time.Time
+	Filled                 bool
+	MIME, SHA256           string
+	Size                   int64
+	Error                  string
+}
+
+func (s *Server) filesOn() error {
+	if s.cfg.Files == nil {
+		return countersign.Errorf(countersign.ENOTFOUND, "file transfer is not configured on this server")
+	}
+	return nil
+}
+
+// uploadForm shows an upload page to a session of the page's account.
+func (s *Server) uploadForm(w http.ResponseWriter, r *http.Request, b *browser) error {
+	if err := s.filesOn(); err != nil {
+		return err
+	}
+	rec, err := s.cfg.Files.Page(b.session.AccountID, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	return s.renderUpload(w, r, b, http.StatusOK, rec, "")
+}
+
+func (s *Server) renderUpload(w http.ResponseWriter, r *http.Request, b *browser, status int, rec *files.Record, msg string) error {
+	base, err := s.base(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	return s.render(w, status, "upload", uploadPage{pageBase: base, ID: rec.ID, Reference: rec.Reference, Purpose: rec.Purpose,
+		Accept: rec.Accept, LimitMiB: files.MaxUpload >> 20, Expires: rec.Expires, Filled: rec.Filled,
+		MIME: rec.MIME, SHA256: rec.SHA256, Size: rec.Size, Error: msg})
+}
+
+// upload takes the file of an upload page. Before a byte of the body is
+// read it checks the host, the origin, the session, that the account has
+// the page open, the declared length and a free slot; then it reads the
+// CSRF token, which the form sends first, and the file, under the body
+// limits.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
+	setPageHeaders(w)
+	err := s.checkHost(r)
+	if err == nil {
+		err = s.checkOrigin(r)
+	}
+	if err == nil {
+		err = s.takeUpload(w, r)
+	}
+	if err != nil {
+		if countersign.ErrorCode(err) == countersign.ETIMEOUT || countersign.ErrorCode(err) == countersign.ETOOLARGE {
+			// The rest of the body is not read: the connection cannot
+			// carry another request.
+			w.Header().Set("Connection", "close")
+		}
+		s.writePageError(w, r, err)
+	}
+}
+
+func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
+	b, err := s.browserOf(r.Context(), r)
+	if err != nil {
+		return err
+	}
+	if b == nil {
+		return countersign.Errorf(countersign.EUNAUTHORIZED, "Your session has ended. Sign in again, open the upload page and upload the file again.")
+	}
+	if err := s.filesOn(); err != nil {
+		return err
+	}
+	limit := int64(files.MaxUpload + uploadSlack)
+	if r.ContentLength < 0 {
+		return countersign.Errorf(countersign.EINVALID, "The upload did not say how large it is (Content-Length). Upload it from the page.")
+	}
+	up, err := s.cfg.Files.BeginUpload(b.session.AccountID, r.PathValue("id"), r.ContentLength, limit)
+	if err != nil {
+		return err
+	}
+	defer up.Release()
+	body := newSlowBody(w, http.MaxBytesReader(w, r.Body, limit), s.bodyLimits())
+	name, data, err := s.readUpload(r, body, b.id)
+	if err != nil {
+		return err
+	}
+	rec, err := up.Finish(name, data)
+	if err != nil {
+		if code := countersign.ErrorCode(err); code == countersign.EUNSUPPORTED || code == countersign.EINVALID {
+			page, perr := s.cfg.Files.Page(b.session.AccountID, r.PathValue("id"))
+			if perr == nil {
+				return s.renderUpload(w, r, b, http.StatusUnsupportedMediaType, page, countersign.ErrorMessage(err))
+			}
+		}
+		return err
+	}
+	http.Redirect(w, r, "/uploads/"+rec.ID, http.StatusSeeOther)
+	return nil
+}
+
+func (s *Server) bodyLimits() BodyLimits {
+	if s.cfg.UploadLimits.Total > 0 {
+		return s.cfg.UploadLimits
+	}
+	return DefaultBodyLimits
+}
+
+// readUpload reads the form: first the CSRF token, then one file.
+func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string) (string, []byte, error) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return "", nil, countersign.Errorf(countersign.EUNSUPPORTED, "Upload the file from the upload page's form.")
+	}
+	mr := multipart.NewReader(body, params["boundary"])
+	part, err := mr.NextPart()
+	if err != nil {
+		return "", nil, bodyError(err)
+	}
+	token, err := io.ReadAll(io.LimitReader(part, 256))
+	if err != nil {
+		return "", nil, bodyError(err)
+	}
+	if part.FormName() != "csrf" || !s.csrfMatches(string(token), sessionID) {
+		return "", nil, countersign.Errorf(countersign.EFORBIDDEN, "This form has expired or did not come from your session. Reload the page and try again.")
+	}
+	part, err = mr.NextPart()
+	if err != nil {
+		return "", nil, bodyError(err)
+	}
+	if part.FormName() != "file" {
+		return "", nil, countersign.Errorf(countersign.EINVALID, "The form holds no file. Choose a file and upload it again.")
+	}
+	// One buffer, with room to be sealed where it lies.
+	buf := make([]byte, 0, min(r.ContentLength, files.MaxUpload)+files.Overhead)
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) > files.MaxUpload {
+				break
+			}
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := part.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		} else if err != nil {
+			return "", nil, bodyError(err)
+		}
+	}
+	if len(buf) > files.MaxUpload {
+		return "", nil, countersign.Errorf(countersign.ETOOLARGE, "The file is larger than %d MiB, the most an upload takes.", files.MaxUpload>>20)
+	}
+	return part.FileName(), buf, nil
+}
+
+// bodyError is a failure to read an upload body as the browser should
+// read it.
+func bodyError(err error) error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.Is(err, errSlowBody):
+		return countersign.Errorf(countersign.ETIMEOUT, "The upload came in too slowly (it must finish within 90 seconds, never pause for 10 seconds, and average 16 KB/s). Try again on a faster connection.")
+	case errors.As(err, &mbe):
+		return countersign.Errorf(countersign.ETOOLARGE, "The file is larger than %d MiB, the most an upload takes.", files.MaxUpload>>20)
+	}
+	return countersign.Errorf(countersign.EINVALID, "The upload was cut off or is not a form. Upload the file again from the page.")
+}
+
+// setPageHeaders sets the security headers of every page.
+func setPageHeaders(w http.ResponseWriter) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", pageCSP)
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
+}
+
+// uploadIDs finds the uploads a request's arguments name ("upload:<id>").
+func uploadIDs(args string) []string {
+	var ids []string
+	for rest := args; ; {
+		i := strings.Index(rest, `"upload:`)
+		if i < 0 {
+			return ids
+		}
+		rest = rest[i+len(`"upload:`):]
+		j := strings.IndexByte(rest, '"')
+		if j < 0 {
+			return ids
+		}
+		ids = append(ids, rest[:j])
+		rest = rest[j:]
+	}
+}
+
+// csrfMatches compares a form's token with the session's in constant time.
+func (s *Server) csrfMatches(got, sessionID string) bool {
+	return got != "" && sessionID != "" && hmac.Equal([]byte(got), []byte(s.csrfToken(sessionID)))
+}
