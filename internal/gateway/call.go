@@ -63,7 +63,13 @@ func checkDepth(args json.RawMessage) error {
 func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry) (*mcp.CallToolResult, error) {
 	token, done := g.progress.route(ctx, req)
 	defer done()
-	res, err := e.up.call(ctx, e.tool.Name, req.Params.Arguments, token)
+	p, _ := g.principal(req) // the handler checked it
+	args, removeFiles, ferr := g.substitute(p, e, req.Params.Arguments)
+	if ferr != nil {
+		return notRun("%s did not run: %s.", e.name, describe(ferr)), nil
+	}
+	defer removeFiles()
+	res, err := e.up.call(ctx, e.tool.Name, args, token)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // cancelled by the client: nobody reads an answer
@@ -88,13 +94,13 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *tool
 		delete(out.Meta, mcp.MetaKeyServerInfo)
 		res = &out
 	}
-	return res, nil
+	return g.keepFiles(p, e, res), nil
 }
 
 // confirmed runs a call that needs a human: it resumes an elicitation,
 // takes an approval given in the inbox, or asks.
 func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal) (*mcp.CallToolResult, error) {
-	c, err := g.pendingCall(req, e)
+	c, err := g.pendingCall(req, e, p)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +150,7 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 
 // pendingCall builds the binding of a call: canonical arguments, the
 // trusted preview, and their hashes.
-func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry) (*pendingCall, error) {
+func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry, p Principal) (*pendingCall, error) {
 	args, err := approval.Canonical(req.Params.Arguments)
 	if errors.Is(err, approval.ErrInexactNumber) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments hold " + approval.ErrInexactNumber.Error()}
@@ -162,6 +168,12 @@ func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry) (*pendingC
 	c := &pendingCall{Tool: e.name, Args: args, ArgsHash: approval.Hash(args),
 		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown),
 		Reasons: []string{approval.TierReason(string(e.tier))}}
+	// The uploads it names, by kind, size and SHA-256 (fileargs.go).
+	_, ups, err := g.uploadsOf(p, e, req.Params.Arguments)
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: describe(err)}
+	}
+	c.Preview += uploadFacts(ups)
 	c.PreviewHash = approval.Hash([]byte(c.Preview))
 	if req.Session != nil {
 		c.SessionID = req.Session.ID()

@@ -1,0 +1,229 @@
+package gateway
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/files"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// uploadPrefix marks an argument that names an upload. A local file of
+// that name is passed as ./upload:…, which stays a plain path.
+const uploadPrefix = "upload:"
+
+// fileArgsOf returns the file arguments configured for a tool.
+func (g *Gateway) fileArgsOf(e *toolEntry) []FileArg {
+	if g.xfer == nil {
+		return nil
+	}
+	var out []FileArg
+	for _, f := range e.up.cfg.Files {
+		if f.Tool == e.tool.Name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// namedUpload is an upload a call's file argument names.
+type namedUpload struct {
+	arg string
+	as  FileArg
+	rec *files.Record
+}
+
+// uploadsOf finds the uploads a call names in its file arguments: each
+// must be the caller's own and of a purpose the argument takes. Another
+// principal's upload answers as an unknown one.
+func (g *Gateway) uploadsOf(p Principal, e *toolEntry, raw json.RawMessage) (map[string]json.RawMessage, []namedUpload, error) {
+	fa := g.fileArgsOf(e)
+	if len(fa) == 0 {
+		return nil, nil, nil
+	}
+	var args map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &args); err != nil {
+		return nil, nil, nil // not an object: the upstream answers it
+	}
+	var out []namedUpload
+	for _, f := range fa {
+		var v string
+		if json.Unmarshal(args[f.Arg], &v) != nil {
+			continue
+		}
+		id, ok := strings.CutPrefix(v, uploadPrefix)
+		if !ok {
+			continue // a plain path stays a plain path
+		}
+		rec, err := g.xfer.store.Upload(filesPrincipal(p), id)
+		if err != nil {
+			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(describe(err), "."), UploadTool)
+		}
+		if !slices.Contains(f.Purposes, rec.Purpose) {
+			return nil, nil, countersign.Errorf(countersign.EINVALID, "the argument %s takes a file for %s, but upload %s is for %s. Ask for an upload of the right purpose with %s",
+				f.Arg, strings.Join(f.Purposes, " or "), rec.Reference, rec.Purpose, UploadTool)
+		}
+		out = append(out, namedUpload{arg: f.Arg, as: f, rec: rec})
+	}
+	return args, out, nil
+}
+
+// uploadFacts is what the human approving a call sees of its uploads:
+// kind, size and SHA-256, part of the preview and so of the binding, so
+// that a different file is a different call.
+func uploadFacts(ups []namedUpload) string {
+	if len(ups) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n\nFiles uploaded by the user:")
+	for _, u := range ups {
+		fmt.Fprintf(&b, "\n  %s: upload %s, %s, %d bytes, SHA-256 %s", u.arg, u.rec.Reference, u.rec.MIME, u.rec.Size, u.rec.SHA256)
+	}
+	return b.String()
+}
+
+// substitute gives the upstream the bytes of the uploads a call names, as
+// the configuration says: a path to a decrypted copy in a private folder
+// (removed by the returned function when the call ends), base64 or a data
+// URI. Arguments that name no upload go on as they are.
+func (g *Gateway) substitute(p Principal, e *toolEntry, raw json.RawMessage) (json.RawMessage, func(), error) {
+	args, ups, err := g.uploadsOf(p, e, raw)
+	if err != nil || len(ups) == 0 {
+		return raw, func() {}, err
+	}
+	dir := ""
+	cleanup := func() {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+	}
+	for _, u := range ups {
+		data, err := g.xfer.store.Read(u.rec)
+		if err != nil {
+			cleanup()
+			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, describe(err))
+		}
+		var v string
+		switch u.as.As {
+		case "path":
+			if dir == "" {
+				if dir, err = os.MkdirTemp("", "countersign-upload-"); err != nil { // 0700
+					return nil, nil, countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
+				}
+			}
+			sub := filepath.Join(dir, u.arg)
+			path := filepath.Join(sub, u.rec.Name)
+			if err = os.Mkdir(sub, 0o700); err == nil {
+				err = os.WriteFile(path, data, 0o600)
+			}
+			if err != nil {
+				cleanup()
+				return nil, nil, countersign.Errorf(countersign.EINTERNAL, "write an upload for the upstream: %v", err)
+			}
+			v = path
+		case "base64":
+			v = base64.StdEncoding.EncodeToString(data)
+		case "datauri":
+			v = "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data)
+		}
+		args[u.arg], _ = json.Marshal(v)
+		g.log.Info("upload passed to a tool", "tool", e.name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
+	}
+	out, err := json.Marshal(args)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return out, cleanup, nil
+}
+
+// keepFiles replaces, for the model, the files an upstream's result
+// carries (embedded resources with a blob; text, images and audio larger
+// than the configured size) by a download link of the caller's account.
+// What does not fit is dropped, and the result says so: nothing is
+// evicted.
+func (g *Gateway) keepFiles(p Principal, e *toolEntry, res *mcp.CallToolResult) *mcp.CallToolResult {
+	if g.xfer == nil || res == nil {
+		return res
+	}
+	var out []mcp.Content
+	changed := false
+	for _, c := range res.Content {
+		name, mime, data, ok := g.fileOf(c)
+		if !ok {
+			out = append(out, c)
+			continue
+		}
+		changed = true
+		out = append(out, g.keep(p, e, name, mime, data))
+	}
+	if !changed {
+		return res
+	}
+	cp := *res
+	cp.Content = out
+	return &cp
+}
+
+// fileOf tells whether a content item is a file to keep.
+func (g *Gateway) fileOf(c mcp.Content) (name, mime string, data []byte, ok bool) {
+	over := int(g.xfer.over)
+	switch c := c.(type) {
+	case *mcp.EmbeddedResource:
+		r := c.Resource
+		if r == nil {
+			return "", "", nil, false
+		}
+		name = filepath.Base(r.URI)
+		if r.Blob != nil {
+			return name, r.MIMEType, r.Blob, true
+		}
+		if len(r.Text) > over {
+			return name, r.MIMEType, []byte(r.Text), true
+		}
+	case *mcp.ImageContent:
+		if len(c.Data) > over {
+			return "image", c.MIMEType, c.Data, true
+		}
+	case *mcp.AudioContent:
+		if len(c.Data) > over {
+			return "audio", c.MIMEType, c.Data, true
+		}
+	case *mcp.TextContent:
+		if len(c.Text) > over {
+			return "text.txt", "text/plain; charset=utf-8", []byte(c.Text), true
+		}
+	}
+	return "", "", nil, false
+}
+
+// keep stores one file and returns what the model gets instead.
+func (g *Gateway) keep(p Principal, e *toolEntry, name, mime string, data []byte) mcp.Content {
+	size := len(data)
+	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), name, safeMIME(mime), data)
+	if err != nil {
+		return &mcp.TextContent{Text: fmt.Sprintf("download_failed: %s returned a file of %d bytes, which countersign could not keep: %s. "+
+			"Tell the user; the file is not available here.", e.name, size, describe(err))}
+	}
+	link := g.xfer.public + "/files/" + rec.ID
+	body, _ := json.Marshal(map[string]string{"url": link, "reference": rec.Reference,
+		"expiresAt": rec.Expires.UTC().Format("2006-01-02T15:04:05Z")})
+	return &mcp.TextContent{Text: "download " + string(body) + "\nThe user downloads the file (" + rec.MIME + ", " +
+		fmt.Sprint(rec.Size) + " bytes) by opening the link in a browser signed in to countersign."}
+}
+
+// safeMIME keeps a media type an upstream named only when it is one; the
+// store decides by content otherwise.
+func safeMIME(m string) string {
+	if m == "" || len(m) > 100 || strings.ContainsAny(m, "\r\n\"\\") || !strings.Contains(m, "/") {
+		return ""
+	}
+	return m
+}
