@@ -107,6 +107,7 @@ type requestPage struct {
 	Error         string
 	WindowMinutes []int
 	StepUp        stepUpView
+	Files         []fileView // the uploads the call names (uploads.go)
 }
 
 var windowMinutes = []int{5, 15, 30, 60}
@@ -124,7 +125,7 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 	if err != nil {
 		return err
 	}
-	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes}
+	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes, Files: s.filesOf(req)}
 	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
 		return err
 	}

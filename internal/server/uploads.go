@@ -237,3 +237,27 @@ func uploadIDs(args string) []string {
 func (s *Server) csrfMatches(got, sessionID string) bool {
 	return got != "" && sessionID != "" && hmac.Equal([]byte(got), []byte(s.csrfToken(sessionID)))
 }
+
+// fileView is an upload as a request's page shows it: what the approver
+// checks before deciding, and a way to download it.
+type fileView struct {
+	Reference, MIME, SHA256, URL string
+	Size                         int64
+}
+
+// filesOf finds the uploads of the request's account that its arguments
+// name: the receipt behind the voucher.
+func (s *Server) filesOf(req *countersign.Request) []fileView {
+	if s.cfg.Files == nil {
+		return nil
+	}
+	var out []fileView
+	for _, id := range uploadIDs(string(req.Arguments)) {
+		rec, err := s.cfg.Files.Lookup(req.AccountID, id)
+		if err != nil {
+			continue
+		}
+		out = append(out, fileView{Reference: rec.Reference, MIME: rec.MIME, SHA256: rec.SHA256, Size: rec.Size, URL: "/files/" + rec.ID})
+	}
+	return out
+}

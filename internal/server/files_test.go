@@ -1,0 +1,73 @@
+package server_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/files"
+)
+
+// TestDownloadHeaders: a kept file is served to a session of its account
+// only, always as a sandboxed attachment, at most five times.
+func TestDownloadHeaders(t *testing.T) {
+	e := fSetup(t)
+	html := []byte("<html><body><script>document.title='pwned'</script></body></html>")
+	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "../page\".html", "text/html", append([]byte(nil), html...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.get("/files/"+rec.ID).wantRedirect(t, "no session", "/signin?next=%2Ffiles%2F"+rec.ID)
+	bob := e.signIn("bob")
+	foreign := e.get("/files/"+rec.ID, e.as(bob.id)).want(t, "another account", http.StatusNotFound)
+	if unknown := e.get("/files/nosuchid", e.as(bob.id)).want(t, "unknown", http.StatusNotFound); unknown.body != foreign.body {
+		t.Error("another account's file differs from an unknown one")
+	}
+	alice := e.signIn("alice")
+	for i := range files.LinkDownloads {
+		r := e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "download", http.StatusOK)
+		if r.body != string(html) {
+			t.Fatalf("download %d: %q", i+1, r.body)
+		}
+		for k, want := range map[string]string{
+			"Content-Disposition":     `attachment; filename=page.html`,
+			"Content-Security-Policy": "default-src 'none'; sandbox",
+			"X-Content-Type-Options":  "nosniff",
+			"X-Frame-Options":         "DENY",
+			"Content-Type":            "text/html",
+		} {
+			if got := r.header.Get(k); got != want {
+				t.Errorf("%s: %q, want %q", k, got, want)
+			}
+		}
+	}
+	e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "a sixth download", http.StatusTooManyRequests)
+}
+
+// TestRequestPageFiles: the request of a call that carries an upload
+// shows its kind, size and SHA-256, with a download link, to the account.
+func TestRequestPageFiles(t *testing.T) {
+	e := fSetup(t)
+	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	page := e.page(owner)
+	up, _ := e.files.BeginUpload(e.acme.ID, page.ID, int64(len(receipt)), files.MaxUpload)
+	rec, err := up.Finish("r.pdf", append([]byte(nil), receipt...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args, _ := json.Marshal(map[string]string{"file": "upload:" + rec.ID})
+	req := e.create(e.agentA, client.CreateInput{Kind: "mcp", Action: "books_attach", Arguments: args, Preview: "attach"})
+	alice := e.signIn("alice")
+	r := e.get("/approvals/"+req.ID, e.as(alice.id)).want(t, "request page", http.StatusOK)
+	for _, want := range []string{rec.Reference, "application/pdf", rec.SHA256, `href="/files/` + rec.ID + `"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the request page lacks %q", want)
+		}
+	}
+	got := e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "download from the request page", http.StatusOK)
+	if got.body != string(receipt) {
+		t.Fatal("the downloaded file differs")
+	}
+}
