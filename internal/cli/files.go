@@ -2,8 +2,11 @@ package cli
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"log/slog"
 	"path/filepath"
+	"strings"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/files"
@@ -14,10 +17,27 @@ import (
 // data directory's lock; on PostgreSQL, with no folder of this replica
 // alone, they stay in memory. It warns when a few accounts could fill the
 // space for everyone.
-func openFiles(ctx context.Context, cfg *serveConfig, store countersign.Store, log *slog.Logger) (*files.Store, error) {
+func openFiles(ctx context.Context, cfg *serveConfig, store countersign.Store, listening string, log *slog.Logger) (*files.Store, error) {
 	fc := files.Config{TTL: cfg.filesTTL, MaxBytes: int64(cfg.filesMaxMB) << 20, Log: log.With("component", "files")}
 	if cfg.dbURL == "" {
 		fc.Dir = filepath.Join(cfg.data, "files")
+	} else {
+		// Replicas: each record's id names the replica that holds it
+		// (files.Locator), under a key they share through the database.
+		key, err := store.ServerKey(ctx, "files-replica", 32)
+		if err != nil {
+			return nil, fmt.Errorf("read the files replica key: %w", err)
+		}
+		self := cfg.replicaURL
+		if self == "" {
+			if host, _, _ := net.SplitHostPort(listening); net.ParseIP(host).IsUnspecified() {
+				return nil, fmt.Errorf("%w: with a database URL and the address %s, set COUNTERSIGN_REPLICA_URL (or --replica-url) to the URL where other replicas reach this one, such as http://10.0.0.5:8080", ErrUsage, listening)
+			}
+			self = "http://" + listening
+		}
+		if fc.Locator, err = files.NewLocator(key, strings.TrimRight(self, "/")); err != nil {
+			return nil, err
+		}
 	}
 	fs, err := files.Open(fc)
 	if err != nil {

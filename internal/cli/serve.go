@@ -52,6 +52,9 @@ type serveConfig struct {
 	// filesTTL and filesMaxMB bound file transfer (ADR 0008).
 	filesTTL   time.Duration
 	filesMaxMB int
+	// replicaURL is where other replicas reach this one, for the files it
+	// holds (PostgreSQL only; default http://ADDR).
+	replicaURL string
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -103,7 +106,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
-	fileStore, err := openFiles(ctx, cfg, store, log)
+	fileStore, err := openFiles(ctx, cfg, store, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -152,6 +155,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	stepUp := fs.String("step-up", env.Getenv("COUNTERSIGN_STEP_UP"), `approvals that need a passkey: rules "kind=mcp,tier=commit; kind=rm,reason=protected path: *; window", or "none" (COUNTERSIGN_STEP_UP; default: MCP commit and external tiers, rm of protected paths, every auto-approve window)`)
 	filesTTL := fs.String("files-ttl", envOr(env, "COUNTERSIGN_FILES_TTL", "30m"), "how long uploads and download links live (COUNTERSIGN_FILES_TTL)")
 	filesMax := fs.String("files-max-mb", env.Getenv("COUNTERSIGN_FILES_MAX_MB"), "MiB for every account's uploads and links together; default 256 on disk, 64 in memory (COUNTERSIGN_FILES_MAX_MB)")
+	fs.StringVar(&cfg.replicaURL, "replica-url", env.Getenv("COUNTERSIGN_REPLICA_URL"), "with PostgreSQL: the URL where other replicas reach this one for the files it holds (COUNTERSIGN_REPLICA_URL; default http://ADDR)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {

@@ -91,6 +91,9 @@ type Config struct {
 	TTL   time.Duration
 	Clock countersign.Clock
 	Log   *slog.Logger
+	// Locator, with several replicas on one database, names records so
+	// that every replica finds their holder (replica.go); nil: one process.
+	Locator *Locator
 }
 
 // Store holds the records and their sealed bytes.
@@ -183,7 +186,7 @@ func (s *Store) OpenPage(p Principal, purpose string, accept []string) (*Record,
 	if u.records+u.pages >= MaxRecords {
 		return nil, s.fullRecords()
 	}
-	e := &entry{Record: Record{ID: countersign.NewID(""), Reference: countersign.FormatReference(countersign.NewReference()),
+	e := &entry{Record: Record{ID: s.newID(), Reference: countersign.FormatReference(countersign.NewReference()),
 		Owner: p, Kind: KindUpload, Purpose: purpose, Accept: append([]string(nil), accept...), Created: now, Expires: now.Add(PageTTL)}}
 	s.records[e.ID] = e
 	u.pages++

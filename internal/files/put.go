@@ -182,7 +182,7 @@ func (s *Store) PutDownload(p Principal, name, mime string, data []byte) (*Recor
 		s.mu.Unlock()
 		return nil, err
 	}
-	e := &entry{Record: Record{ID: countersign.NewID(""), Reference: countersign.FormatReference(countersign.NewReference()),
+	e := &entry{Record: Record{ID: s.newID(), Reference: countersign.FormatReference(countersign.NewReference()),
 		Owner: p, Kind: KindDownload, Filled: true, Name: cleanName(name), MIME: mime, Size: size,
 		SHA256: hex.EncodeToString(sum[:]), Created: now, Expires: now.Add(s.cfg.TTL)}}
 	// Held as a reservation while sealed and written, outside the lock.

@@ -64,7 +64,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *tool
 	token, done := g.progress.route(ctx, req)
 	defer done()
 	p, _ := g.principal(req) // the handler checked it
-	args, removeFiles, ferr := g.substitute(p, e, req.Params.Arguments)
+	args, removeFiles, ferr := g.substitute(ctx, req, p, e)
 	if ferr != nil {
 		return notRun("%s did not run: %s.", e.name, describe(ferr)), nil
 	}
@@ -100,7 +100,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *tool
 // confirmed runs a call that needs a human: it resumes an elicitation,
 // takes an approval given in the inbox, or asks.
 func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal) (*mcp.CallToolResult, error) {
-	c, err := g.pendingCall(req, e, p)
+	c, err := g.pendingCall(ctx, req, e, p)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 
 // pendingCall builds the binding of a call: canonical arguments, the
 // trusted preview, and their hashes.
-func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry, p Principal) (*pendingCall, error) {
+func (g *Gateway) pendingCall(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal) (*pendingCall, error) {
 	args, err := approval.Canonical(req.Params.Arguments)
 	if errors.Is(err, approval.ErrInexactNumber) {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments hold " + approval.ErrInexactNumber.Error()}
@@ -169,7 +169,7 @@ func (g *Gateway) pendingCall(req *mcp.CallToolRequest, e *toolEntry, p Principa
 		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown),
 		Reasons: []string{approval.TierReason(string(e.tier))}}
 	// The uploads it names, by kind, size and SHA-256 (fileargs.go).
-	_, ups, err := g.uploadsOf(p, e, req.Params.Arguments)
+	_, ups, err := g.uploadsOf(ctx, req, p, e, req.Params.Arguments)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: describe(err)}
 	}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -34,15 +35,16 @@ func (g *Gateway) fileArgsOf(e *toolEntry) []FileArg {
 
 // namedUpload is an upload a call's file argument names.
 type namedUpload struct {
-	arg string
-	as  FileArg
-	rec *files.Record
+	arg  string
+	as   FileArg
+	rec  *files.Record
+	data []byte // fetched from the replica that holds it; nil: this one's
 }
 
 // uploadsOf finds the uploads a call names in its file arguments: each
 // must be the caller's own and of a purpose the argument takes. Another
 // principal's upload answers as an unknown one.
-func (g *Gateway) uploadsOf(p Principal, e *toolEntry, raw json.RawMessage) (map[string]json.RawMessage, []namedUpload, error) {
+func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry, raw json.RawMessage) (map[string]json.RawMessage, []namedUpload, error) {
 	fa := g.fileArgsOf(e)
 	if len(fa) == 0 {
 		return nil, nil, nil
@@ -62,6 +64,14 @@ func (g *Gateway) uploadsOf(p Principal, e *toolEntry, raw json.RawMessage) (map
 			continue // a plain path stays a plain path
 		}
 		rec, err := g.xfer.store.Upload(filesPrincipal(p), id)
+		var data []byte
+		if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+			// Another replica may hold it; it checks the agent's own
+			// credential.
+			if _, remote := g.xfer.store.Remote(id); remote {
+				rec, data, err = g.xfer.store.FetchUpload(ctx, filesPrincipal(p), id, authorization(req))
+			}
+		}
 		if err != nil {
 			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(describe(err), "."), UploadTool)
 		}
@@ -69,7 +79,7 @@ func (g *Gateway) uploadsOf(p Principal, e *toolEntry, raw json.RawMessage) (map
 			return nil, nil, countersign.Errorf(countersign.EINVALID, "the argument %s takes a file for %s, but upload %s is for %s. Ask for an upload of the right purpose with %s",
 				f.Arg, strings.Join(f.Purposes, " or "), rec.Reference, rec.Purpose, UploadTool)
 		}
-		out = append(out, namedUpload{arg: f.Arg, as: f, rec: rec})
+		out = append(out, namedUpload{arg: f.Arg, as: f, rec: rec, data: data})
 	}
 	return args, out, nil
 }
@@ -93,8 +103,9 @@ func uploadFacts(ups []namedUpload) string {
 // the configuration says: a path to a decrypted copy in a private folder
 // (removed by the returned function when the call ends), base64 or a data
 // URI. Arguments that name no upload go on as they are.
-func (g *Gateway) substitute(p Principal, e *toolEntry, raw json.RawMessage) (json.RawMessage, func(), error) {
-	args, ups, err := g.uploadsOf(p, e, raw)
+func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry) (json.RawMessage, func(), error) {
+	raw := req.Params.Arguments
+	args, ups, err := g.uploadsOf(ctx, req, p, e, raw)
 	if err != nil || len(ups) == 0 {
 		return raw, func() {}, err
 	}
@@ -105,7 +116,10 @@ func (g *Gateway) substitute(p Principal, e *toolEntry, raw json.RawMessage) (js
 		}
 	}
 	for _, u := range ups {
-		data, err := g.xfer.store.Read(u.rec)
+		data, err := u.data, error(nil)
+		if data == nil {
+			data, err = g.xfer.store.Read(u.rec)
+		}
 		if err != nil {
 			cleanup()
 			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, describe(err))
@@ -226,4 +240,13 @@ func safeMIME(m string) string {
 		return ""
 	}
 	return m
+}
+
+// authorization is the Authorization header of the HTTP request a call
+// came in, which another replica authenticates again.
+func authorization(req *mcp.CallToolRequest) string {
+	if req == nil || req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get("Authorization")
 }

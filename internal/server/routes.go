@@ -78,9 +78,11 @@ func (s *Server) routes() http.Handler {
 
 	// File transfer (ADR 0008): upload pages and downloads, behind the
 	// same sessions.
-	mux.HandleFunc("GET /uploads/{id}", s.page(s.signedIn(s.uploadForm)))
-	mux.HandleFunc("POST /uploads/{id}", s.upload) // its own checks, before the body (uploads.go)
-	mux.HandleFunc("GET /files/{id}", s.page(s.signedIn(s.download)))
+	// A record another replica holds is passed on to it (filereplicas.go).
+	mux.HandleFunc("GET /uploads/{id}", s.atHolder(s.page(s.signedIn(s.uploadForm))))
+	mux.HandleFunc("POST /uploads/{id}", s.atHolder(s.upload)) // its own checks, before the body (uploads.go)
+	mux.HandleFunc("GET /files/{id}", s.atHolder(s.page(s.signedIn(s.download))))
+	mux.HandleFunc("GET /internal/uploads/{id}", s.internalUpload)
 	mux.Handle("GET /static/", s.bodiless(s.static().ServeHTTP))
 	mux.Handle("/mcp", s.mcpEndpoint()) // the MCP gateway, for agent keys (mcp.go)
 
