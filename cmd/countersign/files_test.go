@@ -212,3 +212,67 @@ func TestFileReplicas(t *testing.T) {
 		t.Fatalf("the internal route without the HMAC: %d", code)
 	}
 }
+
+// TestFilesRestart: a restart voids every upload page, upload and link,
+// and empties the folder of the sealed bytes.
+func TestFilesRestart(t *testing.T) {
+	cfg := filesConfig(t)
+	bd := newBed(t)
+	s := bd.serve("--mcp-config", cfg, "--public-url", filesPublic)
+	first := s.parseFirstStart()
+	cs := mcpSession(t, s.URL, first.key)
+	_, res := toolText(t, cs, "countersign_upload_request", map[string]any{"purpose": "receipt"})
+	sc, _ := res.StructuredContent.(map[string]any)
+	uploadID, _ := sc["uploadId"].(string)
+	pagePath := strings.TrimPrefix(sc["url"].(string), filesPublic)
+	_, res2 := toolText(t, cs, "countersign_upload_request", map[string]any{"purpose": "receipt"})
+	sc2, _ := res2.StructuredContent.(map[string]any)
+	openPage := strings.TrimPrefix(sc2["url"].(string), filesPublic)
+	out, _ := toolText(t, cs, "export", map[string]any{"kind": "pdf"})
+	m := regexp.MustCompile(`download (\{[^\n]+\})`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("export: %s", out)
+	}
+	var link map[string]string
+	json.Unmarshal([]byte(m[1]), &link)
+	linkPath := strings.TrimPrefix(link["url"], filesPublic)
+
+	br := &browserClient{t: t}
+	form := url.Values{"username": {"admin"}, "password": {first.password}, "next": {pagePath}}
+	resp, _ := br.do(s.URL, http.MethodPost, "/signin", "application/x-www-form-urlencoded", []byte(form.Encode()))
+	for _, c := range resp.Cookies() {
+		if c.Name == "countersign_session" {
+			br.cookie = c.Value
+		}
+	}
+	_, body := br.do(s.URL, http.MethodGet, pagePath, "", nil)
+	csrf := csrfRE.FindStringSubmatch(string(body))[1]
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	mw.WriteField("csrf", csrf)
+	fw, _ := mw.CreateFormFile("file", "receipt.pdf")
+	fw.Write([]byte("%PDF-1.4\n%%EOF\n"))
+	mw.Close()
+	if resp, body := br.do(s.URL, http.MethodPost, pagePath, mw.FormDataContentType(), mp.Bytes()); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("upload: %d\n%s", resp.StatusCode, body)
+	}
+	folder := filepath.Join(bd.data, "files")
+	if entries, _ := os.ReadDir(folder); len(entries) != 2 {
+		t.Fatalf("before the restart the folder holds %d files, want 2 (the upload and the link)", len(entries))
+	}
+
+	s.stopClean()
+	s = bd.serve("--mcp-config", cfg, "--public-url", filesPublic)
+	if entries, _ := os.ReadDir(folder); len(entries) != 0 {
+		t.Fatalf("after the restart the folder holds %d files", len(entries))
+	}
+	for _, p := range []string{pagePath, openPage, linkPath} {
+		if resp, _ := br.do(s.URL, http.MethodGet, p, "", nil); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("after the restart %s answers %d, want 404", p, resp.StatusCode)
+		}
+	}
+	cs = mcpSession(t, s.URL, first.key)
+	if got, _ := toolText(t, cs, "digest", map[string]any{"file": uploadID}); !strings.Contains(got, "no such file") {
+		t.Fatalf("the upload after the restart: %s", got)
+	}
+}

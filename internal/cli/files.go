@@ -3,8 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"strings"
 

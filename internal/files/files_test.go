@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,6 +289,32 @@ func TestCleanName(t *testing.T) {
 	} {
 		if got := cleanName(in); got != want {
 			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLogs: log lines carry reference, kind, size and SHA-256, never a
+// record's id or a file's name.
+func TestLogs(t *testing.T) {
+	var buf testutil.LogBuffer
+	s, err := Open(Config{Log: slog.New(slog.NewTextHandler(&buf, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := upload(t, s, alice, "secret-invoice-name.pdf", pdf)
+	if _, _, err := s.Fetch(alice.Account, rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	dl, _ := s.PutDownload(alice, "other-secret.csv", "text/csv", []byte("a,b\n"))
+	log := buf.String()
+	for _, bad := range []string{rec.ID, dl.ID, "secret-invoice-name", "other-secret"} {
+		if strings.Contains(log, bad) {
+			t.Errorf("the log holds %q:\n%s", bad, log)
+		}
+	}
+	for _, want := range []string{rec.Reference, rec.SHA256, "kind=application/pdf", "size=" + strconv.Itoa(len(pdf))} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
 		}
 	}
 }

@@ -284,3 +284,20 @@ func downloadOf(t *testing.T, res *mcp.CallToolResult) map[string]string {
 	t.Fatalf("no download link in %s", textOf(res))
 	return nil
 }
+
+// TestUploadRequestLimits: the sixth open page of an account is refused
+// with what to do, through the tool; another account is not affected.
+func TestUploadRequestLimits(t *testing.T) {
+	h, _ := filesHarness(t)
+	cs := h.connect(clientOpts{})
+	cs2 := h.connect(clientOpts{key: "agent2"})
+	for range files.MaxPages - 1 {
+		requestUpload(t, cs, "receipt")
+	}
+	requestUpload(t, cs2, "receipt")
+	res := call(t, cs, gateway.UploadTool, map[string]any{"purpose": "receipt"})
+	if !res.IsError || !strings.Contains(textOf(res), "upload pages open already") {
+		t.Fatalf("the sixth page: %s", textOf(res))
+	}
+	requestUpload(t, h.connect(clientOpts{key: "outsider"}), "receipt")
+}

@@ -87,4 +87,6 @@ func filesPrincipalOf(a countersign.Agent) files.Principal {
 	return files.Principal{Account: a.AccountID, Key: a.KeyID}
 }
 
-func servedUpload(w http.ResponseWriter, rec *files.Record, data []byte) { files.ServeUpload(w, rec, data) }
+func servedUpload(w http.ResponseWriter, rec *files.Record, data []byte) {
+	files.ServeUpload(w, rec, data)
+}
