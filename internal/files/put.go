@@ -87,6 +87,12 @@ func (up *Upload) Release() {
 // Overhead bytes of spare capacity is sealed without a copy. EUNSUPPORTED
 // for a kind the page does not take.
 func (up *Upload) Finish(name string, data []byte) (*Record, error) {
+	return up.FinishHashed(name, data, nil)
+}
+
+// FinishHashed is Finish with the SHA-256 of data computed already (while
+// the body was read); nil: computed here.
+func (up *Upload) FinishHashed(name string, data, sum []byte) (*Record, error) {
 	defer up.Release()
 	s := up.s
 	if int64(len(data)) > up.reserved || len(data) == 0 {
@@ -109,10 +115,13 @@ func (up *Upload) Finish(name string, data []byte) (*Record, error) {
 	if !accepts(kind, accept) {
 		return nil, countersign.Errorf(countersign.EUNSUPPORTED, "this is a file of kind %s, which this page does not take: it takes %s", kind.String(), strings.Join(accept, ", "))
 	}
-	sum := sha256.Sum256(data)
+	if len(sum) != sha256.Size {
+		s := sha256.Sum256(data)
+		sum = s[:]
+	}
 	size := int64(len(data))
 	rec := e.copy()
-	rec.Filled, rec.Name, rec.MIME, rec.Size, rec.SHA256 = true, cleanName(name), kind.String(), size, hex.EncodeToString(sum[:])
+	rec.Filled, rec.Name, rec.MIME, rec.Size, rec.SHA256 = true, cleanName(name), kind.String(), size, hex.EncodeToString(sum)
 	if err := s.keep(rec, data); err != nil {
 		return nil, err
 	}

@@ -21,6 +21,7 @@ type slowBody struct {
 	rc    *http.ResponseController
 	lim   BodyLimits
 	start time.Time
+	set   time.Time // when the read deadline was last moved
 	n     int64
 	err   error
 }
@@ -43,11 +44,16 @@ func (b *slowBody) Read(p []byte) (int, error) {
 		b.err = errSlowBody
 		return 0, b.err
 	}
-	dl := now.Add(b.lim.Stall)
-	if dl.After(end) {
-		dl = end
+	// The deadline moves at most every 100 ms: setting it on every
+	// small read costs more than the read.
+	if now.Sub(b.set) >= 100*time.Millisecond || b.set.IsZero() {
+		dl := now.Add(b.lim.Stall)
+		if dl.After(end) {
+			dl = end
+		}
+		_ = b.rc.SetReadDeadline(dl)
+		b.set = now
 	}
-	_ = b.rc.SetReadDeadline(dl)
 	n, err := b.r.Read(p)
 	b.n += int64(n)
 	if err != nil && timeout(err) {

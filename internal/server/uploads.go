@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/hmac"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"mime"
@@ -118,11 +119,11 @@ func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer up.Release()
 	body := newSlowBody(w, http.MaxBytesReader(w, r.Body, limit), s.bodyLimits())
-	name, data, err := s.readUpload(r, body, b.id)
+	name, data, sum, err := s.readUpload(r, body, b.id)
 	if err != nil {
 		return err
 	}
-	rec, err := up.Finish(name, data)
+	rec, err := up.FinishHashed(name, data, sum)
 	if err != nil {
 		if code := countersign.ErrorCode(err); code == countersign.EUNSUPPORTED || code == countersign.EINVALID {
 			page, perr := s.cfg.Files.Page(b.session.AccountID, r.PathValue("id"))
@@ -143,33 +144,35 @@ func (s *Server) bodyLimits() BodyLimits {
 	return DefaultBodyLimits
 }
 
-// readUpload reads the form: first the CSRF token, then one file.
-func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string) (string, []byte, error) {
+// readUpload reads the form: first the CSRF token, then one file, which it
+// hashes as it arrives.
+func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string) (name string, data, sum []byte, err error) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return "", nil, countersign.Errorf(countersign.EUNSUPPORTED, "Upload the file from the upload page's form.")
+		return "", nil, nil, countersign.Errorf(countersign.EUNSUPPORTED, "Upload the file from the upload page's form.")
 	}
 	mr := multipart.NewReader(body, params["boundary"])
 	part, err := mr.NextPart()
 	if err != nil {
-		return "", nil, bodyError(err)
+		return "", nil, nil, bodyError(err)
 	}
 	token, err := io.ReadAll(io.LimitReader(part, 256))
 	if err != nil {
-		return "", nil, bodyError(err)
+		return "", nil, nil, bodyError(err)
 	}
 	if part.FormName() != "csrf" || !s.csrfMatches(string(token), sessionID) {
-		return "", nil, countersign.Errorf(countersign.EFORBIDDEN, "This form has expired or did not come from your session. Reload the page and try again.")
+		return "", nil, nil, countersign.Errorf(countersign.EFORBIDDEN, "This form has expired or did not come from your session. Reload the page and try again.")
 	}
 	part, err = mr.NextPart()
 	if err != nil {
-		return "", nil, bodyError(err)
+		return "", nil, nil, bodyError(err)
 	}
 	if part.FormName() != "file" {
-		return "", nil, countersign.Errorf(countersign.EINVALID, "The form holds no file. Choose a file and upload it again.")
+		return "", nil, nil, countersign.Errorf(countersign.EINVALID, "The form holds no file. Choose a file and upload it again.")
 	}
 	// One buffer, with room to be sealed where it lies.
 	buf := make([]byte, 0, min(r.ContentLength, files.MaxUpload)+files.Overhead)
+	h := sha256.New()
 	for {
 		if len(buf) == cap(buf) {
 			if len(buf) > files.MaxUpload {
@@ -178,17 +181,18 @@ func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string) (
 			buf = append(buf, 0)[:len(buf)]
 		}
 		n, err := part.Read(buf[len(buf):cap(buf)])
+		h.Write(buf[len(buf) : len(buf)+n])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
 			break
 		} else if err != nil {
-			return "", nil, bodyError(err)
+			return "", nil, nil, bodyError(err)
 		}
 	}
 	if len(buf) > files.MaxUpload {
-		return "", nil, countersign.Errorf(countersign.ETOOLARGE, "The file is larger than %d MiB, the most an upload takes.", files.MaxUpload>>20)
+		return "", nil, nil, countersign.Errorf(countersign.ETOOLARGE, "The file is larger than %d MiB, the most an upload takes.", files.MaxUpload>>20)
 	}
-	return part.FileName(), buf, nil
+	return part.FileName(), buf, h.Sum(nil), nil
 }
 
 // bodyError is a failure to read an upload body as the browser should
