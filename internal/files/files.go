@@ -7,9 +7,11 @@
 package files
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -248,17 +250,33 @@ func unknown() error {
 
 // Read returns the plain bytes of a filled record.
 func (s *Store) Read(rec *Record) ([]byte, error) {
-	sealed, err := s.blobs.get(rec.ID)
+	r, err := s.Open(rec)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data := make([]byte, 0, rec.Size)
+	buf := bytes.NewBuffer(data)
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Open streams the plain bytes of a filled record, opened chunk by chunk:
+// a file is never held whole. A blob that fails to open ends the stream
+// with an error.
+func (s *Store) Open(rec *Record) (io.ReadCloser, error) {
+	src, err := s.blobs.open(rec.ID)
 	if err != nil {
 		return nil, unknown()
 	}
-	_, own := s.blobs.(*diskBlobs)
-	return s.box.open(sealed, ad(rec), own)
+	return s.box.reader(src, ad(rec), rec.Size)
 }
 
-// Fetch returns a filled record of the account and its bytes, counting one
-// download. ELIMIT once a record served LinkDownloads.
-func (s *Store) Fetch(account, id string) (*Record, []byte, error) {
+// Fetch returns a filled record of the account and a stream of its bytes,
+// counting one download. ELIMIT once a record served LinkDownloads.
+func (s *Store) Fetch(account, id string) (*Record, io.ReadCloser, error) {
 	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	s.sweepLocked(now)
@@ -274,12 +292,12 @@ func (s *Store) Fetch(account, id string) (*Record, []byte, error) {
 	e.Downloads++
 	rec := e.copy()
 	s.mu.Unlock()
-	data, err := s.Read(rec)
+	r, err := s.Open(rec)
 	if err != nil {
 		return nil, nil, err
 	}
 	s.cfg.Log.Info("file downloaded", "reference", rec.Reference, "kind", rec.MIME, "size", rec.Size, "sha256", rec.SHA256)
-	return rec, data, nil
+	return rec, r, nil
 }
 
 // sweepLocked drops what has expired, and its bytes.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -102,24 +103,47 @@ func TestUploadRoundTrip(t *testing.T) {
 }
 
 // TestSealedForItsRecord: a blob opens only with its own id, account and
-// kind, and never under another process's key.
+// kind, never under another process's key, and not when cut short at a
+// chunk's end or changed.
 func TestSealedForItsRecord(t *testing.T) {
 	s, _ := newStore(t, "", 0)
-	rec := upload(t, s, alice, "a.pdf", pdf)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*chunkSize/16+100) // four chunks
+	rec := upload(t, s, alice, "a.pdf", append(append([]byte(nil), pdf...), big...))
+	sealed := s.blobs.(*memBlobs).m[rec.ID]
+	open := func(box *sealer, blob []byte, r *Record) error {
+		rd, err := box.reader(io.NopCloser(bytes.NewReader(blob)), ad(r), r.Size)
+		if err != nil {
+			return err
+		}
+		_, err = io.ReadAll(rd)
+		return err
+	}
+	if err := open(s.box, sealed, rec); err != nil {
+		t.Fatalf("the blob does not open: %v", err)
+	}
 	other := *rec
 	other.Owner = bob
-	sealed, _ := s.blobs.get(rec.ID)
-	if _, err := s.box.open(sealed, ad(&other), false); err == nil {
+	if open(s.box, sealed, &other) == nil {
 		t.Fatal("a blob opened under another account")
 	}
 	other = *rec
 	other.Kind = KindDownload
-	if _, err := s.box.open(sealed, ad(&other), false); err == nil {
+	if open(s.box, sealed, &other) == nil {
 		t.Fatal("a blob opened as another kind")
 	}
 	s2, _ := newStore(t, "", 0)
-	if _, err := s2.box.open(sealed, ad(rec), false); err == nil {
+	if open(s2.box, sealed, rec) == nil {
 		t.Fatal("a blob opened under another process's key")
+	}
+	cut := *rec
+	cut.Size = 3 * chunkSize
+	if open(s.box, sealed[:prefixLen+3*(chunkSize+tagSize)], &cut) == nil {
+		t.Fatal("a blob cut at a chunk's end opened")
+	}
+	changed := append([]byte(nil), sealed...)
+	changed[prefixLen+chunkSize+tagSize+5] ^= 1
+	if open(s.box, changed, rec) == nil {
+		t.Fatal("a changed blob opened")
 	}
 }
 
@@ -270,7 +294,13 @@ func TestDownloadCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range LinkDownloads {
-		if _, data, err := s.Fetch(alice.Account, rec.ID); err != nil || string(data) != "hello" {
+		_, r, err := s.Fetch(alice.Account, rec.ID)
+		var data []byte
+		if err == nil {
+			data, _ = io.ReadAll(r)
+			r.Close()
+		}
+		if err != nil || string(data) != "hello" {
 			t.Fatalf("download %d: %v %q", i+1, err, data)
 		}
 	}

@@ -3,6 +3,7 @@ package files
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -11,14 +12,23 @@ import (
 
 // Upload is an upload body being read: it holds one of the server's
 // upload slots, the account's one, and the space the body declared, until
-// Finish or Release.
+// Close or Release. Its bytes are sealed as they are written.
 type Upload struct {
 	s        *Store
 	id       string
 	account  string
 	reserved int64
 	done     bool
+
+	w    *blobWriter
+	hash hash.Hash
+	head []byte // the first bytes, which decide the kind
+	size int64
+	err  error
 }
+
+// headLen is how much of a file decides its kind (mimetype's own limit).
+const headLen = 3072
 
 // BeginUpload checks, before a body is read, that the account has this
 // page open and waiting for a file, that the declared length is within
@@ -57,13 +67,44 @@ func (s *Store) BeginUpload(account, id string, declared, limit int64) (*Upload,
 	if err := s.roomLocked(account, n); err != nil {
 		return nil, err
 	}
+	k, err := s.blobs.create(id)
+	if err != nil {
+		return nil, countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
+	}
+	w, err := s.box.writer(ad(&e.Record), k)
+	if err != nil {
+		k.abort()
+		return nil, countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
+	}
 	u.uploading, u.bytes, e.reserved = true, u.bytes+n, n
 	s.uploading++
-	return &Upload{s: s, id: id, account: account, reserved: n}, nil
+	return &Upload{s: s, id: id, account: account, reserved: n, w: w, hash: sha256.New()}, nil
 }
 
-// Release gives the slot and the space back; after Finish it does
-// nothing.
+// Write seals more of the file. ETOOLARGE beyond what the body declared or
+// MaxUpload.
+func (up *Upload) Write(p []byte) (int, error) {
+	if up.err != nil {
+		return 0, up.err
+	}
+	if up.size+int64(len(p)) > up.reserved {
+		up.err = countersign.Errorf(countersign.ETOOLARGE, "the file is larger than it said or than %d MiB", MaxUpload>>20)
+		return 0, up.err
+	}
+	if len(up.head) < headLen {
+		up.head = append(up.head, p[:min(len(p), headLen-len(up.head))]...)
+	}
+	up.hash.Write(p)
+	up.size += int64(len(p))
+	if _, err := up.w.Write(p); err != nil {
+		up.err = countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
+		return 0, up.err
+	}
+	return len(p), nil
+}
+
+// Release gives the slot and the space back, and drops a file not kept;
+// after Close it does nothing.
 func (up *Upload) Release() {
 	s := up.s
 	s.mu.Lock()
@@ -72,6 +113,7 @@ func (up *Upload) Release() {
 		return
 	}
 	up.done = true
+	up.w.sink.abort()
 	s.uploading--
 	u := s.usage(up.account)
 	u.uploading = false
@@ -81,25 +123,27 @@ func (up *Upload) Release() {
 	}
 }
 
-// Finish keeps the file: its kind decided by content (which the page's
-// kinds must accept), its name cleaned, its bytes sealed. data may be
-// sealed in place, so the caller must not use it afterwards; a buffer with
-// Overhead bytes of spare capacity is sealed without a copy. EUNSUPPORTED
-// for a kind the page does not take.
+// Finish writes data and closes the upload.
 func (up *Upload) Finish(name string, data []byte) (*Record, error) {
-	return up.FinishHashed(name, data, nil)
+	if _, err := up.Write(data); err != nil {
+		up.Release()
+		return nil, err
+	}
+	return up.Close(name)
 }
 
-// FinishHashed is Finish with the SHA-256 of data computed already (while
-// the body was read); nil: computed here.
-func (up *Upload) FinishHashed(name string, data, sum []byte) (*Record, error) {
+// Close keeps the file written: its kind decided by content (which the
+// page's kinds must accept), its name cleaned. EUNSUPPORTED for a kind the
+// page does not take, EINVALID for an empty file; the page stays open for
+// another try.
+func (up *Upload) Close(name string) (*Record, error) {
 	defer up.Release()
 	s := up.s
-	if int64(len(data)) > up.reserved || len(data) == 0 {
-		if len(data) == 0 {
-			return nil, countersign.Errorf(countersign.EINVALID, "the file is empty: choose the file again")
-		}
-		return nil, countersign.Errorf(countersign.ETOOLARGE, "the file is larger than it said or than %d MiB", MaxUpload>>20)
+	if up.err != nil {
+		return nil, up.err
+	}
+	if up.size == 0 {
+		return nil, countersign.Errorf(countersign.EINVALID, "the file is empty: choose the file again")
 	}
 	s.mu.Lock()
 	e, ok := s.records[up.id]
@@ -111,20 +155,14 @@ func (up *Upload) FinishHashed(name string, data, sum []byte) (*Record, error) {
 	if !ok {
 		return nil, unknown()
 	}
-	kind := mimetype.Detect(data)
+	kind := mimetype.Detect(up.head)
 	if !accepts(kind, accept) {
 		return nil, countersign.Errorf(countersign.EUNSUPPORTED, "this is a file of kind %s, which this page does not take: it takes %s", kind.String(), strings.Join(accept, ", "))
 	}
-	if len(sum) != sha256.Size {
-		s := sha256.Sum256(data)
-		sum = s[:]
+	if err := up.w.close(); err != nil {
+		return nil, countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
 	}
-	size := int64(len(data))
-	rec := e.copy()
-	rec.Filled, rec.Name, rec.MIME, rec.Size, rec.SHA256 = true, cleanName(name), kind.String(), size, hex.EncodeToString(sum)
-	if err := s.keep(rec, data); err != nil {
-		return nil, err
-	}
+	size, sum := up.size, hex.EncodeToString(up.hash.Sum(nil))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Clock.Now()
@@ -141,7 +179,7 @@ func (up *Upload) FinishHashed(name string, data, sum []byte) (*Record, error) {
 	u.pages--
 	u.records++
 	e.reserved = 0
-	e.Filled, e.Name, e.MIME, e.Size, e.SHA256 = true, rec.Name, rec.MIME, size, rec.SHA256
+	e.Filled, e.Name, e.MIME, e.Size, e.SHA256 = true, cleanName(name), kind.String(), size, sum
 	e.Expires = now.Add(s.cfg.TTL)
 	s.cfg.Log.Info("file uploaded", "reference", e.Reference, "kind", e.MIME, "size", e.Size, "sha256", e.SHA256)
 	return e.copy(), nil
@@ -171,7 +209,7 @@ func accepts(kind *mimetype.MIME, accept []string) bool {
 }
 
 // PutDownload keeps a file an upstream returned, for the principal's
-// account to download. data may be sealed in place. ELIMIT when the
+// account to download. ELIMIT when the
 // account or the server has no room: nothing is evicted.
 func (s *Store) PutDownload(p Principal, name, mime string, data []byte) (*Record, error) {
 	now := s.cfg.Clock.Now()
@@ -214,7 +252,20 @@ func (s *Store) PutDownload(p Principal, name, mime string, data []byte) (*Recor
 
 // keep seals and stores a record's bytes.
 func (s *Store) keep(rec *Record, data []byte) error {
-	if err := s.blobs.put(rec.ID, s.box.seal(data, ad(rec))); err != nil {
+	k, err := s.blobs.create(rec.ID)
+	if err == nil {
+		var w *blobWriter
+		if w, err = s.box.writer(ad(rec), k); err == nil {
+			if _, err = w.Write(data); err == nil {
+				err = w.close()
+			} else {
+				k.abort()
+			}
+		} else {
+			k.abort()
+		}
+	}
+	if err != nil {
 		return countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -253,7 +254,12 @@ func TestDownloadLinks(t *testing.T) {
 		}
 	}
 	id := strings.TrimPrefix(link["url"], h.base+"/files/")
-	rec, data, err := fs.Fetch(h.alice.AccountID, id)
+	rec, r, err := fs.Fetch(h.alice.AccountID, id)
+	var data []byte
+	if err == nil {
+		data, _ = io.ReadAll(r)
+		r.Close()
+	}
 	if err != nil || rec.MIME != "application/pdf" || string(data) != string(receiptPDF) || rec.Name != "invoice.pdf" {
 		t.Fatalf("kept: %v %+v", err, rec)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -22,6 +23,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *browser) er
 	if err != nil {
 		return err
 	}
+	defer data.Close()
 	h := w.Header()
 	h.Set("Content-Security-Policy", fileCSP)
 	h.Set("Content-Type", rec.MIME)
@@ -30,14 +32,16 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *browser) er
 		disposition = "attachment"
 	}
 	h.Set("Content-Disposition", disposition)
-	h.Set("Content-Length", strconv.Itoa(len(data)))
+	h.Set("Content-Length", strconv.FormatInt(rec.Size, 10))
 	h.Set("Cache-Control", "no-store")
 	// A large file over a slow line takes longer than the server's write
 	// timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(10 * time.Minute))
 	w.WriteHeader(http.StatusOK)
-	if _, err := w.Write(data); err != nil {
-		s.log.Debug("download cut off", "reference", rec.Reference)
+	// Streamed chunk by chunk; a blob that fails to open cuts the answer
+	// short, which the browser reports as a failed download.
+	if _, err := io.Copy(w, data); err != nil {
+		s.log.Warn("download cut off", "reference", rec.Reference, "err", err)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"crypto/hmac"
-	"crypto/sha256"
 	"errors"
 	"io"
 	"mime"
@@ -119,11 +118,11 @@ func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer up.Release()
 	body := newSlowBody(w, http.MaxBytesReader(w, r.Body, limit), s.bodyLimits())
-	name, data, sum, err := s.readUpload(r, body, b.id)
+	name, err := s.readUpload(r, body, b.id, up)
 	if err != nil {
 		return err
 	}
-	rec, err := up.FinishHashed(name, data, sum)
+	rec, err := up.Close(name)
 	if err != nil {
 		if code := countersign.ErrorCode(err); code == countersign.EUNSUPPORTED || code == countersign.EINVALID {
 			page, perr := s.cfg.Files.Page(b.session.AccountID, r.PathValue("id"))
@@ -144,56 +143,50 @@ func (s *Server) bodyLimits() BodyLimits {
 	return DefaultBodyLimits
 }
 
-// readUpload reads the form: first the CSRF token, then one file, which it
-// hashes as it arrives.
-func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string) (name string, data, sum []byte, err error) {
+// readUpload reads the form: first the CSRF token, then one file, which
+// streams into the upload, sealed as it arrives.
+func (s *Server) readUpload(r *http.Request, body io.Reader, sessionID string, up *files.Upload) (string, error) {
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return "", nil, nil, countersign.Errorf(countersign.EUNSUPPORTED, "Upload the file from the upload page's form.")
+		return "", countersign.Errorf(countersign.EUNSUPPORTED, "Upload the file from the upload page's form.")
 	}
 	mr := multipart.NewReader(body, params["boundary"])
 	part, err := mr.NextPart()
 	if err != nil {
-		return "", nil, nil, bodyError(err)
+		return "", bodyError(err)
 	}
 	token, err := io.ReadAll(io.LimitReader(part, 256))
 	if err != nil {
-		return "", nil, nil, bodyError(err)
+		return "", bodyError(err)
 	}
 	if part.FormName() != "csrf" || !s.csrfMatches(string(token), sessionID) {
-		return "", nil, nil, countersign.Errorf(countersign.EFORBIDDEN, "This form has expired or did not come from your session. Reload the page and try again.")
+		return "", countersign.Errorf(countersign.EFORBIDDEN, "This form has expired or did not come from your session. Reload the page and try again.")
 	}
 	part, err = mr.NextPart()
 	if err != nil {
-		return "", nil, nil, bodyError(err)
+		return "", bodyError(err)
 	}
 	if part.FormName() != "file" {
-		return "", nil, nil, countersign.Errorf(countersign.EINVALID, "The form holds no file. Choose a file and upload it again.")
+		return "", countersign.Errorf(countersign.EINVALID, "The form holds no file. Choose a file and upload it again.")
 	}
-	// One buffer, with room to be sealed where it lies.
-	buf := make([]byte, 0, min(r.ContentLength, files.MaxUpload)+files.Overhead)
-	h := sha256.New()
+	buf := make([]byte, chunkRead)
 	for {
-		if len(buf) == cap(buf) {
-			if len(buf) > files.MaxUpload {
-				break
+		n, rerr := part.Read(buf)
+		if n > 0 {
+			if _, err := up.Write(buf[:n]); err != nil {
+				return "", err
 			}
-			buf = append(buf, 0)[:len(buf)]
 		}
-		n, err := part.Read(buf[len(buf):cap(buf)])
-		h.Write(buf[len(buf) : len(buf)+n])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			break
-		} else if err != nil {
-			return "", nil, nil, bodyError(err)
+		if rerr == io.EOF {
+			return part.FileName(), nil
+		} else if rerr != nil {
+			return "", bodyError(rerr)
 		}
 	}
-	if len(buf) > files.MaxUpload {
-		return "", nil, nil, countersign.Errorf(countersign.ETOOLARGE, "The file is larger than %d MiB, the most an upload takes.", files.MaxUpload>>20)
-	}
-	return part.FileName(), buf, h.Sum(nil), nil
 }
+
+// chunkRead is how much of an upload is read at once.
+const chunkRead = 64 << 10
 
 // bodyError is a failure to read an upload body as the browser should
 // read it.
