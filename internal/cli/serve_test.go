@@ -34,7 +34,8 @@ func TestParseServeDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := serveConfig{addr: "127.0.0.1:8080", data: "countersign-data", ttl: 10 * time.Minute,
-		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text", stepUp: approval.DefaultStepUp}
+		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text", stepUp: approval.DefaultStepUp,
+		filesTTL: 30 * time.Minute}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults %+v, want %+v", *cfg, want)
 	}
@@ -51,6 +52,9 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		"COUNTERSIGN_LOG_LEVEL":       "debug",
 		"COUNTERSIGN_LOG_FORMAT":      "json",
 		"COUNTERSIGN_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7,::1",
+		"COUNTERSIGN_FILES_TTL":       "45m",
+		"COUNTERSIGN_FILES_MAX_MB":    "512",
+		"COUNTERSIGN_REPLICA_URL":     "http://10.0.0.5:8080",
 	}
 	env, _, _ := testEnv(vars)
 	cfg, err := parseServe(env, nil)
@@ -58,7 +62,8 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
-		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp}
+		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp,
+		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080"}
 	var proxies []string
 	for _, p := range cfg.proxies {
 		proxies = append(proxies, p.String())
@@ -110,6 +115,10 @@ func TestParseServeBadValues(t *testing.T) {
 		{"proxy word", map[string]string{"COUNTERSIGN_TRUSTED_PROXIES": "10.0.0.1,proxy.local"}, nil, `trusted proxy "proxy.local"`},
 		{"proxy bad cidr", nil, []string{"--trusted-proxies", "10.0.0.0/33"}, `trusted proxy "10.0.0.0/33"`},
 		{"unknown flag", nil, []string{"--port", "80"}, "flag provided but not defined: -port"},
+		{"files ttl short", map[string]string{"COUNTERSIGN_FILES_TTL": "30s"}, nil, `files TTL "30s"`},
+		{"files ttl word", nil, []string{"--files-ttl", "long"}, `files TTL "long"`},
+		{"files space below two uploads", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "39"}, nil, `files max MB "39"`},
+		{"files space word", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "lots"}, nil, `files max MB "lots"`},
 		{"argument", nil, []string{"now"}, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {
