@@ -133,7 +133,10 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 func TestFileReplicas(t *testing.T) {
 	dbURL := pgtest.SchemaURL(t)
 	cfg := filesConfig(t)
-	args := []string{"--database-url", dbURL, "--mcp-config", cfg, "--public-url", filesPublic}
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	kb := newBed(t)
+	kb.mustRun(kb.env(), "secret-key", "create", keyFile)
+	args := []string{"--database-url", dbURL, "--mcp-config", cfg, "--public-url", filesPublic, "--secret-key-file", keyFile}
 	a := newBed(t).serve(args...)
 	first := a.parseFirstStart()
 	b := newBed(t).serve(args...)
