@@ -348,3 +348,22 @@ func TestLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBlobSize: in memory a blob is held in one buffer of exactly
+// its sealed size, whatever the file's size against the chunks.
+func TestMemoryBlobSize(t *testing.T) {
+	s, clock := newStore(t, "", 0)
+	for _, n := range []int{1, chunkSize - len(pdf), chunkSize, 2*chunkSize - len(pdf), 3*chunkSize + 7} {
+		data := append(append([]byte(nil), pdf...), bytes.Repeat([]byte("x"), n)...)
+		rec := upload(t, s, alice, "r.pdf", data)
+		blob := s.blobs.(*memBlobs).m[rec.ID]
+		if int64(len(blob)) != sealedSize(rec.Size) || cap(blob) != len(blob) {
+			t.Errorf("%d bytes: blob of %d (cap %d), want %d", len(data), len(blob), cap(blob), sealedSize(rec.Size))
+		}
+		got, err := s.Read(rec)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%d bytes: read back %d bytes, %v", len(data), len(got), err)
+		}
+		clock.Advance(DefaultTTL + time.Minute)
+	}
+}

@@ -67,7 +67,7 @@ func (s *Store) BeginUpload(account, id string, declared, limit int64) (*Upload,
 	if err := s.roomLocked(account, n); err != nil {
 		return nil, err
 	}
-	k, err := s.blobs.create(id)
+	k, err := s.blobs.create(id, n)
 	if err != nil {
 		return nil, countersign.Errorf(countersign.EINTERNAL, "store a file: %v", err)
 	}
@@ -252,7 +252,7 @@ func (s *Store) PutDownload(p Principal, name, mime string, data []byte) (*Recor
 
 // keep seals and stores a record's bytes.
 func (s *Store) keep(rec *Record, data []byte) error {
-	k, err := s.blobs.create(rec.ID)
+	k, err := s.blobs.create(rec.ID, int64(len(data)))
 	if err == nil {
 		var w *blobWriter
 		if w, err = s.box.writer(ad(rec), k); err == nil {

@@ -207,7 +207,8 @@ type sink interface {
 
 // blobs keeps sealed bytes by record id.
 type blobs interface {
-	create(id string) (sink, error)
+	// create starts a blob of about size plain bytes.
+	create(id string, size int64) (sink, error)
 	open(id string) (io.ReadCloser, error)
 	del(id string)
 }
@@ -223,7 +224,18 @@ type memSink struct {
 	buf []byte
 }
 
-func (b *memBlobs) create(id string) (sink, error) { return &memSink{b: b, id: id}, nil }
+// create holds the whole sealed blob in one buffer of its final size, so
+// that appending never copies it.
+func (b *memBlobs) create(id string, size int64) (sink, error) {
+	return &memSink{b: b, id: id, buf: make([]byte, 0, sealedSize(size))}, nil
+}
+
+// sealedSize is the size of a blob of size plain bytes: one tag a chunk,
+// and at least one chunk.
+func sealedSize(size int64) int64 {
+	chunks := max((size+chunkSize-1)/chunkSize, 1)
+	return prefixLen + size + chunks*tagSize
+}
 
 func (k *memSink) write(p []byte) error { k.buf = append(k.buf, p...); return nil }
 
@@ -277,7 +289,7 @@ type diskSink struct {
 	path string
 }
 
-func (b *diskBlobs) create(id string) (sink, error) {
+func (b *diskBlobs) create(id string, _ int64) (sink, error) {
 	f, err := os.OpenFile(b.path(id)+".part", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err
