@@ -80,13 +80,9 @@ func (s *Server) internalUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	servedUpload(w, rec, data)
+	files.ServeUpload(w, rec, data)
 }
 
 func filesPrincipalOf(a countersign.Agent) files.Principal {
 	return files.Principal{Account: a.AccountID, Key: a.KeyID}
-}
-
-func servedUpload(w http.ResponseWriter, rec *files.Record, data []byte) {
-	files.ServeUpload(w, rec, data)
 }
