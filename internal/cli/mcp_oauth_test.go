@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 )
 
@@ -36,7 +37,11 @@ func TestServeMCPTakesAccessTokens(t *testing.T) {
 	}
 	public, _ := url.Parse("https://approve.example.com")
 	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, nil, nil)
-	h, stop, err := startMCP(ctx, gateway.NewConfig(), store, svc, public, slog.New(slog.DiscardHandler))
+	fileStore, err := files.Open(files.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, stop, err := startMCP(ctx, gateway.NewConfig(), store, svc, public, fileStore, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
