@@ -86,34 +86,48 @@ var subcommanded = map[string]bool{
 	"brew": true, "systemctl": true, "make": true, "gcloud": true, "aws": true, "az": true,
 }
 
-// gitValueOptions are git's global options that take the next word.
-var gitValueOptions = []string{"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--config-env", "--super-prefix"}
+// gitPlaceOptions are git's global options that say only which
+// repository it works in, with the next word or after "=": they are left
+// out of a command's name. Every other option before the subcommand (-c,
+// --config-env, --exec-path, ...) can change what git runs, and stays in.
+var gitPlaceOptions = []string{"-C", "--git-dir", "--work-tree", "--namespace"}
 
-// commandOf names the command of a line: its program, and for the
-// programs of subcommands the first operand after their options.
+// commandOf names the command of a line: its program as the line names it
+// (a path is kept: ./git is not the git on PATH), and for the programs of
+// subcommands the first operand after their options. Options before the
+// subcommand are part of the name, each with the word after it (which
+// may be its value or the subcommand: which, only the program knows), so
+// that "kubectl -n prod get" and "kubectl -n prod delete" are two
+// commands; only git's place options are left out.
 func commandOf(line string) string {
 	f := strings.Fields(line)
 	if len(f) == 0 {
 		return ""
 	}
 	prog := f[0]
-	if strings.Contains(prog, "/") {
-		prog = filepath.Base(prog)
-	}
-	if !subcommanded[prog] {
+	if !subcommanded[filepath.Base(prog)] {
 		return prog
 	}
+	git := filepath.Base(prog) == "git"
+	name := []string{prog}
 	for i := 1; i < len(f); i++ {
 		v := f[i]
+		opt, _, _ := strings.Cut(v, "=")
 		switch {
-		case prog == "git" && slices.Contains(gitValueOptions, v):
+		case git && slices.Contains(gitPlaceOptions, v):
 			i++
-		case strings.HasPrefix(v, "-"):
+		case git && opt != v && slices.Contains(gitPlaceOptions, opt):
+		case strings.HasPrefix(v, "-") || strings.HasPrefix(v, "+"):
+			name = append(name, v)
+			if opt == v && i+1 < len(f) {
+				i++
+				name = append(name, f[i])
+			}
 		default:
-			return prog + " " + v
+			return strings.Join(append(name, v), " ")
 		}
 	}
-	return prog
+	return strings.Join(name, " ")
 }
 
 // coverInput is the tool input that runs an approved Bash call whose rm
