@@ -33,6 +33,12 @@ var (
 	// counts as unknown again, so a stolen device cookie gives a guesser
 	// no more than this.
 	deviceWindows = addrWindows
+	// Every attempt of known browsers, per username, from all of them
+	// together, a right password too: what goes ahead of unknown browsers
+	// is bounded by the approvers there are, not by how many device
+	// cookies one approver collects or how often a known browser signs in
+	// with its own password.
+	knownUserWindows = addrWindows
 )
 
 // signinKeys bounds each log's keys: a few MiB of memory at most. See
@@ -45,6 +51,7 @@ type signinLimiter struct {
 	addrs   *slidingLog
 	users   *slidingLog
 	devices *slidingLog
+	known   *slidingLog // knownUserWindows, by username
 }
 
 func newSigninLimiter() *signinLimiter {
@@ -52,6 +59,7 @@ func newSigninLimiter() *signinLimiter {
 		addrs:   newSlidingLog(signinKeys, addrWindows...),
 		users:   newSlidingLog(signinKeys, userWindows...),
 		devices: newSlidingLog(signinKeys, deviceWindows...),
+		known:   newSlidingLog(signinKeys, knownUserWindows...),
 	}
 }
 
@@ -73,14 +81,18 @@ func (t signinTicket) known() bool { return t.device != "" }
 func (l *signinLimiter) admit(addr, username, device string, now time.Time) (signinTicket, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	user := userKey(username)
 	if device != "" {
-		if wait, full := l.devices.check(device, now); wait == 0 && !full {
+		dw, dfull := l.devices.check(device, now)
+		kw, kfull := l.known.check(user, now)
+		if dw == 0 && kw == 0 && !dfull && !kfull {
 			l.devices.add(device, now)
+			l.known.add(user, now)
 			return signinTicket{at: now, device: device}, nil
 		}
-		// Too many failures from this browser: it is unknown again.
+		// Too many failures from this browser, or attempts of the
+		// username's known browsers: it is unknown again.
 	}
-	user := userKey(username)
 	aw, afull := l.addrs.check(addr, now)
 	uw, ufull := l.users.check(user, now)
 	switch {

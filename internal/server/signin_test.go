@@ -261,3 +261,26 @@ func TestSigninKnownDeviceFirst(t *testing.T) {
 		}
 	}
 }
+
+// Known browsers of one username go ahead of unknown ones at most 5 times
+// a minute together, a right password too: an approver who signs in over
+// and over with their own password, or with many device cookies, does not
+// take the password checks from everyone else's browsers.
+func TestSigninKnownPerUsername(t *testing.T) {
+	_, opt := siClock(t)
+	e := ibSetup(t, opt)
+	var cookies []ibMod
+	for range 3 {
+		cookies = append(cookies, e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr()))))
+	}
+	// An address that has used up its own limit: only a known browser
+	// gets through from it.
+	const busy = "203.0.113.60"
+	for range 5 {
+		e.post("/signin", siForm("bob", "not the password"), ibFrom(busy)).want(t, "bob from busy", http.StatusUnauthorized)
+	}
+	for i := range 5 {
+		e.post("/signin", siForm("alice", ibPassword), ibFrom(busy), cookies[i%3]).wantRedirect(t, fmt.Sprintf("known sign-in %d", i+1), "/approvals")
+	}
+	e.wantLimited(e.post("/signin", siForm("alice", ibPassword), ibFrom(busy), cookies[2]), "the 6th known sign-in in a minute", 60, "from your address")
+}
