@@ -93,7 +93,9 @@ type Store interface {
 	// t.To, only while it has not expired at t.Now, and writes ev. It
 	// returns the updated request. A stop also closes the windows of the
 	// request's key and session and ends every approval of them not yet
-	// consumed (status stopped, an audit entry each naming the stop).
+	// consumed (status stopped, an audit entry each naming the stop), and
+	// leaves its consumed Bash approvals nothing to cover: a later
+	// ClaimCoverage of one fails with ECONFLICT.
 	// When the request is not in one of those
 	// statuses or has expired, it fails with ECONFLICT and changes nothing.
 	// Errors: ENOTFOUND, ECONFLICT.

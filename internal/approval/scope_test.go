@@ -277,3 +277,31 @@ func TestStopEndsHookCoverage(t *testing.T) {
 		t.Errorf("a delete after the session was stopped: %s by %q, want pending", r.Status, r.DecidedBy)
 	}
 }
+
+// TestStopEndsHookCoverageAfterManyStops: a stop decided on an old request
+// ends the hook's used approval however many requests of the session were
+// stopped before and created after it.
+func TestStopEndsHookCoverageAfterManyStops(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	old := e.create(e.keyA, e.toolCall("Read", "s1"))
+	e.openWindow(e.create(e.keyA, e.toolCall("WebFetch", "s1")), 10)
+	for range 110 {
+		if r := e.create(e.keyA, e.toolCall("WebFetch", "s1")); r.Status != countersign.StatusApproved {
+			t.Fatalf("under the window: %s", r.Status)
+		}
+	}
+	first := e.create(e.keyA, e.toolCall("Read", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, first.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	h := e.hookApproval(3, 100)
+	e.clock.Advance(time.Second)
+	if _, err := e.svc.Decide(e.ctx, e.alice, old.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, wrapperRm("s1", h.ID, 3, 100, "/src/build")); r.Status != countersign.StatusPending {
+		t.Errorf("a delete after the session was stopped again: %s by %q, want pending", r.Status, r.DecidedBy)
+	}
+}

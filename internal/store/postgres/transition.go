@@ -113,6 +113,13 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 			AND status IN ('pending', 'approved') AND status = 'approved' AND id <> $6 ORDER BY id FOR UPDATE)
 		RETURNING id, account_id`,
 		nanos(t.Now), t.DecidedBy, stoppedReason, got.KeyID, got.Context.SessionID, got.ID)
+	// The hook's used approvals of the session keep nothing to cover: a
+	// delete of the rm wrapper that names one after the stop is asked.
+	batch.Queue(`INSERT INTO coverages (approval_id, request_id, created_at)
+		SELECT id, $1, $2 FROM requests
+		WHERE key_id = $3 AND session_id = $4 AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
+		ON CONFLICT (approval_id) DO NOTHING`,
+		got.ID, nanos(t.Now), got.KeyID, got.Context.SessionID)
 	br := p.send(batch)
 	rows, err := br.Query()
 	if err != nil {
@@ -126,6 +133,9 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("end the session's approvals: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("end the session's coverage: %w", err)
 	}
 	if err := br.Close(); err != nil {
 		return nil, fmt.Errorf("end the session's approvals: %w", err)

@@ -99,6 +99,18 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 	if err := firstErr(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("end the session's approvals: %w", err)
 	}
+	// The hook's used approvals of the session keep nothing to cover: a
+	// delete of the rm wrapper that names one after the stop is asked.
+	if _, err := tx.ExecContext(ctx, `INSERT INTO coverages (approval_id, request_id, created_at)
+		SELECT id, ?, ? FROM requests
+		WHERE key_id = (SELECT key_id FROM requests WHERE id = ?)
+		AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
+		AND json_extract(context, '$.session_id') <> ''
+		AND json_extract(context, '$.session_id') = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)
+		ON CONFLICT (approval_id) DO NOTHING`,
+		stopID, nanos(t.Now), stopID, stopID); err != nil {
+		return fmt.Errorf("end the session's coverage: %w", err)
+	}
 	slices.SortFunc(list, func(x, y ended) int { return strings.Compare(x.id, y.id) })
 	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: stoppedDetail(stopID)}
 	for _, e := range list {

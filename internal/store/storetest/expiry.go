@@ -274,6 +274,9 @@ func testStopEndsApprovals(t *testing.T, open Opener) {
 	if got, _ := s.Request(ctx, waiting.ID); got == nil || got.Status != countersign.StatusPending {
 		t.Errorf("a pending request after a stop: %+v, want pending", got)
 	}
+	// The hook's used approval of the session has no delete left to cover.
+	err = s.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: used.ID, RequestID: "req_after", CreatedAt: stoppedAt.Add(time.Second)})
+	wantCode(t, "ClaimCoverage of a used approval of a stopped session", err, countersign.ECONFLICT)
 }
 
 // testCoverage: an approval covers one request at most; a second claim is
