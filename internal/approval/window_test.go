@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -192,5 +193,44 @@ func TestStopEndsWindowApprovals(t *testing.T) {
 	}
 	if _, err := e.svc.Consume(e.ctx, e.keyA, other.ID); err != nil {
 		t.Errorf("consume an approval of another session: %v", err)
+	}
+}
+
+// stopAfterWindows is a store on which the human's stop of the session
+// lands right after a request read its windows, before it is stored.
+type stopAfterWindows struct {
+	countersign.Store
+	stop func()
+}
+
+func (s *stopAfterWindows) ActiveWindows(ctx context.Context, keyID, sessionID string, kind countersign.Kind, action string, now time.Time) ([]*countersign.AutoApproveWindow, error) {
+	list, err := s.Store.ActiveWindows(ctx, keyID, sessionID, kind, action, now)
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
+	return list, err
+}
+
+// TestStopDuringWindowApproval: a stop that lands while a window lets a
+// request through leaves no approval of the session usable.
+func TestStopDuringWindowApproval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	e.openWindow(e.create(e.keyA, e.toolCall("WebFetch", "s1")), 60)
+	stop := e.create(e.keyA, e.toolCall("Read", "s1"))
+	racing := &stopAfterWindows{Store: e.store, stop: func() {
+		if _, err := e.svc.Decide(e.ctx, e.alice, stop.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	}}
+	svc := approval.New(racing, e.clock, e.hub, approval.Config{MaxPending: 50}, nil, nil)
+	r, _, err := svc.Create(e.ctx, e.keyA, e.toolCall("WebFetch", "s1"))
+	if err == nil && r.Status == countersign.StatusApproved {
+		t.Errorf("a request the window let through as the session was stopped: %s by %q", r.Status, r.DecidedBy)
+	}
+	list, err := e.store.Requests(e.ctx, countersign.RequestFilter{AccountID: e.acme.ID, SessionID: "s1", Status: countersign.StatusApproved})
+	if err != nil || len(list) != 0 {
+		t.Errorf("approved requests of the stopped session: %d, %v; want none", len(list), err)
 	}
 }

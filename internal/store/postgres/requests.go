@@ -127,6 +127,16 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
 			WHERE account_id = $1 AND status = 'pending' AND expires_at > $2`, r.AccountID, nanos(now))
 	}
+	// A request an auto-approve window let through: the window must be
+	// as it was read. A stop of the session takes the account's lock too
+	// (stopApprovals): stored before, it closed the window (its until
+	// changed); stored after, it ends this approval with the others.
+	byWindow := r.Status == countersign.StatusApproved && r.DecidedBy == countersign.DecidedByAutoApprove
+	if byWindow {
+		batch.Queue(`SELECT EXISTS (SELECT 1 FROM auto_approve_windows
+			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4)`,
+			r.KeyID, r.Context.SessionID, string(r.Kind), nanos(r.AutoApproveUntil))
+	}
 	br := p.send(batch)
 	if _, err := br.Exec(); err != nil {
 		return nil, nil, fmt.Errorf("lock the account: %w", err)
@@ -142,6 +152,16 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 		waiting = &pendingCount{}
 		if err := br.QueryRow().Scan(&waiting.n, &waiting.soonest); err != nil {
 			return nil, nil, fmt.Errorf("count pending requests: %w", err)
+		}
+	}
+	if byWindow {
+		var open bool
+		if err := br.QueryRow().Scan(&open); err != nil {
+			return nil, nil, fmt.Errorf("check the auto-approve window: %w", badText(err))
+		}
+		if !open {
+			return nil, nil, countersign.Errorf(countersign.ECONFLICT,
+				"the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
 		}
 	}
 	if err := br.Close(); err != nil {

@@ -108,6 +108,10 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 // id order, as the sweeper locks them.
 func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, actor string) ([]auditItem, error) {
 	batch := &pgx.Batch{}
+	// The account's creation lock: a request a window lets through in the
+	// meantime is stored either before this update, which ends it, or
+	// after this commit, when it finds its window closed (checkCreate).
+	batch.Queue(`SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(accountLock), got.AccountID)
 	batch.Queue(`UPDATE requests SET status = 'stopped', decided_at = $1, decided_by = $2, reason = $3
 		WHERE id IN (SELECT id FROM requests WHERE key_id = $4 AND session_id = $5
 			AND status IN ('pending', 'approved') AND status = 'approved' AND id <> $6 ORDER BY id FOR UPDATE)
@@ -121,6 +125,9 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 		ON CONFLICT (approval_id) DO NOTHING`,
 		got.ID, nanos(t.Now), got.KeyID, got.Context.SessionID)
 	br := p.send(batch)
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("lock the account: %w", err)
+	}
 	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("end the session's approvals: %w", err)

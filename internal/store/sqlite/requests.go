@@ -66,6 +66,9 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	if limit > 0 && pending >= limit {
 		return nil, false, pendingLimit(ctx, tx, r.AccountID, pending, now)
 	}
+	if err := windowStillOpen(ctx, tx, r); err != nil {
+		return nil, false, err
+	}
 	if r.ID == "" {
 		r.ID = countersign.NewOrderedID("req_")
 	}
@@ -90,6 +93,32 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	}
 	return got, true, nil
 }
+
+// windowStillOpen checks, for a request an auto-approve window let
+// through, that the window is as it was read: a stop of the session that
+// was stored in between closed it (its until changed), and ended every
+// approval of the session but this one, which did not exist yet. Errors:
+// ECONFLICT.
+func windowStillOpen(ctx context.Context, tx querier, r *countersign.Request) error {
+	if r.Status != countersign.StatusApproved || r.DecidedBy != countersign.DecidedByAutoApprove {
+		return nil
+	}
+	var open bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM auto_approve_windows
+		WHERE key_id = ? AND session_id = ? AND kind = ? AND until = ?)`,
+		r.KeyID, r.Context.SessionID, r.Kind, nanos(r.AutoApproveUntil)).Scan(&open); err != nil {
+		return fmt.Errorf("check the auto-approve window: %w", err)
+	}
+	if !open {
+		return errWindowClosed
+	}
+	return nil
+}
+
+// errWindowClosed is the error of a request whose window closed while it
+// was made.
+var errWindowClosed = countersign.Errorf(countersign.ECONFLICT,
+	"the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
 
 // twinAndPending returns the id of the pending, unexpired twin of r (""
 // when there is none; see countersign.Store), and how many requests of

@@ -172,6 +172,19 @@ func testWindows(t *testing.T, open Opener) {
 	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
 		t.Fatalf("approve with a window of sess-2: %v", err)
 	}
+	// A request the window lets through is stored while the window is as
+	// it was read; once a stop closed it, a request that read it open
+	// before the stop was stored is refused.
+	byWindow := func(args string) error {
+		r := newRequest(f.key, "Bash", args, "v"+args)
+		r.Context.SessionID = "sess-1"
+		r.Status, r.DecidedBy, r.DecidedAt, r.AutoApproveUntil = countersign.StatusApproved, countersign.DecidedByAutoApprove, Base.Add(time.Minute), until
+		_, _, err := s.CreateRequest(ctx, r, 0, Base.Add(time.Minute), countersign.AuditEvent{Event: "auto_approved", Actor: "key:" + f.key.ID, Detail: "{}"})
+		return err
+	}
+	if err := byWindow(`{"n":10}`); err != nil {
+		t.Fatalf("CreateRequest let through by an open window: %v", err)
+	}
 	stop := create(t, s, newRequest(f.key, "Read", `{"n":3}`, "z"), Base) // of sess-1
 	stoppedAt := Base.Add(2 * time.Minute)
 	if _, err := s.Transition(ctx, countersign.Transition{ID: stop.ID, From: fromPending, To: countersign.StatusStopped, Now: stoppedAt, DecidedBy: "approver:alice"},
@@ -181,6 +194,7 @@ func testWindows(t *testing.T, open Opener) {
 	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", stoppedAt); err != nil || len(got) != 0 {
 		t.Errorf("ActiveWindows of the stopped session: %v, %v; want none", got, err)
 	}
+	wantCode(t, "CreateRequest let through by a window a stop closed", byWindow(`{"n":11}`), countersign.ECONFLICT)
 	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-2", countersign.KindTool, "Write", stoppedAt); err != nil || len(got) != 1 {
 		t.Errorf("ActiveWindows of another session after a stop: %v, %v; want one", got, err)
 	}

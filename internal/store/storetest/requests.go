@@ -31,6 +31,13 @@ func testRequestRoundTrip(t *testing.T, open Opener) {
 	full.ArgumentsText = "{\n  \"command\": \"rm -rf /tmp/x\",\n  \"n\": 1.5\n}"
 	full.Scope = &countersign.Scope{Commands: []string{"git push", "rm"}, Paths: []string{"/src/ünï"}, Files: 7, Bytes: 1 << 40,
 		FilesCapped: true, Classes: []string{"recursive"}}
+	// The window that let it through, open as it is stored.
+	opener := create(t, f.s, newRequest(f.key, "Bash", `{"opener":1}`, "opener"), Base)
+	if _, err := f.s.Transition(ctx, countersign.Transition{ID: opener.ID, From: fromPending, To: countersign.StatusApproved, Now: Base, DecidedBy: "approver:alice",
+		Window: &countersign.AutoApproveWindow{SessionID: full.Context.SessionID, Kind: countersign.KindMCP, Action: "Bash", Until: full.AutoApproveUntil}},
+		countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatalf("open the window: %v", err)
+	}
 	// A pending request leaves the optional fields empty.
 	bare := newRequest(f.key2, "Read", `{}`, "read a file")
 	bare.RiskReasons = nil
