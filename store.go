@@ -72,7 +72,10 @@ type Store interface {
 	// maxPending pending requests that have not expired at now, it fails
 	// with ELIMIT (maxPending <= 0: no limit). A reference code already used by a live request of the
 	// account fails with ErrReferenceTaken so that the caller draws
-	// another; a SeedID already used fails with ECONFLICT. The request's
+	// another; a SeedID already used fails with ECONFLICT, and so does a
+	// request approved by an auto-approve window (DecidedByAutoApprove)
+	// when no window of its key, session and kind has its
+	// AutoApproveUntil any more (a stop closed it meanwhile). The request's
 	// Links are stored with it. Only requests with the same SeedID (empty
 	// for the v1 API) are identical.
 	CreateRequest(ctx context.Context, r *Request, maxPending int, now time.Time, ev AuditEvent) (got *Request, created bool, err error)
