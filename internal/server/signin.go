@@ -66,9 +66,10 @@ func newSigninLimiter() *signinLimiter {
 // signinTicket is one admitted attempt, to be settled when its outcome is
 // known.
 type signinTicket struct {
-	at     time.Time
-	user   string // the key in users, or ""
-	device string // the key in devices, or ""
+	at        time.Time
+	user      string // the key in users, or ""
+	device    string // the key in devices, or ""
+	knownUser string // the key in known, or ""
 }
 
 // known says the attempt was admitted as a known browser's.
@@ -88,7 +89,7 @@ func (l *signinLimiter) admit(addr, username, device string, now time.Time) (sig
 		if dw == 0 && kw == 0 && !dfull && !kfull {
 			l.devices.add(device, now)
 			l.known.add(user, now)
-			return signinTicket{at: now, device: device}, nil
+			return signinTicket{at: now, device: device, knownUser: user}, nil
 		}
 		// Too many failures from this browser, or attempts of the
 		// username's known browsers: it is unknown again.
@@ -111,13 +112,17 @@ func (l *signinLimiter) admit(addr, username, device string, now time.Time) (sig
 
 // settle records how an admitted attempt ended. Only failures stay
 // counted per username and per device; an attempt whose password was
-// never checked (the server was busy) is no failure either.
-func (l *signinLimiter) settle(t signinTicket, failed bool) {
+// never checked (the server was busy) is no failure either, and is not
+// counted among the known browsers' attempts, which a right password is.
+func (l *signinLimiter) settle(t signinTicket, failed, checked bool) {
 	if failed {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if t.knownUser != "" && !checked {
+		l.known.remove(t.knownUser, t.at)
+	}
 	if t.user != "" {
 		l.users.remove(t.user, t.at)
 	}
@@ -196,7 +201,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
 		Username: username, Password: r.PostFormValue("password"), Client: addr, UserAgent: r.UserAgent(), Known: ticket.known(),
 	})
 	code := countersign.ErrorCode(err)
-	s.signins.settle(ticket, code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN)
+	s.signins.settle(ticket, code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN, code != countersign.ELIMIT)
 	switch code {
 	case "":
 	case countersign.EUNAUTHORIZED, countersign.EFORBIDDEN:

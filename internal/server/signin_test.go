@@ -284,3 +284,27 @@ func TestSigninKnownPerUsername(t *testing.T) {
 	}
 	e.wantLimited(e.post("/signin", siForm("alice", ibPassword), ibFrom(busy), cookies[2]), "the 6th known sign-in in a minute", 60, "from your address")
 }
+
+// A known browser's attempts that found every password check slot busy
+// do not use up its username's known attempts: once the server is free,
+// it signs in ahead of the limits again.
+func TestSigninKnownBusyNotCounted(t *testing.T) {
+	slots := approval.NewHashSlots(2)
+	e := ibSetup(t, siSlots(slots, time.Millisecond))
+	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
+	for range 2 {
+		if err := slots.Acquire(t.Context(), false, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const busy = "203.0.113.70"
+	for i := range 5 {
+		e.wantLimited(e.post("/signin", siForm("alice", ibPassword), ibFrom(busy), known), fmt.Sprintf("busy %d", i+1), 2, "The server is busy")
+	}
+	slots.Release()
+	slots.Release()
+	for range 5 {
+		e.post("/signin", siForm("bob", "not the password"), ibFrom(busy)).want(t, "bob from busy", http.StatusUnauthorized)
+	}
+	e.post("/signin", siForm("alice", ibPassword), ibFrom(busy), known).wantRedirect(t, "the known browser once the slots are free", "/approvals")
+}
