@@ -187,6 +187,9 @@ func covers(w *countersign.AutoApproveWindow, r *countersign.Request) bool {
 	if r.Kind == countersign.KindRm && (len(rs.Paths) == 0 || len(ws.Paths) == 0) {
 		return false
 	}
+	if !bash && len(ws.Paths) > 0 && len(rs.Paths) == 0 {
+		return false // "touch only within" the paths: one that names none is not within them
+	}
 	for _, p := range rs.Paths {
 		if !withinAny(p, ws.Paths) {
 			return false

@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -304,4 +305,27 @@ func TestStopEndsHookCoverageAfterManyStops(t *testing.T) {
 	if r := e.create(e.keyA, wrapperRm("s1", h.ID, 3, 100, "/src/build")); r.Status != countersign.StatusPending {
 		t.Errorf("a delete after the session was stopped again: %s by %q, want pending", r.Status, r.DecidedBy)
 	}
+}
+
+// TestFileWindowNeedsPaths: a window opened on a write to one file, which
+// the decision page says lets through only writes within it, covers no
+// write that names no path at all.
+func TestFileWindowNeedsPaths(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	write := func(path string) countersign.CreateInput {
+		in := e.toolCall("Write", "s1")
+		if path != "" {
+			in.Scope = &countersign.Scope{Paths: []string{path}}
+		}
+		return in
+	}
+	opener := e.create(e.keyA, write("/src/a.go"))
+	if terms := approval.DescribeWindow(opener); !strings.Contains(strings.Join(terms.Conditions, "\n"), "touch only within /src/a.go") {
+		t.Fatalf("the terms of the window: %+v", terms)
+	}
+	e.openWindow(opener, 10)
+	e.wantAutoApproved("the same file", e.keyA, write("/src/a.go"), true)
+	e.wantAutoApproved("another file", e.keyA, write("/home/u/.bashrc"), false)
+	e.wantAutoApproved("a write that names no path", e.keyA, write(""), false)
 }
