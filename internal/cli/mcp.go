@@ -153,6 +153,11 @@ func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store,
 	if cfg == nil {
 		return nil, func() {}, nil
 	}
+	// The [keys] name agent keys of this store: each must name exactly
+	// one, or the server does not start.
+	if err := cfg.ResolveKeys(ctx, store); err != nil {
+		return nil, nil, err
+	}
 	key, err := store.ServerKey(ctx, "mcp-request-state", 32)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the MCP request state key: %w", err)

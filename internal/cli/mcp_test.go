@@ -58,7 +58,7 @@ func TestUpstreamFlags(t *testing.T) {
 
 func TestParseServeMCPConfig(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "mcp.toml")
-	os.WriteFile(file, []byte("[[upstream]]\nname = \"fs\"\ncommand = \"node server.js\"\n[keys.ci]\ntiers = [\"read\"]\n"), 0o600)
+	os.WriteFile(file, []byte("[[upstream]]\nname = \"fs\"\ncommand = \"node server.js\"\n[keys.\"acme/ci\"]\ntiers = [\"read\"]\n"), 0o600)
 	env, _, _ := testEnv(map[string]string{"COUNTERSIGN_MCP_CONFIG": file})
 	cfg, err := parseServe(env, nil)
 	if err != nil {
@@ -70,6 +70,24 @@ func TestParseServeMCPConfig(t *testing.T) {
 	os.WriteFile(file, []byte("[keys.ci]\ntiers = [\"root\"]\n"), 0o600)
 	if _, err := parseServe(env, nil); err == nil || !strings.Contains(err.Error(), "unknown tier") {
 		t.Errorf("a bad MCP config: %v", err)
+	}
+}
+
+// TestServeMCPKeysChecked: countersign serve does not start with a [keys]
+// entry that names no key of its store, such as a bare key name, which
+// could be any account's.
+func TestServeMCPKeysChecked(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mcp.toml")
+	os.WriteFile(file, []byte("[keys.ci]\nconfirm = []\n"), 0o600)
+	env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": filepath.Join(dir, "data"),
+		"COUNTERSIGN_ADDR": "127.0.0.1:0", "COUNTERSIGN_MCP_CONFIG": file})
+	if code := Run(t.Context(), env, []string{"serve"}); code != 1 {
+		t.Errorf("exit %d, want 1; stderr %s", code, stderr)
+	}
+	want := file + `: the MCP gateway configuration: [keys."ci"]: no agent key has the id "ci"; name keys as "ACCOUNT/NAME" or by id`
+	if !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
 	}
 }
 

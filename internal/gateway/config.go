@@ -41,8 +41,8 @@ import (
 //	tiers = ["read", "write", "commit", "external"]
 //	confirm = ["commit", "external"]
 //
-//	[keys.ci]                     # the agent key named "ci" (countersign serve)
-//	tiers = ["read", "write"]
+//	[keys."acme/ci"]              # the agent key "ci" of the account "acme", or
+//	tiers = ["read", "write"]     # [keys.key_…] by its id (countersign serve)
 //
 //	[standalone]                  # stdio without a server (ADR 0003's local page)
 //	opener = ["xdg-open"]
@@ -51,7 +51,15 @@ type Config struct {
 	Upstreams []UpstreamConfig
 	Rules     []TierRule
 	Policy    Policy
-	Keys      map[string]Policy
+	// Keys are the policies of agent keys, each named "ACCOUNT/NAME" or by
+	// the key's id: key names are unique only within an account. They take
+	// effect once ResolveKeys found each in the store.
+	Keys map[string]Policy
+	// byKey are the resolved Keys, by account id and key name; nil until
+	// ResolveKeys.
+	byKey map[keyRef]Policy
+	// Source is the file the configuration was read from, for messages.
+	Source string
 	// Hold is how long a call waits for a human's decision that is under
 	// way: a retry of a pending call, or the retry after the user answered
 	// an elicitation (default 45 s, below the 60 s request timeout of the
@@ -164,6 +172,7 @@ func LoadConfig(file string) (*Config, error) {
 	}
 	c.Opener, c.Data = f.Standalone.Opener, expandHome(f.Standalone.Data)
 	c.Files = f.Files
+	c.Source = file
 	if err := c.Check(); err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -217,10 +226,11 @@ func (c *Config) Check() error {
 	return c.checkFiles()
 }
 
-// PolicyFor returns the policy of the agent key with this name.
-func (c *Config) PolicyFor(keyName string) Policy {
-	if p, ok := c.Keys[keyName]; ok {
-		return p
+// PolicyFor returns the policy of the principal's agent key: its [keys]
+// entry, found by account and name, else the common policy.
+func (c *Config) PolicyFor(p Principal) Policy {
+	if pol, ok := c.byKey[keyRef{account: p.Account, name: p.KeyName}]; ok && p.Account != "" {
+		return pol
 	}
 	return c.Policy
 }

@@ -90,6 +90,11 @@ func newGateway(o options) (*Gateway, error) {
 	if err := o.cfg.Check(); err != nil {
 		return nil, err
 	}
+	if len(o.cfg.Keys) > 0 && o.cfg.byKey == nil {
+		// Fail closed: an unchecked entry could fall on a key of another
+		// account, or on none.
+		return nil, fmt.Errorf("the [keys] of the MCP gateway configuration were not checked against the store")
+	}
 	states, err := newStateCodec(o.stateKey)
 	if err != nil {
 		return nil, err
@@ -180,16 +185,13 @@ func (g *Gateway) principal(req mcp.Request) (Principal, error) {
 
 // policy returns what the principal may do.
 func (g *Gateway) policy(p Principal) Policy {
-	if g.fixed != nil {
-		return g.cfg.Policy
-	}
 	if p.agent.GrantID != "" {
 		// A grant's key is named after what the client declared, so it
 		// never takes the policy of a configured key of that name: the
 		// general policy, narrowed to the grant's tiers.
 		return grantPolicy(g.cfg.Policy, p.agent.GrantTiers)
 	}
-	return g.cfg.PolicyFor(p.KeyName)
+	return g.cfg.PolicyFor(p)
 }
 
 // grantPolicy narrows a policy to the tiers an approver allowed a grant on

@@ -33,8 +33,8 @@ func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 // harness is countersign serve in process: a real SQLite store, the
 // approval service, the real HTTP server with the gateway at /mcp, and the
 // fixture as the gateway's stdio upstream. The account acme has the agent
-// keys agent, agent2 and reader (limited to read and write); the account
-// other has the key outsider.
+// keys agent, agent2, reader (limited to read and write) and ci; the account
+// other has the keys outsider and ci (h.keys["other/ci"]).
 type harness struct {
 	t       testing.TB
 	ctx     context.Context
@@ -73,12 +73,13 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 	if _, err := admin.CreateAccount(ctx, "other"); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []struct{ account, name string }{{"acme", "agent"}, {"acme", "agent2"}, {"acme", "reader"}, {"other", "outsider"}} {
+	for _, k := range []struct{ account, name, label string }{{"acme", "agent", "agent"}, {"acme", "agent2", "agent2"},
+		{"acme", "reader", "reader"}, {"acme", "ci", "ci"}, {"other", "outsider", "outsider"}, {"other", "ci", "other/ci"}} {
 		_, secret, err := admin.CreateAgentKey(ctx, k.account, k.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.keys[k.name] = secret
+		h.keys[k.label] = secret
 	}
 	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID}
 
@@ -86,9 +87,12 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 	cfg.Hold = 300 * time.Millisecond
 	cfg.Clock = h.clock
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", h.logFile)}
-	cfg.Keys["reader"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead, gateway.TierWrite), Confirm: cfg.Policy.Confirm}
+	cfg.Keys["acme/reader"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead, gateway.TierWrite), Confirm: cfg.Policy.Confirm}
 	if configure != nil {
 		configure(cfg)
+	}
+	if err := cfg.ResolveKeys(ctx, store); err != nil {
+		t.Fatal(err)
 	}
 
 	hub := approval.NewHub()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -94,6 +95,18 @@ func TestKeyTiers(t *testing.T) {
 	if list, _ := h.svc.List(t.Context(), h.alice, countersign.RequestFilter{}); len(list) != 0 {
 		t.Errorf("refused calls made %d requests", len(list))
 	}
+}
+
+// TestKeyPolicyAccount: a key's policy is its account's key's, not that of
+// a key of the same name in another account: acme/ci may commit without a
+// human, other/ci may not.
+func TestKeyPolicyAccount(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
+	})
+	wantRan(t, call(t, h.connect(clientOpts{key: "ci"}), "delete_note", map[string]any{"id": "a"}), "deleted a")
+	wantStatus(t, call(t, h.connect(clientOpts{key: "other/ci"}), "delete_note", map[string]any{"id": "b"}), "approval_pending")
+	wantCalls(t, h.logFile, "delete_note a")
 }
 
 // TestPendingApprove (d): a client without elicitation gets approval_pending

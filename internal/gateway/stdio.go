@@ -23,6 +23,10 @@ import (
 // agent key of c. The server knows the key's id; the gateway binds its
 // request states to a hash of the key instead.
 func NewForClient(cfg *Config, c *client.Client, log *slog.Logger, stderr io.Writer) (*Gateway, error) {
+	if len(cfg.Keys) > 0 {
+		return nil, fmt.Errorf("%s[keys] names agent keys of countersign serve or of the standalone gateway; "+
+			"with a server, this gateway's one key has the [policy]: remove [keys]", sourcePrefix(cfg))
+	}
 	p := &Principal{ID: "key:" + countersign.HashSecret(c.Credential)[:32]}
 	return newGateway(options{cfg: cfg, approvals: &clientApprovals{c: c}, stateKey: randomKey(), fixed: p, log: log, stderr: stderr})
 }
@@ -58,6 +62,11 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	}
 	agent, err := localAgent(ctx, store)
 	if err != nil {
+		store.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	if err := cfg.ResolveKeys(ctx, store); err != nil {
 		store.Close()
 		cleanup()
 		return nil, nil, err

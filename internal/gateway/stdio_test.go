@@ -341,3 +341,37 @@ func status(t *testing.T, method, link, host, origin string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestStdioKeys: over stdio with a server, [keys] cannot be checked (the
+// gateway has one key, with [policy]) and is refused; standalone, an entry
+// is checked against the gateway's own store and applies to its key.
+func TestStdioKeys(t *testing.T) {
+	cfg := gateway.NewConfig()
+	cfg.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
+	if _, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "this gateway's one key has the [policy]: remove [keys]") {
+		t.Errorf("[keys] with a server: %v", err)
+	}
+	cfg.Data = t.TempDir()
+	if _, _, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Stderr: io.Discard}); err == nil ||
+		!strings.Contains(err.Error(), `[keys."acme/ci"]: no account "acme" has an agent key "ci"`) {
+		t.Errorf("standalone [keys] naming another store's key: %v", err)
+	}
+	logFile := filepath.Join(t.TempDir(), "calls.log")
+	cfg = gateway.NewConfig()
+	cfg.Data = t.TempDir()
+	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
+	cfg.Keys["local/mcp-gateway"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead)}
+	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(closeG)
+	g.Start(t.Context(), 20*time.Second)
+	t.Cleanup(g.Close)
+	cs := stdioConnect(t, g, clientOpts{})
+	if _, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_note", Arguments: map[string]any{"id": "w"}}); err == nil {
+		t.Error("the standalone key's [keys] entry did not apply")
+	}
+	wantRan(t, call(t, cs, "read_note", map[string]any{"id": "r"}), "note r from notes")
+}

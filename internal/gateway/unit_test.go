@@ -128,7 +128,7 @@ match = "gh/*"
 tier = "external"
 [policy]
 confirm = ["write", "commit", "external"]
-[keys.ci]
+[keys."acme/ci"]
 tiers = ["read"]
 [standalone]
 opener = ["firefox", "--new-tab"]
@@ -142,10 +142,10 @@ opener = ["firefox", "--new-tab"]
 		!c.Upstreams[1].IgnoreAnnotations || !c.Upstreams[1].Prefix || c.Upstreams[1].Headers["Authorization"] != "Bearer ${TOKEN}" {
 		t.Fatalf("config %+v", c)
 	}
-	if p := c.PolicyFor("ci"); p.Tiers != Tiers(TierRead) || p.Confirm != Tiers(TierWrite, TierCommit, TierExternal) {
+	if p := c.Keys["acme/ci"]; p.Tiers != Tiers(TierRead) || p.Confirm != Tiers(TierWrite, TierCommit, TierExternal) {
 		t.Errorf("ci policy %v / %v", p.Tiers, p.Confirm)
 	}
-	if p := c.PolicyFor("other"); p.Tiers != AllTiers || p.Confirm != Tiers(TierWrite, TierCommit, TierExternal) {
+	if p := c.PolicyFor(Principal{Account: "acc_x", KeyName: "ci"}); p.Tiers != AllTiers || p.Confirm != Tiers(TierWrite, TierCommit, TierExternal) {
 		t.Errorf("default policy %v / %v", p.Tiers, p.Confirm)
 	}
 	if len(c.Rules) != 1 || !c.Rules[0].matches("gh_x", "gh", "x") || c.Rules[0].matches("x", "fs", "x") {
