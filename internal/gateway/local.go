@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,39 +22,105 @@ import (
 )
 
 // localPage is ADR 0003's approval page of the standalone gateway: a small
-// HTTP server on 127.0.0.1 that shows one request per secret link and takes
-// one decision. The link is a capability, so it goes only to the system's
-// opener, never into an MCP message or a log. It starts at the first
-// request that needs it.
+// HTTP server on 127.0.0.1 that shows one request and takes one decision.
+//
+// Nothing secret goes to the system's opener, whose command line every
+// process may read in /proc: the opener gets the path of a file in a
+// private directory (0700) that sends the browser on to a one-time link.
+// The first GET of that link removes the file and trades the link for an
+// HttpOnly cookie bound to the request's page; a second GET is told the
+// link was already opened and gets nothing. Showing and deciding need the
+// cookie, and deciding a POST from the page's own origin. Code that runs as
+// the same user can still read the file before the browser does: the page
+// protects against a model that only talks, not against such code.
 type localPage struct {
 	svc   *approval.Service
 	agent countersign.Agent
 	openf func(string) error
+	dir   string // the private directory of the files handed to the opener
 	log   *slog.Logger
 
 	mu     sync.Mutex
 	srv    *http.Server
-	origin string            // http://127.0.0.1:PORT
-	links  map[string]string // hash of a link's token → request id
+	origin string               // http://127.0.0.1:PORT
+	links  map[string]*pageLink // hash of a one-time link's token → its page
+	pages  map[string]*pageLink // a page's handle → the page
 }
 
-func newLocalPage(svc *approval.Service, agent countersign.Agent, open func(string) error, log *slog.Logger) *localPage {
-	return &localPage{svc: svc, agent: agent, openf: open, log: log, links: map[string]string{}}
+// pageLink is the local page of one request.
+type pageLink struct {
+	id     string // the request
+	handle string // names the page in its path; not a credential
+	file   string // handed to the opener; removed once the link is opened
+	opened bool
+	cookie string // hash of the cookie the first opening got
 }
 
-// open makes a link for the request and opens it.
+// pageCookie carries a page's cookie; its path is the page's.
+const pageCookie = "countersign_page"
+
+func newLocalPage(svc *approval.Service, agent countersign.Agent, open func(string) error, dir string, log *slog.Logger) *localPage {
+	return &localPage{svc: svc, agent: agent, openf: open, dir: dir, log: log,
+		links: map[string]*pageLink{}, pages: map[string]*pageLink{}}
+}
+
+// open makes a page for the request and hands the opener a file that leads
+// to it.
 func (p *localPage) open(_ context.Context, id string) error {
 	origin, err := p.start()
 	if err != nil {
 		return err
 	}
-	b := make([]byte, 32)
-	rand.Read(b)
-	token := hex.EncodeToString(b)
+	token, handle := randomHex(32), randomHex(12)
+	file, err := p.writeFile(origin + "/open/" + token)
+	if err != nil {
+		return err
+	}
+	l := &pageLink{id: id, handle: handle, file: file}
 	p.mu.Lock()
-	p.links[countersign.HashSecret(token)] = id
+	p.links[countersign.HashSecret(token)], p.pages[handle] = l, l
 	p.mu.Unlock()
-	return p.openf(origin + "/confirm/" + token)
+	if err := p.openf(file); err != nil {
+		os.Remove(file)
+		return err
+	}
+	return nil
+}
+
+// writeFile writes a page that sends the browser to link, readable only by
+// this user, in the private directory.
+func (p *localPage) writeFile(link string) (string, error) {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		return "", fmt.Errorf("create the directory of the confirmation pages: %w", err)
+	}
+	if err := os.Chmod(p.dir, 0o700); err != nil {
+		return "", fmt.Errorf("make the directory of the confirmation pages private: %w", err)
+	}
+	file := filepath.Join(p.dir, "confirm-"+randomHex(8)+".html")
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("write the confirmation page: %w", err)
+	}
+	err = redirectTemplate.Execute(f, link)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(file)
+		return "", fmt.Errorf("write the confirmation page: %w", err)
+	}
+	return file, nil
+}
+
+var redirectTemplate = template.Must(template.New("redirect").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={{.}}">
+<meta name="referrer" content="no-referrer"><title>countersign</title></head>
+<body><p><a href="{{.}}">Open the countersign confirmation</a></p></body></html>`))
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // start listens on a free port of 127.0.0.1, once.
@@ -61,14 +130,21 @@ func (p *localPage) start() (string, error) {
 	if p.srv != nil {
 		return p.origin, nil
 	}
+	// Files of an earlier run lead to links that died with it.
+	if old, _ := filepath.Glob(filepath.Join(p.dir, "confirm-*.html")); len(old) > 0 {
+		for _, f := range old {
+			os.Remove(f)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("listen on 127.0.0.1: %w", err)
 	}
 	p.origin = "http://" + ln.Addr().String()
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /confirm/{token}", p.show)
-	mux.HandleFunc("POST /confirm/{token}", p.decide)
+	mux.HandleFunc("GET /open/{token}", p.opening)
+	mux.HandleFunc("GET /confirm/{handle}", p.show)
+	mux.HandleFunc("POST /confirm/{handle}", p.decide)
 	p.srv = &http.Server{Handler: p.guard(mux), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 10 * time.Second, MaxHeaderBytes: 16 << 10}
 	go p.srv.Serve(ln)
@@ -78,6 +154,11 @@ func (p *localPage) start() (string, error) {
 func (p *localPage) close() {
 	p.mu.Lock()
 	srv := p.srv
+	for _, l := range p.pages {
+		if !l.opened {
+			os.Remove(l.file)
+		}
+	}
 	p.mu.Unlock()
 	if srv != nil {
 		srv.Close()
@@ -101,8 +182,8 @@ func (p *localPage) guard(next http.Handler) http.Handler {
 			return
 		}
 		// A decision comes only from the page itself: a browser says so
-		// with Origin or Sec-Fetch-Site. A bare POST (curl by a process
-		// that read the link from the opener's command line) says neither.
+		// with Origin or Sec-Fetch-Site. A bare POST (curl) says neither;
+		// the cookie of the page is needed besides.
 		if r.Method == http.MethodPost && !sameOrigin(r, p.origin) {
 			http.Error(w, "only the approval page itself can decide", http.StatusForbidden)
 			return
@@ -111,17 +192,43 @@ func (p *localPage) guard(next http.Handler) http.Handler {
 	})
 }
 
-// request finds the request of a link.
-func (p *localPage) request(r *http.Request) (*countersign.Request, string, error) {
-	token := r.PathValue("token")
+// opening trades a one-time link for the cookie of its page, once: the
+// file that held the link is removed, and a second opening gets nothing.
+func (p *localPage) opening(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
-	id, ok := p.links[countersign.HashSecret(token)]
+	l, ok := p.links[countersign.HashSecret(r.PathValue("token"))]
+	first := ok && !l.opened
+	var secret string
+	if first {
+		secret = randomHex(32)
+		l.opened, l.cookie = true, countersign.HashSecret(secret)
+		os.Remove(l.file)
+	}
+	p.mu.Unlock()
+	switch {
+	case !ok:
+		http.Error(w, "This confirmation does not exist or is over.", http.StatusNotFound)
+	case !first:
+		http.Error(w, "This confirmation was already opened, in another window or by another program. "+
+			"It decides nothing here. If you did not open it, deny the call in that window, or stop the agent.", http.StatusGone)
+	default:
+		http.SetCookie(w, &http.Cookie{Name: pageCookie, Value: secret, Path: "/confirm/" + l.handle,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		http.Redirect(w, r, "/confirm/"+l.handle, http.StatusSeeOther)
+	}
+}
+
+// request finds the request of a page, for the browser that opened it.
+func (p *localPage) request(r *http.Request) (*countersign.Request, error) {
+	c, err := r.Cookie(pageCookie)
+	p.mu.Lock()
+	l, ok := p.pages[r.PathValue("handle")]
+	ok = ok && err == nil && l.opened && subtle.ConstantTimeCompare([]byte(l.cookie), []byte(countersign.HashSecret(c.Value))) == 1
 	p.mu.Unlock()
 	if !ok {
-		return nil, "", countersign.Errorf(countersign.ENOTFOUND, "no such confirmation")
+		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such confirmation")
 	}
-	req, err := p.svc.Get(r.Context(), p.agent, id)
-	return req, token, err
+	return p.svc.Get(r.Context(), p.agent, l.id)
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"visible": visible.String}).Parse(`<!doctype html>
@@ -149,9 +256,9 @@ func (p *localPage) render(w http.ResponseWriter, req *countersign.Request, done
 }
 
 func (p *localPage) show(w http.ResponseWriter, r *http.Request) {
-	req, _, err := p.request(r)
+	req, err := p.request(r)
 	if err != nil {
-		http.Error(w, "This confirmation does not exist or is over.", http.StatusNotFound)
+		http.Error(w, "This confirmation does not exist or is over, or was opened in another browser.", http.StatusNotFound)
 		return
 	}
 	p.render(w, req, "This request is "+string(req.Status)+". You can close this page.")
@@ -159,9 +266,9 @@ func (p *localPage) show(w http.ResponseWriter, r *http.Request) {
 
 func (p *localPage) decide(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 1024)
-	req, _, err := p.request(r)
+	req, err := p.request(r)
 	if err != nil {
-		http.Error(w, "This confirmation does not exist or is over.", http.StatusNotFound)
+		http.Error(w, "This confirmation does not exist or is over, or was opened in another browser.", http.StatusNotFound)
 		return
 	}
 	d := countersign.Decision(r.PostFormValue("decision"))

@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,13 +49,24 @@ func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var link string
-	p := newLocalPage(svc, agent, func(u string) error { link = u; return nil }, log)
+	var file string
+	p := newLocalPage(svc, agent, func(f string) error { file = f; return nil }, filepath.Join(t.TempDir(), "pages"), log)
 	t.Cleanup(p.close)
 	if err := p.open(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get(link)
+	// The browser follows the file's refresh to the one-time link, which
+	// sets the page's cookie and sends it on to the page.
+	content, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`url=([^"]+)"`).FindSubmatch(content)
+	if m == nil {
+		t.Fatalf("the opener's file %q leads nowhere", content)
+	}
+	jar, _ := cookiejar.New(nil)
+	resp, err := (&http.Client{Jar: jar}).Get(html.UnescapeString(string(m[1])))
 	if err != nil {
 		t.Fatal(err)
 	}

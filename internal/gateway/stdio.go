@@ -35,10 +35,12 @@ func NewForClient(cfg *Config, c *client.Client, log *slog.Logger, stderr io.Wri
 type StandaloneOptions struct {
 	Log    *slog.Logger
 	Stderr io.Writer // upstream commands' stderr
-	// Open shows the local approval page's URL to the user; nil: the
-	// configured opener, else the system's (xdg-open, open, rundll32).
-	// The URL is a capability: it never reaches the model or a log.
-	Open func(url string) error
+	// Open shows the local approval page to the user, given the path of a
+	// private file that leads the browser there; nil: the configured
+	// opener, else the system's (xdg-open, open, rundll32). The path is
+	// no secret; the one-time link in the file never reaches the model, a
+	// log or a command line.
+	Open func(file string) error
 }
 
 // NewStandalone returns the stdio gateway of an agent without a server
@@ -79,7 +81,7 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	if open == nil {
 		open = opener(cfg.Opener)
 	}
-	page := newLocalPage(svc, agent, open, o.Log)
+	page := newLocalPage(svc, agent, open, filepath.Join(dir, "pages"), o.Log)
 	p := PrincipalOf(agent)
 	g, err = newGateway(options{cfg: cfg, fixed: &p, stateKey: randomKey(), log: o.Log, stderr: o.Stderr,
 		approvals: &serviceApprovals{svc: svc, decider: "mcp-client", page: page}})
@@ -141,8 +143,8 @@ func localAgent(ctx context.Context, store countersign.Store) (countersign.Agent
 	return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
 }
 
-// opener returns the function that opens a URL with the configured
-// command, or the system's.
+// opener returns the function that opens a file (the local page's) with
+// the configured command, or the system's.
 func opener(configured []string) func(string) error {
 	cmd := configured
 	if len(cmd) == 0 {
@@ -155,8 +157,8 @@ func opener(configured []string) func(string) error {
 			cmd = []string{"xdg-open"}
 		}
 	}
-	return func(url string) error {
-		c := exec.Command(cmd[0], append(cmd[1:], url)...)
+	return func(file string) error {
+		c := exec.Command(cmd[0], append(cmd[1:], file)...)
 		if err := c.Start(); err != nil {
 			return fmt.Errorf("run %s: %w", cmd[0], err)
 		}

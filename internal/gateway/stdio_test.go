@@ -3,10 +3,14 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"html"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -245,40 +249,53 @@ func TestStandalonePage(t *testing.T) {
 		args := map[string]any{"to": "page@example.com", "urlOnly": o.urlOnly}
 		res := call(t, cs, "send_mail", args)
 		text := wantStatus(t, res, "approval_pending")
-		link := s.lastLink(t)
-		u, _ := url.Parse(link)
-		if u.Hostname() != "127.0.0.1" || strings.Contains(text, u.Host) || strings.Contains(text, u.Path) || strings.Contains(text, "http") {
-			t.Fatalf("link %q, text %q", link, text)
+		arg := s.lastLink(t)
+		// The opener's argument is on its command line, which any process
+		// reads in /proc: one that sends it with the page's Origin, as
+		// from a browser, decides nothing.
+		attack(t, arg)
+		if r := s.pendingRequest(t); r == nil {
+			t.Fatal("a process that read the opener's command line decided the request")
 		}
-		page := get(t, link, "")
-		if !strings.Contains(page, "page@example.com") || !strings.Contains(page, "Approve once") {
-			t.Fatalf("page %q", page)
+		b := openPage(t, arg)
+		if strings.Contains(text, b.origin) || strings.Contains(text, "http") || strings.Contains(text, arg) {
+			t.Fatalf("the model was shown the page: %q", text)
+		}
+		if !strings.Contains(b.page, "page@example.com") || !strings.Contains(b.page, "Approve once") {
+			t.Fatalf("page %q", b.page)
+		}
+		// A second opening of the link (another program that got to the
+		// file) is told so and gets no way in.
+		if code, body, cookies := rawGet(t, b.link, ""); code != http.StatusGone || len(cookies) != 0 || !strings.Contains(body, "already opened") {
+			t.Errorf("second opening: %d %q, cookies %v", code, body, cookies)
+		}
+		if code, _, _ := rawGet(t, b.pageURL, ""); code != http.StatusNotFound {
+			t.Errorf("the page without its cookie: %d", code)
 		}
 		// Another Host (DNS rebinding) and a cross-origin POST are refused.
-		if code := status(t, http.MethodGet, link, "evil.example:80", ""); code != http.StatusMisdirectedRequest {
+		if code := b.status(t, http.MethodGet, "evil.example:80", ""); code != http.StatusMisdirectedRequest {
 			t.Errorf("another Host: %d", code)
 		}
-		if code := status(t, http.MethodPost, link, "", "http://evil.example"); code != http.StatusForbidden {
+		if code := b.status(t, http.MethodPost, "", "http://evil.example"); code != http.StatusForbidden {
 			t.Errorf("cross-origin POST: %d", code)
 		}
-		// A bare POST, as by a process that read the link from the
-		// opener's command line, says no origin and is refused too.
-		if code := status(t, http.MethodPost, link, "", ""); code != http.StatusForbidden {
+		// A bare POST says no origin and is refused too.
+		if code := b.status(t, http.MethodPost, "", ""); code != http.StatusForbidden {
 			t.Errorf("POST without Origin or Sec-Fetch-Site: %d", code)
 		}
 		wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
-		if done := post(t, link, "approve"); !strings.Contains(done, "Approved once") {
+		if done := b.post(t, "approve"); !strings.Contains(done, "Approved once") {
 			t.Fatalf("after approving: %q", done)
 		}
 		wantRan(t, call(t, cs, "send_mail", args), "sent to page@example.com")
 		wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
-		if done := post(t, s.lastLink(t), "deny"); !strings.Contains(done, "Denied") {
+		if done := openPage(t, s.lastLink(t)).post(t, "deny"); !strings.Contains(done, "Denied") {
 			t.Fatalf("after denying: %q", done)
 		}
 		wantStatus(t, call(t, cs, "send_mail", args), "denied")
-		// A used link decides nothing more.
-		if done := post(t, link, "approve"); !strings.Contains(done, "consumed") {
-			t.Fatalf("used link: %q", done)
+		// A used page decides nothing more.
+		if done := b.post(t, "approve"); !strings.Contains(done, "consumed") {
+			t.Fatalf("used page: %q", done)
 		}
 	}
 	wantCalls(t, s.logFile, "send_mail page@example.com", "send_mail page@example.com")
@@ -293,40 +310,113 @@ func TestStandalonePage(t *testing.T) {
 	}
 }
 
-func get(t *testing.T, link, _ string) string {
+// pendingRequest returns the standalone store's pending request, or nil.
+func (s *standalone) pendingRequest(t *testing.T) *countersign.Request {
 	t.Helper()
-	resp, err := http.Get(link)
+	db, err := sqlite.Open(t.Context(), filepath.Join(s.dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	accs, err := db.Accounts(t.Context())
+	if err != nil || len(accs) != 1 {
+		t.Fatalf("accounts %v %v", accs, err)
+	}
+	list, err := db.Requests(t.Context(), countersign.RequestFilter{AccountID: accs[0].ID, Status: countersign.StatusPending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) == 0 {
+		return nil
+	}
+	return list[0]
+}
+
+// attack is a process that read the opener's argument: it takes every URL
+// in it (or in the file it names, were that readable to others) and posts an
+// approval with that URL's origin.
+func attack(t *testing.T, arg string) {
+	t.Helper()
+	if u, err := url.Parse(arg); err == nil && u.Scheme == "http" {
+		req, _ := http.NewRequest(http.MethodPost, arg, strings.NewReader("decision=approve"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://"+u.Host)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		return
+	}
+	st, err := os.Stat(arg)
+	if err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the opener got %q (%v, %v), want a file only its user reads", arg, st, err)
+	}
+	if dir, err := os.Stat(filepath.Dir(arg)); err != nil || dir.Mode().Perm() != 0o700 {
+		t.Fatalf("the opener's file is in %s (%v, %v), want a private directory", filepath.Dir(arg), dir, err)
+	}
+}
+
+// browser is what a browser holds after opening the local page from the
+// opener's file: its cookie jar and the page.
+type browser struct {
+	c                     *http.Client
+	origin, link, pageURL string
+	page                  string
+}
+
+var refresh = regexp.MustCompile(`http-equiv="refresh" content="0; url=([^"]+)"`)
+
+// openPage opens the opener's file as a browser does: it follows the
+// file's refresh to the one-time link, which is then gone with the file.
+func openPage(t *testing.T, file string) *browser {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := refresh.FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("the opener's file %q leads nowhere", b)
+	}
+	jar, _ := cookiejar.New(nil)
+	br := &browser{c: &http.Client{Jar: jar}, link: html.UnescapeString(string(m[1]))}
+	u, _ := url.Parse(br.link)
+	br.origin = "http://" + u.Host
+	resp, err := br.c.Get(br.link)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	page, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", link, resp.StatusCode, b)
+		t.Fatalf("GET %s: %d %s", br.link, resp.StatusCode, page)
 	}
-	return string(b)
+	br.page, br.pageURL = string(page), resp.Request.URL.String()
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("the opener's file is still there once opened (%v)", err)
+	}
+	return br
 }
 
 // post decides as the page's own form does in a browser: with the page's
-// origin.
-func post(t *testing.T, link, decision string) string {
+// origin and cookie.
+func (b *browser) post(t *testing.T, decision string) string {
 	t.Helper()
-	u, _ := url.Parse(link)
-	req, _ := http.NewRequest(http.MethodPost, link, strings.NewReader(url.Values{"decision": {decision}}.Encode()))
+	req, _ := http.NewRequest(http.MethodPost, b.pageURL, strings.NewReader(url.Values{"decision": {decision}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Origin", u.Scheme+"://"+u.Host)
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Origin", b.origin)
+	resp, err := b.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
-func status(t *testing.T, method, link, host, origin string) int {
+// status sends a request to the page with the browser's cookie.
+func (b *browser) status(t *testing.T, method, host, origin string) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, link, strings.NewReader("decision=approve"))
+	req, _ := http.NewRequest(method, b.pageURL, strings.NewReader("decision=approve"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if host != "" {
 		req.Host = host
@@ -334,12 +424,25 @@ func status(t *testing.T, method, link, host, origin string) int {
 	if origin != "" {
 		req.Header.Set("Origin", origin)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := b.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// rawGet gets a URL with no cookies and no redirects.
+func rawGet(t *testing.T, link, _ string) (int, string, []*http.Cookie) {
+	t.Helper()
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), resp.Cookies()
 }
 
 // TestStdioKeys: over stdio with a server, [keys] cannot be checked (the

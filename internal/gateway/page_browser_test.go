@@ -1,0 +1,74 @@
+package gateway_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/countersign/countersign/internal/testutil"
+)
+
+// TestStandalonePageChromium: the file the opener gets leads a real
+// browser to the local page, whose button approves; the retry runs. The
+// one-time link is then spent: opening the file's link again shows that it
+// was already opened.
+func TestStandalonePageChromium(t *testing.T) {
+	exe := "/usr/bin/chromium"
+	if _, err := os.Stat(exe); err != nil {
+		if exe, err = exec.LookPath("chromium"); err != nil {
+			testutil.Missing(t, "no Chromium: neither /usr/bin/chromium nor chromium in PATH (apt-get install -y chromium)")
+		}
+	}
+	s := newStandalone(t)
+	cs := stdioConnect(t, s.g, clientOpts{})
+	args := map[string]any{"to": "chromium@example.com"}
+	wantStatus(t, call(t, cs, "send_mail", args), "approval_pending")
+	file := s.lastLink(t)
+	content, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := refresh.FindSubmatch(content)
+	if link == nil {
+		t.Fatalf("file %q", content)
+	}
+
+	budget, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
+	alloc, cancelAlloc := chromedp.NewExecAllocator(budget, opts...)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	defer cancelCtx()
+	text := func() string {
+		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		return v
+	}
+	waitText := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(text(), want); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the browser never showed %q; it shows %q", want, text())
+			}
+		}
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+file)); err != nil {
+		t.Fatal(err)
+	}
+	waitText("chromium@example.com")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`input[value="approve"] + button`))); err != nil {
+		t.Fatal(err)
+	}
+	waitText("Approved once")
+	wantRan(t, call(t, cs, "send_mail", args), "sent to chromium@example.com")
+	if err := chromedp.Do(ctx, chromedp.Navigate(strings.ReplaceAll(string(link[1]), "&amp;", "&"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText("already opened")
+}
