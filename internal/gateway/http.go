@@ -45,8 +45,8 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return g.server }
 	common := mcp.StreamableHTTPOptions{
 		Logger: quiet(g.log),
-		// The server checks the Host of its pages; a bearer token is what
-		// protects this endpoint, and DNS rebinding cannot send one.
+		// The server checks Host and Origin of /mcp against its public
+		// URL, which the SDK's check (localhost only) does not know.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        MaxBody,
 	}

@@ -520,3 +520,40 @@ func TestForeignSession(t *testing.T) {
 		t.Errorf("the session after the others' tries: %v", err)
 	}
 }
+
+// TestRebinding: the real /mcp refuses an initialize for another Host or
+// from a page of another origin (DNS rebinding), and answers its own.
+func TestRebinding(t *testing.T) {
+	h := newHarness(t, nil)
+	post := func(host, origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.base+"/mcp", strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if host != "" {
+			req.Host = host
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := bearer(h.keys["agent"]).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post("evil.example.com", "http://evil.example.com"); code != http.StatusMisdirectedRequest {
+		t.Errorf("Host and Origin evil.example.com: %d, want 421", code)
+	}
+	if code := post("", "http://evil.example.com"); code != http.StatusForbidden {
+		t.Errorf("Origin evil.example.com: %d, want 403", code)
+	}
+	if code := post("", ""); code != http.StatusOK {
+		t.Errorf("its own host, no Origin: %d, want 200", code)
+	}
+	if code := post("", h.base); code != http.StatusOK {
+		t.Errorf("its own origin: %d, want 200", code)
+	}
+}

@@ -57,6 +57,7 @@ type testServer struct {
 	other *countersign.Account
 
 	keyA, keyB, keyX, revoked string // agent keys
+	publicHost                string
 	alice, bob                string // approver tokens
 
 	nextID int
@@ -86,6 +87,7 @@ func newServer(t *testing.T, opts ...option) *testServer {
 	for _, o := range opts {
 		o(&cfg, &acfg)
 	}
+	s.publicHost = cfg.PublicURL.Host
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.svc = approval.New(store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
@@ -157,6 +159,9 @@ func (s *testServer) newRequest(method, path, cred, body string) *http.Request {
 	}
 	if cred != "" {
 		req.Header.Set("Authorization", "Bearer "+cred)
+	}
+	if path == "/mcp" {
+		req.Host = s.publicHost // as an MCP client of the public URL sends it
 	}
 	return req
 }

@@ -16,7 +16,8 @@ import (
 const mcpHold = 15 * time.Minute
 
 // mcpEndpoint serves the MCP gateway at /mcp: streamable HTTP for agent
-// keys and OAuth access tokens sent as bearer tokens. It applies the API's rate limit per client
+// keys and OAuth access tokens sent as bearer tokens. It checks Host and
+// Origin as the pages do, applies the API's rate limit per client
 // address and its JSON errors for bad credentials, and gives each request
 // a write deadline of its own, since a call may wait for a human far longer
 // than the server's write timeout.
@@ -25,6 +26,19 @@ func (s *Server) mcpEndpoint() http.Handler {
 		if s.cfg.MCP == nil {
 			s.writeAPIError(w, r, countersign.Errorf(countersign.ENOTFOUND,
 				"no MCP upstreams are configured on this server; start it with --mcp-config FILE"))
+			return
+		}
+		// DNS rebinding: a page of another site, its name pointed at this
+		// server, could otherwise talk to /mcp under its own name. A
+		// browser page of another origin may not either; MCP clients that
+		// are not browsers send no Origin.
+		if err := s.checkHost(r); err != nil {
+			s.writeAPIError(w, r, err)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && o != s.publicOrigin() {
+			s.writeAPIError(w, r, countersign.Errorf(countersign.EFORBIDDEN,
+				"MCP requests from a page of another origin (%s) are refused; /mcp answers MCP clients and pages of %s", o, s.publicOrigin()))
 			return
 		}
 		if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {

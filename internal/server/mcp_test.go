@@ -29,9 +29,44 @@ func TestMCPEndpoint(t *testing.T) {
 		})
 	})
 	for range 2 {
-		if r := s.call(http.MethodPost, "/mcp", s.keyA, `{"jsonrpc":"2.0"}`); r.status != http.StatusOK || string(r.body) != `{"jsonrpc":"2.0"}` {
+		if r := s.do(s.mcpRequest(s.keyA, "")); r.status != http.StatusOK || string(r.body) != `{"jsonrpc":"2.0"}` {
 			t.Fatalf("POST /mcp: %d %s", r.status, r.body)
 		}
 	}
-	s.call(http.MethodPost, "/mcp", s.keyA, `{}`).wantError(t, "third POST /mcp", http.StatusTooManyRequests, "limited")
+	s.do(s.mcpRequest(s.keyA, "")).wantError(t, "third POST /mcp", http.StatusTooManyRequests, "limited")
+}
+
+// mcpRequest is a POST to /mcp for the public host, from an origin or none.
+func (s *testServer) mcpRequest(key, origin string) *http.Request {
+	req := s.newRequest(http.MethodPost, "/mcp", key, `{"jsonrpc":"2.0"}`)
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	return req
+}
+
+// TestMCPRebinding: /mcp answers only under the public URL's host and to
+// no page of another origin, as the pages do, so that a DNS-rebinding
+// page cannot reach it under its own name.
+func TestMCPRebinding(t *testing.T) {
+	reached := 0
+	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ })
+	})
+	evil := s.mcpRequest(s.keyA, "http://evil.example.com")
+	evil.Host = "evil.example.com"
+	s.do(evil).wantError(t, "POST /mcp for another host", http.StatusMisdirectedRequest, "misdirected")
+	s.do(s.mcpRequest(s.keyA, "http://evil.example.com")).wantError(t, "POST /mcp from another origin", http.StatusForbidden, "forbidden")
+	s.do(s.mcpRequest(s.keyA, "null")).wantError(t, "POST /mcp from origin null", http.StatusForbidden, "forbidden")
+	if reached != 0 {
+		t.Fatalf("the gateway was reached %d times", reached)
+	}
+	for _, origin := range []string{"", "https://approve.example.com"} {
+		if r := s.do(s.mcpRequest(s.keyA, origin)); r.status != http.StatusOK {
+			t.Errorf("POST /mcp from %q: %d %s", origin, r.status, r.body)
+		}
+	}
+	if reached != 2 {
+		t.Errorf("the gateway was reached %d times, want 2", reached)
+	}
 }
