@@ -56,6 +56,7 @@ func BenchmarkReadTier(b *testing.B) {
 	})
 	b.Run("stdio/gateway", func(b *testing.B) {
 		cfg := gateway.NewConfig()
+		cfg.Rate = 0 // the benchmark makes more calls than any agent may
 		cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(b, "notes", logFile)}
 		g, err := gateway.NewForClient(cfg, clientNowhere(), nil, io.Discard)
 		if err != nil {
@@ -105,6 +106,7 @@ func BenchmarkReadTier(b *testing.B) {
 		b.Setenv("FIXTURE_TOKEN", "secret")
 		h := newHarness(b, func(c *gateway.Config) {
 			c.Upstreams = []gateway.UpstreamConfig{{Name: "notes", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "${FIXTURE_TOKEN}"}}}
+			c.Rate = 0
 		})
 		cs, err := client.Connect(b.Context(), &mcp.StreamableClientTransport{Endpoint: h.base + "/mcp", HTTPClient: bearer(h.keys["agent"])}, nil)
 		if err != nil {

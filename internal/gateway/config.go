@@ -21,6 +21,7 @@ import (
 // `countersign serve --mcp-config FILE`:
 //
 //	hold = "45s"                  # how long a retry waits for a decision in progress
+//	rate = 600                    # calls per minute and agent key (0: no limit)
 //
 //	[[upstream]]
 //	name = "fs"
@@ -65,6 +66,10 @@ type Config struct {
 	// an elicitation (default 45 s, below the 60 s request timeout of the
 	// TypeScript SDK).
 	Hold time.Duration
+	// Rate is how many calls (of tools, resources, prompts, completions)
+	// one agent key may make in a minute, with bursts of a sixth of it; 0:
+	// no limit. A call over it is a tool error that says when to retry.
+	Rate int
 	// Opener is the command that opens the local approval page (standalone
 	// only); empty: the system's opener.
 	Opener []string
@@ -99,6 +104,7 @@ type UpstreamConfig struct {
 // fileConfig is the TOML file's shape.
 type fileConfig struct {
 	Hold      string `toml:"hold"`
+	Rate      *int   `toml:"rate"`
 	Upstreams []struct {
 		UpstreamConfig
 		Annotations string `toml:"annotations"`
@@ -135,7 +141,7 @@ const DefaultHold = 45 * time.Second
 // NewConfig returns the configuration before any file: no upstreams, the
 // default policy and hold.
 func NewConfig() *Config {
-	return &Config{Policy: DefaultPolicy(), Keys: map[string]Policy{}, Hold: DefaultHold}
+	return &Config{Policy: DefaultPolicy(), Keys: map[string]Policy{}, Hold: DefaultHold, Rate: DefaultRate}
 }
 
 // LoadConfig reads a configuration file. Unknown keys are refused, so that
@@ -153,6 +159,11 @@ func LoadConfig(file string) (*Config, error) {
 	if f.Hold != "" {
 		if c.Hold, err = time.ParseDuration(f.Hold); err != nil || c.Hold < 0 || c.Hold > 10*time.Minute {
 			return nil, fmt.Errorf("%s: hold %q must be a duration from 0s to 10m", file, f.Hold)
+		}
+	}
+	if f.Rate != nil {
+		if c.Rate = *f.Rate; c.Rate < 0 || c.Rate > 1_000_000 {
+			return nil, fmt.Errorf("%s: rate %d must be a number of calls per minute from 0 (no limit) to 1000000", file, c.Rate)
 		}
 	}
 	for _, u := range f.Upstreams {

@@ -54,6 +54,7 @@ type Gateway struct {
 	progress  progressRoutes
 	recent    recentAsks
 	holding   holds
+	limiter   callLimiter
 	now       func() time.Time
 	// xfer is file transfer (upload.go); nil: off.
 	xfer *transfer
@@ -105,6 +106,7 @@ func newGateway(o options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
 		now: clock.Now, tools: map[string]*toolEntry{}}
+	g.limiter.perMinute = o.cfg.Rate
 	g.progress.m = map[string]progressSink{}
 	g.recent.m = map[string]recentAsk{}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
@@ -121,7 +123,7 @@ func newGateway(o options) (*Gateway, error) {
 				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
-	g.server.AddReceivingMiddleware(g.filterTools)
+	g.server.AddReceivingMiddleware(g.filterTools, g.limit)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, g.progress.deliver, g.resync))
 	}

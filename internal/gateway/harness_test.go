@@ -57,6 +57,12 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 	t.Helper()
+	return newHarnessRate(t, configure, 0)
+}
+
+// newHarnessRate is newHarness with the API's rate per client address.
+func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute int) *harness {
+	t.Helper()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
@@ -115,7 +121,8 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 	t.Cleanup(h.gw.Close)
 	auth := &approval.Authenticator{Store: store}
 	// /mcp takes agent keys and the OAuth access tokens issued for it.
-	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock))}, h.svc, auth, metrics.NewRegistry(), nil)
+	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: ratePerMinute},
+		h.svc, auth, metrics.NewRegistry(), nil)
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()

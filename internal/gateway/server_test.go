@@ -557,3 +557,29 @@ func TestRebinding(t *testing.T) {
 		t.Errorf("its own origin: %d, want 200", code)
 	}
 }
+
+// TestRateLimit: calls of a key over its rate are tool errors that say when
+// to retry, not HTTP 429s (the API's rate of the address is lower still);
+// other keys are not held back, and once the time has passed the call runs.
+func TestRateLimit(t *testing.T) {
+	h := newHarnessRate(t, func(c *gateway.Config) { c.Rate = 12 }, 6) // bursts of 2 calls, 1 request
+	for _, version := range []string{"", "2025-11-25"} {
+		cs := h.connect(clientOpts{version: version})
+		for i := range 2 {
+			wantRan(t, call(t, cs, "read_note", map[string]any{"id": fmt.Sprint(i)}), fmt.Sprintf("note %d from notes", i))
+		}
+		res := call(t, cs, "read_note", map[string]any{"id": "over"})
+		text := wantStatus(t, res, "rate_limited")
+		if !strings.Contains(text, "more than 12 calls in a minute") || !strings.Contains(text, "Retry after 5 s") ||
+			res.Meta["countersign/retry_after_ms"] == nil {
+			t.Errorf("over the rate: %q %v", text, res.Meta)
+		}
+		if _, err := cs.ListTools(h.ctx, nil); err != nil {
+			t.Errorf("listing over the rate: %v", err)
+		}
+		wantRan(t, call(t, h.connect(clientOpts{key: "agent2", version: version}), "read_note", map[string]any{"id": "b"}), "note b from notes")
+		h.clock.Advance(5 * time.Second)
+		wantRan(t, call(t, cs, "read_note", map[string]any{"id": "later"}), "note later from notes")
+		h.clock.Advance(time.Minute)
+	}
+}

@@ -115,6 +115,7 @@ func TestLoadConfig(t *testing.T) {
 	file := filepath.Join(dir, "mcp.toml")
 	os.WriteFile(file, []byte(`
 hold = "5s"
+rate = 30
 [[upstream]]
 command = "npx -y '@modelcontextprotocol/server-filesystem' /srv"
 [[upstream]]
@@ -137,7 +138,7 @@ opener = ["firefox", "--new-tab"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Hold != 5*time.Second || len(c.Upstreams) != 2 || c.Upstreams[0].Name != "server-filesystem" ||
+	if c.Hold != 5*time.Second || c.Rate != 30 || len(c.Upstreams) != 2 || c.Upstreams[0].Name != "server-filesystem" ||
 		strings.Join(c.Upstreams[0].Command, "|") != "npx|-y|@modelcontextprotocol/server-filesystem|/srv" ||
 		!c.Upstreams[1].IgnoreAnnotations || !c.Upstreams[1].Prefix || c.Upstreams[1].Headers["Authorization"] != "Bearer ${TOKEN}" {
 		t.Fatalf("config %+v", c)
@@ -164,6 +165,7 @@ opener = ["firefox", "--new-tab"]
 		"bad annotations": "[[upstream]]\ncommand = \"a\"\nannotations = \"maybe\"\n",
 		"bad url":         "[[upstream]]\nurl = \"ftp://x\"\n",
 		"bad hold":        "hold = \"1h\"\n",
+		"bad rate":        "rate = -1\n",
 		"bad pattern":     "[[tier]]\nmatch = \"[\"\ntier = \"read\"\n",
 		"prefix names":    "[[upstream]]\nname = \"a\"\ncommand = \"a\"\n[[upstream]]\nname = \"a_b\"\ncommand = \"b\"\n",
 	} {

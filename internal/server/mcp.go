@@ -17,8 +17,9 @@ const mcpHold = 15 * time.Minute
 
 // mcpEndpoint serves the MCP gateway at /mcp: streamable HTTP for agent
 // keys and OAuth access tokens sent as bearer tokens. It checks Host and
-// Origin as the pages do, applies the API's rate limit per client
-// address and its JSON errors for bad credentials, and gives each request
+// Origin as the pages do, applies the API's rate limit per client address
+// to requests without a valid credential, and its JSON errors for bad
+// credentials, and gives each request
 // a write deadline of its own, since a call may wait for a human far longer
 // than the server's write timeout.
 func (s *Server) mcpEndpoint() http.Handler {
@@ -41,9 +42,15 @@ func (s *Server) mcpEndpoint() http.Handler {
 				"MCP requests from a page of another origin (%s) are refused; /mcp answers MCP clients and pages of %s", o, s.publicOrigin()))
 			return
 		}
-		if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {
+		// Calls of an agent key have the gateway's rate, answered as tool
+		// errors that the model reads; the API's rate of this address
+		// counts only requests without a valid key here, so that guessing
+		// keys is slowed down and a busy agent never gets a 429, which its
+		// client's transport would throw.
+		addr := s.clientAddr(r)
+		if limited, retry := s.limiter.blocked(addr, time.Now()); limited {
 			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
-				Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry})
+				Message: "too many requests without a valid agent key from this address; retry after the time in Retry-After", RetryAfter: retry})
 			return
 		}
 		if limit := s.cfg.MCPMaxBody; limit > 0 && r.ContentLength > limit {
@@ -54,6 +61,7 @@ func (s *Server) mcpEndpoint() http.Handler {
 		// answers a bad one in plain text: check it here first, for the
 		// API's JSON errors.
 		if _, err := s.mcpAgentOf(w, r); err != nil {
+			s.limiter.allow(addr, time.Now())
 			s.writeAPIError(w, r, err)
 			return
 		}

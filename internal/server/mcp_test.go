@@ -17,8 +17,10 @@ func TestMCPNotConfigured(t *testing.T) {
 	}
 }
 
-// TestMCPEndpoint: /mcp reaches the gateway's handler, and the API's rate
-// limit applies to it.
+// TestMCPEndpoint: /mcp reaches the gateway's handler; the API's rate of
+// an address counts only its requests without a valid key (the gateway
+// limits the calls of keys, as tool errors), and once it is spent, nothing
+// from that address gets through.
 func TestMCPEndpoint(t *testing.T) {
 	s := newServer(t, func(c *server.Config, _ *approval.Config) {
 		c.RatePerMinute = 12 // a burst of 2
@@ -28,12 +30,16 @@ func TestMCPEndpoint(t *testing.T) {
 			w.Write(body)
 		})
 	})
-	for range 2 {
+	for range 5 {
 		if r := s.do(s.mcpRequest(s.keyA, "")); r.status != http.StatusOK || string(r.body) != `{"jsonrpc":"2.0"}` {
 			t.Fatalf("POST /mcp: %d %s", r.status, r.body)
 		}
 	}
-	s.do(s.mcpRequest(s.keyA, "")).wantError(t, "third POST /mcp", http.StatusTooManyRequests, "limited")
+	for range 2 {
+		s.do(s.mcpRequest("csk_wrong", "")).wantError(t, "POST /mcp with a bad key", http.StatusUnauthorized, "unauthorized")
+	}
+	s.do(s.mcpRequest("csk_wrong", "")).wantError(t, "third POST /mcp with a bad key", http.StatusTooManyRequests, "limited")
+	s.do(s.mcpRequest(s.keyA, "")).wantError(t, "POST /mcp after the bad keys", http.StatusTooManyRequests, "limited")
 }
 
 // mcpRequest is a POST to /mcp for the public host, from an origin or none.

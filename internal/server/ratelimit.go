@@ -56,3 +56,21 @@ func (l *rateLimiter) allow(addr string, now time.Time) (bool, time.Duration) {
 	}
 	return true, 0
 }
+
+// blocked reports, without taking a token, whether addr has none left, and
+// how long until it has.
+func (l *rateLimiter) blocked(addr string, now time.Time) (bool, time.Duration) {
+	if l.perMinute <= 0 {
+		return false, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[addr]
+	if b == nil {
+		return false, 0
+	}
+	if t := b.lim.TokensAt(now); t < 1 {
+		return true, time.Duration((1 - t) / float64(b.lim.Limit()) * float64(time.Second))
+	}
+	return false, 0
+}
