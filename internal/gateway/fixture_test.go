@@ -117,6 +117,16 @@ func fixtureServer(name, logFile string) *mcp.Server {
 			}
 			return text("slow done"), nil
 		})
+	s.AddTool(&mcp.Tool{Name: "burst", Description: "Reports 5 steps of progress at once, then its result.", InputSchema: objectSchema(),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := 1; i <= 5; i++ {
+					req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 5})
+				}
+			}
+			return text("burst done"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "crash", Description: "Ends the server's process.", InputSchema: objectSchema(),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

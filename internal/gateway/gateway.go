@@ -107,7 +107,6 @@ func newGateway(o options) (*Gateway, error) {
 	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
 		now: clock.Now, tools: map[string]*toolEntry{}}
 	g.limiter.perMinute = o.cfg.Rate
-	g.progress.m = map[string]progressSink{}
 	g.recent.m = map[string]recentAsk{}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
 		&mcp.ServerOptions{
@@ -236,54 +235,6 @@ func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		return &out, nil
 	}
-}
-
-// progressRoutes carries the progress notifications of an upstream call to
-// the client that asked for them: each forwarded call gets a token of its
-// own, since tokens of different clients may be the same.
-type progressRoutes struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[string]progressSink
-}
-
-type progressSink struct {
-	ctx   context.Context
-	ss    *mcp.ServerSession
-	token any
-}
-
-// route returns the token to send upstream (nil when the client asked for
-// no progress) and a function that ends the route.
-func (r *progressRoutes) route(ctx context.Context, req *mcp.CallToolRequest) (any, func()) {
-	tok := req.Params.GetProgressToken()
-	if tok == nil || req.Session == nil {
-		return nil, func() {}
-	}
-	r.mu.Lock()
-	r.next++
-	id := fmt.Sprintf("countersign-%d", r.next)
-	r.m[id] = progressSink{ctx: ctx, ss: req.Session, token: tok}
-	r.mu.Unlock()
-	return id, func() {
-		r.mu.Lock()
-		delete(r.m, id)
-		r.mu.Unlock()
-	}
-}
-
-// deliver passes an upstream's progress to the client, under the client's
-// own token.
-func (r *progressRoutes) deliver(p *mcp.ProgressNotificationParams) {
-	id, _ := p.ProgressToken.(string)
-	r.mu.Lock()
-	s, ok := r.m[id]
-	r.mu.Unlock()
-	if !ok {
-		return
-	}
-	_ = s.ss.NotifyProgress(s.ctx, &mcp.ProgressNotificationParams{ProgressToken: s.token,
-		Progress: p.Progress, Total: p.Total, Message: p.Message})
 }
 
 // recentAsks remembers the request last asked for each principal and call,

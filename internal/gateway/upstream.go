@@ -35,6 +35,9 @@ type upstream struct {
 	client *mcp.Client
 	// changed is called, outside any lock, when the tool list changed.
 	changed func()
+	// progress takes the upstream's progress notifications, in their
+	// order on the wire, on its read loop.
+	progress func(*mcp.ProgressNotificationParams)
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
@@ -60,10 +63,10 @@ func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, progres
 			// list call must not run there, or it would wait for itself.
 			go u.refresh(context.WithoutCancel(ctx))
 		},
-		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
-			progress(req.Params)
-		},
+		// No ProgressNotificationHandler: progress is read off the
+		// messages in their order (see progressRoutes).
 	})
+	u.progress = progress
 	return u
 }
 
@@ -142,7 +145,8 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 func (u *upstream) transport() mcp.Transport {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{
-			Transport: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: http.DefaultTransport},
+			Transport: &sseTapTransport{tap: u.progress,
+				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: http.DefaultTransport}},
 		}}
 	}
 	// Not exec.CommandContext: the process outlives the connect call, and
@@ -153,7 +157,7 @@ func (u *upstream) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+os.Expand(v, os.Getenv))
 	}
 	cmd.Stderr = u.stderr
-	return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.progress}
 }
 
 // sessionOptions picks the protocol towards the upstream. A stdio process
