@@ -38,6 +38,10 @@ import (
 //	match = "fs/read_*"
 //	tier = "read"
 //
+//	[[resource_tier]]             # resources are read unless a rule says
+//	match = "fs/file:///srv/secret/**"   # "upstream/URI", or the URI; ** a prefix
+//	tier = "commit"
+//
 //	[policy]                      # every agent key (over stdio: the gateway's)
 //	tiers = ["read", "write", "commit", "external"]
 //	confirm = ["commit", "external"]
@@ -51,7 +55,10 @@ import (
 type Config struct {
 	Upstreams []UpstreamConfig
 	Rules     []TierRule
-	Policy    Policy
+	// ResourceRules give resources and templates tiers; without one, a
+	// resource is of the read tier.
+	ResourceRules []ResourceTierRule
+	Policy        Policy
 	// Keys are the policies of agent keys, each named "ACCOUNT/NAME" or by
 	// the key's id: key names are unique only within an account. They take
 	// effect once ResolveKeys found each in the store.
@@ -110,6 +117,7 @@ type fileConfig struct {
 		Annotations string `toml:"annotations"`
 	} `toml:"upstream"`
 	Tier       []TierRule            `toml:"tier"`
+	ResTier    []ResourceTierRule    `toml:"resource_tier"`
 	Policy     filePolicy            `toml:"policy"`
 	Keys       map[string]filePolicy `toml:"keys"`
 	Standalone struct {
@@ -176,7 +184,7 @@ func LoadConfig(file string) (*Config, error) {
 		}
 		c.Upstreams = append(c.Upstreams, u.UpstreamConfig)
 	}
-	c.Rules = f.Tier
+	c.Rules, c.ResourceRules = f.Tier, f.ResTier
 	c.Policy = f.Policy.apply(c.Policy)
 	for name, p := range f.Keys {
 		c.Keys[name] = p.apply(c.Policy)
@@ -232,6 +240,11 @@ func (c *Config) Check() error {
 	for _, r := range c.Rules {
 		if _, err := path.Match(r.Match, ""); err != nil || r.Match == "" {
 			return fmt.Errorf("tier rule %q: not a valid pattern", r.Match)
+		}
+	}
+	for _, r := range c.ResourceRules {
+		if _, err := path.Match(r.Match, ""); err != nil || r.Match == "" {
+			return fmt.Errorf("resource tier rule %q: not a valid pattern", r.Match)
 		}
 	}
 	return c.checkFiles()

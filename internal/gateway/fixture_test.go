@@ -72,8 +72,62 @@ func text(s string) *mcp.CallToolResult {
 
 // fixtureServer has a tool of each tier, a slow one with progress, one that
 // kills its process, and one that adds a tool.
+//
+// It has resources too (note://readme, note://secret and the template
+// note://note/{id}) with subscriptions, the prompt greet, completions of
+// greet's name and the template's id, and logs at the client's level.
 func fixtureServer(name, logFile string) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: "fixture-" + name, Version: "1"}, nil)
+	s := mcp.NewServer(&mcp.Implementation{Name: "fixture-" + name, Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, r *mcp.SubscribeRequest) error {
+			record(logFile, "subscribe %s", r.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(_ context.Context, r *mcp.UnsubscribeRequest) error {
+			record(logFile, "unsubscribe %s", r.Params.URI)
+			return nil
+		},
+		CompletionHandler: func(_ context.Context, r *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
+			var all []string
+			switch {
+			case r.Params.Ref.Type == "ref/prompt" && r.Params.Ref.Name == "greet":
+				all = []string{"alice", "albert", "bob"}
+			case r.Params.Ref.Type == "ref/resource" && r.Params.Ref.URI == "note://note/{id}":
+				all = []string{name + "-1", name + "-2"}
+			}
+			out := []string{}
+			for _, v := range all {
+				if strings.HasPrefix(v, r.Params.Argument.Value) {
+					out = append(out, v)
+				}
+			}
+			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: out, Total: len(out)}}, nil
+		},
+	})
+	textResource := func(uri, body string) mcp.ResourceHandler {
+		return func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, MIMEType: "text/plain", Text: body}}}, nil
+		}
+	}
+	s.AddResource(&mcp.Resource{URI: "note://readme", Name: "readme", MIMEType: "text/plain"}, textResource("note://readme", "readme of "+name))
+	s.AddResource(&mcp.Resource{URI: "note://secret", Name: "secret", MIMEType: "text/plain"}, textResource("note://secret", "secret of "+name))
+	s.AddResourceTemplate(&mcp.ResourceTemplate{URITemplate: "note://note/{id}", Name: "note", MIMEType: "text/plain"},
+		func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+			id := strings.TrimPrefix(r.Params.URI, "note://note/")
+			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, MIMEType: "text/plain", Text: "note " + id + " from " + name}}}, nil
+		})
+	s.AddPrompt(&mcp.Prompt{Name: "greet", Description: "Greets someone.", Arguments: []*mcp.PromptArgument{{Name: "name", Required: true}}},
+		func(_ context.Context, r *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user",
+				Content: &mcp.TextContent{Text: "Hello, " + r.Params.Arguments["name"] + ", from " + name}}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "touch", Description: "Changes note://readme and logs it.", InputSchema: objectSchema(),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			s.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: "note://readme"})
+			fixtureLog(ctx, req.Session, "info", "readme touched")
+			fixtureLog(ctx, req.Session, "debug", "debug detail")
+			return text("touched"), nil
+		})
 	s.AddTool(&mcp.Tool{Name: "read_note", Title: "Read a note", Description: "Reads a note.", InputSchema: objectSchema("id"),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -141,6 +195,10 @@ func fixtureServer(name, logFile string) *mcp.Server {
 				func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 					return text("extra ran"), nil
 				})
+			s.AddResource(&mcp.Resource{URI: "note://extra", Name: "extra"}, textResource("note://extra", "extra of "+name))
+			s.AddPrompt(&mcp.Prompt{Name: "extra"}, func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+				return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: "extra"}}}}, nil
+			})
 			return text("added"), nil
 		})
 	return s

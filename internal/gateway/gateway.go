@@ -66,6 +66,14 @@ type Gateway struct {
 	annotated map[string]Tier
 	mu        sync.Mutex
 	tools     map[string]*toolEntry
+	resources map[string]*resourceEntry // by exposed URI
+	templates map[string]*resourceEntry // by exposed URI template
+	prompts   map[string]*promptEntry   // by exposed name
+
+	subMu sync.Mutex
+	// subs are the sessions subscribed to each exposed URI: the upstream
+	// is subscribed while there is one.
+	subs map[string]map[*mcp.ServerSession]bool
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -111,10 +119,13 @@ func newGateway(o options) (*Gateway, error) {
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
 		&mcp.ServerOptions{
 			// Tools even before the first upstream is up: its tools follow
-			// with list_changed. No logging: the gateway sends its client
-			// no log messages.
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-			Logger:       quiet(o.log),
+			// with list_changed. Logging, completions and subscriptions are
+			// announced only where an upstream offers them (see advertise).
+			Capabilities:       withLoggingCapability(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}),
+			CompletionHandler:  g.complete,
+			SubscribeHandler:   g.subscribe,
+			UnsubscribeHandler: g.unsubscribe,
+			Logger:             quiet(o.log),
 			// The tool list depends on the caller's key: no intermediary
 			// may serve one key's list to another.
 			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
@@ -122,9 +133,10 @@ func newGateway(o options) (*Gateway, error) {
 				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
-	g.server.AddReceivingMiddleware(g.filterTools, g.limit)
+	g.server.AddReceivingMiddleware(g.advertise, g.filterTools, g.limit)
 	for _, uc := range o.cfg.Upstreams {
-		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, g.progress.deliver, g.resync))
+		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
+			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged}))
 	}
 	return g, nil
 }
@@ -210,30 +222,67 @@ func grantPolicy(pol Policy, tiers []string) Policy {
 	return pol
 }
 
-// filterTools hides from tools/list every tool whose tier the caller's
-// policy does not have.
+// filterTools hides from tools/list every tool, and from the resource
+// lists every resource and template, whose tier the caller's policy does
+// not have; it passes logging/setLevel on to the upstreams.
 func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "logging/setLevel" {
+			g.setLevel(ctx, req)
+		}
 		res, err := next(ctx, method, req)
-		list, ok := res.(*mcp.ListToolsResult)
-		if err != nil || !ok || method != "tools/list" {
+		if err != nil {
 			return res, err
 		}
-		p, err := g.principal(req)
-		if err != nil {
-			return nil, err
-		}
-		pol := g.policy(p)
-		out := *list
-		out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
-		for _, t := range list.Tools {
-			if e, ok := g.entry(t.Name); ok && pol.Sees(e.tier) {
-				out.Tools = append(out.Tools, t)
-			} else if tier, own := g.ownTool(t.Name); own && pol.Sees(tier) {
-				out.Tools = append(out.Tools, t)
+		var pol Policy
+		switch res.(type) {
+		case *mcp.ListToolsResult, *mcp.ListResourcesResult, *mcp.ListResourceTemplatesResult:
+			p, err := g.principal(req)
+			if err != nil {
+				return nil, err
 			}
+			pol = g.policy(p)
+		default:
+			return res, nil
 		}
-		return &out, nil
+		switch list := res.(type) {
+		case *mcp.ListToolsResult:
+			out := *list
+			out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
+			for _, t := range list.Tools {
+				if e, ok := g.entry(t.Name); ok && pol.Sees(e.tier) {
+					out.Tools = append(out.Tools, t)
+				} else if tier, own := g.ownTool(t.Name); own && pol.Sees(tier) {
+					out.Tools = append(out.Tools, t)
+				}
+			}
+			return &out, nil
+		case *mcp.ListResourcesResult:
+			out := *list
+			out.Resources = make([]*mcp.Resource, 0, len(list.Resources))
+			for _, r := range list.Resources {
+				g.mu.Lock()
+				e, ok := g.resources[r.URI]
+				g.mu.Unlock()
+				if ok && pol.Sees(e.tier) {
+					out.Resources = append(out.Resources, r)
+				}
+			}
+			return &out, nil
+		case *mcp.ListResourceTemplatesResult:
+			out := *list
+			out.ResourceTemplates = make([]*mcp.ResourceTemplate, 0, len(list.ResourceTemplates))
+			for _, t := range list.ResourceTemplates {
+				g.mu.Lock()
+				e, ok := g.templates[t.URITemplate]
+				g.mu.Unlock()
+				if ok && pol.Sees(e.tier) {
+					out.ResourceTemplates = append(out.ResourceTemplates, t)
+				}
+			}
+			return &out, nil
+		}
+		return res, nil
 	}
 }
 

@@ -153,6 +153,7 @@ type clientOpts struct {
 	noMRTR   bool // answer input_required results by hand
 	progress func(*mcp.ProgressNotificationClientRequest)
 	changed  func()
+	more     func(*mcp.ClientOptions) // any other handlers
 }
 
 func (o clientOpts) client() *mcp.Client {
@@ -169,6 +170,9 @@ func (o clientOpts) client() *mcp.Client {
 	}
 	if o.changed != nil {
 		opts.ToolListChangedHandler = func(context.Context, *mcp.ToolListChangedRequest) { o.changed() }
+	}
+	if o.more != nil {
+		o.more(opts)
 	}
 	return mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
 }

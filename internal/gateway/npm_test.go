@@ -263,3 +263,41 @@ func TestTypeScriptClient(t *testing.T) {
 	}
 	wantCalls(t, h.logFile, "delete_note ts", "send_mail ts@example.com")
 }
+
+// TestEverythingFeatures: @modelcontextprotocol/server-everything's
+// resources, templates, prompts and completions through /mcp.
+func TestEverythingFeatures(t *testing.T) {
+	dir := npmDir(t)
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
+	})
+	cs := h.connect(clientOpts{version: "2025-11-25"})
+	uris := resourceURIs(t, cs)
+	var doc string
+	for _, u := range uris {
+		if strings.HasPrefix(u, "demo://resource/static/document/") {
+			doc = u
+		}
+	}
+	if doc == "" {
+		t.Fatalf("resources %v", uris)
+	}
+	if got, err := readText(t, cs, doc); err != nil || len(got) < len(doc)+10 {
+		t.Errorf("read %s: %q %v", doc, got, err)
+	}
+	if tmpls := templateURIs(t, cs); !slices.Contains(tmpls, "demo://resource/dynamic/text/{resourceId}") {
+		t.Fatalf("templates %v", tmpls)
+	}
+	if got, err := readText(t, cs, "demo://resource/dynamic/text/3"); err != nil || !strings.Contains(got, "demo://resource/dynamic/text/3: ") {
+		t.Errorf("read a dynamic text: %q %v", got, err)
+	}
+	res, err := cs.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "args-prompt", Arguments: map[string]string{"city": "Paris"}})
+	if err != nil || !strings.Contains(res.Messages[0].Content.(*mcp.TextContent).Text, "Paris") {
+		t.Errorf("args-prompt: %v %v", res, err)
+	}
+	c, err := cs.Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "completable-prompt"},
+		Argument: mcp.CompleteParamsArgument{Name: "department", Value: "S"}})
+	if err != nil || strings.Join(c.Completion.Values, ",") != "Sales,Support" {
+		t.Errorf("complete department: %v %v", c, err)
+	}
+}

@@ -45,10 +45,21 @@ func (g *Gateway) resync() {
 	g.syncMu.Lock()
 	defer g.syncMu.Unlock()
 
+	all := make([]upstreamLists, len(g.upstreams))
+	for i, u := range g.upstreams {
+		all[i] = u.snapshot()
+	}
+	g.syncTools(all)
+	g.syncResources(all)
+	g.syncPrompts(all)
+}
+
+// syncTools rebuilds the exposed tools. g.syncMu must be held.
+func (g *Gateway) syncTools(all []upstreamLists) {
 	counts := map[string]int{}
 	lists := make([][]*mcp.Tool, len(g.upstreams))
-	for i, u := range g.upstreams {
-		lists[i] = u.snapshot()
+	for i := range g.upstreams {
+		lists[i] = all[i].tools
 		for _, t := range lists[i] {
 			counts[t.Name]++
 		}

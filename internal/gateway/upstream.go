@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"os"
@@ -33,16 +34,12 @@ type upstream struct {
 	log    *slog.Logger
 	stderr io.Writer // where a command's stderr goes
 	client *mcp.Client
-	// changed is called, outside any lock, when the tool list changed.
-	changed func()
-	// progress takes the upstream's progress notifications, in their
-	// order on the wire, on its read loop.
-	progress func(*mcp.ProgressNotificationParams)
+	hooks  upstreamHooks
 
 	mu      sync.Mutex
 	session *mcp.ClientSession
 	gen     int // counts sessions, so that a late list of an old one is dropped
-	tools   []*mcp.Tool
+	lists   upstreamLists
 	down    string // why there is no session
 	// settled is closed after the first attempt to connect, whether it
 	// succeeded or not, so that start-up never waits on a broken upstream.
@@ -51,22 +48,52 @@ type upstream struct {
 	kick    chan struct{}
 }
 
-func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, progress func(*mcp.ProgressNotificationParams), changed func()) *upstream {
-	u := &upstream{cfg: cfg, log: log.With("upstream", cfg.Name), stderr: stderr, changed: changed,
+// upstreamLists are what an upstream offers, as it last listed it.
+type upstreamLists struct {
+	caps      *mcp.ServerCapabilities // never nil once connected
+	tools     []*mcp.Tool
+	resources []*mcp.Resource
+	templates []*mcp.ResourceTemplate
+	prompts   []*mcp.Prompt
+}
+
+// upstreamHooks are how an upstream tells the gateway what happened. Each
+// runs on the upstream's read loop, outside any lock, and must not block.
+type upstreamHooks struct {
+	// progress takes the upstream's progress notifications, in their
+	// order on the wire.
+	progress func(*mcp.ProgressNotificationParams)
+	// changed: a list (tools, resources, templates, prompts) changed.
+	changed func()
+	// updated: a subscribed resource changed.
+	updated func(u *upstream, uri string)
+	// logged: the upstream sent a log message (see logging.go).
+	logged logHook
+}
+
+func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks upstreamHooks) *upstream {
+	u := &upstream{cfg: cfg, log: log.With("upstream", cfg.Name), stderr: stderr, hooks: hooks,
 		down: "starting", settled: make(chan struct{}), kick: make(chan struct{}, 1)}
-	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-gateway", Version: "1"}, &mcp.ClientOptions{
+	// Notifications are handled on the connection's read loop: a list
+	// call must not run there, or it would wait for itself.
+	relist := func(ctx context.Context) { go u.refresh(context.WithoutCancel(ctx)) }
+	opts := &mcp.ClientOptions{
 		Logger: quiet(log),
 		// No roots: the upstream works on what its own configuration names.
-		Capabilities: &mcp.ClientCapabilities{},
-		ToolListChangedHandler: func(ctx context.Context, _ *mcp.ToolListChangedRequest) {
-			// Notifications are handled on the connection's read loop: the
-			// list call must not run there, or it would wait for itself.
-			go u.refresh(context.WithoutCancel(ctx))
+		Capabilities:               &mcp.ClientCapabilities{},
+		ToolListChangedHandler:     func(ctx context.Context, _ *mcp.ToolListChangedRequest) { relist(ctx) },
+		ResourceListChangedHandler: func(ctx context.Context, _ *mcp.ResourceListChangedRequest) { relist(ctx) },
+		PromptListChangedHandler:   func(ctx context.Context, _ *mcp.PromptListChangedRequest) { relist(ctx) },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			if hooks.updated != nil {
+				hooks.updated(u, r.Params.URI)
+			}
 		},
 		// No ProgressNotificationHandler: progress is read off the
 		// messages in their order (see progressRoutes).
-	})
-	u.progress = progress
+	}
+	addLogging(opts, u, hooks.logged)
+	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-gateway", Version: "1"}, opts)
 	return u
 }
 
@@ -118,7 +145,7 @@ func (u *upstream) run(ctx context.Context) {
 	}
 }
 
-// connect starts or dials the server and lists its tools.
+// connect starts or dials the server and lists what it offers.
 func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	cctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
@@ -126,18 +153,58 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := listTools(cctx, cs)
+	lists, err := u.list(cctx, cs)
 	if err != nil {
 		cs.Close()
-		return nil, fmt.Errorf("list tools: %w", err)
+		return nil, err
 	}
 	u.mu.Lock()
-	u.session, u.tools, u.down = cs, tools, ""
+	u.session, u.lists, u.down = cs, lists, ""
 	u.gen++
 	u.mu.Unlock()
-	u.log.Info("upstream connected", "tools", len(tools))
-	u.changed()
+	u.log.Info("upstream connected", "tools", len(lists.tools), "resources", len(lists.resources),
+		"templates", len(lists.templates), "prompts", len(lists.prompts))
+	u.hooks.changed()
 	return cs, nil
+}
+
+// list lists what the session's server says it offers. Tools must list;
+// a failing list of resources or prompts leaves them out, with a warning.
+func (u *upstream) list(ctx context.Context, cs *mcp.ClientSession) (upstreamLists, error) {
+	l := upstreamLists{caps: &mcp.ServerCapabilities{}}
+	if r := cs.InitializeResult(); r != nil && r.Capabilities != nil {
+		l.caps = r.Capabilities
+	}
+	var err error
+	if l.tools, err = collect(cs.Tools(ctx, nil)); err != nil {
+		return l, fmt.Errorf("list tools: %w", err)
+	}
+	if l.caps.Resources != nil {
+		if l.resources, err = collect(cs.Resources(ctx, nil)); err != nil {
+			u.log.Warn("list resources", "err", err)
+		}
+		if l.templates, err = collect(cs.ResourceTemplates(ctx, nil)); err != nil {
+			u.log.Warn("list resource templates", "err", err)
+		}
+	}
+	if l.caps.Prompts != nil {
+		if l.prompts, err = collect(cs.Prompts(ctx, nil)); err != nil {
+			u.log.Warn("list prompts", "err", err)
+		}
+	}
+	return l, nil
+}
+
+// collect gathers the items of a paginated list.
+func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
+	var out []T
+	for t, err := range seq {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // transport builds the upstream's transport: a fresh process, or the URL
@@ -145,7 +212,7 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 func (u *upstream) transport() mcp.Transport {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{
-			Transport: &sseTapTransport{tap: u.progress,
+			Transport: &sseTapTransport{tap: u.hooks.progress,
 				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: http.DefaultTransport}},
 		}}
 	}
@@ -157,7 +224,7 @@ func (u *upstream) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+os.Expand(v, os.Getenv))
 	}
 	cmd.Stderr = u.stderr
-	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.progress}
+	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.hooks.progress}
 }
 
 // sessionOptions picks the protocol towards the upstream. A stdio process
@@ -173,7 +240,7 @@ func (u *upstream) sessionOptions() *mcp.ClientSessionOptions {
 	return &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
 }
 
-// refresh lists the tools again after a list_changed notification.
+// refresh lists everything again after a list_changed notification.
 func (u *upstream) refresh(ctx context.Context) {
 	u.mu.Lock()
 	cs, gen := u.session, u.gen
@@ -183,9 +250,9 @@ func (u *upstream) refresh(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	tools, err := listTools(ctx, cs)
+	lists, err := u.list(ctx, cs)
 	if err != nil {
-		u.log.Warn("list tools after list_changed", "err", err)
+		u.log.Warn("list after list_changed", "err", err)
 		return
 	}
 	u.mu.Lock()
@@ -193,28 +260,27 @@ func (u *upstream) refresh(ctx context.Context) {
 		u.mu.Unlock()
 		return // a newer session listed its own
 	}
-	u.tools = tools
+	u.lists = lists
 	u.mu.Unlock()
-	u.log.Info("upstream tools changed", "tools", len(tools))
-	u.changed()
+	u.log.Info("upstream lists changed", "tools", len(lists.tools), "resources", len(lists.resources), "prompts", len(lists.prompts))
+	u.hooks.changed()
 }
 
-func listTools(ctx context.Context, cs *mcp.ClientSession) ([]*mcp.Tool, error) {
-	var out []*mcp.Tool
-	for t, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
-
-// snapshot returns the tools of the current or last session.
-func (u *upstream) snapshot() []*mcp.Tool {
+// snapshot returns the lists of the current or last session.
+func (u *upstream) snapshot() upstreamLists {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.tools
+	return u.lists
+}
+
+// current returns the session, or why there is none.
+func (u *upstream) current() (*mcp.ClientSession, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.session == nil {
+		return nil, errUnavailable{u.cfg.Name, u.down}
+	}
+	return u.session, nil
 }
 
 func (u *upstream) setDown(why string) {
