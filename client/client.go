@@ -105,6 +105,15 @@ func (c *Client) Consume(ctx context.Context, id string) (*Request, error) {
 	return checked(r, err, id, "consumed")
 }
 
+// Take consumes, once, an approved request of the client's key with the
+// binding of in (kind, action, arguments, preview). Errors: a *Error with
+// code not_found when there is none.
+func (c *Client) Take(ctx context.Context, in CreateInput) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/take", in, &r)
+	return checked(r, err, "", "consumed")
+}
+
 // Cancel gives up a pending request.
 func (c *Client) Cancel(ctx context.Context, id string) (*Request, error) {
 	var r *Request

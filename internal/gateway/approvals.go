@@ -184,9 +184,7 @@ func apiError(err error) error {
 }
 
 func (a *clientApprovals) ask(ctx context.Context, _ Principal, c *pendingCall) (*ticket, bool, error) {
-	r, created, err := a.c.Create(ctx, client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
-		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Context: client.Context{SessionID: c.SessionID},
-		TTLSeconds: int(approvalTTL / time.Second)})
+	r, created, err := a.c.Create(ctx, a.input(c))
 	t, err := a.ticket(r, err)
 	return t, created, err
 }
@@ -215,21 +213,17 @@ func (a *clientApprovals) cancel(ctx context.Context, _ Principal, id string) (*
 	return a.ticket(a.c.Cancel(ctx, id))
 }
 
-// take consumes the request the gateway last asked for this call, when a
-// human approved it. The API cannot look an approval up by its binding; the
-// gateway remembers what it asked, and the server checks the key.
-func (a *clientApprovals) take(ctx context.Context, p Principal, c *pendingCall, hint string) (*ticket, error) {
-	if hint == "" {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no approval for this call")
-	}
-	r, err := a.c.Get(ctx, hint)
-	if err != nil {
-		return nil, apiError(err)
-	}
-	if r.Status != string(countersign.StatusApproved) || r.Action != c.Tool || r.ArgsHash != c.ArgsHash || r.PreviewHash != c.PreviewHash {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no approval for this call")
-	}
-	return a.consume(ctx, p, hint)
+// take consumes an approval the human gave for this call, found by its
+// binding on the server, not by a hint the gateway kept: a gateway that
+// restarted finds it too. The server checks the key.
+func (a *clientApprovals) take(ctx context.Context, _ Principal, c *pendingCall, _ string) (*ticket, error) {
+	return a.ticket(a.c.Take(ctx, a.input(c)))
+}
+
+func (a *clientApprovals) input(c *pendingCall) client.CreateInput {
+	return client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
+		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Context: client.Context{SessionID: c.SessionID},
+		TTLSeconds: int(approvalTTL / time.Second)}
 }
 
 func (a *clientApprovals) decide(context.Context, Principal, string, bool) (*ticket, error) {

@@ -97,6 +97,30 @@ func TestStdioServerPending(t *testing.T) {
 	wantRan(t, call(t, cs, "delete_note", args), "deleted mine")
 }
 
+// TestStdioServerRestart: a stdio gateway started again (a new process,
+// nothing in memory) finds the approval the human gave meanwhile on the
+// server, by the call's binding, and runs the call once.
+func TestStdioServerRestart(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+	g, _ := h.stdioGateway("agent")
+	args := map[string]any{"id": "across a restart"}
+	wantStatus(t, call(t, stdioConnect(t, g, clientOpts{}), "delete_note", args), "approval_pending")
+	g.Close()
+	r := h.pending("delete_note")
+	h.decide(r.ID, countersign.DecisionApprove)
+	again, logFile := h.stdioGateway("agent")
+	cs := stdioConnect(t, again, clientOpts{})
+	wantRan(t, call(t, cs, "delete_note", args), "deleted across a restart")
+	if got := h.events(r.ID); strings.Join(got, ",") != "created,approved,consumed" {
+		t.Errorf("audit events %v", got)
+	}
+	wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+	wantCalls(t, logFile, "delete_note across a restart")
+	if list, _ := h.svc.List(t.Context(), h.alice, countersign.RequestFilter{}); len(list) != 2 {
+		t.Errorf("%d requests, want the first and the one asked after its use", len(list))
+	}
+}
+
 // TestStdioServerElicit (a, b, c over stdio with a server): the elicitation
 // carries the preview and the inbox link; the inbox decides.
 func TestStdioServerElicit(t *testing.T) {

@@ -242,6 +242,24 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 	return nil
 }
 
+// takeApproval consumes an approved request of the key with the binding of
+// the body (kind, action, arguments, preview), once: a client that lost
+// the id (a restarted MCP gateway) still finds the approval the human
+// gave, and no other key's.
+func (s *Server) takeApproval(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	var in createInput
+	if err := decodeJSON(w, r, &in, false); err != nil {
+		return err
+	}
+	req, err := s.service.TakeApproval(r.Context(), agent, countersign.CreateInput{
+		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview})
+	if err != nil {
+		return err
+	}
+	s.writeRequest(w, req)
+	return nil
+}
+
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
 	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err

@@ -176,6 +176,37 @@ func TestConsumeRoute(t *testing.T) {
 	s.unchanged("a second consume", before)
 }
 
+// TestTakeRoute: an approved request is taken, once, by its binding and
+// by the key that asked only; a pending one or another binding finds none.
+func TestTakeRoute(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	body := `{"kind":"mcp","action":"delete_note","arguments":{"id":"x"},"preview":"delete x"}`
+	r := s.call("POST", "/api/v1/requests", s.keyA, body).request(t, http.StatusCreated)
+	s.call("POST", "/api/v1/requests/take", s.keyA, body).wantError(t, "take pending", http.StatusNotFound, countersign.ENOTFOUND)
+	s.decide(r.ID, "approve")
+	before := s.snapshot()
+	for what, c := range map[string]struct{ key, body string }{
+		"another key":       {s.keyB, body},
+		"another account":   {s.keyX, body},
+		"other arguments":   {s.keyA, strings.Replace(body, `"x"`, `"y"`, 1)},
+		"another preview":   {s.keyA, strings.Replace(body, "delete x", "delete  x", 1)},
+		"another kind":      {s.keyA, strings.Replace(body, `"mcp"`, `"tool"`, 1)},
+		"not a binding":     {s.keyA, `{"kind":"mcp","action":"delete_note","arguments":{"id":1e400}}`},
+		"no body":           {s.keyA, ""},
+		"an approver token": {s.alice, body},
+	} {
+		if got := s.call("POST", "/api/v1/requests/take", c.key, c.body); got.status < 400 || got.status >= 500 {
+			t.Errorf("take by %s: %d %s", what, got.status, got.body)
+		}
+	}
+	s.unchanged("takes that find nothing", before)
+	if got := s.call("POST", "/api/v1/requests/take", s.keyA, body).request(t, http.StatusOK); got.ID != r.ID || got.Status != "consumed" {
+		t.Errorf("take: %s %s", got.ID, got.Status)
+	}
+	s.call("POST", "/api/v1/requests/take", s.keyA, body).wantError(t, "take again", http.StatusNotFound, countersign.ENOTFOUND)
+}
+
 func TestCancelRoute(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
