@@ -293,6 +293,15 @@ func (g *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, p Principa
 	// The hold runs on the wall clock; only the expiry is the service's.
 	stop := time.Now().Add(min(g.cfg.Hold, t.ExpiresAt.Sub(g.now())))
 	tok := req.Params.GetProgressToken()
+	notify := func(step int) {
+		if tok != nil && req.Session != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(step),
+				Message: fmt.Sprintf("waiting for a human to approve request %s", t.Reference)})
+		}
+	}
+	// From the start: a client that resets its timeout on progress, or
+	// shows it, learns at once what the call waits for.
+	notify(0)
 	for step := 1; ; step++ {
 		left := time.Until(stop)
 		if left <= 0 || ctx.Err() != nil {
@@ -309,10 +318,7 @@ func (g *Gateway) hold(ctx context.Context, req *mcp.CallToolRequest, p Principa
 		if t.Status != countersign.StatusPending {
 			return t
 		}
-		if tok != nil && req.Session != nil {
-			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(step),
-				Message: fmt.Sprintf("waiting for a human to approve request %s", t.Reference)})
-		}
+		notify(step)
 	}
 }
 

@@ -79,6 +79,10 @@ type Gateway struct {
 	wg   sync.WaitGroup
 }
 
+// maxQuietHold is the longest hold that still ends, with the round trips
+// around it, before the 60 s request timeout of common MCP clients.
+const maxQuietHold = 55 * time.Second
+
 // options are what the constructors of each mode give the core.
 type options struct {
 	cfg       *Config
@@ -103,6 +107,11 @@ func newGateway(o options) (*Gateway, error) {
 		// Fail closed: an unchecked entry could fall on a key of another
 		// account, or on none.
 		return nil, fmt.Errorf("the [keys] of the MCP gateway configuration were not checked against the store")
+	}
+	if o.cfg.Hold > maxQuietHold {
+		o.log.Warn("the MCP hold is longer than the 60 s request timeout of common MCP clients (the TypeScript SDK's, Claude Code's): "+
+			"their calls may time out while a human decides, unless they reset the timeout on progress; a hold of 45 s is safe",
+			"hold", o.cfg.Hold.String())
 	}
 	states, err := newStateCodec(o.stateKey)
 	if err != nil {

@@ -1,0 +1,78 @@
+package gateway_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestHoldWarning: the default hold ends before the 60 s request timeout of
+// common clients; a longer one is warned about when the gateway starts.
+func TestHoldWarning(t *testing.T) {
+	if gateway.DefaultHold >= 55*time.Second {
+		t.Fatalf("the default hold %v reaches common clients' 60 s timeout", gateway.DefaultHold)
+	}
+	for hold, warned := range map[time.Duration]bool{gateway.DefaultHold: false, 55 * time.Second: false, 90 * time.Second: true} {
+		var logs testutil.LogBuffer
+		cfg := gateway.NewConfig()
+		cfg.Hold = hold
+		if _, err := gateway.NewForClient(cfg, clientNowhere(), slog.New(slog.NewTextHandler(&logs, nil)), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(logs.String(), "longer than the 60 s request timeout"); got != warned {
+			t.Errorf("hold %v: warned %v, want %v: %s", hold, got, warned, logs.String())
+		}
+	}
+}
+
+// TestHoldProgressFromStart: a held retry with a progress token hears at
+// once what it waits for, before the human decides; then it runs.
+func TestHoldProgressFromStart(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Hold = 5 * time.Second })
+	var mu sync.Mutex
+	var msgs []string
+	waiting := make(chan struct{}, 1)
+	cs := h.connect(clientOpts{progress: func(r *mcp.ProgressNotificationClientRequest) {
+		mu.Lock()
+		msgs = append(msgs, r.Params.Message)
+		mu.Unlock()
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}})
+	args := map[string]any{"id": "held"}
+	wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+	r := h.pending("delete_note")
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		params := &mcp.CallToolParams{Name: "delete_note", Arguments: args}
+		params.SetProgressToken("held")
+		res, err := cs.CallTool(context.Background(), params)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	select {
+	case <-waiting:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no progress while the call was held")
+	}
+	h.decide(r.ID, countersign.DecisionApprove)
+	wantRan(t, <-done, "deleted held")
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(msgs[0], "waiting for a human to approve request "+countersign.FormatReference(r.Reference)) {
+		t.Errorf("progress %q", msgs)
+	}
+}
