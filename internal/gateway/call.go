@@ -132,7 +132,7 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 	}
 	switch mode := g.choose(req); mode {
 	case modeForm, modeURL:
-		return g.elicit(req, e, p, c, t, mode), nil
+		return g.elicit(ctx, req, e, p, c, t, mode), nil
 	}
 	if created {
 		if err := g.approvals.announce(ctx, t); err != nil {
@@ -221,7 +221,7 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 	}
 	switch {
 	case answer == nil:
-		return g.elicit(req, e, p, c, t, st.Mode), nil
+		return g.elicit(ctx, req, e, p, c, t, st.Mode), nil
 	case g.approvals.decidesByElicitation() && st.Mode == modeForm:
 		if t, err = g.approvals.decide(ctx, p, t.ID, true); err != nil {
 			return g.failed(e, err), nil
@@ -252,7 +252,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 		if fromState && newProtocol(req) {
 			mode := g.choose(req)
 			if mode == modeForm || mode == modeURL {
-				return g.elicit(req, e, p, c, t, mode), nil
+				return g.elicit(ctx, req, e, p, c, t, mode), nil
 			}
 		}
 		return pendingResult(e, t, g.now()), nil

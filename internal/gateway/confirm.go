@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -57,7 +59,10 @@ func (g *Gateway) choose(req *mcp.CallToolRequest) string {
 
 // elicit returns the input_required result of an elicitation about t, with
 // the sealed state the retry must carry.
-func (g *Gateway) elicit(req *mcp.CallToolRequest, e *toolEntry, p Principal, c *pendingCall, t *ticket, mode string) *mcp.CallToolResult {
+func (g *Gateway) elicit(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal, c *pendingCall, t *ticket, mode string) *mcp.CallToolResult {
+	if a, ok := ctx.Value(elicitKey{}).(*elicitAttempt); ok {
+		a.set(e, t, p)
+	}
 	st := requestState{Principal: p.ID, Account: p.Account, Tool: e.name, ArgsHash: c.ArgsHash, PreviewHash: c.PreviewHash,
 		Request: t.ID, Mode: mode, Expires: t.ExpiresAt.Unix()}
 	var params *mcp.ElicitParams
@@ -174,4 +179,69 @@ func inWords(d time.Duration) string {
 		return fmt.Sprintf("in %d seconds", int(math.Ceil(d.Seconds())))
 	}
 	return fmt.Sprintf("in about %d minutes", int(math.Round(d.Minutes())))
+}
+
+// elicitKey holds an *elicitAttempt in the context of a tools/call.
+type elicitKey struct{}
+
+// elicitAttempt is the request a call asked about by elicitation, so that
+// a client that cannot answer it still learns where to approve.
+type elicitAttempt struct {
+	mu sync.Mutex
+	e  *toolEntry
+	t  *ticket
+	p  Principal
+}
+
+func (a *elicitAttempt) set(e *toolEntry, t *ticket, p Principal) {
+	a.mu.Lock()
+	a.e, a.t, a.p = e, t, p
+	a.mu.Unlock()
+}
+
+func (a *elicitAttempt) get() (*toolEntry, *ticket, Principal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.e, a.t, a.p
+}
+
+// elicitFallback answers approval_pending, instead of an error, a legacy
+// client that declared elicitation but could not answer the
+// elicitation/create the SDK sent it (no handler: -32601; a handler that
+// failed): the request stays for the inbox (or the local page, which it
+// then opens), and the model's retry takes its approval. The SDK has
+// withdrawn its elicitation by then.
+func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
+		}
+		a := &elicitAttempt{}
+		res, err := next(context.WithValue(ctx, elicitKey{}, a), method, req)
+		e, t, p := a.get()
+		if err == nil || t == nil || ctx.Err() != nil {
+			return res, err
+		}
+		g.log.Info("the client could not answer the elicitation; told approval_pending", "tool", e.name, "request", t.ID, "err", err)
+		if got, gerr := g.approvals.get(ctx, p, t.ID); gerr == nil {
+			t = got
+		}
+		if t.Status != countersign.StatusPending {
+			return decidedOrPending(e, t, g.now()), nil
+		}
+		if aerr := g.approvals.announce(ctx, t); aerr != nil {
+			g.approvals.cancel(ctx, p, t.ID)
+			return toolError("countersign could not show the confirmation page (%v), and the client could not answer its question; the call did not run.", aerr), nil
+		}
+		return pendingResult(e, t, g.now()), nil
+	}
+}
+
+// decidedOrPending tells a decision that came while the client failed to
+// answer; an approval is taken by the retry.
+func decidedOrPending(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
+	if t.Status == countersign.StatusApproved {
+		return pendingResult(e, t, now)
+	}
+	return decidedResult(e, t)
 }

@@ -142,7 +142,7 @@ func newGateway(o options) (*Gateway, error) {
 				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
-	g.server.AddReceivingMiddleware(g.advertise, g.filterTools, g.limit)
+	g.server.AddReceivingMiddleware(g.advertise, g.filterTools, g.limit, g.elicitFallback)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged}))

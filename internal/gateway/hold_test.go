@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -75,4 +76,40 @@ func TestHoldProgressFromStart(t *testing.T) {
 	if !strings.Contains(msgs[0], "waiting for a human to approve request "+countersign.FormatReference(r.Reference)) {
 		t.Errorf("progress %q", msgs)
 	}
+}
+
+// TestElicitUnanswerable: a legacy client that declared elicitation but
+// cannot answer it (no handler: -32601; a handler that fails) gets
+// approval_pending, not an error; the request stays for the inbox and the
+// retry takes its approval. Standalone, the local page is opened instead.
+func TestElicitUnanswerable(t *testing.T) {
+	h := newHarness(t, nil)
+	for name, o := range map[string]clientOpts{
+		"no handler": {version: "2025-11-25", more: func(o *mcp.ClientOptions) {
+			o.Capabilities = &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}}
+		}},
+		"a failing handler": {version: "2025-11-25", elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return nil, errors.New("no one to ask")
+		}},
+	} {
+		cs := h.connect(o)
+		args := map[string]any{"id": name}
+		text := wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+		r := h.pending("delete_note")
+		if !strings.Contains(text, h.base+"/approvals/"+r.ID) {
+			t.Errorf("%s: %q", name, text)
+		}
+		h.decide(r.ID, countersign.DecisionApprove)
+		wantRan(t, call(t, cs, "delete_note", args), "deleted "+name)
+	}
+
+	s := newStandalone(t)
+	cs := stdioConnect(t, s.g, clientOpts{version: "2025-11-25", elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return nil, errors.New("no one to ask")
+	}})
+	wantStatus(t, call(t, cs, "delete_note", map[string]any{"id": "local"}), "approval_pending")
+	if b := openPage(t, s.lastLink(t)); !strings.Contains(b.post(t, "approve"), "Approved once") {
+		t.Fatal("the local page did not approve")
+	}
+	wantRan(t, call(t, cs, "delete_note", map[string]any{"id": "local"}), "deleted local")
 }

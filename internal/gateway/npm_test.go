@@ -301,3 +301,26 @@ func TestEverythingFeatures(t *testing.T) {
 		t.Errorf("complete department: %v %v", c, err)
 	}
 }
+
+// TestTypeScriptClientUnanswerable: the TypeScript SDK's client declaring
+// elicitation with no handler (it answers -32601) or with one that throws
+// gets approval_pending, not an error, and its retry takes the approval.
+func TestTypeScriptClientUnanswerable(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, mode := range []string{"elicit-nohandler", "elicit-throws"} {
+		c := newTSClient(t, h, "agent", mode)
+		args := map[string]any{"id": mode}
+		c.send(map[string]any{"op": "call", "tool": "delete_note", "args": args})
+		text, meta := c.result(c.read())
+		r := h.pending("delete_note")
+		if meta["countersign/status"] != "approval_pending" || !strings.Contains(text, h.base+"/approvals/"+r.ID) {
+			t.Fatalf("%s: %q %v", mode, text, meta)
+		}
+		h.decide(r.ID, countersign.DecisionApprove)
+		c.send(map[string]any{"op": "call", "tool": "delete_note", "args": args})
+		if text, _ := c.result(c.read()); text != "deleted "+mode {
+			t.Errorf("%s: retry %q", mode, text)
+		}
+	}
+	wantCalls(t, h.logFile, "delete_note elicit-nohandler", "delete_note elicit-throws")
+}

@@ -1,8 +1,10 @@
 // A real downstream client for the gateway's tests: the TypeScript MCP SDK
 // over streamable HTTP, driven by JSON lines on stdin, answering on stdout.
 //
-//   node client.mjs URL KEY [elicit]
+//   node client.mjs URL KEY [elicit | elicit-nohandler | elicit-throws]
 //
+// elicit-nohandler declares elicitation with no handler (the SDK answers
+// -32601); elicit-throws declares it with a handler that throws.
 // stdin:  {"op":"list"} | {"op":"call","tool":"…","args":{…}} | {"action":"accept"} (answer to an elicitation)
 // stdout: {"tools":[…]} | {"result":{…}} | {"error":"…"} | {"elicit":{…}} (then waits for an answer line)
 import readline from "node:readline";
@@ -21,8 +23,13 @@ const next = async () => {
 
 const client = new Client(
   { name: "ts-test-client", version: "1.0.0" },
-  { capabilities: mode === "elicit" ? { elicitation: { form: {} } } : {} },
+  { capabilities: mode?.startsWith("elicit") ? { elicitation: { form: {} } } : {} },
 );
+if (mode === "elicit-throws") {
+  client.setRequestHandler(ElicitRequestSchema, async () => {
+    throw new Error("this client cannot ask its user");
+  });
+}
 if (mode === "elicit") {
   client.setRequestHandler(ElicitRequestSchema, async (req) => {
     say({ elicit: req.params });
