@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,9 +16,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// BenchmarkReadTier measures what the gateway adds to a read-tier call, which
-// it forwards without asking: the same client and the same upstream tool,
-// called directly and through the gateway, in one run.
+// BenchmarkReadTier measures what the gateway adds to what it forwards
+// without asking: a read-tier tool call, a resource read and a prompt get,
+// with the same client and the same upstream, called directly and through
+// the gateway, in one run.
 //
 //	go test -run '^$' -bench BenchmarkReadTier -benchtime 3s ./internal/gateway
 //
@@ -29,16 +31,41 @@ import (
 // bearer token) in front of the fixture's sessions.
 func BenchmarkReadTier(b *testing.B) {
 	args := map[string]any{"id": "bench"}
+	ops := []struct {
+		name string
+		do   func(b *testing.B, cs *mcp.ClientSession) error
+	}{
+		{"tool", func(b *testing.B, cs *mcp.ClientSession) error {
+			res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "read_note", Arguments: args})
+			if err == nil && res.IsError {
+				err = fmt.Errorf("tool error %v", res.Content)
+			}
+			return err
+		}},
+		{"resource", func(b *testing.B, cs *mcp.ClientSession) error {
+			_, err := cs.ReadResource(b.Context(), &mcp.ReadResourceParams{URI: "note://readme"})
+			return err
+		}},
+		{"prompt", func(b *testing.B, cs *mcp.ClientSession) error {
+			_, err := cs.GetPrompt(b.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "bench"}})
+			return err
+		}},
+	}
 	run := func(b *testing.B, cs *mcp.ClientSession) {
 		b.Helper()
-		call(b, cs, "read_note", args) // warm up
-		b.ReportAllocs()
-		b.ResetTimer()
-		for b.Loop() {
-			res, err := cs.CallTool(b.Context(), &mcp.CallToolParams{Name: "read_note", Arguments: args})
-			if err != nil || res.IsError {
-				b.Fatalf("%v %v", err, res)
-			}
+		for _, op := range ops {
+			b.Run(op.name, func(b *testing.B) {
+				if err := op.do(b, cs); err != nil { // warm up
+					b.Fatal(err)
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for b.Loop() {
+					if err := op.do(b, cs); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "1"}, nil)
