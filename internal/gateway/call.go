@@ -198,6 +198,9 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 		return refused(errBadState.Error()), nil
 	}
 	answer := elicitAnswer(req.Params.InputResponses)
+	if a, ok := ctx.Value(elicitKey{}).(*elicitAttempt); ok && answer != nil {
+		a.answered() // the client answered: its elicitation is not withdrawn
+	}
 	if answer != nil && answer.Action != "accept" {
 		// A decline only makes things safer, so it is believed, and it
 		// wins even over an approval given meanwhile: nothing runs.

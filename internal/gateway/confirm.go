@@ -187,10 +187,20 @@ type elicitKey struct{}
 // elicitAttempt is the request a call asked about by elicitation, so that
 // a client that cannot answer it still learns where to approve.
 type elicitAttempt struct {
-	mu sync.Mutex
-	e  *toolEntry
-	t  *ticket
-	p  Principal
+	mu    sync.Mutex
+	e     *toolEntry
+	t     *ticket
+	p     Principal
+	timer *time.Timer // withdraws an elicitation left unanswered
+}
+
+// answered stops the withdrawal of the elicitation.
+func (a *elicitAttempt) answered() {
+	a.mu.Lock()
+	if a.timer != nil {
+		a.timer.Stop()
+	}
+	a.mu.Unlock()
 }
 
 func (a *elicitAttempt) set(e *toolEntry, t *ticket, p Principal) {
@@ -208,19 +218,40 @@ func (a *elicitAttempt) get() (*toolEntry, *ticket, Principal) {
 // elicitFallback answers approval_pending, instead of an error, a legacy
 // client that declared elicitation but could not answer the
 // elicitation/create the SDK sent it (no handler: -32601; a handler that
-// failed): the request stays for the inbox (or the local page, which it
-// then opens), and the model's retry takes its approval. The SDK has
-// withdrawn its elicitation by then.
+// failed), or left it unanswered for the hold: that elicitation is then
+// withdrawn (the SDK sends notifications/cancelled), so that the call
+// still ends before the client's own request timeout. The request stays
+// for the inbox (or the local page, which it then opens), and the model's
+// retry takes its approval.
 func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/call" {
 			return next(ctx, method, req)
 		}
+		callCtx, withdraw := context.WithCancel(ctx)
+		defer withdraw()
 		a := &elicitAttempt{}
-		res, err := next(context.WithValue(ctx, elicitKey{}, a), method, req)
+		wait := g.cfg.Hold // the hold bounds the answer too: both fit in a client's timeout
+		if wait <= 0 {
+			wait = DefaultHold
+		}
+		a.timer = time.AfterFunc(wait, func() {
+			if _, t, _ := a.get(); t != nil {
+				withdraw()
+			}
+		})
+		defer a.answered()
+		res, err := next(context.WithValue(callCtx, elicitKey{}, a), method, req)
 		e, t, p := a.get()
 		if err == nil || t == nil || ctx.Err() != nil {
 			return res, err
+		}
+		if callCtx.Err() != nil {
+			// Withdrawn: the SDK sends notifications/cancelled off the
+			// caller's path; over HTTP it must go out on this call's
+			// stream before the result ends it. A rare path, after a
+			// whole hold: a moment more costs nothing.
+			time.Sleep(50 * time.Millisecond)
 		}
 		g.log.Info("the client could not answer the elicitation; told approval_pending", "tool", e.name, "request", t.ID, "err", err)
 		if got, gerr := g.approvals.get(ctx, p, t.ID); gerr == nil {

@@ -113,3 +113,35 @@ func TestElicitUnanswerable(t *testing.T) {
 	}
 	wantRan(t, call(t, cs, "delete_note", map[string]any{"id": "local"}), "deleted local")
 }
+
+// TestElicitUnanswered: a legacy client that leaves the elicitation
+// unanswered has it withdrawn after the hold and gets approval_pending,
+// before its own request timeout; the retry takes the approval.
+func TestElicitUnanswered(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+	g, logFile := h.stdioGateway("agent") // hold 300 ms
+	withdrawn := make(chan error, 1)
+	cs := stdioConnect(t, g, clientOpts{version: "2025-11-25", elicit: func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		select { // a user who never answers
+		case <-ctx.Done():
+			withdrawn <- ctx.Err()
+		case <-time.After(20 * time.Second):
+		}
+		return nil, ctx.Err()
+	}})
+	args := map[string]any{"id": "unanswered"}
+	text := wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
+	r := h.pending("delete_note")
+	if !strings.Contains(text, h.base+"/approvals/"+r.ID) {
+		t.Errorf("%q", text)
+	}
+	select {
+	case <-withdrawn:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the elicitation was not withdrawn")
+	}
+	h.decide(r.ID, countersign.DecisionApprove)
+	// The retry takes the approval, which makes asking moot.
+	wantRan(t, call(t, cs, "delete_note", args), "deleted unanswered")
+	wantCalls(t, logFile, "delete_note unanswered")
+}
