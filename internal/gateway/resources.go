@@ -277,6 +277,7 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if g.subs == nil {
 		g.subs = map[string]map[*mcp.ServerSession]bool{}
 	}
+	g.pruneSubs(ctx)
 	if len(g.subs[req.Params.URI]) == 0 {
 		cs, err := e.up.current()
 		if err != nil {
@@ -289,6 +290,35 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	}
 	g.subs[req.Params.URI][req.Session] = true
 	return nil
+}
+
+// pruneSubs forgets the subscriptions of sessions that ended without
+// unsubscribing, and ends the upstream's where none is left, so that
+// neither the sessions nor the upstreams' subscriptions pile up.
+// g.subMu must be held.
+func (g *Gateway) pruneSubs(ctx context.Context) {
+	live := map[*mcp.ServerSession]bool{}
+	for ss := range g.server.Sessions() {
+		live[ss] = true
+	}
+	for uri, sessions := range g.subs {
+		for ss := range sessions {
+			if !live[ss] {
+				delete(sessions, ss)
+			}
+		}
+		if len(sessions) > 0 {
+			continue
+		}
+		delete(g.subs, uri)
+		if e, ok := g.resourceFor(uri); ok {
+			if up, ok := e.upstreamURI(uri); ok {
+				if cs, err := e.up.current(); err == nil {
+					_ = cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: up})
+				}
+			}
+		}
+	}
 }
 
 // unsubscribe ends a client's subscription, and the upstream's once no

@@ -172,3 +172,22 @@ func TestSubscriptions(t *testing.T) {
 	<-promptsChanged
 	eventually(t, "the new resource", func() bool { return slices.Contains(resourceURIs(t, cs), "note://extra") })
 }
+
+// TestSubscriptionOfAnEndedSession: a session that ends without
+// unsubscribing is forgotten at the next subscription, and the upstream's
+// subscription it held is ended.
+func TestSubscriptionOfAnEndedSession(t *testing.T) {
+	h := newHarness(t, nil)
+	gone := h.connect(clientOpts{version: "2025-11-25"})
+	if err := gone.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "note://readme"}); err != nil {
+		t.Fatal(err)
+	}
+	gone.Close()
+	cs := h.connect(clientOpts{version: "2025-11-25"})
+	eventually(t, "the ended session to be gone", func() bool {
+		if err := cs.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "note://note/1"}); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(calls(t, h.logFile), "unsubscribe note://readme")
+	})
+}
