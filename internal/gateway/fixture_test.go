@@ -1,9 +1,11 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -21,6 +23,10 @@ import (
 // tools write a line to FIXTURE_LOG for every call that ran, so that a test
 // can tell a call that ran from one that did not.
 func TestMain(m *testing.M) {
+	if os.Getenv("COUNTERSIGN_FIXTURE") == "raw" {
+		rawFixture(os.Stdin, os.Stdout)
+		os.Exit(0)
+	}
 	if os.Getenv("COUNTERSIGN_FIXTURE") == "stdio" {
 		s := fixtureServer(os.Getenv("FIXTURE_NAME"), os.Getenv("FIXTURE_LOG"))
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
@@ -239,4 +245,34 @@ func calls(t testing.TB, logFile string) []string {
 		t.Fatal(err)
 	}
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// rawFixture is an MCP server written by hand, for what the SDK would not
+// send: it lists a resource whose URI url.Parse refuses, and a good one.
+func rawFixture(in io.Reader, out io.Writer) {
+	lines := bufio.NewScanner(in)
+	for lines.Scan() {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		if json.Unmarshal(lines.Bytes(), &req) != nil || req.ID == nil {
+			continue
+		}
+		var result string
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"resources":{}},"serverInfo":{"name":"raw","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[]}`
+		case "resources/list":
+			result = `{"resources":[{"uri":"note://bad%zz","name":"bad"},{"uri":"note://good","name":"good"}]}`
+		case "resources/templates/list":
+			result = `{"resourceTemplates":[{"uriTemplate":"note://{bad","name":"bad"}]}`
+		default:
+			fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`+"\n", req.ID)
+			continue
+		}
+		fmt.Fprintf(out, `{"jsonrpc":"2.0","id":%s,"result":%s}`+"\n", req.ID, result)
+	}
 }

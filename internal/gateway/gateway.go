@@ -231,9 +231,10 @@ func grantPolicy(pol Policy, tiers []string) Policy {
 	return pol
 }
 
-// filterTools hides from tools/list every tool, and from the resource
-// lists every resource and template, whose tier the caller's policy does
-// not have; it passes logging/setLevel on to the upstreams.
+// filterTools hides from tools/list every tool, from the resource lists
+// every resource and template, and from prompts/list every prompt, whose
+// tier the caller's policy does not have; it passes logging/setLevel on to
+// the upstreams.
 func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method == "logging/setLevel" {
@@ -245,7 +246,7 @@ func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 		}
 		var pol Policy
 		switch res.(type) {
-		case *mcp.ListToolsResult, *mcp.ListResourcesResult, *mcp.ListResourceTemplatesResult:
+		case *mcp.ListToolsResult, *mcp.ListResourcesResult, *mcp.ListResourceTemplatesResult, *mcp.ListPromptsResult:
 			p, err := g.principal(req)
 			if err != nil {
 				return nil, err
@@ -277,6 +278,13 @@ func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 					out.Resources = append(out.Resources, r)
 				}
 			}
+			return &out, nil
+		case *mcp.ListPromptsResult:
+			if pol.Sees(TierRead) && !pol.Confirms(TierRead) { // prompts are read tier
+				return res, nil
+			}
+			out := *list
+			out.Prompts = []*mcp.Prompt{}
 			return &out, nil
 		case *mcp.ListResourceTemplatesResult:
 			out := *list

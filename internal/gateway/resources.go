@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"path"
 	"reflect"
 	"strings"
@@ -137,7 +138,9 @@ func (g *Gateway) addable(e *resourceEntry, taken map[string]*resourceEntry) boo
 		e.match = t
 		return true
 	}
-	if !strings.Contains(e.exposed, ":") || strings.ContainsAny(e.exposed, " \n\r\t") {
+	// AddResource panics on a URI url.Parse refuses (such as one with a
+	// bad escape): an upstream must not be able to end the gateway.
+	if u, err := url.Parse(e.exposed); err != nil || u.Scheme == "" || strings.ContainsAny(e.exposed, " \n\r\t") {
 		g.log.Warn("resource left out: not an absolute URI", "upstream", e.up.cfg.Name)
 		return false
 	}

@@ -57,7 +57,18 @@ func readText(t *testing.T, cs *mcp.ClientSession, uri string) (string, error) {
 func TestResources(t *testing.T) {
 	h := newHarness(t, func(c *gateway.Config) {
 		c.ResourceRules = []gateway.ResourceTierRule{{Match: "notes/note://secret", Tier: gateway.TierCommit}}
+		c.Keys["acme/agent2"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierWrite)} // no read tier
 	})
+	writer := h.connect(clientOpts{key: "agent2"})
+	if got := resourceURIs(t, writer); len(got) != 0 {
+		t.Errorf("a key without the read tier lists resources %v", got)
+	}
+	for p, err := range writer.Prompts(t.Context(), nil) {
+		t.Errorf("a key without the read tier lists the prompt %v (%v)", p, err)
+	}
+	if _, err := writer.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "x"}}); err == nil {
+		t.Error("a key without the read tier gets a prompt")
+	}
 	for _, version := range []string{"", "2025-11-25"} {
 		cs := h.connect(clientOpts{version: version})
 		if got := strings.Join(resourceURIs(t, cs), " "); got != "note://readme note://secret" {
@@ -190,4 +201,23 @@ func TestSubscriptionOfAnEndedSession(t *testing.T) {
 		}
 		return slices.Contains(calls(t, h.logFile), "unsubscribe note://readme")
 	})
+}
+
+// TestHostileResourceURIs: a resource URI or template the SDK would panic
+// on is left out; the gateway and the upstream's other resources go on.
+func TestHostileResourceURIs(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) {
+		raw := fixtureUpstream(t, "raw", "")
+		raw.Env["COUNTERSIGN_FIXTURE"] = "raw"
+		c.Upstreams = append(c.Upstreams, raw)
+	})
+	cs := h.connect(clientOpts{})
+	got := resourceURIs(t, cs)
+	if !slices.Contains(got, "note://good") || slices.ContainsFunc(got, func(u string) bool { return strings.Contains(u, "bad") }) {
+		t.Fatalf("resources %v", got)
+	}
+	if tmpls := templateURIs(t, cs); slices.ContainsFunc(tmpls, func(u string) bool { return strings.Contains(u, "bad") }) {
+		t.Fatalf("templates %v", tmpls)
+	}
+	wantRan(t, call(t, cs, "read_note", map[string]any{"id": "1"}), "note 1 from notes")
 }
