@@ -10,9 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // The lifetimes of OAuth credentials: codes are short-lived, access tokens
@@ -114,8 +114,11 @@ func validMetadata(m *ClientMetadata) error {
 	if m.ClientName == "" {
 		m.ClientName = "Unnamed client"
 	}
-	if len(m.ClientName) > 100 || strings.IndexFunc(m.ClientName, func(r rune) bool { return unicode.IsControl(r) || r == unicode.ReplacementChar }) >= 0 {
-		return oauthErr("invalid_client_metadata", "client_name must be at most 100 printable characters")
+	// The name is shown on the consent page as the client's own words: a
+	// character that displays as nothing or reorders the text (a bidi
+	// override, a zero-width space) would let it show another name.
+	if len(m.ClientName) > 100 || strings.IndexFunc(m.ClientName, visible.Hidden) >= 0 {
+		return oauthErr("invalid_client_metadata", "client_name must be at most 100 printable characters, without invisible or text-reordering ones")
 	}
 	switch m.TokenEndpointAuthMethod {
 	case "":
