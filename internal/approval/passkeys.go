@@ -16,6 +16,7 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // CeremonyTTL is how long a WebAuthn ceremony stays open: long enough to
@@ -270,8 +271,11 @@ func validPasskeyName(name string) error {
 		return countersign.Errorf(countersign.EINVALID, "give the passkey a name, such as the device it is on")
 	case !utf8.ValidString(name) || utf8.RuneCountInString(name) > maxPasskeyName:
 		return countersign.Errorf(countersign.EINVALID, "a passkey's name is at most %d characters", maxPasskeyName)
-	case strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return countersign.Errorf(countersign.EINVALID, "a passkey's name cannot hold control characters")
+	case strings.ContainsFunc(name, visible.Hidden):
+		// The name is printed by the CLI in a terminal, where a C1 control
+		// such as U+009B starts an escape sequence, and shown on the
+		// passkeys page, where a bidi override reorders it.
+		return countersign.Errorf(countersign.EINVALID, "a passkey's name cannot hold control, invisible or text-reordering characters")
 	}
 	return nil
 }

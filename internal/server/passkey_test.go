@@ -148,3 +148,17 @@ func TestStepUpLinks(t *testing.T) {
 		t.Fatalf("after the deny link the request is %s", r.Status)
 	}
 }
+
+// TestPasskeyNameHidden: a passkey's name is shown on /passkeys and by
+// `countersign approver passkeys` in a terminal, so a name with a C1
+// control (U+009B starts an escape sequence in some terminals), a bidi
+// override or a zero-width character is refused before any ceremony.
+func TestPasskeyNameHidden(t *testing.T) {
+	e := pkSetup(t)
+	s := e.signIn("alice")
+	for _, name := range []string{"lap\u009b2Jtop", "laptop \u202egnp", "lap\u200btop"} {
+		r := e.post("/passkeys/register/begin", url.Values{"name": {name}, "csrf": {s.csrf}}, e.as(s.id))
+		r.want(t, "register begin with a hidden character in the name", http.StatusBadRequest)
+	}
+	e.post("/passkeys/register/begin", url.Values{"name": {"laptop"}, "csrf": {s.csrf}}, e.as(s.id)).want(t, "register begin", http.StatusOK)
+}
