@@ -266,6 +266,7 @@ func TestBrowserPasskeys(t *testing.T) {
 	do(t, ctx, "add a passkey", 15*time.Second,
 		chromedp.Navigate(e.URL+"/passkeys"),
 		chromedp.SendKeys(chromedp.ID("name"), "laptop"),
+		chromedp.SendKeys(chromedp.ID("current-password"), password),
 		press(`form[data-webauthn="register"] button`),
 		appears("Passkey laptop added."),
 	)

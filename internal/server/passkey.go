@@ -9,6 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // maxAssertion bounds the browser's answer to a ceremony: a WebAuthn
@@ -128,11 +129,47 @@ func (s *Server) beginRegistration(w http.ResponseWriter, r *http.Request, b *br
 	if err := s.beginCeremony(r); err != nil {
 		return err
 	}
+	if err := s.confirmPassword(r, b); err != nil {
+		return err
+	}
 	handle, options, err := s.passkeys.BeginRegistration(r.Context(), b.approver.ApproverID, r.PostFormValue("name"))
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, ceremonyStart{Handle: handle, Options: options})
+	return nil
+}
+
+// confirmPassword asks the approver's password again before a passkey is
+// added. A session cookie proves a browser signed in, not that a human is
+// at it: an agent driving the browser could add a passkey of its own (a
+// virtual authenticator) and answer every step-up with it. The check
+// counts against the sign-in limits of the address and the username, as a
+// sign-in does. A passkey-only approver has no password to type: another
+// passkey comes through an enrolment link of the CLI.
+func (s *Server) confirmPassword(r *http.Request, b *browser) error {
+	ctx := r.Context()
+	ap, err := s.cfg.Store.ApproverByID(ctx, b.approver.ApproverID)
+	if err != nil {
+		return err
+	}
+	if ap.PasswordHash == "" {
+		return countersign.Errorf(countersign.EFORBIDDEN, "You sign in with passkeys only, so another passkey is added with a one-time link: run countersign approver enrol --username %s on the server.", ap.Username)
+	}
+	ticket, err := s.signins.admit(s.clientAddr(r), ap.Username, "", s.cfg.Clock.Now())
+	if err != nil {
+		return err
+	}
+	ok, err := approval.CheckPasswordTurn(ctx, ap.PasswordHash, r.PostFormValue("password"),
+		approval.PasswordTurn{Slots: s.sessions.Slots, Wait: s.sessions.SlotWait})
+	s.signins.settle(ticket, err == nil && !ok, err == nil)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		s.log.Info("passkey registration refused: wrong password", "approver", ap.Username, "client", s.clientAddr(r))
+		return countersign.Errorf(countersign.EUNAUTHORIZED, "Wrong password. Type the password you sign in with to add a passkey.")
+	}
 	return nil
 }
 

@@ -157,8 +157,51 @@ func TestPasskeyNameHidden(t *testing.T) {
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	for _, name := range []string{"lap\u009b2Jtop", "laptop \u202egnp", "lap\u200btop"} {
-		r := e.post("/passkeys/register/begin", url.Values{"name": {name}, "csrf": {s.csrf}}, e.as(s.id))
+		r := e.post("/passkeys/register/begin", url.Values{"name": {name}, "password": {ibPassword}, "csrf": {s.csrf}}, e.as(s.id))
 		r.want(t, "register begin with a hidden character in the name", http.StatusBadRequest)
 	}
-	e.post("/passkeys/register/begin", url.Values{"name": {"laptop"}, "csrf": {s.csrf}}, e.as(s.id)).want(t, "register begin", http.StatusOK)
+	e.post("/passkeys/register/begin", url.Values{"name": {"laptop"}, "password": {ibPassword}, "csrf": {s.csrf}}, e.as(s.id)).want(t, "register begin", http.StatusOK)
+}
+
+// TestPasskeyRegistrationNeedsPassword: a session cookie with its CSRF
+// token does not add a passkey. An agent that drives the signed-in
+// browser could otherwise add one of its own (a virtual authenticator)
+// and answer every step-up with it. The approver types the password
+// again; a passkey-only approver adds one through an enrolment link.
+func TestPasskeyRegistrationNeedsPassword(t *testing.T) {
+	e := pkSetup(t)
+	s := e.signIn("alice")
+	for what, pw := range map[string][]string{"no password": nil, "a wrong password": {"not it"}} {
+		r := e.post("/passkeys/register/begin", url.Values{"name": {"agent"}, "password": pw, "csrf": {s.csrf}}, e.as(s.id))
+		if r.status != http.StatusUnauthorized || strings.Contains(r.body, `"handle"`) {
+			t.Errorf("register begin with %s: %d, want 401 and no ceremony:\n%s", what, r.status, r.body)
+		}
+	}
+	e.post("/passkeys/register/begin", url.Values{"name": {"laptop"}, "password": {ibPassword}, "csrf": {s.csrf}}, e.as(s.id)).
+		want(t, "register begin with the password", http.StatusOK)
+	page := e.get("/passkeys", e.as(s.id)).want(t, "passkeys page", http.StatusOK).body
+	if !strings.Contains(page, `name="password"`) {
+		t.Errorf("the passkeys page asks for no password")
+	}
+
+	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	ap, err := e.store.ApproverByID(e.ctx, e.alice.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := (&approval.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page = e.get("/passkeys", e.as(id)).want(t, "passkeys page of a passkey-only approver", http.StatusOK).body
+	if strings.Contains(page, `data-webauthn="register"`) || !strings.Contains(page, "countersign approver enrol") {
+		t.Errorf("the passkeys page of a passkey-only approver should point to an enrolment link, not offer a form")
+	}
+	s = ibSession{id: id, csrf: ibCSRF(t, page)}
+	r := e.post("/passkeys/register/begin", url.Values{"name": {"agent"}, "password": {ibPassword}, "csrf": {s.csrf}}, e.as(s.id))
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "approver enrol") {
+		t.Errorf("register begin of a passkey-only approver: %d, want 403 naming approver enrol:\n%s", r.status, r.body)
+	}
 }
