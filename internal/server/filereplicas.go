@@ -58,14 +58,15 @@ func (s *Server) atHolder(h http.HandlerFunc) http.HandlerFunc {
 
 // internalUpload serves an upload to the replica whose gateway needs it:
 // only with the replicas' HMAC and the agent's own credential, which is
-// authenticated here again, so that the upload is the principal's.
+// authenticated here again, as /mcp does (an agent key or a grant's
+// access token), so that the upload is the principal's.
 func (s *Server) internalUpload(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if s.cfg.Files == nil || !s.cfg.Files.CheckReplica(r, id) {
 		s.writeAPIError(w, r, countersign.Errorf(countersign.ENOTFOUND, "not found"))
 		return
 	}
-	a, err := s.agentOf(r)
+	a, err := s.mcpAgentOf(w, r)
 	if err != nil {
 		s.writeAPIError(w, r, countersign.Errorf(countersign.ENOTFOUND, "not found"))
 		return
