@@ -127,6 +127,15 @@ func (l *Locator) mac(id, at, authorization string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// answerMAC authenticates the holder's answer to one request (named by
+// that request's MAC): the record, whose SHA-256 the bytes must match, so
+// that nobody between the replicas can swap the file an approval covers.
+func (l *Locator) answerMAC(requestMAC, record string) string {
+	m := hmac.New(sha256.New, l.macKey)
+	fmt.Fprintf(m, "upload answer\x00%s\x00%s", requestMAC, record)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
 // remoteRecord is a record as the internal route sends it.
 type remoteRecord struct {
 	Reference, Purpose, Name, MIME, SHA256 string
@@ -163,11 +172,14 @@ func (s *Store) FetchUpload(ctx context.Context, p Principal, id, authorization 
 		return nil, nil, unknown()
 	}
 	var rr remoteRecord
-	if err := json.Unmarshal([]byte(resp.Header.Get(hdrRecord)), &rr); err != nil || rr.Size > MaxUpload {
+	head := resp.Header.Get(hdrRecord)
+	if err := json.Unmarshal([]byte(head), &rr); err != nil || rr.Size > MaxUpload {
 		return nil, nil, unknown()
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxUpload+1))
-	if err != nil || int64(len(data)) != rr.Size {
+	sum := sha256.Sum256(data)
+	if err != nil || int64(len(data)) != rr.Size || hex.EncodeToString(sum[:]) != rr.SHA256 ||
+		!hmac.Equal([]byte(resp.Header.Get(hdrMAC)), []byte(l.answerMAC(req.Header.Get(hdrMAC), head))) {
 		return nil, nil, countersign.Errorf(countersign.EUNAVAILABLE, "the upload could not be read from the replica that holds it; try again")
 	}
 	rec := &Record{ID: id, Reference: rr.Reference, Owner: p, Kind: KindUpload, Purpose: rr.Purpose, Filled: true,
@@ -195,11 +207,13 @@ func (s *Store) CheckReplica(r *http.Request, id string) bool {
 	return hmac.Equal([]byte(strings.ToLower(r.Header.Get(hdrMAC))), []byte(want))
 }
 
-// ServeUpload answers the internal route with an upload and its record.
-func ServeUpload(w http.ResponseWriter, rec *Record, data []byte) {
+// ServeUpload answers the internal route's request r (which CheckReplica
+// passed) with an upload and its record, under the replicas' HMAC.
+func (s *Store) ServeUpload(w http.ResponseWriter, r *http.Request, rec *Record, data []byte) {
 	b, _ := json.Marshal(remoteRecord{Reference: rec.Reference, Purpose: rec.Purpose, Name: rec.Name, MIME: rec.MIME,
 		SHA256: rec.SHA256, Size: rec.Size, Expires: rec.Expires})
 	w.Header().Set(hdrRecord, string(b))
+	w.Header().Set(hdrMAC, s.cfg.Locator.answerMAC(r.Header.Get(hdrMAC), string(b)))
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	w.Write(data)

@@ -3,6 +3,9 @@ package files
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -62,3 +65,66 @@ func TestLocator(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestFetchUploadAnswerSealed: what comes back from the holder is the
+// holder's: a file swapped on the way between the replicas, with a record
+// that matches it, is refused, so the bytes an approval's SHA-256 covers
+// are the bytes the upstream gets.
+func TestFetchUploadAnswerSealed(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	ln := httptest.NewUnstartedServer(nil)
+	la, _ := NewLocator(key, "http://"+ln.Listener.Addr().String())
+	a, _ := Open(Config{Locator: la})
+	ln.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, "/internal/uploads/")
+		if !a.CheckReplica(r, id) {
+			http.NotFound(w, r)
+			return
+		}
+		rec, err := a.Upload(alice, id)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		data, _ := a.Read(rec)
+		if r.Header.Get("X-Swap") != "" {
+			// Between the replicas: another file, and a record to match.
+			// The holder's MAC stays; nobody else can make one.
+			real := httptest.NewRecorder()
+			a.ServeUpload(real, r, rec, data)
+			data = []byte("%PDF-1.4 another file")
+			sum := sha256.Sum256(data)
+			rec.Size, rec.SHA256 = int64(len(data)), hex.EncodeToString(sum[:])
+			w.Header().Set(hdrMAC, real.Header().Get(hdrMAC))
+			b, _ := json.Marshal(remoteRecord{Reference: rec.Reference, Purpose: rec.Purpose, Name: rec.Name, MIME: rec.MIME,
+				SHA256: rec.SHA256, Size: rec.Size, Expires: rec.Expires})
+			w.Header().Set(hdrRecord, string(b))
+			w.Write(data)
+			return
+		}
+		a.ServeUpload(w, r, rec, data)
+	})
+	ln.Start()
+	defer ln.Close()
+	lb, _ := NewLocator(key, "http://10.0.0.2:8080")
+	b, _ := Open(Config{Locator: lb})
+	rec := upload(t, a, alice, "r.pdf", []byte("%PDF-1.4 the receipt"))
+
+	got, data, err := b.FetchUpload(t.Context(), alice, rec.ID, "Bearer csk_a")
+	if err != nil || got.SHA256 != rec.SHA256 || string(data) != "%PDF-1.4 the receipt" {
+		t.Fatalf("the holder's answer: %v", err)
+	}
+	b.cfg.Locator.client = &http.Client{Transport: swapRT{}}
+	if _, _, err := b.FetchUpload(t.Context(), alice, rec.ID, "Bearer csk_a"); err == nil {
+		t.Fatal("a file swapped between the replicas was taken")
+	}
+}
+
+// swapRT asks the test holder to answer with another file.
+type swapRT struct{}
+
+func (swapRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("X-Swap", "1")
+	return http.DefaultTransport.RoundTrip(r)
+}

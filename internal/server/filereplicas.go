@@ -81,7 +81,7 @@ func (s *Server) internalUpload(w http.ResponseWriter, r *http.Request) {
 		s.writeAPIError(w, r, err)
 		return
 	}
-	files.ServeUpload(w, rec, data)
+	s.cfg.Files.ServeUpload(w, r, rec, data)
 }
 
 func filesPrincipalOf(a countersign.Agent) files.Principal {
