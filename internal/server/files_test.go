@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -58,7 +59,8 @@ func TestRequestPageFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	args, _ := json.Marshal(map[string]string{"file": "upload:" + rec.ID})
-	req := e.create(e.agentA, client.CreateInput{Kind: "mcp", Action: "books_attach", Arguments: args, Preview: "attach"})
+	facts := fmt.Sprintf("\n\nFiles uploaded by the user:\n  file: upload %s, %s, %d bytes, SHA-256 %s", rec.Reference, rec.MIME, rec.Size, rec.SHA256)
+	req := e.create(e.agentA, client.CreateInput{Kind: "mcp", Action: "books_attach", Arguments: args, Preview: "attach" + facts})
 	alice := e.signIn("alice")
 	r := e.get("/approvals/"+req.ID, e.as(alice.id)).want(t, "request page", http.StatusOK)
 	for _, want := range []string{rec.Reference, "application/pdf", rec.SHA256, `href="/files/` + rec.ID + `"`} {
@@ -69,5 +71,37 @@ func TestRequestPageFiles(t *testing.T) {
 	got := e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "download from the request page", http.StatusOK)
 	if got.body != string(receipt) {
 		t.Fatal("the downloaded file differs")
+	}
+}
+
+// TestRequestPageFilesOnlyCarried: the request page lists as carried only
+// the uploads whose facts the call's preview holds, as the gateway writes
+// them for its file arguments; an upload named elsewhere in the arguments
+// (a note, another key's upload, an escaped id) is not shown as the call's
+// file.
+func TestRequestPageFilesOnlyCarried(t *testing.T) {
+	e := fSetup(t)
+	fill := func(p files.Principal) *files.Record {
+		page := e.page(p)
+		up, _ := e.files.BeginUpload(p.Account, page.ID, int64(len(receipt)), files.MaxUpload)
+		rec, err := up.Finish("r.pdf", append([]byte(nil), receipt...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	carried, named := fill(files.Principal{Account: e.acme.ID, Key: "key-a"}), fill(files.Principal{Account: e.acme.ID, Key: "key-a2"})
+	facts := fmt.Sprintf("\n\nFiles uploaded by the user:\n  file: upload %s, %s, %d bytes, SHA-256 %s", carried.Reference, carried.MIME, carried.Size, carried.SHA256)
+	// The note also copies the named upload's facts, as a model could.
+	forged := fmt.Sprintf(": upload %s, %s, %d bytes, SHA-256 %s", named.Reference, named.MIME, named.Size, named.SHA256)
+	args := []byte(`{"file":"upl\u006fad:` + carried.ID + `","note":"upload:` + named.ID + `","x":"` + forged + `"}`)
+	req := e.create(e.agentA, client.CreateInput{Kind: "mcp", Action: "books_attach", Arguments: args, Preview: "attach\n" + string(args) + facts})
+	alice := e.signIn("alice")
+	r := e.get("/approvals/"+req.ID, e.as(alice.id)).want(t, "request page", http.StatusOK)
+	if !strings.Contains(r.body, `href="/files/`+carried.ID+`"`) {
+		t.Errorf("the page lacks the carried upload, named with an escape")
+	}
+	if strings.Contains(r.body, `href="/files/`+named.ID+`"`) {
+		t.Errorf("the page shows as carried an upload the call names only in a note")
 	}
 }

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/hmac"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -243,15 +244,22 @@ type fileView struct {
 }
 
 // filesOf finds the uploads of the request's account that its arguments
-// name: the receipt behind the voucher.
+// name and that the call carries: the receipt behind the voucher. The
+// gateway writes the facts of the uploads in its file arguments into the
+// preview; an upload named anywhere else (a note, an argument that takes
+// no file, another key's upload) is not the call's file and is not shown
+// as one.
 func (s *Server) filesOf(req *countersign.Request) []fileView {
 	if s.cfg.Files == nil {
 		return nil
 	}
+	// The gateway's section follows an empty line, which the arguments
+	// it shows above (indented JSON, quoted texts) never hold.
+	_, carried, _ := strings.Cut(req.Preview, "\n\nFiles uploaded by the user:\n")
 	var out []fileView
 	for _, id := range uploadIDs(string(req.Arguments)) {
 		rec, err := s.cfg.Files.Lookup(req.AccountID, id)
-		if err != nil {
+		if err != nil || !strings.Contains(carried, fmt.Sprintf(": upload %s, %s, %d bytes, SHA-256 %s", rec.Reference, rec.MIME, rec.Size, rec.SHA256)) {
 			continue
 		}
 		out = append(out, fileView{Reference: rec.Reference, MIME: rec.MIME, SHA256: rec.SHA256, Size: rec.Size, URL: "/files/" + rec.ID})
