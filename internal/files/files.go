@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign"
 )
@@ -377,7 +378,8 @@ func blobName(id string) string {
 
 // cleanName makes an uploaded file's name safe to show and to offer as a
 // download name: the last element only, no control or quoting
-// characters, at most 100 characters. It is never used as a path.
+// characters, at most 100 characters and 200 bytes. It is never a path,
+// only a file's name.
 func cleanName(name string) string {
 	if i := strings.LastIndexAny(name, `/\`); i >= 0 {
 		name = name[i+1:]
@@ -389,7 +391,9 @@ func cleanName(name string) string {
 			(r >= 0x200b && r <= 0x200f) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) || r == 0xfeff || r == 0xfffd {
 			continue
 		}
-		if n++; n > 100 {
+		// At most 100 characters, and 200 bytes: the gateway's path mode
+		// makes a file of this name, and file systems take 255 bytes.
+		if n++; n > 100 || b.Len()+utf8.RuneLen(r) > 200 {
 			break
 		}
 		b.WriteRune(r)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/testutil"
@@ -320,6 +321,17 @@ func TestCleanName(t *testing.T) {
 		if got := cleanName(in); got != want {
 			t.Errorf("cleanName(%q) = %q, want %q", in, got, want)
 		}
+	}
+	// The name is the file's name in the gateway's path mode: a long
+	// name in a script of three-byte letters still fits a file system's
+	// 255 bytes.
+	long := cleanName(strings.Repeat("文", 120) + ".pdf")
+	if len(long) > 200 || !utf8.ValidString(long) {
+		t.Errorf("a long name is %d bytes", len(long))
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, long), []byte("x"), 0o600); err != nil {
+		t.Errorf("a cleaned name is no file name: %v", err)
 	}
 }
 
