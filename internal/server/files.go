@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/files"
 )
 
 // fileCSP lets a served file do nothing on the server's origin, even if a
@@ -19,11 +22,24 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *browser) er
 	if err := s.filesOn(); err != nil {
 		return err
 	}
-	rec, data, err := s.cfg.Files.Fetch(b.session.AccountID, r.PathValue("id"))
+	var rec *files.Record
+	var data io.ReadCloser
+	var err error
+	if r.Method == http.MethodHead {
+		// The headers only (a download manager's first look): no download
+		// is counted.
+		if rec, err = s.cfg.Files.Lookup(b.session.AccountID, r.PathValue("id")); err == nil && rec.Downloads >= files.LinkDownloads {
+			err = countersign.Errorf(countersign.ELIMIT, "this file has been downloaded %d times, the most a link serves: ask the agent for a new one", files.LinkDownloads)
+		}
+	} else {
+		rec, data, err = s.cfg.Files.Fetch(b.session.AccountID, r.PathValue("id"))
+	}
 	if err != nil {
 		return err
 	}
-	defer data.Close()
+	if data != nil {
+		defer data.Close()
+	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", fileCSP)
 	h.Set("Content-Type", rec.MIME)
@@ -38,6 +54,9 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *browser) er
 	// timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(10 * time.Minute))
 	w.WriteHeader(http.StatusOK)
+	if data == nil {
+		return nil
+	}
 	// Streamed chunk by chunk; a blob that fails to open cuts the answer
 	// short, which the browser reports as a failed download.
 	if _, err := io.Copy(w, data); err != nil {

@@ -105,3 +105,24 @@ func TestRequestPageFilesOnlyCarried(t *testing.T) {
 		t.Errorf("the page shows as carried an upload the call names only in a note")
 	}
 }
+
+// TestDownloadHead: a HEAD request (a download manager's first look)
+// answers the headers without counting one of the link's downloads.
+func TestDownloadHead(t *testing.T) {
+	e := fSetup(t)
+	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "r.pdf", "", append([]byte(nil), receipt...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.signIn("alice")
+	for range files.LinkDownloads + 1 {
+		r := e.do(http.MethodHead, "/files/"+rec.ID, nil, e.as(alice.id)).want(t, "HEAD", http.StatusOK)
+		if r.header.Get("Content-Disposition") == "" || r.header.Get("Content-Security-Policy") != "default-src 'none'; sandbox" {
+			t.Fatalf("HEAD headers %v", r.header)
+		}
+	}
+	for range files.LinkDownloads {
+		e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "download after the HEADs", http.StatusOK)
+	}
+	e.get("/files/"+rec.ID, e.as(alice.id)).want(t, "a sixth download", http.StatusTooManyRequests)
+}
