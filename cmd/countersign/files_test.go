@@ -104,6 +104,7 @@ type keyRT string
 func (k keyRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+string(k))
+	r.Host = strings.TrimPrefix(filesPublic, "http://") // /mcp answers only as the public URL
 	return http.DefaultTransport.RoundTrip(r)
 }
 
