@@ -74,10 +74,20 @@ func (c *Config) checkFiles() error {
 		return fmt.Errorf("files: download_over must not be negative")
 	}
 	for _, u := range c.Upstreams {
+		seen := map[[2]string]bool{}
 		for _, f := range u.Files {
 			if f.Tool == "" || f.Arg == "" {
 				return fmt.Errorf("upstream %q: a file argument needs tool and arg", u.Name)
 			}
+			// Path mode makes a folder named after the argument in the
+			// call's private folder: one plain name, never a path.
+			if strings.ContainsAny(f.Arg, `/\`) || f.Arg == "." || f.Arg == ".." {
+				return fmt.Errorf("upstream %q: tool %s: arg %q must be the name of one argument, without / or \\", u.Name, f.Tool, f.Arg)
+			}
+			if seen[[2]string{f.Tool, f.Arg}] {
+				return fmt.Errorf("upstream %q: tool %s: the argument %s is named twice; list all its purposes in one entry", u.Name, f.Tool, f.Arg)
+			}
+			seen[[2]string{f.Tool, f.Arg}] = true
 			switch f.As {
 			case "path":
 				if len(u.Command) == 0 {
