@@ -126,7 +126,14 @@ func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { stop(); <-done })
+	t.Cleanup(func() {
+		// A connection the client dialled and never used keeps Shutdown
+		// waiting 5 s (net/http counts it as idle only then): close the
+		// client's idle connections first.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		stop()
+		<-done
+	})
 	return h
 }
 
