@@ -107,7 +107,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	rowChanges := new(atomic.Uint64)
-	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite), rowChanges: rowChanges})
+	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite, o.busyTimeout), rowChanges: rowChanges})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -125,10 +125,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 
 	// The read pool opens after the writer has switched the file to WAL,
 	// which a query-only connection could not do.
-	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead)})
+	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead, o.busyTimeout)})
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
-	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint)})
+	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint, o.busyTimeout)})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
@@ -201,11 +201,24 @@ const (
 	roleCheckpoint
 )
 
+// defaultBusyTimeout is how long a connection waits for a lock that another
+// process on the file holds before it gives up with SQLITE_BUSY.
+const defaultBusyTimeout = 5 * time.Second
+
+// withBusyTimeout sets the busy timeout of every connection, so that a test
+// of what happens past it need not wait the default.
+func withBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = d }
+}
+
 // dsn builds the data source name of one pool. Pragmas go in the DSN so that
 // every connection the pool opens, now or after a reconnect, gets them.
-func dsn(path string, r role) string {
+func dsn(path string, r role, busy time.Duration) string {
+	if busy <= 0 {
+		busy = defaultBusyTimeout
+	}
 	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "foreign_keys(1)")
 	// NORMAL in WAL mode loses nothing when the process is killed; only a
 	// power cut can lose the last commits.

@@ -15,9 +15,9 @@ import (
 	"github.com/countersign/countersign/internal/store/storetest"
 )
 
-func openTest(t *testing.T, path string) *DB {
+func openTest(t *testing.T, path string, opts ...Option) *DB {
 	t.Helper()
-	db, err := Open(t.Context(), path)
+	db, err := Open(t.Context(), path, opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
