@@ -23,6 +23,10 @@ import (
 // wrapper's tests run as rm, as the README installs it.
 var binary, agentBinary string
 
+// minTTLSymbol is the variable that holds the shortest request TTL the
+// server accepts.
+const minTTLSymbol = "github.com/countersign/countersign/internal/cli.minRequestTTL"
+
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
@@ -42,7 +46,9 @@ func runTests(m *testing.M) int {
 	}
 	// The test runs in cmd/countersign, so "." is ./cmd/countersign. The
 	// design promises a static build: build it that way.
-	build := exec.Command(goTool, "build", "-o", binary, ".")
+	// The one difference from a release: the shortest request TTL is
+	// 1s, not 10s, so that TestSafeRmExpired waits 1 s for an expiry.
+	build := exec.Command(goTool, "build", "-ldflags", "-X "+minTTLSymbol+"=1s", "-o", binary, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "go build ./cmd/countersign: %v\n%s", err, out)

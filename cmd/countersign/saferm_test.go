@@ -384,16 +384,24 @@ func TestSafeRmStoppedAndResponded(t *testing.T) {
 	}
 }
 
-// TestSafeRmExpired: a request nobody decides expires on the server (its
-// shortest TTL, 10 s); the wrapper exits 1 and deletes nothing.
+// TestSafeRmExpired: a request nobody decides expires on the server (a TTL
+// of 1 s, which only the test build accepts); the wrapper exits 1 and
+// deletes nothing.
 func TestSafeRmExpired(t *testing.T) {
 	t.Parallel()
-	w := srNewWorld(t, "--request-ttl", "10s")
+	w := srNewWorld(t, "--request-ttl", "1s")
 	srWriteTree(t, w.path("proj"), srProject)
 	before := srSnapshot(t, w.path("proj"))
 	p := w.start(w.env(true), "-rf", "proj")
-	r := w.awaitPending(p)
-	srWant(t, "expired", p.wait(), 1, r.Reference+" expired without a decision; nothing was deleted")
+	// The request may expire before a look at the pending list would
+	// see it: find it once the wrapper is done.
+	res := p.wait()
+	expired := w.list("expired")
+	if len(expired) != 1 {
+		t.Fatalf("%d expired requests, want the wrapper's one\nstderr: %s", len(expired), res.stderr)
+	}
+	r := expired[0]
+	srWant(t, "expired", res, 1, r.Reference+" expired without a decision; nothing was deleted")
 	srSameTree(t, "an expired rm", w.path("proj"), before)
 	if got := w.get(r.ID); got.Status != "expired" {
 		t.Errorf("the request is %q, want expired", got.Status)
