@@ -1,0 +1,40 @@
+package testutil_test
+
+import (
+	"testing"
+
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/testutil"
+)
+
+// TestWorld: the world is what its doc comment says: each key proves its
+// own account, each approver's token its own account, and the password
+// signs in through the real check.
+func TestWorld(t *testing.T) {
+	w := testutil.NewWorld(t)
+	for _, k := range []struct {
+		secret, account, name string
+	}{{w.KeyA, w.Acme.ID, "a"}, {w.KeyX, w.Other.ID, "x"}} {
+		a, err := w.Auth.Agent(w.Ctx, k.secret)
+		if err != nil || a.AccountID != k.account || a.KeyName != k.name {
+			t.Errorf("key %s: %+v, %v; want account %s", k.name, a, err, k.account)
+		}
+	}
+	for _, ap := range []struct {
+		username, account, id string
+	}{{"alice", "acme", w.Acme.ID}, {"bob", "other", w.Other.ID}} {
+		p, err := w.Auth.Approver(w.Ctx, w.Token(ap.username, ap.account))
+		if err != nil || p.Username != ap.username || p.AccountID != ap.id {
+			t.Errorf("token of %s: %+v, %v; want account %s", ap.username, p, err, ap.id)
+		}
+	}
+	if _, _, err := w.Admin.CreateApproverToken(w.Ctx, "alice", "other", ""); err == nil {
+		t.Error("alice got a token of other, which she is not a member of")
+	}
+	if !approval.CheckPassword(w.Alice.PasswordHash, testutil.Password) || approval.CheckPassword(w.Alice.PasswordHash, "wrong") {
+		t.Error("the approvers' hash does not check Password, and only it")
+	}
+	if got := w.Clock.Now(); !got.Equal(testutil.Start) {
+		t.Errorf("the clock reads %v, want %v", got, testutil.Start)
+	}
+}
