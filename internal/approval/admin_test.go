@@ -5,6 +5,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 func TestAuthenticator(t *testing.T) {
@@ -72,7 +73,7 @@ func TestAdminValidation(t *testing.T) {
 	_, err = e.admin.CreateApprover(e.ctx, "acme", "alice", "another long password")
 	wantCode(t, "existing approver with a password", err, countersign.ECONFLICT)
 	// The test approvers' password hash is a real argon2id hash.
-	if !approval.CheckPassword(passwordHash(), "a long test password") || approval.CheckPassword(passwordHash(), "another password") {
+	if !approval.CheckPassword(testutil.PasswordHash(), testutil.Password) || approval.CheckPassword(testutil.PasswordHash(), "another password") {
 		t.Error("CheckPassword does not accept exactly the test password")
 	}
 	// alice belongs to acme only: a token for other is refused.

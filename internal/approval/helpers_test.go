@@ -3,16 +3,11 @@ package approval_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/argon2"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -21,23 +16,14 @@ import (
 )
 
 // start is where every test's clock begins.
-var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// passwordHash is an argon2id hash in the format of approval.HashPassword
-// but with tiny parameters: the real ones take more than a second under the
-// race detector, and no test here is about passwords.
-func passwordHash() string {
-	salt := []byte("countersign-test")
-	key := argon2.IDKey([]byte("a long test password"), salt, 1, 64, 1, 32)
-	b64 := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(key))
-}
+var start = testutil.Start
 
 // env is a service on a real SQLite store with two accounts: acme with the
 // agent keys A and B and the approver alice, other with the key X and the
 // approver bob.
 type env struct {
 	t      *testing.T
+	world  *testutil.World
 	ctx    context.Context
 	store  *sqlite.DB
 	clock  *testutil.Clock
@@ -57,37 +43,22 @@ type env struct {
 
 func newEnv(t *testing.T, cfg approval.Config) *env {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	clock := testutil.NewClock(start)
+	w := testutil.NewWorld(t)
 	hub := approval.NewHub()
 	e := &env{
-		t: t, ctx: ctx, store: store, clock: clock, hub: hub,
-		svc:   approval.New(store, clock, hub, cfg, nil, nil),
-		admin: &approval.Admin{Store: store, Clock: clock},
-		auth:  &approval.Authenticator{Store: store},
+		t: t, world: w, ctx: w.Ctx, store: w.Store, clock: w.Clock, hub: hub,
+		svc:   approval.New(w.Store, w.Clock, hub, cfg, nil, nil),
+		admin: w.Admin,
+		auth:  w.Auth,
+		acme:  w.Acme,
+		other: w.Other,
 	}
-	e.acme = e.account("acme")
-	e.other = e.account("other")
-	e.keyA = e.agent("acme", "a")
+	e.keyA = e.principal(w.KeyA)
 	e.keyB = e.agent("acme", "b")
-	e.keyX = e.agent("other", "x")
-	e.alice = e.approver("acme", "alice")
-	e.bob = e.approver("other", "bob")
+	e.keyX = e.principal(w.KeyX)
+	e.alice = e.approver(w.Token("alice", "acme"))
+	e.bob = e.approver(w.Token("bob", "other"))
 	return e
-}
-
-func (e *env) account(name string) *countersign.Account {
-	e.t.Helper()
-	a, err := e.admin.CreateAccount(e.ctx, name)
-	if err != nil {
-		e.t.Fatalf("create account %s: %v", name, err)
-	}
-	return a
 }
 
 // agent creates an agent key and returns the principal its secret proves.
@@ -97,32 +68,33 @@ func (e *env) agent(account, name string) countersign.Agent {
 	if err != nil {
 		e.t.Fatalf("create key %s: %v", name, err)
 	}
+	return e.principal(secret)
+}
+
+// principal is the agent an agent key's secret proves.
+func (e *env) principal(secret string) countersign.Agent {
+	e.t.Helper()
 	a, err := e.auth.Agent(e.ctx, secret)
 	if err != nil {
-		e.t.Fatalf("authenticate key %s: %v", name, err)
+		e.t.Fatalf("authenticate agent key: %v", err)
 	}
 	return a
 }
 
-// approver creates an approver of the account with an API token and returns
-// the principal the token proves. The approver row gets the precomputed
-// password hash; membership and token go through Admin.
-func (e *env) approver(account, username string) countersign.ApproverPrincipal {
+// newApprover makes an approver of the account and returns the principal
+// its API token proves.
+func (e *env) newApprover(username, account string) countersign.ApproverPrincipal {
 	e.t.Helper()
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: passwordHash(), CreatedAt: e.clock.Now()}
-	if err := e.store.CreateApprover(e.ctx, ap); err != nil {
-		e.t.Fatalf("create approver %s: %v", username, err)
-	}
-	if _, err := e.admin.CreateApprover(e.ctx, account, username, ""); err != nil {
-		e.t.Fatalf("add approver %s to %s: %v", username, account, err)
-	}
-	_, secret, err := e.admin.CreateApproverToken(e.ctx, username, account, "test")
+	e.world.Approver(username, account)
+	return e.approver(e.world.Token(username, account))
+}
+
+// approver is the principal an approver's API token proves.
+func (e *env) approver(token string) countersign.ApproverPrincipal {
+	e.t.Helper()
+	p, err := e.auth.Approver(e.ctx, token)
 	if err != nil {
-		e.t.Fatalf("create token of %s: %v", username, err)
-	}
-	p, err := e.auth.Approver(e.ctx, secret)
-	if err != nil {
-		e.t.Fatalf("authenticate token of %s: %v", username, err)
+		e.t.Fatalf("authenticate approver token: %v", err)
 	}
 	return p
 }

@@ -57,7 +57,7 @@ func oneWinner(t *testing.T, round int, errs []error) int {
 func TestDecideRace(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})
-	approvers := []countersign.ApproverPrincipal{e.alice, e.approver("acme", "carol")}
+	approvers := []countersign.ApproverPrincipal{e.alice, e.newApprover("carol", "acme")}
 	decisions := []countersign.Decision{countersign.DecisionApprove, countersign.DecisionApprove, countersign.DecisionDeny, countersign.DecisionDeny}
 	want := map[string]countersign.Status{}
 	wantBy := map[string]string{}
