@@ -44,7 +44,7 @@ func newBenchFiles(b *testing.B) *benchFiles {
 	b.Cleanup(func() { store.Close() })
 	admin := &approval.Admin{Store: store}
 	acme, _ := admin.CreateAccount(ctx, "acme")
-	store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: ibPasswordHash(), CreatedAt: time.Now()})
+	store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()})
 	admin.CreateApprover(ctx, "acme", "alice", "")
 	clock := testutil.NewClock(time.Now())
 	fs, err := files.Open(files.Config{Dir: filepath.Join(b.TempDir(), "files"), Clock: clock})

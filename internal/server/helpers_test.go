@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,12 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/argon2"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -27,17 +23,7 @@ import (
 )
 
 // start is where every test's clock begins.
-var start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// passwordHash is an argon2id hash in the format of approval.HashPassword
-// but with tiny parameters: the real ones take more than a second under the
-// race detector, and no test here is about passwords.
-func passwordHash() string {
-	salt := []byte("countersign-test")
-	key := argon2.IDKey([]byte("a long test password"), salt, 1, 64, 1, 32)
-	b64 := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(key))
-}
+var start = testutil.Start
 
 // testServer is the real handler over the real service on a real SQLite
 // store, with two accounts: acme (agent keys A and B, a revoked key, the
@@ -67,20 +53,14 @@ type option func(*server.Config, *approval.Config)
 
 func newServer(t *testing.T, opts ...option) *testServer {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	s := &testServer{t: t, ctx: ctx, store: store, clock: testutil.NewClock(start), hub: approval.NewHub(), logs: &testutil.LogBuffer{}}
-	s.admin = &approval.Admin{Store: store, Clock: s.clock}
-	s.acme, s.other = s.account("acme"), s.account("other")
-	s.keyA, s.keyB, s.keyX, s.revoked = s.key("acme", "a"), s.key("acme", "b"), s.key("other", "x"), s.key("acme", "old")
-	if err := store.RevokeAgentKey(ctx, s.acme.ID, "old", start); err != nil {
+	w := testutil.NewWorld(t)
+	s := &testServer{t: t, ctx: w.Ctx, store: w.Store, clock: w.Clock, hub: approval.NewHub(), logs: &testutil.LogBuffer{},
+		admin: w.Admin, acme: w.Acme, other: w.Other, keyA: w.KeyA, keyX: w.KeyX}
+	s.keyB, s.revoked = w.Key("acme", "b"), w.Key("acme", "old")
+	if err := w.Store.RevokeAgentKey(w.Ctx, s.acme.ID, "old", start); err != nil {
 		t.Fatalf("revoke key: %v", err)
 	}
-	s.alice, s.bob = s.approver("acme", "alice"), s.approver("other", "bob")
+	s.alice, s.bob = w.Token("alice", "acme"), w.Token("bob", "other")
 
 	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}
 	var acfg approval.Config
@@ -90,49 +70,12 @@ func newServer(t *testing.T, opts ...option) *testServer {
 	s.publicHost = cfg.PublicURL.Host
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s.svc = approval.New(store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
-	s.srv = server.New(cfg, s.svc, &approval.Authenticator{Store: store}, reg, log)
+	s.svc = approval.New(w.Store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
+	s.srv = server.New(cfg, s.svc, w.Auth, reg, log)
 	ts := httptest.NewServer(s.srv.Handler())
 	t.Cleanup(ts.Close)
 	s.URL = ts.URL
 	return s
-}
-
-func (s *testServer) account(name string) *countersign.Account {
-	s.t.Helper()
-	a, err := s.admin.CreateAccount(s.ctx, name)
-	if err != nil {
-		s.t.Fatalf("create account %s: %v", name, err)
-	}
-	return a
-}
-
-func (s *testServer) key(account, name string) string {
-	s.t.Helper()
-	_, secret, err := s.admin.CreateAgentKey(s.ctx, account, name)
-	if err != nil {
-		s.t.Fatalf("create key %s: %v", name, err)
-	}
-	return secret
-}
-
-// approver creates an approver of the account and returns an API token of
-// it. The approver row gets the precomputed password hash; membership and
-// token go through Admin.
-func (s *testServer) approver(account, username string) string {
-	s.t.Helper()
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: passwordHash(), CreatedAt: start}
-	if err := s.store.CreateApprover(s.ctx, ap); err != nil {
-		s.t.Fatalf("create approver %s: %v", username, err)
-	}
-	if _, err := s.admin.CreateApprover(s.ctx, account, username, ""); err != nil {
-		s.t.Fatalf("add approver %s to %s: %v", username, account, err)
-	}
-	_, secret, err := s.admin.CreateApproverToken(s.ctx, username, account, "test")
-	if err != nil {
-		s.t.Fatalf("create token of %s: %v", username, err)
-	}
-	return secret
 }
 
 // response is what the server answered.

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,14 +9,11 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/argon2"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
@@ -29,18 +25,7 @@ import (
 )
 
 // ibPassword is every test approver's password.
-const ibPassword = "correct horse battery staple"
-
-// ibPasswordHash is an argon2id hash of ibPassword with tiny parameters.
-// CheckPassword reads the parameters from the hash, so signing in stays
-// the real code path while costing microseconds instead of seconds under
-// the race detector; these tests are about sessions, not password hashing.
-func ibPasswordHash() string {
-	salt := []byte("countersign-salt")
-	key := argon2.IDKey([]byte(ibPassword), salt, 1, 64, 1, 32)
-	b64 := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(key))
-}
+const ibPassword = testutil.Password
 
 // ibEnv is the real handler over the real service on a real SQLite store,
 // served by httptest, with two accounts: acme (agent keys a and a2, the
@@ -48,6 +33,7 @@ func ibPasswordHash() string {
 // to both.
 type ibEnv struct {
 	t      *testing.T
+	world  *testutil.World
 	ctx    context.Context
 	store  *sqlite.DB
 	hub    *approval.Hub
@@ -78,18 +64,11 @@ func ibSetup(t *testing.T, opts ...func(*server.Config)) *ibEnv {
 // ibSetupWith is ibSetup with the service's configuration.
 func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Config)) *ibEnv {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "inbox.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	e := &ibEnv{t: t, ctx: ctx, store: store, hub: approval.NewHub()}
-	e.admin = &approval.Admin{Store: store}
-	e.acme, e.other = e.account("acme"), e.account("other")
-	e.keyA, e.keyA2, e.keyX = e.key("acme", "a"), e.key("acme", "a2"), e.key("other", "x")
-	e.alice, e.bob = e.approver("alice", "acme"), e.approver("bob", "other")
-	e.carol = e.approver("carol", "acme", "other")
+	w := testutil.NewWorld(t)
+	e := &ibEnv{t: t, world: w, ctx: w.Ctx, store: w.Store, hub: approval.NewHub(), admin: w.Admin,
+		acme: w.Acme, other: w.Other, alice: w.Alice, bob: w.Bob, keyA: w.KeyA, keyX: w.KeyX}
+	e.keyA2 = w.Key("acme", "a2")
+	e.carol = w.Approver("carol", "acme", "other")
 
 	ts := httptest.NewUnstartedServer(nil)
 	e.base = "http://" + ts.Listener.Addr().String()
@@ -104,8 +83,8 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 	reg := metrics.NewRegistry()
 	e.logs = &testutil.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = approval.New(store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
-	e.srv = server.New(cfg, e.svc, &approval.Authenticator{Store: store}, reg, log)
+	e.svc = approval.New(w.Store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
+	e.srv = server.New(cfg, e.svc, w.Auth, reg, log)
 	ts.Config.Handler = e.srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)
@@ -132,40 +111,6 @@ func ibPublic(raw string) func(*server.Config) {
 
 // ibNoProxies trusts no proxy: X-Forwarded-For is only a header.
 func ibNoProxies(c *server.Config) { c.TrustedProxies = nil }
-
-func (e *ibEnv) account(name string) *countersign.Account {
-	e.t.Helper()
-	a, err := e.admin.CreateAccount(e.ctx, name)
-	if err != nil {
-		e.t.Fatalf("create account %s: %v", name, err)
-	}
-	return a
-}
-
-func (e *ibEnv) key(account, name string) string {
-	e.t.Helper()
-	_, secret, err := e.admin.CreateAgentKey(e.ctx, account, name)
-	if err != nil {
-		e.t.Fatalf("create key %s: %v", name, err)
-	}
-	return secret
-}
-
-// approver stores an approver with the cheap hash of ibPassword and makes
-// it a member of the accounts through Admin.
-func (e *ibEnv) approver(username string, accounts ...string) *countersign.Approver {
-	e.t.Helper()
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: ibPasswordHash(), CreatedAt: time.Now()}
-	if err := e.store.CreateApprover(e.ctx, ap); err != nil {
-		e.t.Fatalf("create approver %s: %v", username, err)
-	}
-	for _, acc := range accounts {
-		if _, err := e.admin.CreateApprover(e.ctx, acc, username, ""); err != nil {
-			e.t.Fatalf("add %s to %s: %v", username, acc, err)
-		}
-	}
-	return ap
-}
 
 // ibResp is what the server answered.
 type ibResp struct {

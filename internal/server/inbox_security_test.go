@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // Every decision needs the CSRF token of its own session: none, a forged
@@ -357,7 +358,7 @@ func TestInboxSessionRevocation(t *testing.T) {
 	t.Run("new password", func(t *testing.T) {
 		e := ibSetup(t)
 		alice, bob := e.signIn("alice"), e.signIn("bob")
-		if err := e.store.SetPassword(e.ctx, e.alice.ID, ibPasswordHash()); err != nil {
+		if err := e.store.SetPassword(e.ctx, e.alice.ID, testutil.PasswordHash()); err != nil {
 			t.Fatal(err)
 		}
 		if e.signedIn(alice.id) {

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // worstEnv is the real handler on a real SQLite store, called in process,
@@ -49,7 +50,7 @@ func newWorstEnv(b *testing.B) *worstEnv {
 	if _, e.seed, err = admin.CreateSeedKey(ctx, "acme", "seed"); err != nil {
 		b.Fatal(err)
 	}
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: ibPasswordHash(), CreatedAt: time.Now()}
+	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}
 	if err := store.CreateApprover(ctx, ap); err != nil {
 		b.Fatal(err)
 	}
