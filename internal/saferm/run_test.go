@@ -18,20 +18,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/saferm"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // Run in process: the real server package over a real SQLite store behind
 // httptest, and a fake exec that records what would replace the process.
 
-// runServer is a real server with one account, an agent key and an
-// approver token.
+// runServer is a real server on the shared test world, with the agent key
+// agent of acme and an API token of alice.
 type runServer struct {
 	URL      string
 	key      string         // agent key
@@ -40,38 +39,13 @@ type runServer struct {
 
 func newRunServer(t *testing.T) *runServer {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The approver row is written directly: no test here signs in, and
-	// hashing a real password is slow under the race detector.
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: "unused", CreatedAt: time.Now()}
-	if err := store.CreateApprover(ctx, ap); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
-		t.Fatal(err)
-	}
-	_, token, err := admin.CreateApproverToken(ctx, "alice", "acme", "test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorld(t)
+	key, token := w.Key("acme", "agent"), w.Token("alice", "acme")
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, &approval.Authenticator{Store: store}, reg, log)
+	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	srv := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, w.Auth, reg, log)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &runServer{URL: ts.URL, key: key, approver: client.New(ts.URL, token)}
