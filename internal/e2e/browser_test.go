@@ -6,7 +6,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -20,17 +19,14 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
-	"golang.org/x/crypto/argon2"
 )
 
-const password = "correct horse battery staple"
+const password = testutil.Password
 
 // chromium returns the browser to drive, or skips the test without one
 // (fails it when COUNTERSIGN_TEST_STRICT=1).
@@ -46,8 +42,8 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// env is a real server on a real SQLite store, with the account acme, its
-// agent key and the approver alice.
+// env is a real server on the shared test world, with the agent key
+// laptop of acme; alice signs in with testutil.Password.
 type env struct {
 	URL   string
 	hub   *approval.Hub
@@ -56,50 +52,22 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e2e.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The approver's hash uses tiny argon2id parameters, which CheckPassword
-	// reads from the hash: signing in stays the real path, without seconds
-	// of hashing under the race detector. Admin adds it to the account.
-	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: cheapHash(password), CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorld(t)
+	key := w.Key("acme", "laptop")
 
 	ts := httptest.NewUnstartedServer(nil)
 	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
 	hub := approval.NewHub()
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: public}, svc, &approval.Authenticator{Store: store}, reg, log)
+	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	srv := server.New(server.Config{PublicURL: public}, svc, w.Auth, reg, log)
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)
 	// Runs first: ends the browser's event streams, which Close waits for.
 	t.Cleanup(hub.Close)
 	return &env{URL: public.String(), hub: hub, agent: client.New(public.String(), key)}
-}
-
-func cheapHash(pw string) string {
-	salt := []byte("countersign-salt")
-	k := argon2.IDKey([]byte(pw), salt, 1, 64, 1, 32)
-	b64 := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=64,t=1,p=1$%s$%s", argon2.Version, b64.EncodeToString(salt), b64.EncodeToString(k))
 }
 
 // waiters waits until the hub holds at least n waits: the page's event

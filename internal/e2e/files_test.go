@@ -52,7 +52,7 @@ func startFiles(t *testing.T) *filesEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: cheapHash(password), CreatedAt: time.Now()}); err != nil {
+	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {

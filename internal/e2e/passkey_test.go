@@ -28,6 +28,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // pkEnv is a real server under the default step-up policy, reached as
@@ -58,7 +59,7 @@ func startPasskeys(t *testing.T) *pkEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: cheapHash(password), CreatedAt: time.Now()}); err != nil {
+	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
