@@ -291,7 +291,7 @@ func TestAssessSafePatterns(t *testing.T) {
 func TestAssessCountCapped(t *testing.T) {
 	w := newWorld(t)
 	big := filepath.Join(w.cwd, "big")
-	makeTree(t, big, 50, 100)
+	makeTree(t, big, 11, 100)
 	small := filepath.Join(w.cwd, "small")
 	makeTree(t, small, 1, 47)
 	tests := []struct {
@@ -302,7 +302,7 @@ func TestAssessCountCapped(t *testing.T) {
 		capped    bool
 		reason    string
 	}{
-		{"5000 files stop at 1000", []string{"-r", "big"}, 100, 1000, true, "large deletion: at least 1000 files (threshold 100)"},
+		{"1100 files stop at 1000", []string{"-r", "big"}, 100, 1000, true, "large deletion: at least 1000 files (threshold 100)"},
 		{"capped counts as over any threshold", []string{"-r", "big"}, 5000, 1000, true, "large deletion: at least 1000 files (threshold 5000)"},
 		{"47 files under the threshold", []string{"-r", "small"}, 100, 47, false, ""},
 		{"47 files over a threshold of 10", []string{"-r", "small"}, 10, 47, false, "large deletion: 47 files (threshold 10)"},
