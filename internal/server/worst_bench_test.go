@@ -1,23 +1,18 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -33,34 +28,16 @@ type worstEnv struct {
 }
 
 func newWorstEnv(b *testing.B) *worstEnv {
-	ctx := context.Background()
-	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "worst.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		b.Fatal(err)
-	}
-	e := &worstEnv{b: b, host: "countersign.test"}
-	if _, e.key, err = admin.CreateAgentKey(ctx, "acme", "agent"); err != nil {
-		b.Fatal(err)
-	}
-	if _, e.seed, err = admin.CreateSeedKey(ctx, "acme", "seed"); err != nil {
-		b.Fatal(err)
-	}
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}
-	if err := store.CreateApprover(ctx, ap); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
+	w := testutil.NewWorld(b)
+	e := &worstEnv{b: b, host: "countersign.test", key: w.Key("acme", "agent")}
+	var err error
+	if _, e.seed, err = w.Admin.CreateSeedKey(w.Ctx, "acme", "seed"); err != nil {
 		b.Fatal(err)
 	}
 	reg, hub, log := metrics.NewRegistry(), approval.NewHub(), slog.New(slog.DiscardHandler)
 	b.Cleanup(hub.Close)
-	svc := approval.New(store, nil, hub, approval.Config{MaxPending: 1 << 30}, log, approval.NewMetrics(reg, hub))
-	e.h = server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, &approval.Authenticator{Store: store}, reg, log).Handler()
+	svc := approval.New(w.Store, nil, hub, approval.Config{MaxPending: 1 << 30}, log, approval.NewMetrics(reg, hub))
+	e.h = server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, w.Auth, reg, log).Handler()
 
 	form := url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}
 	rec := e.serve("POST", "/signin", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", nil)
