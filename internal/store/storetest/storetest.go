@@ -80,7 +80,12 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxClaimRace", testOutboxClaimRace},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, Opener(open)) })
+		t.Run(tt.name, func(t *testing.T) {
+			// Each test opens stores of its own, so the tests may run at
+			// once: a backend's tests wait mostly on its database.
+			t.Parallel()
+			tt.fn(t, Opener(open))
+		})
 	}
 }
 
