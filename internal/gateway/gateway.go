@@ -52,6 +52,7 @@ type Gateway struct {
 	fixed     *Principal
 	upstreams []*upstream
 	progress  progressRoutes
+	pass      passthrough
 	recent    recentAsks
 	holding   holds
 	limiter   callLimiter
@@ -134,7 +135,9 @@ func newGateway(o options) (*Gateway, error) {
 			CompletionHandler:  g.complete,
 			SubscribeHandler:   g.subscribe,
 			UnsubscribeHandler: g.unsubscribe,
-			Logger:             quiet(o.log),
+			// Passed on to the upstreams (passthrough.go).
+			RootsListChangedHandler: g.rootsChanged,
+			Logger:                  quiet(o.log),
 			// The tool list depends on the caller's key: no intermediary
 			// may serve one key's list to another.
 			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
@@ -145,7 +148,8 @@ func newGateway(o options) (*Gateway, error) {
 	g.server.AddReceivingMiddleware(g.advertise, g.filterTools, g.limit, g.elicitFallback)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
-			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged}))
+			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
+			requests: g.addPassthrough}))
 	}
 	return g, nil
 }

@@ -69,6 +69,9 @@ type upstreamHooks struct {
 	updated func(u *upstream, uri string)
 	// logged: the upstream sent a log message (see logging.go).
 	logged logHook
+	// requests sets the client up to pass its server's requests on (see
+	// passthrough.go), and returns a middleware for the client.
+	requests func(u *upstream, opts *mcp.ClientOptions) mcp.Middleware
 }
 
 func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks upstreamHooks) *upstream {
@@ -79,7 +82,7 @@ func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks u
 	relist := func(ctx context.Context) { go u.refresh(context.WithoutCancel(ctx)) }
 	opts := &mcp.ClientOptions{
 		Logger: quiet(log),
-		// No roots: the upstream works on what its own configuration names.
+		// Nothing to pass on but what requests adds.
 		Capabilities:               &mcp.ClientCapabilities{},
 		ToolListChangedHandler:     func(ctx context.Context, _ *mcp.ToolListChangedRequest) { relist(ctx) },
 		ResourceListChangedHandler: func(ctx context.Context, _ *mcp.ResourceListChangedRequest) { relist(ctx) },
@@ -93,7 +96,14 @@ func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks u
 		// messages in their order (see progressRoutes).
 	}
 	addLogging(opts, u, hooks.logged)
+	var mw mcp.Middleware
+	if hooks.requests != nil {
+		mw = hooks.requests(u, opts)
+	}
 	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-gateway", Version: "1"}, opts)
+	if mw != nil {
+		u.client.AddReceivingMiddleware(mw)
+	}
 	return u
 }
 

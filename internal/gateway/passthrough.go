@@ -1,0 +1,256 @@
+//lint:file-ignore SA1019 sampling and roots are deprecated as of MCP 2026-07-28, but upstreams and clients of 2025-11-25 use them; the gateway passes them through while they do.
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Requests from upstreams (sampling/createMessage, elicitation/create,
+// roots/list) go to the client of the one call that runs on the upstream
+// when it asks, and the client's answer goes back. An upstream's session is
+// shared by every client of the gateway, and nothing on the wire says which
+// call a request belongs to; so a request is passed on only when exactly
+// one call runs on the upstream, to the session of that call, on that
+// call's stream, and only while the call runs. Anything else, and a client
+// that did not declare the capability or cannot take a request from the
+// server (2026-07-28, stateless), gets an MCP error: a request is never
+// sent to another key's or account's client on a guess.
+//
+// The stdio gateway has exactly one client: roots/list, which upstreams
+// ask outside calls (after initialize or roots/list_changed), goes to it
+// even when no call runs.
+type passthrough struct {
+	mu sync.Mutex
+	// running are the calls forwarded to each upstream that have not
+	// returned.
+	running map[*upstream]map[*runningCall]bool
+}
+
+// runningCall is one call forwarded to an upstream: its client's session
+// and the context of the client's request, which ends with it.
+type runningCall struct {
+	ctx context.Context
+	ss  *mcp.ServerSession
+}
+
+// upstreamCapabilities are what the gateway declares to an upstream: the
+// requests it can pass on. It passes each on only to a client that
+// declared it (see attribute). Elicitation is form only: a URL from an
+// upstream would send the human to a page countersign does not vouch for.
+func upstreamCapabilities() *mcp.ClientCapabilities {
+	return &mcp.ClientCapabilities{
+		Sampling:    &mcp.SamplingCapabilities{},
+		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
+		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+	}
+}
+
+// begin records a call forwarded to u until the returned function runs.
+func (p *passthrough) begin(ctx context.Context, u *upstream, ss *mcp.ServerSession) func() {
+	if ss == nil {
+		return func() {}
+	}
+	c := &runningCall{ctx: ctx, ss: ss}
+	p.mu.Lock()
+	if p.running == nil {
+		p.running = map[*upstream]map[*runningCall]bool{}
+	}
+	if p.running[u] == nil {
+		p.running[u] = map[*runningCall]bool{}
+	}
+	p.running[u][c] = true
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.running[u], c)
+		if len(p.running[u]) == 0 {
+			delete(p.running, u)
+		}
+		p.mu.Unlock()
+	}
+}
+
+// notPassed is the MCP error of a request from an upstream that the gateway
+// does not pass on.
+func notPassed(u *upstream, method, why string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
+		Message: fmt.Sprintf("countersign does not pass %s of the MCP server %q on: %s", method, u.cfg.Name, why)}
+}
+
+// attribute returns the one running call of u whose client is to answer
+// method, or the error to answer the upstream with. declared reports
+// whether the client declared the capability.
+func (g *Gateway) attribute(u *upstream, method string, declared func(*mcp.ClientCapabilities) bool, outsideCalls bool) (*runningCall, error) {
+	g.pass.mu.Lock()
+	var calls []*runningCall
+	for c := range g.pass.running[u] {
+		calls = append(calls, c)
+	}
+	g.pass.mu.Unlock()
+	var c *runningCall
+	switch {
+	case len(calls) == 1:
+		c = calls[0]
+	case len(calls) > 1:
+		return nil, notPassed(u, method, "several calls run on it, and the request cannot be told apart by call")
+	case outsideCalls && g.fixed != nil:
+		for ss := range g.server.Sessions() {
+			if c != nil {
+				return nil, notPassed(u, method, "it has several clients")
+			}
+			c = &runningCall{ctx: context.Background(), ss: ss}
+		}
+		if c == nil {
+			return nil, notPassed(u, method, "no client is connected")
+		}
+	default:
+		return nil, notPassed(u, method, "it came outside any call of a client")
+	}
+	ip := c.ss.InitializeParams()
+	if ip == nil || ip.ProtocolVersion >= newProtocolVersion {
+		return nil, notPassed(u, method, "the client's protocol has no requests from the server")
+	}
+	if ip.Capabilities == nil || !declared(ip.Capabilities) {
+		return nil, notPassed(u, method, "the client did not declare the capability")
+	}
+	return c, nil
+}
+
+// within returns the context to send a request of an upstream on: the
+// call's (so that it goes on the call's stream, and ends with the call),
+// ended also when the upstream withdraws its request.
+func (c *runningCall) within(upstreamCtx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(c.ctx)
+	stop := context.AfterFunc(upstreamCtx, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// addPassthrough has the upstream's client pass the requests of its server
+// on to the gateway's clients; the middleware it returns is to be added to
+// the client.
+func (g *Gateway) addPassthrough(u *upstream, opts *mcp.ClientOptions) mcp.Middleware {
+	opts.Capabilities = upstreamCapabilities()
+	opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		c, err := g.attribute(u, "sampling/createMessage", func(k *mcp.ClientCapabilities) bool { return k.Sampling != nil }, false)
+		if err != nil {
+			return nil, err
+		}
+		ctx, done := c.within(ctx)
+		defer done()
+		return c.ss.CreateMessage(ctx, req.Params)
+	}
+	return g.requestsMiddleware(u)
+}
+
+// elicitFor passes an upstream's form elicitation on to the client of the
+// running call, marked as the upstream's. It runs in place of the SDK's
+// client handler, whose check of the schema refuses titled multi-select
+// enums with "type": "string" on their items, which the specification
+// allows; the client's session checks the answer against the schema.
+func (g *Gateway) elicitFor(ctx context.Context, u *upstream, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	if req == nil || req.Params == nil || (req.Params.Mode != "" && req.Params.Mode != "form") || req.Params.URL != "" {
+		return nil, notPassed(u, "elicitation/create", "only form elicitation is passed on")
+	}
+	c, err := g.attribute(u, "elicitation/create", formElicitation, false)
+	if err != nil {
+		return nil, err
+	}
+	ctx, done := c.within(ctx)
+	defer done()
+	params := *req.Params
+	params.Message = upstreamQuestion(u, params.Message)
+	if params.RequestedSchema, err = titledItems(params.RequestedSchema); err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid requestedSchema: " + err.Error()}
+	}
+	// The answer goes back to the upstream only: countersign's own
+	// approvals are asked by elicitations of their own, and nothing of
+	// this one's answer decides them.
+	return c.ss.Elicit(ctx, &params)
+}
+
+// titledItems returns a copy of an elicitation schema in which the items
+// of a titled multi-select enum (anyOf) carry no "type", which says
+// nothing more there (every choice is a string const), so that the SDK's
+// check of the schema takes it.
+func titledItems(schema any) (any, error) {
+	if schema == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	var s map[string]any
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	props, _ := s["properties"].(map[string]any)
+	for _, p := range props {
+		prop, _ := p.(map[string]any)
+		items, _ := prop["items"].(map[string]any)
+		if _, titled := items["anyOf"]; titled && prop["type"] == "array" && items["type"] == "string" {
+			delete(items, "type")
+		}
+	}
+	return s, nil
+}
+
+// formElicitation reports whether a client declared form elicitation (an
+// empty elicitation capability means form, as the specification has it).
+func formElicitation(k *mcp.ClientCapabilities) bool {
+	e := k.Elicitation
+	return e != nil && (e.Form != nil || e.URL == nil)
+}
+
+// upstreamQuestion marks an upstream's elicitation as the upstream's, so
+// that the human never takes it for a countersign approval.
+func upstreamQuestion(u *upstream, msg string) string {
+	return fmt.Sprintf("Question from the MCP server %q (not a countersign approval; your answer goes to that server and approves nothing): %s",
+		u.cfg.Name, msg)
+}
+
+// requestsMiddleware answers an upstream's roots/list with the client's
+// (the SDK's client would answer with a list of its own), and its
+// elicitation/create with the client's answer (see elicitFor).
+func (g *Gateway) requestsMiddleware(u *upstream) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "elicitation/create":
+				r, _ := req.(*mcp.ElicitRequest)
+				return g.elicitFor(ctx, u, r)
+			case "roots/list":
+			default:
+				return next(ctx, method, req)
+			}
+			c, err := g.attribute(u, method, func(k *mcp.ClientCapabilities) bool { return k.RootsV2 != nil }, true)
+			if err != nil {
+				return nil, err
+			}
+			ctx, done := c.within(ctx)
+			defer done()
+			var params *mcp.ListRootsParams
+			if r, ok := req.(*mcp.ListRootsRequest); ok {
+				params = r.Params
+			}
+			return c.ss.ListRoots(ctx, params)
+		}
+	}
+}
+
+// rootsChanged passes a client's notifications/roots/list_changed on to
+// the upstreams; an upstream that wants the new roots asks roots/list.
+func (g *Gateway) rootsChanged(context.Context, *mcp.RootsListChangedRequest) {
+	for _, u := range g.upstreams {
+		// The client's own roots are never read (requestsMiddleware answers
+		// roots/list): adding one only notifies the upstream's session.
+		u.client.AddRoots(&mcp.Root{URI: "countersign:roots-changed"})
+	}
+}
