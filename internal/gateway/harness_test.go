@@ -161,6 +161,7 @@ type clientOpts struct {
 	progress func(*mcp.ProgressNotificationClientRequest)
 	changed  func()
 	more     func(*mcp.ClientOptions) // any other handlers
+	roots    []*mcp.Root
 }
 
 func (o clientOpts) client() *mcp.Client {
@@ -181,7 +182,9 @@ func (o clientOpts) client() *mcp.Client {
 	if o.more != nil {
 		o.more(opts)
 	}
-	return mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+	c.AddRoots(o.roots...)
+	return c
 }
 
 // connect opens an MCP session with the server's /mcp endpoint.
