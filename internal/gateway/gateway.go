@@ -53,6 +53,10 @@ type Gateway struct {
 	upstreams []*upstream
 	progress  progressRoutes
 	pass      passthrough
+	// startOnce starts the upstreams of a stdio gateway (see Start); the
+	// first request takes it, under startMu.
+	startMu   sync.Mutex
+	startOnce func(*mcp.ClientCapabilities)
 	recent    recentAsks
 	holding   holds
 	limiter   callLimiter
@@ -145,7 +149,8 @@ func newGateway(o options) (*Gateway, error) {
 				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
-	g.server.AddReceivingMiddleware(g.advertise, g.filterTools, g.limit, g.elicitFallback)
+	g.server.AddSendingMiddleware(quietUntilInitialized)
+	g.server.AddReceivingMiddleware(g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
@@ -163,7 +168,20 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // joins later.
 func (g *Gateway) Start(ctx context.Context, wait time.Duration) {
 	ctx, g.stop = context.WithCancel(context.WithoutCancel(ctx))
+	if g.fixed != nil {
+		// The stdio gateway's one client says first what it can answer:
+		// the upstreams start on its first request (passthrough.go).
+		g.startOnce = func(caps *mcp.ClientCapabilities) { g.startUpstreams(ctx, wait, caps) }
+		return
+	}
+	g.startUpstreams(ctx, wait, upstreamCapabilities())
+}
+
+// startUpstreams runs the upstreams, declaring caps to each, and waits as
+// Start says.
+func (g *Gateway) startUpstreams(ctx context.Context, wait time.Duration, caps *mcp.ClientCapabilities) {
 	for _, u := range g.upstreams {
+		u.declare(caps)
 		g.wg.Go(func() { u.run(ctx) })
 	}
 	deadline := time.After(wait)

@@ -40,15 +40,73 @@ type runningCall struct {
 	ss  *mcp.ServerSession
 }
 
-// upstreamCapabilities are what the gateway declares to an upstream: the
-// requests it can pass on. It passes each on only to a client that
-// declared it (see attribute). Elicitation is form only: a URL from an
+// upstreamCapabilities are what the gateway of /mcp declares to an
+// upstream, whose session its clients share: the requests it can pass on.
+// It passes each on only to a client that declared it (see attribute). The
+// stdio gateway declares what its client declared (declaredBy). Elicitation is form only: a URL from an
 // upstream would send the human to a page countersign does not vouch for.
 func upstreamCapabilities() *mcp.ClientCapabilities {
 	return &mcp.ClientCapabilities{
 		Sampling:    &mcp.SamplingCapabilities{},
 		Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}},
 		RootsV2:     &mcp.RootCapabilities{ListChanged: true},
+	}
+}
+
+// declaredBy returns what the gateway declares to the upstreams for a
+// client: what the client declared of what the gateway passes on. A client
+// of 2026-07-28 takes no requests from the server.
+func declaredBy(p *mcp.InitializeParams) *mcp.ClientCapabilities {
+	out := &mcp.ClientCapabilities{}
+	if p == nil || p.Capabilities == nil || p.ProtocolVersion >= newProtocolVersion {
+		return out
+	}
+	k := p.Capabilities
+	if k.Sampling != nil {
+		out.Sampling = &mcp.SamplingCapabilities{}
+	}
+	if formElicitation(k) {
+		out.Elicitation = &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}}
+	}
+	if k.RootsV2 != nil {
+		out.RootsV2 = &mcp.RootCapabilities{ListChanged: k.RootsV2.ListChanged}
+	}
+	return out
+}
+
+// startOnFirst starts the upstreams of a stdio gateway on its client's
+// first request, declaring to them what the client declared in its
+// initialize (nothing, for a client of 2026-07-28, which sends none). The
+// request waits for them as Start would have, so that the answer to
+// initialize and the first tools/list already know their servers.
+func (g *Gateway) startOnFirst(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		g.startMu.Lock()
+		start := g.startOnce
+		g.startOnce = nil
+		if start != nil {
+			p, _ := req.GetParams().(*mcp.InitializeParams) // nil for another method
+			start(declaredBy(p))
+		}
+		g.startMu.Unlock()
+		return next(ctx, method, req)
+	}
+}
+
+// quietUntilInitialized drops the list_changed notifications the SDK
+// sends to a session that has not been initialized: the stdio gateway's
+// upstreams connect while its client's initialize waits, and their tools
+// would be announced before the answer to it. The client lists them after
+// it anyway.
+func quietUntilInitialized(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.InitializeParams() == nil {
+				return nil, nil
+			}
+		}
+		return next(ctx, method, req)
 	}
 }
 
@@ -132,21 +190,28 @@ func (c *runningCall) within(upstreamCtx context.Context) (context.Context, func
 	return ctx, func() { stop(); cancel() }
 }
 
-// addPassthrough has the upstream's client pass the requests of its server
-// on to the gateway's clients; the middleware it returns is to be added to
-// the client.
-func (g *Gateway) addPassthrough(u *upstream, opts *mcp.ClientOptions) mcp.Middleware {
-	opts.Capabilities = upstreamCapabilities()
-	opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-		c, err := g.attribute(u, "sampling/createMessage", func(k *mcp.ClientCapabilities) bool { return k.Sampling != nil }, false)
-		if err != nil {
-			return nil, err
-		}
-		ctx, done := c.within(ctx)
-		defer done()
-		return c.ss.CreateMessage(ctx, req.Params)
-	}
+// addPassthrough returns the middleware of an upstream's client that
+// passes the requests of its server on to the gateway's clients. It takes
+// them in place of the SDK's client handlers, which, once set, would make
+// the client declare sampling and elicitation whatever the gateway's
+// client declared.
+func (g *Gateway) addPassthrough(u *upstream, _ *mcp.ClientOptions) mcp.Middleware {
 	return g.requestsMiddleware(u)
+}
+
+// sampleFor passes an upstream's sampling/createMessage on to the client
+// of the running call.
+func (g *Gateway) sampleFor(ctx context.Context, u *upstream, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
+	if req == nil || req.Params == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "sampling/createMessage needs params"}
+	}
+	c, err := g.attribute(u, "sampling/createMessage", func(k *mcp.ClientCapabilities) bool { return k.Sampling != nil }, false)
+	if err != nil {
+		return nil, err
+	}
+	ctx, done := c.within(ctx)
+	defer done()
+	return c.ss.CreateMessageWithTools(ctx, req.Params)
 }
 
 // elicitFor passes an upstream's form elicitation on to the client of the
@@ -223,6 +288,9 @@ func (g *Gateway) requestsMiddleware(u *upstream) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			switch method {
+			case "sampling/createMessage":
+				r, _ := req.(*mcp.CreateMessageWithToolsRequest)
+				return g.sampleFor(ctx, u, r)
 			case "elicitation/create":
 				r, _ := req.(*mcp.ElicitRequest)
 				return g.elicitFor(ctx, u, r)

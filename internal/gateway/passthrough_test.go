@@ -155,7 +155,8 @@ func TestUpstreamRequestsRefused(t *testing.T) {
 	}
 }
 
-// TestStdioUpstreamRoots: over stdio, the client's roots/list_changed
+// TestStdioUpstreamRoots: over stdio, the gateway declares to the upstream
+// what its client declared; the client's roots/list_changed
 // reaches the upstream, and the upstream's roots/list that follows, outside
 // any call, is answered with the client's new roots.
 func TestStdioUpstreamRoots(t *testing.T) {
@@ -184,6 +185,11 @@ func TestStdioUpstreamRoots(t *testing.T) {
 	}
 	t.Cleanup(func() { cs.Close() })
 	eventually(t, "the roots tool", func() bool { return slices.Contains(toolNames(t, cs), "get-roots-list") })
+	// The gateway declared to the upstream what its client declared: roots,
+	// neither sampling nor elicitation.
+	if names := toolNames(t, cs); slices.Contains(names, "trigger-sampling-request") || slices.Contains(names, "trigger-elicitation-request") {
+		t.Errorf("the upstream was declared what the client did not declare: %v", names)
+	}
 	if res := call(t, cs, "get-roots-list", map[string]any{}); !strings.Contains(textOf(res), "file:///first") {
 		t.Fatalf("roots: %q", textOf(res))
 	}

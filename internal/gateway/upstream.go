@@ -34,6 +34,8 @@ type upstream struct {
 	log    *slog.Logger
 	stderr io.Writer // where a command's stderr goes
 	client *mcp.Client
+	opts   *mcp.ClientOptions
+	mw     mcp.Middleware // of hooks.requests
 	hooks  upstreamHooks
 
 	mu      sync.Mutex
@@ -96,15 +98,28 @@ func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks u
 		// messages in their order (see progressRoutes).
 	}
 	addLogging(opts, u, hooks.logged)
-	var mw mcp.Middleware
 	if hooks.requests != nil {
-		mw = hooks.requests(u, opts)
+		u.mw = hooks.requests(u, opts)
 	}
-	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-gateway", Version: "1"}, opts)
-	if mw != nil {
-		u.client.AddReceivingMiddleware(mw)
-	}
+	u.opts = opts
+	u.newClient()
 	return u
+}
+
+func (u *upstream) newClient() {
+	u.client = mcp.NewClient(&mcp.Implementation{Name: "countersign-gateway", Version: "1"}, u.opts)
+	if u.mw != nil {
+		u.client.AddReceivingMiddleware(u.mw)
+	}
+}
+
+// declare sets the capabilities the upstream's sessions declare; only
+// before run.
+func (u *upstream) declare(caps *mcp.ClientCapabilities) {
+	o := *u.opts
+	o.Capabilities = caps
+	u.opts = &o
+	u.newClient()
 }
 
 // run keeps the upstream connected until ctx is done.
