@@ -25,7 +25,7 @@ import (
 //
 // The stdio gateway has exactly one client: roots/list, which upstreams
 // ask outside calls (after initialize or roots/list_changed), goes to it
-// even when no call runs.
+// whether or not a call runs, bound to none.
 type passthrough struct {
 	mu sync.Mutex
 	// running are the calls forwarded to each upstream that have not
@@ -154,11 +154,9 @@ func (g *Gateway) attribute(u *upstream, method string, declared func(*mcp.Clien
 	g.pass.mu.Unlock()
 	var c *runningCall
 	switch {
-	case len(calls) == 1:
-		c = calls[0]
-	case len(calls) > 1:
-		return nil, notPassed(u, method, "several calls run on it, and the request cannot be told apart by call")
 	case outsideCalls && g.fixed != nil:
+		// Roots are the client's, not a call's: not bound to a call that
+		// happens to run, which may end before the client answers.
 		for ss := range g.server.Sessions() {
 			if c != nil {
 				return nil, notPassed(u, method, "it has several clients")
@@ -168,6 +166,10 @@ func (g *Gateway) attribute(u *upstream, method string, declared func(*mcp.Clien
 		if c == nil {
 			return nil, notPassed(u, method, "no client is connected")
 		}
+	case len(calls) == 1:
+		c = calls[0]
+	case len(calls) > 1:
+		return nil, notPassed(u, method, "several calls run on it, and the request cannot be told apart by call")
 	default:
 		return nil, notPassed(u, method, "it came outside any call of a client")
 	}
