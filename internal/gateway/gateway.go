@@ -139,7 +139,10 @@ func newGateway(o options) (*Gateway, error) {
 			CompletionHandler:  g.complete,
 			SubscribeHandler:   g.subscribe,
 			UnsubscribeHandler: g.unsubscribe,
-			// Passed on to the upstreams (passthrough.go).
+			// Passed on to the upstreams (passthrough.go). Roots are
+			// deprecated from 2026-07-28 on, but clients and upstreams of
+			// earlier revisions still use them.
+			//lint:ignore SA1019 the gateway passes roots on for clients of earlier revisions
 			RootsListChangedHandler: g.rootsChanged,
 			Logger:                  quiet(o.log),
 			// The tool list depends on the caller's key: no intermediary

@@ -161,7 +161,8 @@ type clientOpts struct {
 	progress func(*mcp.ProgressNotificationClientRequest)
 	changed  func()
 	more     func(*mcp.ClientOptions) // any other handlers
-	roots    []*mcp.Root
+	//lint:ignore SA1019 the tests drive clients of earlier revisions, which have roots
+	roots []*mcp.Root
 }
 
 func (o clientOpts) client() *mcp.Client {
@@ -183,6 +184,7 @@ func (o clientOpts) client() *mcp.Client {
 		o.more(opts)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client", Version: "1"}, opts)
+	//lint:ignore SA1019 the tests drive clients of earlier revisions, which have roots
 	c.AddRoots(o.roots...)
 	return c
 }
