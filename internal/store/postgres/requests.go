@@ -82,19 +82,14 @@ type pendingCount struct {
 	soonest *int64
 }
 
-// limitError is the ELIMIT of an account at its limit. RetryAfter is when
-// the soonest waiting request expires and so frees a place.
+// limitError is the ELIMIT of an account at its limit (see
+// countersign.PendingLimitError).
 func (c *pendingCount) limitError(now time.Time) error {
 	var at int64
 	if c.soonest != nil {
 		at = *c.soonest
 	}
-	return &countersign.Error{
-		Code: countersign.ELIMIT,
-		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
-			"decide or cancel one, or wait for one to expire, then ask again", c.n),
-		RetryAfter: fromNanos(at).Sub(now),
-	}
+	return countersign.PendingLimitError(c.n, fromNanos(at), now)
 }
 
 // checkCreate, in the round trip that begins the transaction, takes the
@@ -114,15 +109,15 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	if err != nil {
 		return nil, nil, err
 	}
-	ttl := countersign.RequestTTL(r, now)
+	lo, hi := countersign.TwinTTLRange(r, now)
 	batch.Queue(`SELECT `+requestColumns+` FROM requests
 		WHERE key_id = $1 AND kind = $2 AND action = $3 AND args_hash = $4 AND preview_hash = $5
 		  AND status = 'pending' AND expires_at > $6 AND seed_id = $7
 		  AND risk_reasons = $8 AND context = $9 AND expires_at - created_at BETWEEN $10 AND $11
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
-		reasons, rctx, int64(ttl-countersign.TwinTTLSlack), int64(ttl+countersign.TwinTTLSlack))
-	limited := r.Status == countersign.StatusPending && maxPending > 0
+		reasons, rctx, lo, hi)
+	limited := countersign.PendingLimit(r, maxPending) > 0
 	if limited {
 		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
 			WHERE account_id = $1 AND status = 'pending' AND expires_at > $2`, r.AccountID, nanos(now))

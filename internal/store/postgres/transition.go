@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,11 +22,8 @@ import (
 // with t.DecidedBy and t.Reason; consumed sets ConsumedAt. Errors:
 // EINVALID, ENOTFOUND, ECONFLICT.
 func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
-	if len(t.From) == 0 || !t.To.Valid() {
-		return nil, countersign.Errorf(countersign.EINVALID, "a transition needs a known target and at least one source status")
-	}
-	if t.Window != nil && t.To != countersign.StatusApproved {
-		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
+	if err := t.Validate(); err != nil {
+		return nil, err
 	}
 	if hasNUL(t.ID, t.KeyID, t.AccountID) {
 		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
@@ -51,7 +47,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 		return nil, transitionRefusal(p.ctx, p.conn, t)
 	}
 	items := []auditItem{{got.AccountID, got.ID, ev}}
-	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+	if t.EndsSession(got.Context.SessionID) {
 		ended, err := stopApprovals(p, t, got, ev.Actor)
 		if err != nil {
 			return nil, err
@@ -64,7 +60,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			return nil, err
 		}
 	}
-	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+	if t.EndsSession(got.Context.SessionID) {
 		// The session is told to stop altogether: no window of it
 		// approves anything after.
 		batch.Queue(`UPDATE auto_approve_windows SET until = $1 WHERE key_id = $2 AND session_id = $3 AND until > $1`,
@@ -82,7 +78,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			return nil, fmt.Errorf("open auto-approve window: %w", badText(err))
 		}
 	}
-	if t.To == countersign.StatusStopped && got.Context.SessionID != "" {
+	if t.EndsSession(got.Context.SessionID) {
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
 		}
@@ -116,7 +112,7 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 		WHERE id IN (SELECT id FROM requests WHERE key_id = $4 AND session_id = $5
 			AND status IN ('pending', 'approved') AND status = 'approved' AND id <> $6 ORDER BY id FOR UPDATE)
 		RETURNING id, account_id`,
-		nanos(t.Now), t.DecidedBy, stoppedReason, got.KeyID, got.Context.SessionID, got.ID)
+		nanos(t.Now), t.DecidedBy, countersign.StoppedReason, got.KeyID, got.Context.SessionID, got.ID)
 	// The hook's used approvals of the session keep nothing to cover: a
 	// delete of the rm wrapper that names one after the stop is asked.
 	batch.Queue(`INSERT INTO coverages (approval_id, request_id, created_at)
@@ -132,7 +128,7 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 	if err != nil {
 		return nil, fmt.Errorf("end the session's approvals: %w", err)
 	}
-	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: stoppedDetail(got.ID)}
+	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: countersign.StoppedDetail(got.ID)}
 	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (auditItem, error) {
 		it := auditItem{ev: ev}
 		err := row.Scan(&it.requestID, &it.accountID)
@@ -151,32 +147,13 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 	return items, nil
 }
 
-// stoppedReason is the reason an approval ended by a stop of its session
-// carries.
-const stoppedReason = "the human stopped this agent session"
-
-// stoppedDetail is the audit detail of an approval a stop ended.
-func stoppedDetail(stopID string) string {
-	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
-	return string(b)
-}
-
-// isDecision reports whether s is what a human's decision leads to.
-func isDecision(s countersign.Status) bool {
-	switch s {
-	case countersign.StatusApproved, countersign.StatusDenied, countersign.StatusResponded, countersign.StatusStopped:
-		return true
-	}
-	return false
-}
-
 // updateStatus runs the one conditional UPDATE of t, in the round trip
 // that begins the transaction, and returns the updated request, or nil when
 // it changed nothing.
 func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, error) {
 	var a args
 	set := []string{"status = " + a.add(string(t.To))}
-	if isDecision(t.To) {
+	if t.To.IsDecision() {
 		set = append(set, "decided_at = "+a.add(nanos(t.Now)), "decided_by = "+a.add(t.DecidedBy), "reason = "+a.add(t.Reason))
 	}
 	if t.To == countersign.StatusConsumed {
@@ -218,24 +195,14 @@ func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, erro
 	return got, nil
 }
 
-// transitionRefusal explains why the UPDATE of t changed nothing: another
-// key's or account's request does not exist for the caller; any other
-// request is in a state that does not allow the change.
+// transitionRefusal explains why the UPDATE of t changed nothing, by the
+// request as it is now (see countersign.RefuseTransition).
 func transitionRefusal(ctx context.Context, q querier, t countersign.Transition) error {
 	r, err := getRequest(ctx, q, t.ID)
 	if err != nil {
 		return err
 	}
-	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
-	}
-	switch {
-	case r.Status == countersign.StatusExpired, r.Expired(t.Now):
-		return countersign.Errorf(countersign.ECONFLICT, "request has expired")
-	case r.Status == countersign.StatusPending:
-		return countersign.Errorf(countersign.ECONFLICT, "request is still pending")
-	}
-	return countersign.Errorf(countersign.ECONFLICT, "request is already %s", r.Status)
+	return countersign.RefuseTransition(t, r)
 }
 
 // ExpireRequests marks every live request whose expiry is at or before now

@@ -51,10 +51,7 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	// The twin is looked for first: asking again for what is already
 	// waiting is not a new request and must not hit the limit. One
 	// statement looks for it and counts the account's pending requests.
-	limit := 0
-	if r.Status == countersign.StatusPending && maxPending > 0 {
-		limit = maxPending
-	}
+	limit := countersign.PendingLimit(r, maxPending)
 	twinID, pending, err := twinAndPending(ctx, tx, r, enc, limit, now)
 	if err != nil {
 		return nil, false, err
@@ -129,7 +126,7 @@ var errWindowClosed = countersign.Errorf(countersign.ECONFLICT,
 func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, limit int, now time.Time) (string, int, error) {
 	var twin sql.NullString
 	var n int
-	ttl := countersign.RequestTTL(r, now)
+	lo, hi := countersign.TwinTTLRange(r, now)
 	err := tx.QueryRowContext(ctx, `SELECT
 		(SELECT id FROM requests INDEXED BY requests_live_binding
 			WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
@@ -139,7 +136,7 @@ func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, enc
 		(SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
 			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?))`,
 		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
-		string(enc.reasons), string(enc.context), int64(ttl-countersign.TwinTTLSlack), int64(ttl+countersign.TwinTTLSlack),
+		string(enc.reasons), string(enc.context), lo, hi,
 		r.AccountID, nanos(now), limit).Scan(&twin, &n)
 	if err != nil {
 		return "", 0, fmt.Errorf("look for identical request: %w", err)
@@ -148,20 +145,14 @@ func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, enc
 }
 
 // pendingLimit is the ELIMIT error of an account that has n requests
-// waiting. RetryAfter is when the soonest of them expires and so frees a
-// place.
+// waiting (see countersign.PendingLimitError).
 func pendingLimit(ctx context.Context, tx querier, accountID string, n int, now time.Time) error {
 	var soonest sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT MIN(expires_at) FROM requests INDEXED BY requests_account_pending
 		WHERE account_id = ? AND status = 'pending' AND expires_at > ?`, accountID, nanos(now)).Scan(&soonest); err != nil {
 		return fmt.Errorf("count pending requests: %w", err)
 	}
-	return &countersign.Error{
-		Code: countersign.ELIMIT,
-		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
-			"decide or cancel one, or wait for one to expire, then ask again", n),
-		RetryAfter: fromNanos(soonest.Int64).Sub(now),
-	}
+	return countersign.PendingLimitError(n, fromNanos(soonest.Int64), now)
 }
 
 // encodedRequest is a request's JSON columns, encoded, and the request as

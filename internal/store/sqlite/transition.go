@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,11 +18,8 @@ import (
 // DecidedAt to t.Now with t.DecidedBy and t.Reason; consumed sets
 // ConsumedAt. Errors: EINVALID, ENOTFOUND, ECONFLICT.
 func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
-	if len(t.From) == 0 || !t.To.Valid() {
-		return nil, countersign.Errorf(countersign.EINVALID, "a transition needs a known target and at least one source status")
-	}
-	if t.Window != nil && t.To != countersign.StatusApproved {
-		return nil, countersign.Errorf(countersign.EINVALID, "only an approval opens an auto-approve window")
+	if err := t.Validate(); err != nil {
+		return nil, err
 	}
 	update, args := updateStatement(t)
 	var row *requestRow
@@ -50,39 +46,54 @@ func transition(ctx context.Context, tx querier, t countersign.Transition, updat
 			return nil, err
 		}
 	}
-	if t.To == countersign.StatusStopped {
+	session, err := stoppedSession(t, row)
+	if err != nil {
+		return nil, err
+	}
+	if t.EndsSession(session) {
 		// The session is told to stop altogether: no window of it
 		// approves anything after.
 		if _, err := tx.ExecContext(ctx, `UPDATE auto_approve_windows SET until = ?
-			WHERE key_id = ? AND until > ? AND session_id <> ''
-			AND session_id = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)`,
-			nanos(t.Now), got.KeyID, nanos(t.Now), got.ID); err != nil {
+			WHERE key_id = ? AND session_id = ? AND until > ?`,
+			nanos(t.Now), got.KeyID, session, nanos(t.Now)); err != nil {
 			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
 		}
 	}
 	if err := appendAudit(ctx, tx, t.Now, got.AccountID, got.ID, ev); err != nil {
 		return nil, err
 	}
-	if t.To == countersign.StatusStopped {
-		if err := stopApprovals(ctx, tx, t, got.ID, ev.Actor); err != nil {
+	if t.EndsSession(session) {
+		if err := stopApprovals(ctx, tx, t, got, session, ev.Actor); err != nil {
 			return nil, err
 		}
 	}
 	return row, nil
 }
 
-// stopApprovals ends, with the stop of the request stopID, every approval
+// stoppedSession returns the agent session of the request row that t
+// stops, "" when t is no stop: only a stop needs the context decoded on
+// the writer.
+func stoppedSession(t countersign.Transition, row *requestRow) (string, error) {
+	if t.To != countersign.StatusStopped {
+		return "", nil
+	}
+	r, err := row.decode()
+	if err != nil {
+		return "", err
+	}
+	return r.Context.SessionID, nil
+}
+
+// stopApprovals ends, with the stop of the request stop, every approval
 // of the same key and session that is not yet consumed: those a window
 // gave and those a human gave were given for a session the human has now
 // stopped. Each gets an audit entry naming the stop.
-func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, stopID, actor string) error {
+func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, stop *countersign.Request, session, actor string) error {
 	rows, err := tx.QueryContext(ctx, `UPDATE requests SET status = 'stopped', decided_at = ?, decided_by = ?, reason = ?
-		WHERE key_id = (SELECT key_id FROM requests WHERE id = ?)
-		AND status IN ('pending', 'approved') AND status = 'approved' AND id <> ?
-		AND json_extract(context, '$.session_id') <> ''
-		AND json_extract(context, '$.session_id') = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)
+		WHERE key_id = ? AND status IN ('pending', 'approved') AND status = 'approved' AND id <> ?
+		AND json_extract(context, '$.session_id') = ?
 		RETURNING id, account_id`,
-		nanos(t.Now), t.DecidedBy, stoppedReason, stopID, stopID, stopID)
+		nanos(t.Now), t.DecidedBy, countersign.StoppedReason, stop.KeyID, stop.ID, session)
 	if err != nil {
 		return fmt.Errorf("end the session's approvals: %w", err)
 	}
@@ -103,16 +114,14 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 	// delete of the rm wrapper that names one after the stop is asked.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO coverages (approval_id, request_id, created_at)
 		SELECT id, ?, ? FROM requests
-		WHERE key_id = (SELECT key_id FROM requests WHERE id = ?)
-		AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
-		AND json_extract(context, '$.session_id') <> ''
-		AND json_extract(context, '$.session_id') = (SELECT json_extract(context, '$.session_id') FROM requests WHERE id = ?)
+		WHERE key_id = ? AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
+		AND json_extract(context, '$.session_id') = ?
 		ON CONFLICT (approval_id) DO NOTHING`,
-		stopID, nanos(t.Now), stopID, stopID); err != nil {
+		stop.ID, nanos(t.Now), stop.KeyID, session); err != nil {
 		return fmt.Errorf("end the session's coverage: %w", err)
 	}
 	slices.SortFunc(list, func(x, y ended) int { return strings.Compare(x.id, y.id) })
-	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: stoppedDetail(stopID)}
+	ev := countersign.AuditEvent{Event: "stopped", Actor: actor, Detail: countersign.StoppedDetail(stop.ID)}
 	for _, e := range list {
 		if err := appendAudit(ctx, tx, t.Now, e.account, e.id, ev); err != nil {
 			return err
@@ -121,30 +130,11 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 	return nil
 }
 
-// stoppedReason is the reason an approval ended by a stop of its session
-// carries.
-const stoppedReason = "the human stopped this agent session"
-
-// stoppedDetail is the audit detail of an approval a stop ended.
-func stoppedDetail(stopID string) string {
-	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
-	return string(b)
-}
-
-// isDecision reports whether s is what a human's decision leads to.
-func isDecision(s countersign.Status) bool {
-	switch s {
-	case countersign.StatusApproved, countersign.StatusDenied, countersign.StatusResponded, countersign.StatusStopped:
-		return true
-	}
-	return false
-}
-
 // updateStatement returns the one conditional UPDATE of t, which returns
 // the changed row, or none when it changed nothing.
 func updateStatement(t countersign.Transition) (string, []any) {
 	set, args := []string{"status = ?"}, []any{t.To}
-	if isDecision(t.To) {
+	if t.To.IsDecision() {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
 		args = append(args, nanos(t.Now), t.DecidedBy, t.Reason)
 	}
@@ -177,24 +167,14 @@ func updateStatement(t countersign.Transition) (string, []any) {
 		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args
 }
 
-// transitionRefusal explains why the UPDATE of t changed nothing: another
-// key's or account's request does not exist for the caller; any other
-// request is in a state that does not allow the change.
+// transitionRefusal explains why the UPDATE of t changed nothing, by the
+// request as it is now (see countersign.RefuseTransition).
 func transitionRefusal(ctx context.Context, tx querier, t countersign.Transition) error {
 	r, err := getRequest(ctx, tx, t.ID)
 	if err != nil {
 		return err
 	}
-	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
-	}
-	switch {
-	case r.Status == countersign.StatusExpired, r.Expired(t.Now):
-		return countersign.Errorf(countersign.ECONFLICT, "request has expired")
-	case r.Status == countersign.StatusPending:
-		return countersign.Errorf(countersign.ECONFLICT, "request is still pending")
-	}
-	return countersign.Errorf(countersign.ECONFLICT, "request is already %s", r.Status)
+	return countersign.RefuseTransition(t, r)
 }
 
 // placeholders returns n comma-separated question marks.

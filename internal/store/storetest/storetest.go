@@ -50,6 +50,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Transition", testTransition},
 		{"TransitionExpired", testTransitionExpired},
 		{"TransitionScope", testTransitionScope},
+		{"TransitionRefusals", testTransitionRefusals},
+		{"PendingLimitRefusal", testPendingLimitRefusal},
 		{"Consume", testConsume},
 		{"DecideRace", testDecideRace},
 		{"ConsumeRace", testConsumeRace},

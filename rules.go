@@ -1,0 +1,106 @@
+package countersign
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The rules of this file are those every Store backend applies the same
+// way. Each backend keeps its own SQL and its own concurrency (the SQLite
+// writer, the PostgreSQL batches); what a request may become, and what a
+// refusal says, is written once here so that the backends cannot drift.
+
+// Validate reports whether t can be tried at all: it needs a known target
+// and a source, and only an approval opens a window. Errors: EINVALID.
+func (t Transition) Validate() error {
+	if len(t.From) == 0 || !t.To.Valid() {
+		return Errorf(EINVALID, "a transition needs a known target and at least one source status")
+	}
+	if t.Window != nil && t.To != StatusApproved {
+		return Errorf(EINVALID, "only an approval opens an auto-approve window")
+	}
+	return nil
+}
+
+// IsDecision reports whether s is what a human's decision leads to: a
+// transition to it records when, by whom and why.
+func (s Status) IsDecision() bool {
+	switch s {
+	case StatusApproved, StatusDenied, StatusResponded, StatusStopped:
+		return true
+	}
+	return false
+}
+
+// EndsSession reports whether t, applied to a request of the agent
+// session sessionID, stops that session: a stop closes the session's
+// auto-approve windows and ends its unused approvals. A request of no
+// session stops only itself.
+func (t Transition) EndsSession(sessionID string) bool {
+	return t.To == StatusStopped && sessionID != ""
+}
+
+// RefuseTransition explains why t changed nothing, given r, the request as
+// it is now: another key's or account's request does not exist for the
+// caller (ENOTFOUND); any other request is in a state that does not allow
+// the change (ECONFLICT).
+func RefuseTransition(t Transition, r *Request) error {
+	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
+		return ErrRequestNotFound()
+	}
+	switch {
+	case r.Status == StatusExpired, r.Expired(t.Now):
+		return Errorf(ECONFLICT, "request has expired")
+	case r.Status == StatusPending:
+		return Errorf(ECONFLICT, "request is still pending")
+	}
+	return Errorf(ECONFLICT, "request is already %s", r.Status)
+}
+
+// ErrRequestNotFound is the refusal of a request that does not exist, or
+// not for the caller: the two are one answer so that ids of other keys and
+// accounts reveal nothing.
+func ErrRequestNotFound() *Error {
+	return Errorf(ENOTFOUND, "request not found")
+}
+
+// StoppedReason is the reason an approval ended by a stop of its session
+// carries.
+const StoppedReason = "the human stopped this agent session"
+
+// StoppedDetail is the audit detail of an approval the stop stopID ended.
+func StoppedDetail(stopID string) string {
+	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
+	return string(b)
+}
+
+// PendingLimit is the number of waiting requests at which the account of
+// r may not add r, 0 for none: only a pending request waits for a human,
+// and maxPending <= 0 means no limit.
+func PendingLimit(r *Request, maxPending int) int {
+	if r.Status == StatusPending && maxPending > 0 {
+		return maxPending
+	}
+	return 0
+}
+
+// PendingLimitError is the ELIMIT of an account that has n requests
+// waiting, the soonest of which expires at soonest (zero for none known).
+// RetryAfter is when that one expires and so frees a place.
+func PendingLimitError(n int, soonest, now time.Time) error {
+	return &Error{
+		Code: ELIMIT,
+		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
+			"decide or cancel one, or wait for one to expire, then ask again", n),
+		RetryAfter: soonest.Sub(now),
+	}
+}
+
+// TwinTTLRange is the range of TTLs, in nanoseconds, that a pending
+// request may have been asked with to be the twin of r: r's own within
+// TwinTTLSlack either way.
+func TwinTTLRange(r *Request, now time.Time) (lo, hi int64) {
+	ttl := RequestTTL(r, now)
+	return int64(ttl - TwinTTLSlack), int64(ttl + TwinTTLSlack)
+}
