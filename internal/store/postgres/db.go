@@ -119,7 +119,7 @@ func Open(ctx context.Context, url string, log *slog.Logger, opts ...Option) (*D
 		pool.Close()
 		return nil, fmt.Errorf("open store: connect to PostgreSQL: %w", err)
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := applyMigrations(ctx, pool); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}

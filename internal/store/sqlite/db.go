@@ -118,7 +118,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		write.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	if err := migrate(ctx, write); err != nil {
+	if err := applyMigrations(ctx, write); err != nil {
 		write.Close()
 		return nil, fmt.Errorf("open store: %w", err)
 	}
