@@ -18,7 +18,7 @@ func (db *DB) CreateAccount(ctx context.Context, a *countersign.Account) error {
 		_, err := tx.Exec(ctx, `INSERT INTO accounts (id, name, created_at) VALUES ($1, $2, $3)`,
 			a.ID, a.Name, nanos(a.CreatedAt))
 		if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "account %q already exists", a.Name)
+			return countersign.ErrAccountExists(a.Name)
 		} else if err != nil {
 			return fmt.Errorf("create account: %w", badText(err))
 		}
@@ -52,7 +52,7 @@ func (db *DB) Accounts(ctx context.Context) ([]*countersign.Account, error) {
 // findAccount returns the one account matching where.
 func (db *DB) findAccount(ctx context.Context, where string, arg string) (*countersign.Account, error) {
 	if hasNUL(arg) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return nil, countersign.NotFound("account")
 	}
 	var a *countersign.Account
 	err := db.read(ctx, func(q querier) (err error) {
@@ -60,7 +60,7 @@ func (db *DB) findAccount(ctx context.Context, where string, arg string) (*count
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return nil, countersign.NotFound("account")
 	} else if err != nil {
 		return nil, fmt.Errorf("read account: %w", err)
 	}
@@ -108,7 +108,7 @@ func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error
 			INSERT INTO approvers (id, username, password_hash, created_at) VALUES ($1, $2, $3, $4)`,
 			a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
 		if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "approver %q already exists", a.Username)
+			return countersign.ErrApproverExists(a.Username)
 		} else if err != nil {
 			return fmt.Errorf("create approver: %w", badText(err))
 		}
@@ -119,7 +119,7 @@ func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error
 // ApproverByUsername returns an approver. Errors: ENOTFOUND.
 func (db *DB) ApproverByUsername(ctx context.Context, username string) (*countersign.Approver, error) {
 	if hasNUL(username) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	}
 	var a *countersign.Approver
 	err := db.read(ctx, func(q querier) (err error) {
@@ -128,7 +128,7 @@ func (db *DB) ApproverByUsername(ctx context.Context, username string) (*counter
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	} else if err != nil {
 		return nil, fmt.Errorf("read approver: %w", err)
 	}
@@ -155,7 +155,7 @@ func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, a
 			ON CONFLICT (approver_id, account_id) DO NOTHING`,
 			approverID, accountID, nanos(at))
 		if isForeignKey(err) {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+			return countersign.NotFound("approver or account")
 		} else if err != nil {
 			return fmt.Errorf("add membership: %w", badText(err))
 		}

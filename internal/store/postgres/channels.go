@@ -16,7 +16,7 @@ const channelColumns = `id, account_id, name, type, config, secret, created_at`
 // account.
 func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 	if !c.Type.Valid() {
-		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+		return countersign.ErrUnknownChannelType(c.Type)
 	}
 	c.ID = orID(c.ID, "chn_")
 	return db.update(ctx, func(tx pgx.Tx) error {
@@ -24,9 +24,9 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 			c.ID, c.AccountID, c.Name, string(c.Type), string(c.Config), orEmpty(c.Secret), nanos(c.CreatedAt))
 		switch {
 		case isUnique(err):
-			return countersign.Errorf(countersign.ECONFLICT, "the account already has a channel named %q", c.Name)
+			return countersign.ErrChannelNameTaken(c.Name)
 		case isForeignKey(err):
-			return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+			return countersign.NotFound("account")
 		case err != nil:
 			return fmt.Errorf("insert channel: %w", badText(err))
 		}
@@ -38,7 +38,7 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 // EINVALID, ENOTFOUND.
 func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
 	if !c.Type.Valid() {
-		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+		return countersign.ErrUnknownChannelType(c.Type)
 	}
 	if hasNUL(c.ID, c.AccountID) {
 		return channelNotFound()
@@ -137,5 +137,5 @@ func scanChannel(s pgx.Row) (*countersign.Channel, error) {
 }
 
 func channelNotFound() error {
-	return countersign.Errorf(countersign.ENOTFOUND, "channel not found")
+	return countersign.NotFound("channel")
 }

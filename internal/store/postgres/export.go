@@ -262,7 +262,7 @@ func checkEmpty(ctx context.Context, tx pgx.Tx) error {
 		return fmt.Errorf("import: count rows: %w", err)
 	}
 	if len(full) > 0 {
-		return countersign.Errorf(countersign.ECONFLICT, "the target store is not empty (it holds %s); copy only into a new, empty store", strings.Join(full, ", "))
+		return countersign.ErrTargetNotEmpty(full)
 	}
 	return nil
 }

@@ -36,17 +36,17 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 				return fmt.Errorf("expire oauth clients: %w", err)
 			}
 		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, "the server holds as many registered clients as it may; try again later"); err != nil {
+		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, countersign.ErrClientsFull()); err != nil {
 			return err
 		}
 		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = $1`, lim.PerAddress,
-			"this address registered as many clients as it may; use one of them, or wait until unused ones expire", c.RegisteredFrom); err != nil {
+			countersign.ErrClientsFromAddress(), c.RegisteredFrom); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 			c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
 		if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "client already exists")
+			return countersign.ErrExists("client")
 		} else if err != nil {
 			return fmt.Errorf("create oauth client: %w", badText(err))
 		}
@@ -54,7 +54,7 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 	})
 }
 
-func clientLimit(ctx context.Context, tx pgx.Tx, query string, limit int, msg string, args ...any) error {
+func clientLimit(ctx context.Context, tx pgx.Tx, query string, limit int, refusal error, args ...any) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -63,7 +63,7 @@ func clientLimit(ctx context.Context, tx pgx.Tx, query string, limit int, msg st
 		return fmt.Errorf("count oauth clients: %w", err)
 	}
 	if n >= limit {
-		return countersign.Errorf(countersign.ELIMIT, "%s", msg)
+		return refusal
 	}
 	return nil
 }
@@ -87,7 +87,7 @@ func scanOAuthClient(s pgx.Row) (*countersign.OAuthClient, error) {
 // OAuthClient implements countersign.OAuthStore.
 func (db *DB) OAuthClient(ctx context.Context, id string) (*countersign.OAuthClient, error) {
 	if hasNUL(id) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "client not found")
+		return nil, countersign.NotFound("client")
 	}
 	var c *countersign.OAuthClient
 	err := db.read(ctx, func(q querier) (err error) {
@@ -95,7 +95,7 @@ func (db *DB) OAuthClient(ctx context.Context, id string) (*countersign.OAuthCli
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "client not found")
+		return nil, countersign.NotFound("client")
 	} else if err != nil {
 		return nil, fmt.Errorf("read oauth client: %w", err)
 	}
@@ -180,7 +180,7 @@ func finishGrant(g *countersign.Grant, tiers string, created, used, revoked int6
 // Grant implements countersign.OAuthStore.
 func (db *DB) Grant(ctx context.Context, id string) (*countersign.Grant, error) {
 	if hasNUL(id) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+		return nil, countersign.NotFound("grant")
 	}
 	var g *countersign.Grant
 	err := db.read(ctx, func(q querier) (err error) {
@@ -188,7 +188,7 @@ func (db *DB) Grant(ctx context.Context, id string) (*countersign.Grant, error) 
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+		return nil, countersign.NotFound("grant")
 	} else if err != nil {
 		return nil, fmt.Errorf("read grant: %w", err)
 	}
@@ -211,7 +211,7 @@ func (db *DB) Grants(ctx context.Context, accountID string) ([]*countersign.Gran
 // RevokeGrant implements countersign.OAuthStore.
 func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Time) error {
 	if hasNUL(accountID, id) {
-		return countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+		return countersign.NotFound("grant")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		var keyID string
@@ -219,12 +219,12 @@ func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Tim
 		err := tx.QueryRow(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = $1 AND ($2 = '' OR account_id = $2) FOR UPDATE`,
 			id, accountID).Scan(&keyID, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+			return countersign.NotFound("grant")
 		} else if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
 		if revoked != 0 {
-			return countersign.Errorf(countersign.ECONFLICT, "the grant is already revoked")
+			return countersign.ErrAlreadyRevoked("the grant")
 		}
 		for _, q := range []struct {
 			sql  string
@@ -279,7 +279,7 @@ func scanOAuthToken(s pgx.Row) (*countersign.OAuthToken, error) {
 // sees it unused.
 func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*countersign.OAuthToken) error, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
 	if hasNUL(hash, kind) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "unknown token")
+		return nil, nil, countersign.ErrUnknownToken()
 	}
 	var tok *countersign.OAuthToken
 	var g *countersign.Grant
@@ -287,22 +287,22 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		var err error
 		tok, err = scanOAuthToken(tx.QueryRow(ctx, `SELECT `+oauthTokenColumns+` FROM oauth_tokens WHERE hash = $1 AND kind = $2 FOR UPDATE`, hash, kind))
 		if errors.Is(err, pgx.ErrNoRows) {
-			return countersign.Errorf(countersign.ENOTFOUND, "unknown token")
+			return countersign.ErrUnknownToken()
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
 		if !tok.UsedAt.IsZero() {
-			return countersign.Errorf(countersign.ECONFLICT, "the token was already used")
+			return countersign.ErrTokenUsed()
 		}
 		if !tok.ExpiresAt.After(now) {
-			return countersign.Errorf(countersign.ENOTFOUND, "the token expired")
+			return countersign.ErrTokenExpired()
 		}
 		g, err = scanGrant(tx.QueryRow(ctx, grantSelect+` WHERE g.id = $1`, tok.GrantID))
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
 		if g.Revoked() {
-			return countersign.Errorf(countersign.ENOTFOUND, "the grant was revoked")
+			return countersign.ErrGrantRevoked()
 		}
 		if check != nil {
 			if err := check(tok); err != nil {
@@ -340,7 +340,7 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 // AccessToken implements countersign.OAuthStore, in one query.
 func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*countersign.OAuthToken, *countersign.Grant, error) {
 	if hasNUL(hash) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "access token not found")
+		return nil, nil, countersign.NotFound("access token")
 	}
 	var t *countersign.OAuthToken
 	var g *countersign.Grant
@@ -364,12 +364,12 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 		return nil
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "access token not found")
+		return nil, nil, countersign.NotFound("access token")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read access token: %w", err)
 	}
 	if g.Revoked() || !t.ExpiresAt.After(now) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "access token not found")
+		return nil, nil, countersign.NotFound("access token")
 	}
 	return t, g, nil
 }

@@ -26,9 +26,9 @@ func insertAgentKey(ctx context.Context, q querier, k *countersign.AgentKey) err
 	_, err := q.Exec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", k.Name)
+		return countersign.ErrKeyNameTaken(k.Name)
 	} else if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return countersign.NotFound("account")
 	} else if err != nil {
 		return fmt.Errorf("create agent key: %w", badText(err))
 	}
@@ -39,7 +39,7 @@ func insertAgentKey(ctx context.Context, q querier, k *countersign.AgentKey) err
 // Errors: ENOTFOUND.
 func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.AgentKey, error) {
 	if hasNUL(hash) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+		return nil, countersign.NotFound("agent key")
 	}
 	var k *countersign.AgentKey
 	err := db.read(ctx, func(q querier) (err error) {
@@ -47,7 +47,7 @@ func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.Age
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+		return nil, countersign.NotFound("agent key")
 	} else if err != nil {
 		return nil, fmt.Errorf("read agent key: %w", err)
 	}
@@ -84,12 +84,12 @@ func revokeAgentKey(ctx context.Context, tx pgx.Tx, accountID, idOrName string, 
 		WHERE account_id = $1 AND (id = $2 OR name = $2)
 		ORDER BY (id = $2) DESC LIMIT 1 FOR UPDATE`, accountID, idOrName).Scan(&id, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+		return countersign.NotFound("agent key")
 	} else if err != nil {
 		return fmt.Errorf("read agent key: %w", err)
 	}
 	if revoked != 0 {
-		return countersign.Errorf(countersign.ECONFLICT, "agent key is already revoked")
+		return countersign.ErrAlreadyRevoked("agent key")
 	}
 	if _, err := tx.Exec(ctx, `UPDATE agent_keys SET revoked_at = $1 WHERE id = $2`, nanos(at), id); err != nil {
 		return fmt.Errorf("revoke agent key: %w", err)
@@ -142,9 +142,9 @@ func insertApproverToken(ctx context.Context, q querier, t *countersign.Approver
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
 		t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "approver token already exists")
+		return countersign.ErrExists("approver token")
 	} else if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		return countersign.NotFound("approver or account")
 	} else if err != nil {
 		return fmt.Errorf("create approver token: %w", badText(err))
 	}
@@ -169,7 +169,7 @@ func scanApproverToken(s pgx.Row, extra ...any) (*countersign.ApproverToken, err
 // ENOTFOUND.
 func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
 	if hasNUL(hash) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+		return nil, nil, countersign.NotFound("approver token")
 	}
 	var t *countersign.ApproverToken
 	var a countersign.Approver
@@ -184,7 +184,7 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+		return nil, nil, countersign.NotFound("approver token")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read approver token: %w", err)
 	}
@@ -214,7 +214,7 @@ func (db *DB) ApproverTokens(ctx context.Context, approverID string) ([]*counter
 // of two revocations at once one succeeds and the other is told.
 func (db *DB) RevokeApproverToken(ctx context.Context, approverID, idOrName string, at time.Time) error {
 	if hasNUL(approverID, idOrName) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+		return countersign.NotFound("approver token")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		var id string
@@ -223,12 +223,12 @@ func (db *DB) RevokeApproverToken(ctx context.Context, approverID, idOrName stri
 			WHERE approver_id = $1 AND (id = $2 OR name = $2) ORDER BY (id = $2) DESC, (revoked_at = 0) DESC LIMIT 1
 			FOR UPDATE`, approverID, idOrName).Scan(&id, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+			return countersign.NotFound("approver token")
 		} else if err != nil {
 			return fmt.Errorf("read approver token: %w", err)
 		}
 		if revoked != 0 {
-			return countersign.Errorf(countersign.ECONFLICT, "approver token is already revoked")
+			return countersign.ErrAlreadyRevoked("approver token")
 		}
 		if _, err := tx.Exec(ctx, `UPDATE approver_tokens SET revoked_at = $1 WHERE id = $2`, nanos(at), id); err != nil {
 			return fmt.Errorf("revoke approver token: %w", err)

@@ -22,7 +22,7 @@ const keyLock = 0x6373_6b63
 // and gets the next approval, if any, as with SQLite's single writer.
 // Errors: ENOTFOUND when no request matches.
 func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
-	notFound := countersign.Errorf(countersign.ENOTFOUND, "no approved request matches")
+	notFound := countersign.ErrNoApprovedMatch()
 	if hasNUL(keyID, string(kind), action, argsHash, previewHash) {
 		return nil, notFound
 	}

@@ -69,7 +69,7 @@ func outboxError(err error, ids []string) error {
 				id = cand
 			}
 		}
-		return countersign.Errorf(countersign.ECONFLICT, "outbox item %s already exists", id)
+		return countersign.ErrOutboxItemExists(id)
 	}
 	return fmt.Errorf("insert outbox item: %w", badText(err))
 }
@@ -90,7 +90,7 @@ func requestOutbox(r *countersign.Request) []countersign.OutboxItem {
 // row another claim holds is passed over, not waited for.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]*countersign.OutboxItem, error) {
 	if limit <= 0 || lease <= 0 {
-		return nil, countersign.Errorf(countersign.EINVALID, "a claim needs a positive limit and lease")
+		return nil, countersign.ErrClaimLimits()
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem
@@ -142,7 +142,7 @@ func (db *DB) MarkFailed(ctx context.Context, id, claim string, now, next time.T
 // pending, changes it. set numbers its parameters from $3 on.
 func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...any) error {
 	if hasNUL(id, claim) {
-		return countersign.Errorf(countersign.ENOTFOUND, "outbox item not found")
+		return countersign.NotFound("outbox item")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE outbox SET `+set+` WHERE id = $1 AND claim = $2 AND claim <> '' AND state = 'pending'`,
@@ -159,9 +159,9 @@ func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...
 		case err != nil:
 			return fmt.Errorf("read outbox item: %w", err)
 		case found == 0:
-			return countersign.Errorf(countersign.ENOTFOUND, "outbox item not found")
+			return countersign.NotFound("outbox item")
 		}
-		return countersign.Errorf(countersign.ECONFLICT, "the outbox item is no longer held by this claim")
+		return countersign.ErrClaimLost()
 	})
 }
 

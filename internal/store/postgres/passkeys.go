@@ -27,9 +27,9 @@ func (db *DB) CreatePasskey(ctx context.Context, p *countersign.Passkey) error {
 		_, err := tx.Exec(ctx, query, args...)
 		switch {
 		case isForeignKey(err):
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		case isUnique(err):
-			return countersign.Errorf(countersign.ECONFLICT, "this passkey, or a passkey of this name, is already registered")
+			return countersign.ErrPasskeyTaken()
 		case err != nil:
 			return fmt.Errorf("create passkey: %w", badText(err))
 		}
@@ -110,7 +110,7 @@ func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+		return nil, countersign.NotFound("passkey")
 	} else if err != nil {
 		return nil, fmt.Errorf("read passkey: %w", err)
 	}
@@ -121,7 +121,7 @@ func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*
 // update are one statement, so two uses of one assertion cannot both pass.
 func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error {
 	if hasNUL(id) {
-		return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+		return countersign.NotFound("passkey")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE webauthn_credentials SET sign_count = $1, last_used_at = $2
@@ -134,18 +134,18 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 		}
 		var one int
 		if err := tx.QueryRow(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = $1`, id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
-			return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+			return countersign.NotFound("passkey")
 		} else if err != nil {
 			return fmt.Errorf("use passkey: %w", err)
 		}
-		return countersign.Errorf(countersign.ECONFLICT, "the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
+		return countersign.ErrPasskeyReplayed()
 	})
 }
 
 // RemovePasskey implements countersign.PasskeyStore.
 func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
 	if hasNUL(approverID, idOrName) {
-		return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+		return countersign.ErrNoPasskey(idOrName)
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = $1 AND (id = $2 OR name = $2)`,
@@ -154,7 +154,7 @@ func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) er
 			return fmt.Errorf("remove passkey: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+			return countersign.ErrNoPasskey(idOrName)
 		}
 		return nil
 	})
@@ -181,7 +181,7 @@ func (db *DB) CreateCeremony(ctx context.Context, c *countersign.Ceremony, now t
 // so that of two callers with one handle exactly one gets it.
 func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
 	if hasNUL(hash, purpose) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		return nil, countersign.ErrNoCeremony()
 	}
 	var out countersign.Ceremony
 	var expires int64
@@ -191,13 +191,13 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		return nil, countersign.ErrNoCeremony()
 	} else if err != nil {
 		return nil, fmt.Errorf("take ceremony: %w", err)
 	}
 	out.ExpiresAt = fromNanos(expires)
 	if !out.ExpiresAt.After(now) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "the ceremony expired")
+		return nil, countersign.ErrCeremonyExpired()
 	}
 	return &out, nil
 }
@@ -205,7 +205,7 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 // ApproverByID implements countersign.PasskeyStore.
 func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approver, error) {
 	if hasNUL(id) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	}
 	var a *countersign.Approver
 	err := db.read(ctx, func(q querier) (err error) {
@@ -214,7 +214,7 @@ func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approve
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	} else if err != nil {
 		return nil, fmt.Errorf("read approver: %w", err)
 	}
@@ -224,7 +224,7 @@ func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approve
 // Ceremony implements countersign.PasskeyStore.
 func (db *DB) Ceremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
 	if hasNUL(hash, purpose) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		return nil, countersign.ErrNoCeremony()
 	}
 	var out countersign.Ceremony
 	var expires int64
@@ -234,7 +234,7 @@ func (db *DB) Ceremony(ctx context.Context, hash, purpose string, now time.Time)
 			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		return nil, countersign.ErrNoCeremony()
 	} else if err != nil {
 		return nil, fmt.Errorf("read ceremony: %w", err)
 	}

@@ -40,7 +40,7 @@ const requestColumns = `id, account_id, key_id, key_name, reference, kind, actio
 // such account or key).
 func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (got *countersign.Request, created bool, err error) {
 	if !r.Status.Valid() {
-		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
+		return nil, false, countersign.ErrUnknownStatus(r.Status)
 	}
 	err = db.pipeline(ctx, func(p *pipe) (err error) {
 		got, created, err = createRequest(p, r, maxPending, now, ev)
@@ -261,11 +261,11 @@ func insertError(r *countersign.Request, err error) error {
 	case isUnique(err) && pe.ConstraintName == "requests_live_reference":
 		return fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
 	case isUnique(err) && pe.ConstraintName == "requests_seed_id":
-		return countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
+		return countersign.ErrSeedIDTaken()
 	case isUnique(err) && pe.TableName == "requests":
-		return countersign.Errorf(countersign.ECONFLICT, "request already exists")
+		return countersign.ErrExists("request")
 	case isForeignKey(err) && pe.TableName == "requests":
-		return countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
+		return countersign.NotFound("account or agent key")
 	case pe != nil && pe.TableName == "links":
 		return fmt.Errorf("insert link: %w", err)
 	}
@@ -275,7 +275,7 @@ func insertError(r *countersign.Request, err error) error {
 // Request returns a request by id. Errors: ENOTFOUND.
 func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, error) {
 	if hasNUL(id) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	}
 	var r *countersign.Request
 	err := db.read(ctx, func(q querier) (err error) {
@@ -288,7 +288,7 @@ func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, err
 func getRequest(ctx context.Context, q querier, id string) (*countersign.Request, error) {
 	r, err := scanRequest(q.QueryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	} else if err != nil {
 		return nil, fmt.Errorf("read request: %w", badText(err))
 	}
@@ -300,7 +300,7 @@ func getRequest(ctx context.Context, q querier, id string) (*countersign.Request
 // EINVALID without an account.
 func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
 	if f.AccountID == "" {
-		return nil, countersign.Errorf(countersign.EINVALID, "an account is required to list requests")
+		return nil, countersign.ErrListNeedsAccount()
 	}
 	if hasNUL(f.AccountID, string(f.Status), f.Reference, f.SessionID, string(f.Kind), f.SeedPrefix) ||
 		(f.Statuses != nil && len(f.Statuses) == 0) {
@@ -396,7 +396,7 @@ func rawJSON(s string) json.RawMessage {
 // Errors: ENOTFOUND.
 func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.Request, error) {
 	if seedID == "" || hasNUL(seedID) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	}
 	var r *countersign.Request
 	err := db.read(ctx, func(q querier) (err error) {
@@ -404,7 +404,7 @@ func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	} else if err != nil {
 		return nil, fmt.Errorf("read request: %w", badText(err))
 	}
@@ -414,7 +414,7 @@ func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.
 // Link returns a link by the hash of its token. Errors: ENOTFOUND.
 func (db *DB) Link(ctx context.Context, hash string) (*countersign.Link, error) {
 	if hasNUL(hash) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+		return nil, countersign.NotFound("link")
 	}
 	var l *countersign.Link
 	err := db.read(ctx, func(q querier) (err error) {
@@ -422,7 +422,7 @@ func (db *DB) Link(ctx context.Context, hash string) (*countersign.Link, error) 
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+		return nil, countersign.NotFound("link")
 	} else if err != nil {
 		return nil, fmt.Errorf("read link: %w", badText(err))
 	}

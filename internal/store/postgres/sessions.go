@@ -24,7 +24,7 @@ func insertSession(ctx context.Context, q querier, s *countersign.Session) error
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 		s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID)
 	if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		return countersign.NotFound("approver or account")
 	} else if err != nil {
 		return fmt.Errorf("create session: %w", badText(err))
 	}
@@ -48,7 +48,7 @@ func scanSession(s pgx.Row, extra ...any) (*countersign.Session, error) {
 // makes a session end the moment its approver leaves the account.
 func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*countersign.Session, *countersign.Approver, error) {
 	if hasNUL(hash) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "session not found")
+		return nil, nil, countersign.NotFound("session")
 	}
 	var s *countersign.Session
 	var a countersign.Approver
@@ -64,7 +64,7 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "session not found")
+		return nil, nil, countersign.NotFound("session")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read session: %w", err)
 	}
@@ -106,7 +106,7 @@ func (db *DB) Sessions(ctx context.Context, approverID string, now time.Time) ([
 // SwitchSessionAccount implements countersign.SessionStore.
 func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) error {
 	if hasNUL(hash, accountID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "no such account")
+		return countersign.ErrNoSuchAccount()
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE sessions SET account_id = $1 WHERE hash = $2
@@ -116,7 +116,7 @@ func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) 
 			return fmt.Errorf("switch session account: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "no such account")
+			return countersign.ErrNoSuchAccount()
 		}
 		return nil
 	})
@@ -155,7 +155,7 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 // SetPassword implements countersign.SessionStore.
 func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) error {
 	if hasNUL(approverID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return countersign.NotFound("approver")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE approvers SET password_hash = $1 WHERE id = $2`, passwordHash, approverID)
@@ -163,7 +163,7 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 			return fmt.Errorf("set password: %w", badText(err))
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE approver_id = $1`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)
@@ -175,7 +175,7 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 // RemoveMembership implements countersign.SessionStore.
 func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
 	if hasNUL(approverID, accountID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "the approver is not a member of that account")
+		return countersign.ErrNotMember()
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM memberships WHERE approver_id = $1 AND account_id = $2`, approverID, accountID)
@@ -183,7 +183,7 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 			return fmt.Errorf("remove membership: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "the approver is not a member of that account")
+			return countersign.ErrNotMember()
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE approver_id = $1 AND account_id = $2`, approverID, accountID); err != nil {
 			return fmt.Errorf("remove membership: %w", err)
@@ -199,7 +199,7 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 // RemoveApprover implements countersign.SessionStore.
 func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 	if hasNUL(approverID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return countersign.NotFound("approver")
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		for _, q := range []string{
@@ -217,7 +217,7 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 			return fmt.Errorf("remove approver: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		}
 		return nil
 	})

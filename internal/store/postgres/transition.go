@@ -26,7 +26,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 		return nil, err
 	}
 	if hasNUL(t.ID, t.KeyID, t.AccountID) {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	}
 	var got *countersign.Request
 	err := db.pipeline(ctx, func(p *pipe) (err error) {
@@ -73,7 +73,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 	br := p.sendCommit(batch)
 	if t.Window != nil {
 		if _, err := br.Exec(); isUnique(err) {
-			return nil, countersign.Errorf(countersign.ECONFLICT, "auto-approve window already exists")
+			return nil, countersign.ErrExists("auto-approve window")
 		} else if err != nil {
 			return nil, fmt.Errorf("open auto-approve window: %w", badText(err))
 		}

@@ -60,18 +60,12 @@ func scanWindow(s pgx.Row) (*countersign.AutoApproveWindow, error) {
 	return &w, nil
 }
 
-// queueWindow queues the opening of w for the approval r. The window takes
-// its account, key and request from r where w leaves them empty, and may
-// not name another: a window never widens beyond the key that asked.
+// queueWindow queues the opening of w for the approval r (see
+// countersign.AutoApproveWindow.OpenedBy).
 func queueWindow(b *pgx.Batch, r *countersign.Request, w countersign.AutoApproveWindow, now time.Time) error {
-	if (w.AccountID != "" && w.AccountID != r.AccountID) || (w.KeyID != "" && w.KeyID != r.KeyID) ||
-		(w.RequestID != "" && w.RequestID != r.ID) {
-		return countersign.Errorf(countersign.EINVALID, "an auto-approve window belongs to the request that opened it")
-	}
-	w.ID = orID(w.ID, "win_")
-	w.AccountID, w.KeyID, w.RequestID = r.AccountID, r.KeyID, r.ID
-	if w.CreatedAt.IsZero() {
-		w.CreatedAt = now
+	w, err := w.OpenedBy(r, now)
+	if err != nil {
+		return err
 	}
 	queueWindowRow(b, &w)
 	return nil
@@ -90,7 +84,7 @@ func queueWindowRow(b *pgx.Batch, w *countersign.AutoApproveWindow) {
 // ECONFLICT.
 func (db *DB) ClaimCoverage(ctx context.Context, c countersign.Coverage) error {
 	if hasNUL(c.ApprovalID, c.RequestID) {
-		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return countersign.ErrRequestNotFound()
 	}
 	err := db.update(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO coverages (approval_id, request_id, created_at) VALUES ($1, $2, $3)`,
@@ -99,9 +93,9 @@ func (db *DB) ClaimCoverage(ctx context.Context, c countersign.Coverage) error {
 	})
 	switch {
 	case isUnique(err):
-		return countersign.Errorf(countersign.ECONFLICT, "this approval already covered a delete")
+		return countersign.ErrCoverageClaimed()
 	case isForeignKey(err):
-		return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return countersign.ErrRequestNotFound()
 	case err != nil:
 		return fmt.Errorf("claim coverage: %w", err)
 	}

@@ -16,7 +16,7 @@ func (db *DB) CreateAccount(ctx context.Context, a *countersign.Account) error {
 	_, err := db.configExec(ctx, `INSERT INTO accounts (id, name, created_at) VALUES (?, ?, ?)`,
 		a.ID, a.Name, nanos(a.CreatedAt))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "account %q already exists", a.Name)
+		return countersign.ErrAccountExists(a.Name)
 	} else if err != nil {
 		return fmt.Errorf("create account: %w", err)
 	}
@@ -58,7 +58,7 @@ func (db *DB) Accounts(ctx context.Context) ([]*countersign.Account, error) {
 func findAccount(ctx context.Context, q querier, where string, arg any) (*countersign.Account, error) {
 	a, err := scanAccount(q.QueryRowContext(ctx, `SELECT id, name, created_at FROM accounts WHERE `+where, arg))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return nil, countersign.NotFound("account")
 	} else if err != nil {
 		return nil, fmt.Errorf("read account: %w", err)
 	}
@@ -88,7 +88,7 @@ func (db *DB) CreateApprover(ctx context.Context, a *countersign.Approver) error
 		INSERT INTO approvers (id, username, password_hash, created_at) VALUES (?, ?, ?, ?)`,
 		a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "approver %q already exists", a.Username)
+		return countersign.ErrApproverExists(a.Username)
 	} else if err != nil {
 		return fmt.Errorf("create approver: %w", err)
 	}
@@ -103,7 +103,7 @@ func (db *DB) ApproverByUsername(ctx context.Context, username string) (*counter
 		SELECT id, username, password_hash, created_at FROM approvers WHERE username = ?`, username).
 		Scan(&a.ID, &a.Username, &a.PasswordHash, &created)
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	} else if err != nil {
 		return nil, fmt.Errorf("read approver: %w", err)
 	}
@@ -120,7 +120,7 @@ func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, a
 		ON CONFLICT (approver_id, account_id) DO NOTHING`,
 		approverID, accountID, nanos(at))
 	if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		return countersign.NotFound("approver or account")
 	} else if err != nil {
 		return fmt.Errorf("add membership: %w", err)
 	}

@@ -16,16 +16,16 @@ const channelColumns = `id, account_id, name, type, config, secret, created_at`
 // account.
 func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 	if !c.Type.Valid() {
-		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+		return countersign.ErrUnknownChannelType(c.Type)
 	}
 	c.ID = orID(c.ID, "chn_")
 	_, err := db.configExec(ctx, `INSERT INTO notify_channels (`+channelColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		c.ID, c.AccountID, c.Name, c.Type, string(c.Config), secretBytes(c.Secret), nanos(c.CreatedAt))
 	switch {
 	case isUnique(err):
-		return countersign.Errorf(countersign.ECONFLICT, "the account already has a channel named %q", c.Name)
+		return countersign.ErrChannelNameTaken(c.Name)
 	case isForeignKey(err):
-		return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return countersign.NotFound("account")
 	case err != nil:
 		return fmt.Errorf("insert channel: %w", err)
 	}
@@ -36,7 +36,7 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 // EINVALID, ENOTFOUND.
 func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
 	if !c.Type.Valid() {
-		return countersign.Errorf(countersign.EINVALID, "unknown channel type %q", c.Type)
+		return countersign.ErrUnknownChannelType(c.Type)
 	}
 	res, err := db.configExec(ctx, `UPDATE notify_channels SET type = ?, config = ?, secret = ?
 		WHERE id = ? AND account_id = ?`, c.Type, string(c.Config), secretBytes(c.Secret), c.ID, c.AccountID)
@@ -155,5 +155,5 @@ func secretBytes(b []byte) []byte {
 }
 
 func channelNotFound() error {
-	return countersign.Errorf(countersign.ENOTFOUND, "channel not found")
+	return countersign.NotFound("channel")
 }

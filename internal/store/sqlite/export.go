@@ -277,7 +277,7 @@ func checkEmpty(ctx context.Context, tx querier) error {
 		}
 	}
 	if len(full) > 0 {
-		return countersign.Errorf(countersign.ECONFLICT, "the target store is not empty (it holds %s); copy only into a new, empty store", strings.Join(full, ", "))
+		return countersign.ErrTargetNotEmpty(full)
 	}
 	return nil
 }

@@ -24,17 +24,17 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 				return fmt.Errorf("expire oauth clients: %w", err)
 			}
 		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, "the server holds as many registered clients as it may; try again later"); err != nil {
+		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, countersign.ErrClientsFull()); err != nil {
 			return err
 		}
 		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = ?`, lim.PerAddress,
-			"this address registered as many clients as it may; use one of them, or wait until unused ones expire", c.RegisteredFrom); err != nil {
+			countersign.ErrClientsFromAddress(), c.RegisteredFrom); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
 		if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "client already exists")
+			return countersign.ErrExists("client")
 		} else if err != nil {
 			return fmt.Errorf("create oauth client: %w", err)
 		}
@@ -42,7 +42,7 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 	})
 }
 
-func clientLimit(ctx context.Context, tx querier, query string, limit int, msg string, args ...any) error {
+func clientLimit(ctx context.Context, tx querier, query string, limit int, refusal error, args ...any) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -51,7 +51,7 @@ func clientLimit(ctx context.Context, tx querier, query string, limit int, msg s
 		return fmt.Errorf("count oauth clients: %w", err)
 	}
 	if n >= limit {
-		return countersign.Errorf(countersign.ELIMIT, "%s", msg)
+		return refusal
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func scanOAuthClient(s scanner) (*countersign.OAuthClient, error) {
 func (db *DB) OAuthClient(ctx context.Context, id string) (*countersign.OAuthClient, error) {
 	c, err := scanOAuthClient(db.read.QueryRowContext(ctx, `SELECT `+oauthClientColumns+` FROM oauth_clients WHERE id = ?`, id))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "client not found")
+		return nil, countersign.NotFound("client")
 	} else if err != nil {
 		return nil, fmt.Errorf("read oauth client: %w", err)
 	}
@@ -93,9 +93,9 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 		_, err := tx.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			key.ID, key.AccountID, key.Name, key.Hash, key.Hint, nanos(key.CreatedAt), 0, []byte{})
 		if isForeignKey(err) {
-			return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+			return countersign.NotFound("account")
 		} else if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", key.Name)
+			return countersign.ErrKeyNameTaken(key.Name)
 		} else if err != nil {
 			return fmt.Errorf("create grant key: %w", err)
 		}
@@ -109,7 +109,7 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 				sess.Hash, sess.ApproverID, sess.AccountID, nanos(sess.CreatedAt), nanos(sess.ExpiresAt), nanos(sess.LastSeenAt), sess.UserAgent, sess.Client, sess.GrantID)
 			if isForeignKey(err) {
-				return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+				return countersign.NotFound("approver or account")
 			} else if err != nil {
 				return fmt.Errorf("create grant session: %w", err)
 			}
@@ -157,7 +157,7 @@ func scanGrant(s scanner, extra ...any) (*countersign.Grant, error) {
 func (db *DB) Grant(ctx context.Context, id string) (*countersign.Grant, error) {
 	g, err := scanGrant(db.read.QueryRowContext(ctx, grantSelect+` WHERE g.id = ?`, id))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+		return nil, countersign.NotFound("grant")
 	} else if err != nil {
 		return nil, fmt.Errorf("read grant: %w", err)
 	}
@@ -192,12 +192,12 @@ func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Tim
 		err := tx.QueryRowContext(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = ? AND (? = '' OR account_id = ?)`,
 			id, accountID, accountID).Scan(&keyID, &revoked)
 		if err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "grant not found")
+			return countersign.NotFound("grant")
 		} else if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
 		if revoked != 0 {
-			return countersign.Errorf(countersign.ECONFLICT, "the grant is already revoked")
+			return countersign.ErrAlreadyRevoked("the grant")
 		}
 		for _, q := range []struct {
 			sql  string
@@ -257,22 +257,22 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		var err error
 		tok, err = scanOAuthToken(tx.QueryRowContext(ctx, `SELECT `+oauthTokenColumns+` FROM oauth_tokens WHERE hash = ? AND kind = ?`, hash, kind))
 		if err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "unknown token")
+			return countersign.ErrUnknownToken()
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
 		if !tok.UsedAt.IsZero() {
-			return countersign.Errorf(countersign.ECONFLICT, "the token was already used")
+			return countersign.ErrTokenUsed()
 		}
 		if !tok.ExpiresAt.After(now) {
-			return countersign.Errorf(countersign.ENOTFOUND, "the token expired")
+			return countersign.ErrTokenExpired()
 		}
 		g, err = scanGrant(tx.QueryRowContext(ctx, grantSelect+` WHERE g.id = ?`, tok.GrantID))
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
 		if g.Revoked() {
-			return countersign.Errorf(countersign.ENOTFOUND, "the grant was revoked")
+			return countersign.ErrGrantRevoked()
 		}
 		if check != nil {
 			if err := check(tok); err != nil {
@@ -284,7 +284,7 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 			return fmt.Errorf("use oauth token: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.Errorf(countersign.ECONFLICT, "the token was already used")
+			return countersign.ErrTokenUsed()
 		}
 		// A grant's expired tokens go as it is used, so that a grant
 		// refreshed for months keeps only what can still be presented.
@@ -335,7 +335,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 			g, err = scanGrant(db.read.QueryRowContext(ctx, grantSelect+` WHERE g.id = ?`, t.GrantID))
 		}
 		if err == sql.ErrNoRows {
-			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "access token not found")
+			return nil, nil, countersign.NotFound("access token")
 		} else if err != nil {
 			return nil, nil, fmt.Errorf("read access token: %w", err)
 		}
@@ -345,7 +345,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 		}
 	}
 	if e.g.Revoked() || !e.t.ExpiresAt.After(now) {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "access token not found")
+		return nil, nil, countersign.NotFound("access token")
 	}
 	t, g := e.t, e.g
 	g.Tiers = append([]string(nil), e.g.Tiers...)

@@ -19,9 +19,9 @@ func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error
 	_, err := db.configExec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "the account already has a key named %q", k.Name)
+		return countersign.ErrKeyNameTaken(k.Name)
 	} else if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "account not found")
+		return countersign.NotFound("account")
 	} else if err != nil {
 		return fmt.Errorf("create agent key: %w", err)
 	}
@@ -43,7 +43,7 @@ func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.Age
 	}
 	k, err := scanAgentKey(db.read.QueryRowContext(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys WHERE hash = ?`, hash))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+		return nil, countersign.NotFound("agent key")
 	} else if err != nil {
 		return nil, fmt.Errorf("read agent key: %w", err)
 	}
@@ -92,12 +92,12 @@ func revokeAgentKey(ctx context.Context, tx querier, accountID, idOrName string,
 		WHERE account_id = ? AND (id = ? OR name = ?)
 		ORDER BY id = ? DESC LIMIT 1`, accountID, idOrName, idOrName, idOrName).Scan(&id, &revoked)
 	if err == sql.ErrNoRows {
-		return countersign.Errorf(countersign.ENOTFOUND, "agent key not found")
+		return countersign.NotFound("agent key")
 	} else if err != nil {
 		return fmt.Errorf("read agent key: %w", err)
 	}
 	if revoked != 0 {
-		return countersign.Errorf(countersign.ECONFLICT, "agent key is already revoked")
+		return countersign.ErrAlreadyRevoked("agent key")
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE agent_keys SET revoked_at = ? WHERE id = ?`, nanos(at), id); err != nil {
 		return fmt.Errorf("revoke agent key: %w", err)
@@ -157,9 +157,9 @@ func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverTo
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 		t.ID, t.ApproverID, t.AccountID, t.Name, t.Hash, t.Hint, nanos(t.CreatedAt), nanos(t.RevokedAt))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "approver token already exists")
+		return countersign.ErrExists("approver token")
 	} else if isForeignKey(err) {
-		return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+		return countersign.NotFound("approver or account")
 	} else if err != nil {
 		return fmt.Errorf("create approver token: %w", err)
 	}
@@ -197,7 +197,7 @@ func (db *DB) approverTokenByHash(ctx context.Context, hash string) (*countersig
 		Scan(&t.ID, &t.ApproverID, &t.AccountID, &t.Name, &t.Hash, &t.Hint, &tCreated, &tRevoked,
 			&a.ID, &a.Username, &a.PasswordHash, &aCreated)
 	if err == sql.ErrNoRows {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+		return nil, nil, countersign.NotFound("approver token")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read approver token: %w", err)
 	}
@@ -236,12 +236,12 @@ func (db *DB) RevokeApproverToken(ctx context.Context, approverID, idOrName stri
 			WHERE approver_id = ? AND (id = ? OR name = ?) ORDER BY id = ? DESC, revoked_at = 0 DESC LIMIT 1`,
 			approverID, idOrName, idOrName, idOrName).Scan(&id, &revoked)
 		if err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver token not found")
+			return countersign.NotFound("approver token")
 		} else if err != nil {
 			return fmt.Errorf("read approver token: %w", err)
 		}
 		if revoked != 0 {
-			return countersign.Errorf(countersign.ECONFLICT, "approver token is already revoked")
+			return countersign.ErrAlreadyRevoked("approver token")
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE approver_tokens SET revoked_at = ? WHERE id = ?`, nanos(at), id); err != nil {
 			return fmt.Errorf("revoke approver token: %w", err)

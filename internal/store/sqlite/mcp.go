@@ -28,7 +28,7 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 			RETURNING id`,
 			nanos(now), nanos(now), keyID, kind, action, argsHash, previewHash, nanos(now)).Scan(&id)
 		if err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "no approved request matches")
+			return countersign.ErrNoApprovedMatch()
 		} else if err != nil {
 			return fmt.Errorf("consume approved request: %w", err)
 		}

@@ -43,7 +43,7 @@ func insertOutbox(ctx context.Context, tx querier, items []countersign.OutboxIte
 			SELECT ?, account_id, id, ?, ?, ?, 'pending', ?, ? FROM notify_channels WHERE id = ? AND account_id = ?`,
 			orID(it.ID, "ntf_"), it.RequestID, it.Event, secretBytes(it.Payload), nanos(created), nanos(next), it.ChannelID, it.AccountID)
 		if isUnique(err) {
-			return countersign.Errorf(countersign.ECONFLICT, "outbox item %s already exists", it.ID)
+			return countersign.ErrOutboxItemExists(it.ID)
 		} else if err != nil {
 			return fmt.Errorf("insert outbox item: %w", err)
 		}
@@ -67,7 +67,7 @@ func requestOutbox(r *countersign.Request) []countersign.OutboxItem {
 // UPDATE … RETURNING is never interleaved with another claim.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]*countersign.OutboxItem, error) {
 	if limit <= 0 || lease <= 0 {
-		return nil, countersign.Errorf(countersign.EINVALID, "a claim needs a positive limit and lease")
+		return nil, countersign.ErrClaimLimits()
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem
@@ -144,9 +144,9 @@ func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...
 		case err != nil:
 			return fmt.Errorf("read outbox item: %w", err)
 		case found == 0:
-			return countersign.Errorf(countersign.ENOTFOUND, "outbox item not found")
+			return countersign.NotFound("outbox item")
 		}
-		return countersign.Errorf(countersign.ECONFLICT, "the outbox item is no longer held by this claim")
+		return countersign.ErrClaimLost()
 	})
 }
 

@@ -23,9 +23,9 @@ func (db *DB) CreatePasskey(ctx context.Context, p *countersign.Passkey) error {
 		_, err := tx.ExecContext(ctx, query, args...)
 		switch {
 		case isForeignKey(err):
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		case isUnique(err):
-			return countersign.Errorf(countersign.ECONFLICT, "this passkey, or a passkey of this name, is already registered")
+			return countersign.ErrPasskeyTaken()
 		case err != nil:
 			return fmt.Errorf("create passkey: %w", err)
 		}
@@ -95,7 +95,7 @@ func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*
 	p, err := scanPasskey(db.read.QueryRowContext(ctx, `SELECT `+passkeyColumns+` FROM webauthn_credentials
 		WHERE credential_id = ?`, orEmpty(credentialID)))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+		return nil, countersign.NotFound("passkey")
 	} else if err != nil {
 		return nil, fmt.Errorf("read passkey: %w", err)
 	}
@@ -117,11 +117,11 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 		}
 		var one int
 		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = ?`, id).Scan(&one); err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "passkey not found")
+			return countersign.NotFound("passkey")
 		} else if err != nil {
 			return fmt.Errorf("use passkey: %w", err)
 		}
-		return countersign.Errorf(countersign.ECONFLICT, "the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
+		return countersign.ErrPasskeyReplayed()
 	})
 }
 
@@ -134,7 +134,7 @@ func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) er
 			return fmt.Errorf("remove passkey: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return countersign.Errorf(countersign.ENOTFOUND, "no passkey %q", idOrName)
+			return countersign.ErrNoPasskey(idOrName)
 		}
 		return nil
 	})
@@ -165,7 +165,7 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 			RETURNING hash, purpose, approver_id, data, expires_at`, hash, purpose).
 			Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
 		if err == sql.ErrNoRows {
-			return countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+			return countersign.ErrNoCeremony()
 		} else if err != nil {
 			return fmt.Errorf("take ceremony: %w", err)
 		}
@@ -177,7 +177,7 @@ func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.T
 		return nil
 	})
 	if err == nil && c == nil {
-		err = countersign.Errorf(countersign.ENOTFOUND, "the ceremony expired")
+		err = countersign.ErrCeremonyExpired()
 	}
 	return c, err
 }
@@ -190,7 +190,7 @@ func (db *DB) ApproverByID(ctx context.Context, id string) (*countersign.Approve
 		SELECT id, username, password_hash, created_at FROM approvers WHERE id = ?`, id).
 		Scan(&a.ID, &a.Username, &a.PasswordHash, &created)
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+		return nil, countersign.NotFound("approver")
 	} else if err != nil {
 		return nil, fmt.Errorf("read approver: %w", err)
 	}
@@ -206,7 +206,7 @@ func (db *DB) Ceremony(ctx context.Context, hash, purpose string, now time.Time)
 		WHERE hash = ? AND purpose = ? AND expires_at > ?`, hash, purpose, nanos(now)).
 		Scan(&out.Hash, &out.Purpose, &out.ApproverID, &out.Data, &expires)
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "no such ceremony")
+		return nil, countersign.ErrNoCeremony()
 	} else if err != nil {
 		return nil, fmt.Errorf("read ceremony: %w", err)
 	}

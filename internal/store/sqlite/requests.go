@@ -46,7 +46,7 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 
 func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
 	if !r.Status.Valid() {
-		return nil, false, countersign.Errorf(countersign.EINVALID, "unknown status %q", r.Status)
+		return nil, false, countersign.ErrUnknownStatus(r.Status)
 	}
 	// The twin is looked for first: asking again for what is already
 	// waiting is not a new request and must not hit the limit. One
@@ -207,11 +207,11 @@ func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
 	case isUnique(err) && strings.Contains(err.Error(), "requests.seed_id"):
-		return nil, countersign.Errorf(countersign.ECONFLICT, "another request already has this request_id")
+		return nil, countersign.ErrSeedIDTaken()
 	case isUnique(err):
-		return nil, countersign.Errorf(countersign.ECONFLICT, "request already exists")
+		return nil, countersign.ErrExists("request")
 	case isForeignKey(err):
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "account or agent key not found")
+		return nil, countersign.NotFound("account or agent key")
 	case err != nil:
 		return nil, fmt.Errorf("insert request: %w", err)
 	}
@@ -228,7 +228,7 @@ func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, err
 func getRequest(ctx context.Context, q querier, id string) (*countersign.Request, error) {
 	r, err := scanRequest(q.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = ?`, id))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	} else if err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
 	}
@@ -240,7 +240,7 @@ func getRequest(ctx context.Context, q querier, id string) (*countersign.Request
 // EINVALID without an account.
 func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
 	if f.AccountID == "" {
-		return nil, countersign.Errorf(countersign.EINVALID, "an account is required to list requests")
+		return nil, countersign.ErrListNeedsAccount()
 	}
 	where, args := []string{"account_id = ?"}, []any{f.AccountID}
 	if f.Status != "" {
@@ -368,11 +368,11 @@ func rawJSON(s string) json.RawMessage {
 // Errors: ENOTFOUND.
 func (db *DB) RequestBySeedID(ctx context.Context, seedID string) (*countersign.Request, error) {
 	if seedID == "" {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	}
 	r, err := scanRequest(db.read.QueryRowContext(ctx, `SELECT `+requestColumns+` FROM requests WHERE seed_id = ?`, seedID))
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "request not found")
+		return nil, countersign.ErrRequestNotFound()
 	} else if err != nil {
 		return nil, fmt.Errorf("read request: %w", err)
 	}
@@ -386,7 +386,7 @@ func (db *DB) Link(ctx context.Context, hash string) (*countersign.Link, error) 
 	err := db.read.QueryRowContext(ctx, `SELECT hash, request_id, action, created_at FROM links WHERE hash = ?`, hash).
 		Scan(&l.Hash, &l.RequestID, &l.Action, &created)
 	if err == sql.ErrNoRows {
-		return nil, countersign.Errorf(countersign.ENOTFOUND, "link not found")
+		return nil, countersign.NotFound("link")
 	} else if err != nil {
 		return nil, fmt.Errorf("read link: %w", err)
 	}

@@ -18,7 +18,7 @@ func (db *DB) CreateSession(ctx context.Context, s *countersign.Session) error {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID)
 		if isForeignKey(err) {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver or account not found")
+			return countersign.NotFound("approver or account")
 		} else if err != nil {
 			return fmt.Errorf("create session: %w", err)
 		}
@@ -52,7 +52,7 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 		WHERE s.hash = ? AND s.expires_at > ?`, hash, nanos(now)),
 		&a.ID, &a.Username, &a.PasswordHash, &aCreated)
 	if err == sql.ErrNoRows {
-		return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "session not found")
+		return nil, nil, countersign.NotFound("session")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read session: %w", err)
 	}
@@ -99,7 +99,7 @@ func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) 
 			return fmt.Errorf("switch session account: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "no such account")
+			return countersign.ErrNoSuchAccount()
 		}
 		return nil
 	})
@@ -137,7 +137,7 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 			return fmt.Errorf("set password: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)
@@ -154,7 +154,7 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 			return fmt.Errorf("remove membership: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "the approver is not a member of that account")
+			return countersign.ErrNotMember()
 		}
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = ? AND account_id = ?`,
@@ -186,7 +186,7 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 			return fmt.Errorf("remove approver: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.Errorf(countersign.ENOTFOUND, "approver not found")
+			return countersign.NotFound("approver")
 		}
 		return nil
 	})

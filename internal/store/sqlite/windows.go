@@ -53,25 +53,19 @@ func scanWindow(s scanner) (*countersign.AutoApproveWindow, error) {
 	return &w, nil
 }
 
-// insertWindow opens w for the approval r. The window takes its account,
-// key and request from r where w leaves them empty, and may not name
-// another: a window never widens beyond the key that asked.
+// insertWindow opens w for the approval r (see
+// countersign.AutoApproveWindow.OpenedBy).
 func insertWindow(ctx context.Context, tx querier, r *countersign.Request, w countersign.AutoApproveWindow, now time.Time) error {
-	if (w.AccountID != "" && w.AccountID != r.AccountID) || (w.KeyID != "" && w.KeyID != r.KeyID) ||
-		(w.RequestID != "" && w.RequestID != r.ID) {
-		return countersign.Errorf(countersign.EINVALID, "an auto-approve window belongs to the request that opened it")
+	w, err := w.OpenedBy(r, now)
+	if err != nil {
+		return err
 	}
-	w.ID = orID(w.ID, "win_")
-	w.AccountID, w.KeyID, w.RequestID = r.AccountID, r.KeyID, r.ID
-	if w.CreatedAt.IsZero() {
-		w.CreatedAt = now
-	}
-	_, err := tx.ExecContext(ctx, `
+	_, err = tx.ExecContext(ctx, `
 		INSERT INTO auto_approve_windows (`+windowColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		w.ID, w.AccountID, w.KeyID, w.SessionID, w.Kind, w.Action, nanos(w.Until), nanos(w.CreatedAt), w.RequestID,
 		countersign.EncodeScope(w.Scope))
 	if isUnique(err) {
-		return countersign.Errorf(countersign.ECONFLICT, "auto-approve window already exists")
+		return countersign.ErrExists("auto-approve window")
 	} else if err != nil {
 		return fmt.Errorf("open auto-approve window: %w", err)
 	}
@@ -88,9 +82,9 @@ func (db *DB) ClaimCoverage(ctx context.Context, c countersign.Coverage) error {
 			c.ApprovalID, c.RequestID, nanos(c.CreatedAt))
 		switch {
 		case isUnique(err):
-			return countersign.Errorf(countersign.ECONFLICT, "this approval already covered a delete")
+			return countersign.ErrCoverageClaimed()
 		case isForeignKey(err):
-			return countersign.Errorf(countersign.ENOTFOUND, "request not found")
+			return countersign.ErrRequestNotFound()
 		case err != nil:
 			return fmt.Errorf("claim coverage: %w", err)
 		}
