@@ -103,13 +103,14 @@ func ErrNoApprovedMatch() *Error {
 }
 
 // ErrNoSuchAccount is the ENOTFOUND of switching a session to an account
-// that does not exist.
+// that does not exist or that its approver is not a member of: the two
+// are one answer.
 func ErrNoSuchAccount() *Error {
 	return Errorf(ENOTFOUND, "no such account")
 }
 
-// ErrNotMember is the ENOTFOUND of switching a session to an account its
-// approver is not a member of.
+// ErrNotMember is the ENOTFOUND of removing a membership the approver
+// does not have.
 func ErrNotMember() *Error {
 	return Errorf(ENOTFOUND, "the approver is not a member of that account")
 }

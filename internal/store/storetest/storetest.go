@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"TransitionScope", testTransitionScope},
 		{"TransitionRefusals", testTransitionRefusals},
 		{"PendingLimitRefusal", testPendingLimitRefusal},
+		{"RefusalWords", testRefusalWords},
 		{"Consume", testConsume},
 		{"DecideRace", testDecideRace},
 		{"ConsumeRace", testConsumeRace},
