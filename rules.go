@@ -104,3 +104,17 @@ func TwinTTLRange(r *Request, now time.Time) (lo, hi int64) {
 	ttl := RequestTTL(r, now)
 	return int64(ttl - TwinTTLSlack), int64(ttl + TwinTTLSlack)
 }
+
+// ApprovedByWindow reports whether r is stored approved because an
+// auto-approve window let it through: the store then checks, as it
+// inserts r, that the window is as it was read, since a stop in between
+// closed it (ErrWindowClosed).
+func (r *Request) ApprovedByWindow() bool {
+	return r.Status == StatusApproved && r.DecidedBy == DecidedByAutoApprove
+}
+
+// ErrWindowClosed is the conflict of a request whose auto-approve window
+// a stop of its session closed while the request was made.
+func ErrWindowClosed() *Error {
+	return Errorf(ECONFLICT, "the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
+}

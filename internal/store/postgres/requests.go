@@ -126,7 +126,7 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	// as it was read. A stop of the session takes the account's lock too
 	// (stopApprovals): stored before, it closed the window (its until
 	// changed); stored after, it ends this approval with the others.
-	byWindow := r.Status == countersign.StatusApproved && r.DecidedBy == countersign.DecidedByAutoApprove
+	byWindow := r.ApprovedByWindow()
 	if byWindow {
 		batch.Queue(`SELECT EXISTS (SELECT 1 FROM auto_approve_windows
 			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4)`,
@@ -155,8 +155,7 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 			return nil, nil, fmt.Errorf("check the auto-approve window: %w", badText(err))
 		}
 		if !open {
-			return nil, nil, countersign.Errorf(countersign.ECONFLICT,
-				"the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
+			return nil, nil, countersign.ErrWindowClosed()
 		}
 	}
 	if err := br.Close(); err != nil {

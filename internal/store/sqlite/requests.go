@@ -97,7 +97,7 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 // approval of the session but this one, which did not exist yet. Errors:
 // ECONFLICT.
 func windowStillOpen(ctx context.Context, tx querier, r *countersign.Request) error {
-	if r.Status != countersign.StatusApproved || r.DecidedBy != countersign.DecidedByAutoApprove {
+	if !r.ApprovedByWindow() {
 		return nil
 	}
 	var open bool
@@ -107,15 +107,10 @@ func windowStillOpen(ctx context.Context, tx querier, r *countersign.Request) er
 		return fmt.Errorf("check the auto-approve window: %w", err)
 	}
 	if !open {
-		return errWindowClosed
+		return countersign.ErrWindowClosed()
 	}
 	return nil
 }
-
-// errWindowClosed is the error of a request whose window closed while it
-// was made.
-var errWindowClosed = countersign.Errorf(countersign.ECONFLICT,
-	"the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
 
 // twinAndPending returns the id of the pending, unexpired twin of r (""
 // when there is none; see countersign.Store), and how many requests of

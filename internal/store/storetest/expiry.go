@@ -194,7 +194,8 @@ func testWindows(t *testing.T, open Opener) {
 	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "Bash", stoppedAt); err != nil || len(got) != 0 {
 		t.Errorf("ActiveWindows of the stopped session: %v, %v; want none", got, err)
 	}
-	wantCode(t, "CreateRequest let through by a window a stop closed", byWindow(`{"n":11}`), countersign.ECONFLICT)
+	wantError(t, "CreateRequest let through by a window a stop closed", byWindow(`{"n":11}`), countersign.ECONFLICT,
+		"the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
 	if got, err := s.ActiveWindows(ctx, f.key.ID, "sess-2", countersign.KindTool, "Write", stoppedAt); err != nil || len(got) != 1 {
 		t.Errorf("ActiveWindows of another session after a stop: %v, %v; want one", got, err)
 	}
