@@ -118,3 +118,25 @@ func (r *Request) ApprovedByWindow() bool {
 func ErrWindowClosed() *Error {
 	return Errorf(ECONFLICT, "the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
 }
+
+// Redeemable reports whether the OAuth token t may be redeemed at now
+// with its grant g: once, before its expiry, while the grant stands.
+// Errors: ECONFLICT (used), ENOTFOUND (expired, grant revoked).
+func (t *OAuthToken) Redeemable(g *Grant, now time.Time) error {
+	if !t.UsedAt.IsZero() {
+		return ErrTokenUsed()
+	}
+	if !t.ExpiresAt.After(now) {
+		return ErrTokenExpired()
+	}
+	if g.Revoked() {
+		return ErrGrantRevoked()
+	}
+	return nil
+}
+
+// Presentable reports whether the access token t of the grant g opens
+// the gateway at now: before its expiry, while the grant stands.
+func (t *OAuthToken) Presentable(g *Grant, now time.Time) bool {
+	return !g.Revoked() && t.ExpiresAt.After(now)
+}

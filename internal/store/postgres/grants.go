@@ -291,18 +291,12 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
-		if !tok.UsedAt.IsZero() {
-			return countersign.ErrTokenUsed()
-		}
-		if !tok.ExpiresAt.After(now) {
-			return countersign.ErrTokenExpired()
-		}
 		g, err = scanGrant(tx.QueryRow(ctx, grantSelect+` WHERE g.id = $1`, tok.GrantID))
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
-		if g.Revoked() {
-			return countersign.ErrGrantRevoked()
+		if err := tok.Redeemable(g, now); err != nil {
+			return err
 		}
 		if check != nil {
 			if err := check(tok); err != nil {
@@ -368,7 +362,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read access token: %w", err)
 	}
-	if g.Revoked() || !t.ExpiresAt.After(now) {
+	if !t.Presentable(g, now) {
 		return nil, nil, countersign.NotFound("access token")
 	}
 	return t, g, nil

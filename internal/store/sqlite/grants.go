@@ -261,18 +261,12 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
-		if !tok.UsedAt.IsZero() {
-			return countersign.ErrTokenUsed()
-		}
-		if !tok.ExpiresAt.After(now) {
-			return countersign.ErrTokenExpired()
-		}
 		g, err = scanGrant(tx.QueryRowContext(ctx, grantSelect+` WHERE g.id = ?`, tok.GrantID))
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
-		if g.Revoked() {
-			return countersign.ErrGrantRevoked()
+		if err := tok.Redeemable(g, now); err != nil {
+			return err
 		}
 		if check != nil {
 			if err := check(tok); err != nil {
@@ -344,7 +338,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 			db.caches.access.put(hash, e, version, wall)
 		}
 	}
-	if e.g.Revoked() || !e.t.ExpiresAt.After(now) {
+	if !e.t.Presentable(&e.g, now) {
 		return nil, nil, countersign.NotFound("access token")
 	}
 	t, g := e.t, e.g
