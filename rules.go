@@ -140,3 +140,24 @@ func (t *OAuthToken) Redeemable(g *Grant, now time.Time) error {
 func (t *OAuthToken) Presentable(g *Grant, now time.Time) bool {
 	return !g.Revoked() && t.ExpiresAt.After(now)
 }
+
+// RefuseAttempt is the refusal of finishing a delivery attempt whose
+// conditional update changed nothing: an item that does not exist is
+// not found; any other is held by another claim (ErrClaimLost).
+func RefuseAttempt(exists bool) error {
+	if !exists {
+		return NotFound("outbox item")
+	}
+	return ErrClaimLost()
+}
+
+// RefusePasskeyUse is the refusal of a passkey use whose conditional
+// update changed nothing: a passkey that does not exist is not found; any
+// other did not advance its signature counter (ErrPasskeyReplayed).
+func RefusePasskeyUse(exists bool) error {
+	if !exists {
+		return NotFound("passkey")
+	}
+	return ErrPasskeyReplayed()
+}
+

@@ -155,13 +155,10 @@ func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...
 		}
 		var found int
 		err = tx.QueryRow(ctx, `SELECT COUNT(*) FROM outbox WHERE id = $1`, id).Scan(&found)
-		switch {
-		case err != nil:
+		if err != nil {
 			return fmt.Errorf("read outbox item: %w", err)
-		case found == 0:
-			return countersign.NotFound("outbox item")
 		}
-		return countersign.ErrClaimLost()
+		return countersign.RefuseAttempt(found > 0)
 	})
 }
 

@@ -133,12 +133,11 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 			return nil
 		}
 		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = $1`, id).Scan(&one); errors.Is(err, pgx.ErrNoRows) {
-			return countersign.NotFound("passkey")
-		} else if err != nil {
+		err = tx.QueryRow(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = $1`, id).Scan(&one)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("use passkey: %w", err)
 		}
-		return countersign.ErrPasskeyReplayed()
+		return countersign.RefusePasskeyUse(err == nil)
 	})
 }
 

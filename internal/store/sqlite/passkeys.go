@@ -116,12 +116,11 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 			return nil
 		}
 		var one int
-		if err := tx.QueryRowContext(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = ?`, id).Scan(&one); err == sql.ErrNoRows {
-			return countersign.NotFound("passkey")
-		} else if err != nil {
+		err = tx.QueryRowContext(ctx, `SELECT 1 FROM webauthn_credentials WHERE id = ?`, id).Scan(&one)
+		if err != nil && err != sql.ErrNoRows {
 			return fmt.Errorf("use passkey: %w", err)
 		}
-		return countersign.ErrPasskeyReplayed()
+		return countersign.RefusePasskeyUse(err == nil)
 	})
 }
 
