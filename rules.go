@@ -2,7 +2,9 @@ package countersign
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -161,3 +163,57 @@ func RefusePasskeyUse(exists bool) error {
 	return ErrPasskeyReplayed()
 }
 
+// AuditKeyedEvent is the audit event that marks where a chain of bare
+// hashes became keyed, written when an existing store is sealed.
+const AuditKeyedEvent = "audit_keyed"
+
+// KeyedEvent is the audit event a store that is sealed appends when it
+// already holds entries: it links the old chain to the keyed one, which
+// begins at keyedFrom, so that the old part cannot be rewritten without
+// the key either.
+func KeyedEvent(keyedFrom int64) AuditEvent {
+	return AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`}
+}
+
+// ErrCheckRemoved is the error of a store whose server keys are wrapped
+// with the secret key but whose record of it is gone: sealing it again
+// would wrap them twice and key a chain that may have been rewritten
+// meanwhile.
+var ErrCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
+
+// SealServerKey wraps the server key name of a store being sealed. A key
+// that the secret key already opens was sealed before: ErrCheckRemoved.
+func (k *SecretKey) SealServerKey(name string, key []byte) ([]byte, error) {
+	if _, err := k.UnwrapServerKey(name, key); err == nil {
+		return nil, ErrCheckRemoved
+	}
+	return k.WrapServerKey(name, key), nil
+}
+
+// OpenServerKey returns the stored server key name as it is used: opened
+// with k (stored as it is when k is nil) and size bytes long.
+func OpenServerKey(k *SecretKey, name string, stored []byte, size int) ([]byte, error) {
+	key := stored
+	if k != nil {
+		var err error
+		if key, err = k.UnwrapServerKey(name, stored); err != nil {
+			return nil, fmt.Errorf("server key %q: %w", name, err)
+		}
+	}
+	if len(key) != size {
+		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
+	}
+	return key, nil
+}
+
+// CheckImport refuses a copy whose source is sealed with another secret
+// key than k, the target's (none: any).
+func CheckImport(k *SecretKey, c KeyCheck) error {
+	if k == nil {
+		return nil
+	}
+	if err := k.Verify(c); err != nil {
+		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
+	}
+	return nil
+}

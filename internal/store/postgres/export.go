@@ -203,7 +203,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 		}
 		err := fill(func(rec countersign.Record) error {
 			if rec.KeyCheck != nil {
-				if err := importCheck(db.key, *rec.KeyCheck); err != nil {
+				if err := countersign.CheckImport(db.key, *rec.KeyCheck); err != nil {
 					return err
 				}
 				check = rec.KeyCheck

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -34,9 +33,9 @@ func (db *DB) AuditKeyedFrom() int64 { return db.keyedFrom.Load() }
 // SecretKey implements countersign.KeyedAuditor.
 func (db *DB) SecretKey() *countersign.SecretKey { return db.key }
 
-// AuditKeyedEvent is the audit event that marks where a chain of bare
-// hashes became keyed, written when an existing store is sealed.
-const AuditKeyedEvent = "audit_keyed"
+// AuditKeyedEvent is countersign.AuditKeyedEvent, kept for callers of this
+// package.
+const AuditKeyedEvent = countersign.AuditKeyedEvent
 
 // seal checks the store against the secret key at open, as the SQLite
 // store's seal does: a sealed store must carry the check of this key; a
@@ -77,9 +76,7 @@ func (db *DB) seal(ctx context.Context) error {
 		}
 		keyedFrom = seq + 1
 		if seq > 0 {
-			detail := `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`
-			ev := countersign.AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: detail}
-			if err := db.appendAudit(ctx, tx, time.Now(), auditItem{ev: ev}); err != nil {
+			if err := db.appendAudit(ctx, tx, time.Now(), auditItem{ev: countersign.KeyedEvent(keyedFrom)}); err != nil {
 				return err
 			}
 		}
@@ -95,11 +92,6 @@ func (db *DB) seal(ctx context.Context) error {
 	db.keyedFrom.Store(keyedFrom)
 	return nil
 }
-
-// errCheckRemoved is a store whose server keys are wrapped with the key
-// but whose record of it is gone: sealing it again would wrap them twice
-// and key a chain that may have been rewritten meanwhile.
-var errCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
 
 // wrapServerKeys wraps every server key of a store that was never sealed.
 func wrapServerKeys(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) error {
@@ -119,10 +111,11 @@ func wrapServerKeys(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) 
 		return fmt.Errorf("read server keys: %w", err)
 	}
 	for _, r := range all {
-		if _, err := key.UnwrapServerKey(r.name, r.key); err == nil {
-			return errCheckRemoved
+		sealed, err := key.SealServerKey(r.name, r.key)
+		if err != nil {
+			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE server_keys SET key = $1 WHERE name = $2`, key.WrapServerKey(r.name, r.key), r.name); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE server_keys SET key = $1 WHERE name = $2`, sealed, r.name); err != nil {
 			return fmt.Errorf("wrap server key: %w", err)
 		}
 	}
@@ -131,17 +124,7 @@ func wrapServerKeys(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) 
 
 // unwrapServerKey opens a stored server key and checks its size.
 func (db *DB) unwrapServerKey(name string, stored []byte, size int) ([]byte, error) {
-	key := stored
-	if db.key != nil {
-		var err error
-		if key, err = db.key.UnwrapServerKey(name, stored); err != nil {
-			return nil, fmt.Errorf("server key %q: %w", name, err)
-		}
-	}
-	if len(key) != size {
-		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
-	}
-	return key, nil
+	return countersign.OpenServerKey(db.key, name, stored, size)
 }
 
 // sealImported seals what a copy of a store never sealed brought in: its
@@ -160,15 +143,4 @@ func sealImported(ctx context.Context, tx pgx.Tx, key *countersign.SecretKey) (c
 		return c, fmt.Errorf("import: record the secret key check: %w", err)
 	}
 	return c, nil
-}
-
-// importCheck refuses the check of another key than the target's.
-func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
-	if key == nil {
-		return nil
-	}
-	if err := key.Verify(c); err != nil {
-		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
-	}
-	return nil
 }

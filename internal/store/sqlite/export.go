@@ -206,7 +206,7 @@ func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record)
 		}
 		err := fill(func(rec countersign.Record) error {
 			if rec.KeyCheck != nil {
-				if err := importCheck(db.key, *rec.KeyCheck); err != nil {
+				if err := countersign.CheckImport(db.key, *rec.KeyCheck); err != nil {
 					return err
 				}
 				check = rec.KeyCheck
@@ -248,17 +248,6 @@ func sealImported(ctx context.Context, tx querier, key *countersign.SecretKey) (
 		return c, fmt.Errorf("import: %w", err)
 	}
 	return c, nil
-}
-
-// importCheck refuses the check of another key than the target's.
-func importCheck(key *countersign.SecretKey, c countersign.KeyCheck) error {
-	if key == nil {
-		return nil
-	}
-	if err := key.Verify(c); err != nil {
-		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
-	}
-	return nil
 }
 
 // checkEmpty fails with ECONFLICT when the store holds anything a copy

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -53,9 +52,9 @@ func (db *DB) AuditKeyedFrom() int64 { return db.keyedFrom.Load() }
 // SecretKey implements countersign.KeyedAuditor.
 func (db *DB) SecretKey() *countersign.SecretKey { return db.key }
 
-// AuditKeyedEvent is the audit event that marks where a chain of bare
-// hashes became keyed, written when an existing store is sealed.
-const AuditKeyedEvent = "audit_keyed"
+// AuditKeyedEvent is countersign.AuditKeyedEvent, kept for callers of this
+// package.
+const AuditKeyedEvent = countersign.AuditKeyedEvent
 
 // seal checks the store against the secret key at open. A store sealed
 // before must carry the check of this very key. A store never sealed (a new
@@ -104,8 +103,7 @@ func (db *DB) seal(ctx context.Context) error {
 		}
 		keyedFrom = seq + 1
 		if seq > 0 {
-			detail := `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`
-			if err := appendAudit(ctx, tx, time.Now(), "", "", countersign.AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: detail}); err != nil {
+			if err := appendAudit(ctx, tx, time.Now(), "", "", countersign.KeyedEvent(keyedFrom)); err != nil {
 				return err
 			}
 		}
@@ -121,11 +119,6 @@ func (db *DB) seal(ctx context.Context) error {
 	db.keyedFrom.Store(keyedFrom)
 	return nil
 }
-
-// errCheckRemoved is a store whose server keys are wrapped with the key
-// but whose record of it is gone: sealing it again would wrap them twice
-// and key a chain that may have been rewritten meanwhile.
-var errCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
 
 // wrapServerKeys wraps every server key of a store that was never sealed.
 func wrapServerKeys(ctx context.Context, tx querier, key *countersign.SecretKey) error {
@@ -151,10 +144,11 @@ func wrapServerKeys(ctx context.Context, tx querier, key *countersign.SecretKey)
 		return fmt.Errorf("read server keys: %w", err)
 	}
 	for _, r := range all {
-		if _, err := key.UnwrapServerKey(r.name, r.key); err == nil {
-			return errCheckRemoved
+		sealed, err := key.SealServerKey(r.name, r.key)
+		if err != nil {
+			return err
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE server_keys SET key = ? WHERE name = ?`, key.WrapServerKey(r.name, r.key), r.name); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE server_keys SET key = ? WHERE name = ?`, sealed, r.name); err != nil {
 			return fmt.Errorf("wrap server key: %w", err)
 		}
 	}

@@ -245,15 +245,5 @@ func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, err
 
 // unwrapServerKey opens a stored server key and checks its size.
 func (db *DB) unwrapServerKey(name string, stored []byte, size int) ([]byte, error) {
-	key := stored
-	if db.key != nil {
-		var err error
-		if key, err = db.key.UnwrapServerKey(name, stored); err != nil {
-			return nil, fmt.Errorf("server key %q: %w", name, err)
-		}
-	}
-	if len(key) != size {
-		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
-	}
-	return key, nil
+	return countersign.OpenServerKey(db.key, name, stored, size)
 }
