@@ -217,3 +217,45 @@ func CheckImport(k *SecretKey, c KeyCheck) error {
 	}
 	return nil
 }
+
+// Limits of a request list: a filter of no Limit gets
+// DefaultRequestListLimit, and none gets more than MaxRequestListLimit.
+const (
+	DefaultRequestListLimit = 50
+	MaxRequestListLimit     = 500
+)
+
+// Check refuses a filter of no account: requests are never listed across
+// accounts. Errors: EINVALID.
+func (f RequestFilter) Check() error {
+	if f.AccountID == "" {
+		return ErrListNeedsAccount()
+	}
+	return nil
+}
+
+// MatchesNothing reports whether f keeps no request whatever is stored:
+// an empty, non-nil list of statuses.
+func (f RequestFilter) MatchesNothing() bool {
+	return f.Statuses != nil && len(f.Statuses) == 0
+}
+
+// PageSize is how many requests, at most, a list by f returns.
+func (f RequestFilter) PageSize() int {
+	if f.Limit <= 0 {
+		return DefaultRequestListLimit
+	}
+	return min(f.Limit, MaxRequestListLimit)
+}
+
+// DefaultAuditPage is how many entries an audit log read returns when the
+// caller names no limit (a limit <= 0).
+const DefaultAuditPage = 1000
+
+// AuditPageSize is how many entries an audit log read of limit returns.
+func AuditPageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultAuditPage
+	}
+	return limit
+}

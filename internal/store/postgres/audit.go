@@ -11,16 +11,10 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// defaultAuditPage is how many entries AuditLog returns when the caller
-// gives no limit.
-const defaultAuditPage = 1000
-
 // AuditLog returns the audit entries with Seq > after, in order, at most
 // limit of them (1000 when limit is not positive).
 func (db *DB) AuditLog(ctx context.Context, after int64, limit int) ([]*countersign.AuditEntry, error) {
-	if limit <= 0 {
-		limit = defaultAuditPage
-	}
+	limit = countersign.AuditPageSize(limit)
 	var out []*countersign.AuditEntry
 	err := db.read(ctx, func(q querier) (err error) {
 		out, err = collect(ctx, q, scanAuditEntry, `

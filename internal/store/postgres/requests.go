@@ -12,12 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Limits of Requests.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 500
-)
-
 // accountLock is the first key of the advisory lock a new request takes on
 // its account ("csac" in ASCII); the second is the hash of the account id.
 const accountLock = 0x6373_6163
@@ -298,11 +292,11 @@ func getRequest(ctx context.Context, q querier, id string) (*countersign.Request
 // f.Limit of them, 50 when not positive and never more than 500. Errors:
 // EINVALID without an account.
 func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
-	if f.AccountID == "" {
-		return nil, countersign.ErrListNeedsAccount()
+	if err := f.Check(); err != nil {
+		return nil, err
 	}
 	if hasNUL(f.AccountID, string(f.Status), f.Reference, f.SessionID, string(f.Kind), f.SeedPrefix) ||
-		(f.Statuses != nil && len(f.Statuses) == 0) {
+		f.MatchesNothing() {
 		return []*countersign.Request{}, nil // nothing stored matches
 	}
 	var a args
@@ -334,11 +328,7 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 		}
 		where = append(where, "status = ANY("+a.add(statuses)+")")
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	limit = min(limit, maxListLimit)
+	limit := f.PageSize()
 	query := `SELECT ` + requestColumns + ` FROM requests
 		WHERE ` + strings.Join(where, " AND ") + `
 		ORDER BY created_at DESC, id DESC LIMIT ` + a.add(limit)

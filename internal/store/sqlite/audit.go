@@ -9,16 +9,10 @@ import (
 	"github.com/countersign/countersign"
 )
 
-// defaultAuditPage is how many entries AuditLog returns when the caller
-// gives no limit.
-const defaultAuditPage = 1000
-
 // AuditLog returns the audit entries with Seq > after, in order, at most
 // limit of them (1000 when limit is not positive).
 func (db *DB) AuditLog(ctx context.Context, after int64, limit int) ([]*countersign.AuditEntry, error) {
-	if limit <= 0 {
-		limit = defaultAuditPage
-	}
+	limit = countersign.AuditPageSize(limit)
 	rows, err := db.read.QueryContext(ctx, `
 		SELECT seq, at, account_id, request_id, event, actor, detail, prev_hash, hash
 		FROM audit_log WHERE seq > ? ORDER BY seq LIMIT ?`, after, limit)

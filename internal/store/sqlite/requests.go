@@ -11,12 +11,6 @@ import (
 	"github.com/countersign/countersign"
 )
 
-// Limits of Requests.
-const (
-	defaultListLimit = 50
-	maxListLimit     = 500
-)
-
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
@@ -234,8 +228,8 @@ func getRequest(ctx context.Context, q querier, id string) (*countersign.Request
 // f.Limit of them, 50 when not positive and never more than 500. Errors:
 // EINVALID without an account.
 func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*countersign.Request, error) {
-	if f.AccountID == "" {
-		return nil, countersign.ErrListNeedsAccount()
+	if err := f.Check(); err != nil {
+		return nil, err
 	}
 	where, args := []string{"account_id = ?"}, []any{f.AccountID}
 	if f.Status != "" {
@@ -261,20 +255,16 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 			index = " INDEXED BY requests_account_seed"
 		}
 	}
+	if f.MatchesNothing() {
+		return []*countersign.Request{}, nil
+	}
 	if f.Statuses != nil {
-		if len(f.Statuses) == 0 {
-			return []*countersign.Request{}, nil
-		}
 		where = append(where, "status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
 		for _, st := range f.Statuses {
 			args = append(args, st)
 		}
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = defaultListLimit
-	}
-	limit = min(limit, maxListLimit)
+	limit := f.PageSize()
 	args = append(args, limit)
 
 	rows, err := db.read.QueryContext(ctx, `SELECT `+requestColumns+` FROM requests`+index+`
