@@ -259,3 +259,23 @@ func AuditPageSize(limit int) int {
 	}
 	return limit
 }
+
+// OutboxItems is the outbox of the new request r as it is stored with it:
+// every item about r, of r's account.
+func (r *Request) OutboxItems() []OutboxItem {
+	out := make([]OutboxItem, len(r.Outbox))
+	for i, it := range r.Outbox {
+		it.RequestID, it.AccountID = r.ID, r.AccountID
+		out[i] = it
+	}
+	return out
+}
+
+// CheckClaim refuses an outbox claim of no items or no lease. Errors:
+// EINVALID.
+func CheckClaim(limit int, lease time.Duration) error {
+	if limit <= 0 || lease <= 0 {
+		return ErrClaimLimits()
+	}
+	return nil
+}

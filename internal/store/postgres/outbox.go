@@ -74,23 +74,12 @@ func outboxError(err error, ids []string) error {
 	return fmt.Errorf("insert outbox item: %w", badText(err))
 }
 
-// requestOutbox is the outbox of a new request as CreateRequest stores it:
-// about the request, of its account.
-func requestOutbox(r *countersign.Request) []countersign.OutboxItem {
-	out := make([]countersign.OutboxItem, len(r.Outbox))
-	for i, it := range r.Outbox {
-		it.RequestID, it.AccountID = r.ID, r.AccountID
-		out[i] = it
-	}
-	return out
-}
-
 // ClaimDue leases due items; see countersign.OutboxStore. FOR UPDATE SKIP
 // LOCKED hands each item to one of several senders claiming at once: a
 // row another claim holds is passed over, not waited for.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]*countersign.OutboxItem, error) {
-	if limit <= 0 || lease <= 0 {
-		return nil, countersign.ErrClaimLimits()
+	if err := countersign.CheckClaim(limit, lease); err != nil {
+		return nil, err
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem

@@ -169,7 +169,7 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 	for _, l := range r.Links {
 		queueLink(batch, countersign.Link{Hash: l.Hash, RequestID: r.ID, Action: l.Action, CreatedAt: r.CreatedAt})
 	}
-	outboxIDs := queueOutbox(batch, requestOutbox(r), r.CreatedAt)
+	outboxIDs := queueOutbox(batch, r.OutboxItems(), r.CreatedAt)
 	queueNotify(batch, r.ID, r.AccountID)
 	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
 

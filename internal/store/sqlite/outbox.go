@@ -51,23 +51,12 @@ func insertOutbox(ctx context.Context, tx querier, items []countersign.OutboxIte
 	return nil
 }
 
-// requestOutbox is the outbox of a new request as CreateRequest stores it:
-// about the request, of its account.
-func requestOutbox(r *countersign.Request) []countersign.OutboxItem {
-	out := make([]countersign.OutboxItem, len(r.Outbox))
-	for i, it := range r.Outbox {
-		it.RequestID, it.AccountID = r.ID, r.AccountID
-		out[i] = it
-	}
-	return out
-}
-
 // ClaimDue leases due items; see countersign.OutboxStore. The write
 // connection runs one BEGIN IMMEDIATE transaction at a time, so the
 // UPDATE … RETURNING is never interleaved with another claim.
 func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time.Duration) ([]*countersign.OutboxItem, error) {
-	if limit <= 0 || lease <= 0 {
-		return nil, countersign.ErrClaimLimits()
+	if err := countersign.CheckClaim(limit, lease); err != nil {
+		return nil, err
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem

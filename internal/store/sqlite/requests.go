@@ -76,7 +76,7 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 			return nil, false, fmt.Errorf("insert link: %w", err)
 		}
 	}
-	if err := insertOutbox(ctx, tx, requestOutbox(r), r.CreatedAt); err != nil {
+	if err := insertOutbox(ctx, tx, r.OutboxItems(), r.CreatedAt); err != nil {
 		return nil, false, err
 	}
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
