@@ -112,7 +112,7 @@ func (db *DB) channels(ctx context.Context, accountID string) ([]*countersign.Ch
 // RemoveChannel removes a channel of the account, by id or name, and its
 // outbox items, in one transaction. Errors: ENOTFOUND.
 func (db *DB) RemoveChannel(ctx context.Context, accountID, idOrName string) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM notify_channels WHERE account_id = ? AND (id = ? OR name = ?)`,
 			accountID, idOrName, idOrName).Scan(&id)

@@ -292,7 +292,7 @@ func (db *DB) checkpointer(interval time.Duration) {
 	}
 }
 
-// update runs fn in a write transaction and commits its changes when it
+// updateCached runs fn in a write transaction and commits its changes when it
 // returns nil; when it returns an error, none of its changes are kept.
 //
 // The changes of concurrent callers are committed in groups: the writer
@@ -311,16 +311,22 @@ func (db *DB) checkpointer(interval time.Duration) {
 // ctx's values but not its cancellation: an interrupted statement would
 // roll back the whole group.
 //
-// A change made with update may change what the caches hold: once it is
-// committed, the change counter moves. Changes to requests, the audit log
-// and the outbox, which no cache holds, go through updateHot instead.
-func (db *DB) update(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
+// A change made with updateCached may change what the caches hold (keys,
+// tokens, sessions, grants, accounts, channels): once it is committed, the
+// change counter moves, so that no cache serves what it changed. Changes
+// to requests, the audit log and the outbox, which no cache holds, go
+// through updateUncached, which leaves the counter: the caches stay warm.
+// When in doubt, updateCached: a change to cached data made through
+// updateUncached is served stale, such as a revoked key honoured until
+// the cache entry ages out.
+func (db *DB) updateCached(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
 	return db.run(ctx, fn, false)
 }
 
-// updateHot is update for a change that touches nothing a cache holds:
-// requests, auto-approve windows, the audit log, the outbox.
-func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
+// updateUncached is updateCached for a change that touches nothing a
+// cache holds: requests, auto-approve windows, the audit log, the outbox.
+// It does not move the change counter.
+func (db *DB) updateUncached(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
 	return db.run(ctx, fn, true)
 }
 
@@ -328,18 +334,18 @@ func (db *DB) updateHot(ctx context.Context, fn func(ctx context.Context, tx que
 // transaction of its own, and moves the change counter once it committed.
 func (db *DB) configExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	var res sql.Result
-	err := db.update(ctx, func(ctx context.Context, tx querier) (err error) {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) (err error) {
 		res, err = tx.ExecContext(ctx, query, args...)
 		return err
 	})
 	return res, err
 }
 
-func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) error, hot bool) error {
+func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) error, uncached bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	j := &writeJob{ctx: context.WithoutCancel(ctx), fn: fn, hot: hot, done: make(chan error, 1)}
+	j := &writeJob{ctx: context.WithoutCancel(ctx), fn: fn, uncached: uncached, done: make(chan error, 1)}
 	select {
 	case db.writes <- j:
 	case <-ctx.Done():
@@ -378,10 +384,10 @@ const (
 
 // writeJob is one caller's change, waiting for the writer.
 type writeJob struct {
-	ctx   context.Context
-	fn    func(ctx context.Context, tx querier) error
-	hot   bool // changes nothing a cache holds
-	state atomic.Int32
+	ctx      context.Context
+	fn       func(ctx context.Context, tx querier) error
+	uncached bool // changes nothing a cache holds: the change counter stays
+	state    atomic.Int32
 	// started is set by the writer when it starts the change: a group
 	// run again runs it again. answered is set when its caller has its
 	// outcome: once, whatever fails after.
@@ -445,7 +451,7 @@ func (g *openResults) close() {
 	}
 }
 
-// writer runs the changes sent to update, in groups, until Close.
+// writer runs the changes sent to updateCached and updateUncached, in groups, until Close.
 func (db *DB) writer() {
 	defer close(db.stopped)
 	group := make([]*writeJob, 0, maxGroup)
@@ -480,7 +486,7 @@ func (db *DB) writer() {
 // only the failing one is undone. The second run starts from the same
 // state and runs the changes in the same order, so each does what it did
 // the first time; a change's function must therefore not build on what an
-// earlier run of it left behind (see update).
+// earlier run of it left behind (see updateCached).
 func (db *DB) commitGroup(group []*writeJob) {
 	if db.runGroup(group, len(group) == 1) {
 		return
@@ -546,8 +552,8 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 			}
 			db.groups.Add(1)
 		}
-		if !j.hot {
-			// A change outside the hot paths may write the audit
+		if !j.uncached {
+			// A change to cached data may write the audit
 			// log itself (an import does): the head goes to the
 			// table before it, and is read again after it.
 			if err := audit.flush(ctx, tx); err != nil {
@@ -558,11 +564,11 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		if !savepoints {
 			before, rows := *audit, db.rowChanges.Load()
 			j.err = j.run(tx, audit)
-			if j.err != nil && db.rowHook && db.rowChanges.Load() == rows && j.hot && sqliteCode(j.err) == 0 {
+			if j.err != nil && db.rowHook && db.rowChanges.Load() == rows && j.uncached && sqliteCode(j.err) == 0 {
 				// A refusal that changed no row (a decision that
 				// came second, a limit reached) leaves nothing to
 				// undo but what it chained in the audit log: the
-				// others go on. A change outside the hot paths is
+				// others go on. A change to cached data is
 				// not trusted with this; it may have written what
 				// the hook does not see, such as a table's schema.
 				// Nor is a failure of SQLite's own (a full disk, an
@@ -600,7 +606,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 				return true
 			}
 		}
-		if !j.hot {
+		if !j.uncached {
 			// Whatever it appended goes to the table too.
 			if err := audit.flush(ctx, tx); err != nil {
 				fail(err)
@@ -620,7 +626,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 		// Whether anything was kept is not known for sure: entries
 		// read before are not served again either way.
 		for _, j := range ran {
-			if !j.hot && db.changes != nil {
+			if !j.uncached && db.changes != nil {
 				db.changes.bump()
 				break
 			}
@@ -633,7 +639,7 @@ func (db *DB) runGroup(group []*writeJob, isolate bool) (done bool) {
 	// The counter moves before any caller hears of the commit, and after
 	// it, so that an entry read before the commit is never served again.
 	for _, j := range ran {
-		if !j.hot && j.err == nil && db.changes != nil {
+		if !j.uncached && j.err == nil && db.changes != nil {
 			db.changes.bump()
 			break
 		}

@@ -199,7 +199,7 @@ func exportTable(ctx context.Context, tx *sql.Tx, query string, scan func(scanne
 // the next entry on).
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
 	var check *countersign.KeyCheck
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		check = nil
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err

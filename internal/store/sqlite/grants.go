@@ -18,7 +18,7 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 	if err != nil {
 		return fmt.Errorf("create oauth client: %w", err)
 	}
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		if !lim.StaleBefore.IsZero() {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_clients WHERE last_used_at = 0 AND created_at < ?`, nanos(lim.StaleBefore)); err != nil {
 				return fmt.Errorf("expire oauth clients: %w", err)
@@ -84,12 +84,12 @@ func (db *DB) OAuthClient(ctx context.Context, id string) (*countersign.OAuthCli
 }
 
 // CreateGrant implements countersign.OAuthStore. A new key moves no cache,
-// but it is configuration: it goes through update like every key.
+// but it is configuration: it goes through updateCached like every key.
 func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *countersign.AgentKey, sess *countersign.Session, code *countersign.OAuthToken) error {
 	key.ID = orID(key.ID, "key_")
 	g.ID = orID(g.ID, "grt_")
 	g.KeyID, g.KeyName = key.ID, key.Name
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			key.ID, key.AccountID, key.Name, key.Hash, key.Hint, nanos(key.CreatedAt), 0, []byte{})
 		if isForeignKey(err) {
@@ -182,11 +182,11 @@ func (db *DB) Grants(ctx context.Context, accountID string) ([]*countersign.Gran
 	return out, rows.Err()
 }
 
-// RevokeGrant implements countersign.OAuthStore. It goes through update,
+// RevokeGrant implements countersign.OAuthStore. It goes through updateCached,
 // which moves the change counter: once it returned, no server on the file
 // lets a cached access token of the grant in.
 func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var keyID string
 		var revoked int64
 		err := tx.QueryRowContext(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = ? AND (? = '' OR account_id = ?)`,
@@ -218,7 +218,7 @@ func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Tim
 
 // TouchGrant implements countersign.OAuthStore.
 func (db *DB) TouchGrant(ctx context.Context, id string, now time.Time) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE grants SET last_used_at = ? WHERE id = ?`, nanos(now), id); err != nil {
 			return fmt.Errorf("touch grant: %w", err)
 		}
@@ -253,7 +253,7 @@ func scanOAuthToken(s scanner, extra ...any) (*countersign.OAuthToken, error) {
 func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*countersign.OAuthToken) error, issue []*countersign.OAuthToken) (*countersign.OAuthToken, *countersign.Grant, error) {
 	var tok *countersign.OAuthToken
 	var g *countersign.Grant
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		var err error
 		tok, err = scanOAuthToken(tx.QueryRowContext(ctx, `SELECT `+oauthTokenColumns+` FROM oauth_tokens WHERE hash = ? AND kind = ?`, hash, kind))
 		if err == sql.ErrNoRows {
@@ -346,10 +346,10 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 	return &t, &g, nil
 }
 
-// DeleteOAuthToken implements countersign.OAuthStore. Through update: an
+// DeleteOAuthToken implements countersign.OAuthStore. Through updateCached: an
 // access token may be cached.
 func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var kind, grant string
 		err := tx.QueryRowContext(ctx, `SELECT kind, grant_id FROM oauth_tokens WHERE hash = ? AND client_id = ?`, hash, clientID).Scan(&kind, &grant)
 		if err == sql.ErrNoRows {

@@ -79,7 +79,7 @@ func (db *DB) AgentKeys(ctx context.Context, accountID string) ([]*countersign.A
 // RevokeAgentKey revokes a key of the account by id or name; an id wins
 // over a name. Errors: ENOTFOUND, ECONFLICT if already revoked.
 func (db *DB) RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		return revokeAgentKey(ctx, tx, accountID, idOrName, at)
 	})
 }
@@ -229,7 +229,7 @@ func (db *DB) ApproverTokens(ctx context.Context, approverID string) ([]*counter
 // RevokeApproverToken implements countersign.Store. One conditional update:
 // of two revocations, one succeeds and the other is told.
 func (db *DB) RevokeApproverToken(ctx context.Context, approverID, idOrName string, at time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var id string
 		var revoked int64
 		err := tx.QueryRowContext(ctx, `SELECT id, revoked_at FROM approver_tokens

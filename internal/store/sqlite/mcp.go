@@ -16,7 +16,7 @@ import (
 // Errors: ENOTFOUND when no request matches.
 func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
 	var got *countersign.Request
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		var id string
 		err := tx.QueryRowContext(ctx, `
 			UPDATE requests SET status = 'consumed', consumed_at = ?

@@ -19,7 +19,7 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 	if len(items) == 0 {
 		return nil
 	}
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		return insertOutbox(ctx, tx, items, now)
 	})
 }
@@ -60,7 +60,7 @@ func (db *DB) ClaimDue(ctx context.Context, now time.Time, limit int, lease time
 	}
 	claim := countersign.NewID("clm_")
 	var out []*countersign.OutboxItem
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		out = nil // a group run again runs this again
 		rows, err := tx.QueryContext(ctx, `UPDATE outbox
 			SET lease_until = ?, claim = ?, attempts = attempts + 1, last_attempt_at = ?
@@ -116,7 +116,7 @@ func (db *DB) MarkFailed(ctx context.Context, id, claim string, now, next time.T
 // attempt: only the holder of the claim, and only while the item is
 // pending, changes it.
 func (db *DB) finishAttempt(ctx context.Context, id, claim, set string, args ...any) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE outbox SET `+set+` WHERE id = ? AND claim = ? AND claim <> '' AND state = 'pending'`,
 			append(args, id, claim)...)
 		if err != nil {
@@ -184,7 +184,7 @@ func (db *DB) channelStatus(ctx context.Context, c *countersign.Channel) (*count
 // PurgeOutbox removes finished items; see countersign.OutboxStore.
 func (db *DB) PurgeOutbox(ctx context.Context, before time.Time) (int, error) {
 	var n int64
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE state <> 'pending' AND done_at < ?`, nanos(before))
 		if err != nil {
 			return fmt.Errorf("purge outbox: %w", err)

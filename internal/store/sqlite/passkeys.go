@@ -19,7 +19,7 @@ func (db *DB) CreatePasskey(ctx context.Context, p *countersign.Passkey) error {
 	if err != nil {
 		return err
 	}
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, query, args...)
 		switch {
 		case isForeignKey(err):
@@ -105,7 +105,7 @@ func (db *DB) PasskeyByCredentialID(ctx context.Context, credentialID []byte) (*
 // UsePasskey implements countersign.PasskeyStore: the counter check and the
 // update are one statement, so two uses of one assertion cannot both pass.
 func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE webauthn_credentials SET sign_count = ?, last_used_at = ?
 			WHERE id = ? AND (sign_count < ? OR (sign_count = 0 AND ? = 0))`,
 			int64(signCount), nanos(now), id, int64(signCount), int64(signCount))
@@ -126,7 +126,7 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 
 // RemovePasskey implements countersign.PasskeyStore.
 func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = ? AND (id = ? OR name = ?)`,
 			approverID, idOrName, idOrName)
 		if err != nil {
@@ -141,7 +141,7 @@ func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) er
 
 // CreateCeremony implements countersign.PasskeyStore.
 func (db *DB) CreateCeremony(ctx context.Context, c *countersign.Ceremony, now time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM webauthn_ceremonies WHERE expires_at <= ?`, nanos(now)); err != nil {
 			return fmt.Errorf("create ceremony: %w", err)
 		}
@@ -157,7 +157,7 @@ func (db *DB) CreateCeremony(ctx context.Context, c *countersign.Ceremony, now t
 // so that of two callers with one handle exactly one gets it.
 func (db *DB) TakeCeremony(ctx context.Context, hash, purpose string, now time.Time) (*countersign.Ceremony, error) {
 	var c *countersign.Ceremony
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var out countersign.Ceremony
 		var expires int64
 		err := tx.QueryRowContext(ctx, `DELETE FROM webauthn_ceremonies WHERE hash = ? AND purpose = ?

@@ -28,7 +28,7 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	if err != nil {
 		return nil, false, err
 	}
-	err = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		got, created, err = createRequest(ctx, tx, r, enc, maxPending, now, ev)
 		return err
 	})

@@ -75,7 +75,7 @@ func (db *DB) seal(ctx context.Context) error {
 		return nil
 	}
 	var keyedFrom int64
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var c countersign.KeyCheck
 		err := tx.QueryRowContext(ctx, `SELECT audit_keyed_from, mac FROM secret_key WHERE id = 1`).Scan(&c.AuditKeyedFrom, &c.MAC)
 		if err == nil {

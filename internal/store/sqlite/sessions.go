@@ -12,7 +12,7 @@ import (
 
 // CreateSession implements countersign.SessionStore.
 func (db *DB) CreateSession(ctx context.Context, s *countersign.Session) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO sessions
 			(hash, approver_id, account_id, created_at, expires_at, last_seen_at, user_agent, client, grant_id)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -62,7 +62,7 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 
 // TouchSession implements countersign.SessionStore.
 func (db *DB) TouchSession(ctx context.Context, hash string, now time.Time) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, nanos(now), hash); err != nil {
 			return fmt.Errorf("touch session: %w", err)
 		}
@@ -91,7 +91,7 @@ func (db *DB) Sessions(ctx context.Context, approverID string, now time.Time) ([
 
 // SwitchSessionAccount implements countersign.SessionStore.
 func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE sessions SET account_id = ? WHERE hash = ?
 			AND EXISTS (SELECT 1 FROM memberships m WHERE m.approver_id = sessions.approver_id AND m.account_id = ?)`,
 			accountID, hash, accountID)
@@ -107,7 +107,7 @@ func (db *DB) SwitchSessionAccount(ctx context.Context, hash, accountID string) 
 
 // DeleteSession implements countersign.SessionStore.
 func (db *DB) DeleteSession(ctx context.Context, hash string) error {
-	return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
 			return fmt.Errorf("delete session: %w", err)
 		}
@@ -118,7 +118,7 @@ func (db *DB) DeleteSession(ctx context.Context, hash string) error {
 // DeleteSessions implements countersign.SessionStore.
 func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error) {
 	var n int64
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID)
 		if err != nil {
 			return fmt.Errorf("delete sessions: %w", err)
@@ -131,7 +131,7 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 
 // SetPassword implements countersign.SessionStore.
 func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE id = ?`, passwordHash, approverID)
 		if err != nil {
 			return fmt.Errorf("set password: %w", err)
@@ -148,7 +148,7 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 
 // RemoveMembership implements countersign.SessionStore.
 func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID)
 		if err != nil {
 			return fmt.Errorf("remove membership: %w", err)
@@ -170,7 +170,7 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 
 // RemoveApprover implements countersign.SessionStore.
 func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = ?`,
 			`DELETE FROM webauthn_credentials WHERE approver_id = ?`,
@@ -224,7 +224,7 @@ func (db *DB) ServerKey(ctx context.Context, name string, size int) ([]byte, err
 		return nil, fmt.Errorf("server key: %w", err)
 	}
 	// No cache holds server keys.
-	err = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+	err = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		fresh := make([]byte, size)
 		rand.Read(fresh)
 		stored := fresh

@@ -73,7 +73,7 @@ func TestStatementCache(t *testing.T) {
 	// transaction on the one write connection: the inner run cannot use
 	// the busy statement and must not disturb the outer one.
 	const sel = `SELECT n FROM t WHERE n >= ? ORDER BY n`
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		rows, err := tx.QueryContext(ctx, sel, 0)
 		if err != nil {
 			return err

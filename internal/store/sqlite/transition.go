@@ -23,7 +23,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	}
 	update, args := updateStatement(t)
 	var row *requestRow
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) (err error) {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
 		row, err = transition(ctx, tx, t, update, args, ev)
 		return err
 	})
@@ -187,7 +187,7 @@ func placeholders(n int) string {
 // audit entry for each, and returns the ids it expired, sorted.
 func (db *DB) ExpireRequests(ctx context.Context, id string, now time.Time) ([]countersign.Expired, error) {
 	var ids []countersign.Expired
-	err := db.updateHot(ctx, func(ctx context.Context, tx querier) (err error) {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
 		ids, err = expireRequests(ctx, tx, id, now)
 		return err
 	})

@@ -77,7 +77,7 @@ func insertWindow(ctx context.Context, tx querier, r *countersign.Request, w cou
 // statement: of two claims, exactly one succeeds. Errors: ENOTFOUND,
 // ECONFLICT.
 func (db *DB) ClaimCoverage(ctx context.Context, c countersign.Coverage) error {
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO coverages (approval_id, request_id, created_at) VALUES (?, ?, ?)`,
 			c.ApprovalID, c.RequestID, nanos(c.CreatedAt))
 		switch {

@@ -23,7 +23,7 @@ func holdWriter(t *testing.T, db *DB) (release func()) {
 	t.Helper()
 	started, hold, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- db.update(context.Background(), func(ctx context.Context, tx querier) error {
+		done <- db.updateCached(context.Background(), func(ctx context.Context, tx querier) error {
 			close(started)
 			<-hold
 			return nil
@@ -74,7 +74,7 @@ func TestGroupCommit(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.update(ctx, func(ctx context.Context, tx querier) error {
+			errs[i] = db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 				// Two rows per change, so that a failed change must
 				// undo a write of its own.
 				if _, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?), (?)`, 2*i, 2*i+1); err != nil {
@@ -155,7 +155,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- db.update(ctx, func(ctx context.Context, tx querier) error {
+		errc <- db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 			ran <- struct{}{}
 			return nil
 		})
@@ -167,7 +167,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	}
 	release()
 	// One more change through the writer: the abandoned one was passed.
-	if err := db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil }); err != nil {
+	if err := db.updateCached(t.Context(), func(ctx context.Context, tx querier) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -179,7 +179,7 @@ func TestGroupCommitCancel(t *testing.T) {
 	// Cancelled while running: the change completes, its statements are
 	// not interrupted, and the caller hears that it committed.
 	ctx, cancel = context.WithCancel(t.Context())
-	err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		cancel()
 		_, err := tx.ExecContext(ctx, `CREATE TABLE after_cancel (n INTEGER)`)
 		return err
@@ -201,7 +201,7 @@ func TestGroupCommitClose(t *testing.T) {
 	release := holdWriter(t, db)
 	errc := make(chan error, 1)
 	go func() {
-		errc <- db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil })
+		errc <- db.updateCached(t.Context(), func(ctx context.Context, tx querier) error { return nil })
 	}()
 	waitQueued(t, db, 1)
 	closed := make(chan error, 1)
@@ -215,7 +215,7 @@ func TestGroupCommitClose(t *testing.T) {
 	if err := <-errc; err != nil && !errors.Is(err, errStoreClosed) {
 		t.Errorf("queued change at Close: %v", err)
 	}
-	if err := db.update(t.Context(), func(ctx context.Context, tx querier) error { return nil }); !errors.Is(err, errStoreClosed) {
+	if err := db.updateCached(t.Context(), func(ctx context.Context, tx querier) error { return nil }); !errors.Is(err, errStoreClosed) {
 		t.Errorf("change after Close: %v, want %v", err, errStoreClosed)
 	}
 }
@@ -249,7 +249,7 @@ func TestGroupCommitFailure(t *testing.T) {
 	}
 
 	// Alone.
-	if err := db.update(ctx, insert(99)); err == nil || !strings.Contains(err.Error(), "commit") {
+	if err := db.updateCached(ctx, insert(99)); err == nil || !strings.Contains(err.Error(), "commit") {
 		t.Fatalf("a change whose commit fails: %v, want the commit's error", err)
 	}
 
@@ -268,7 +268,7 @@ func TestGroupCommitFailure(t *testing.T) {
 	errs := make([]error, len(fns))
 	var wg sync.WaitGroup
 	for i, fn := range fns {
-		wg.Go(func() { errs[i] = db.update(ctx, fn) })
+		wg.Go(func() { errs[i] = db.updateCached(ctx, fn) })
 		waitQueued(t, db, i+1) // in this order
 	}
 	release()
@@ -285,7 +285,7 @@ func TestGroupCommitFailure(t *testing.T) {
 		t.Errorf("%d rows kept after failed commits, want 0", n)
 	}
 	// The writer goes on.
-	if err := db.update(ctx, insert(1)); err != nil || count() != 1 {
+	if err := db.updateCached(ctx, insert(1)); err != nil || count() != 1 {
 		t.Fatalf("after the failures: %v, %d rows", err, count())
 	}
 }
@@ -298,7 +298,7 @@ func TestGroupCommitCancelInGroup(t *testing.T) {
 	first, hold := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
 	go func() {
-		firstDone <- db.update(context.Background(), func(ctx context.Context, tx querier) error {
+		firstDone <- db.updateCached(context.Background(), func(ctx context.Context, tx querier) error {
 			close(first)
 			<-hold
 			return nil
@@ -309,7 +309,7 @@ func TestGroupCommitCancelInGroup(t *testing.T) {
 	ran := make(chan struct{}, 1)
 	secondDone := make(chan error, 1)
 	go func() {
-		secondDone <- db.update(ctx, func(ctx context.Context, tx querier) error {
+		secondDone <- db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 			ran <- struct{}{}
 			return nil
 		})
@@ -351,7 +351,7 @@ func TestCheckpointer(t *testing.T) {
 	if pages != writerCheckpointPages {
 		t.Fatalf("the writer checkpoints itself at %d pages, want %d", pages, writerCheckpointPages)
 	}
-	if err := db.update(ctx, func(ctx context.Context, tx querier) error {
+	if err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`)
 		return err
 	}); err != nil {
@@ -359,7 +359,7 @@ func TestCheckpointer(t *testing.T) {
 	}
 	const n = 50
 	for i := range n {
-		if err := db.update(ctx, func(ctx context.Context, tx querier) error {
+		if err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
 			return err
 		}); err != nil {
@@ -418,7 +418,7 @@ func TestGroupCommitClean(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = db.update(ctx, func(ctx context.Context, tx querier) error {
+			errs[i] = db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (?)`, i)
 				return err
 			})
@@ -486,7 +486,7 @@ func TestGroupAuditChain(t *testing.T) {
 		{"approve 0 again", func() error { return approve(created[0].ID) }, false},
 		{"approve 1", func() error { return approve(created[1].ID) }, true},
 		{"create, then fail", func() error {
-			return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 				r := newReq(100)
 				if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
 					return err
@@ -495,7 +495,7 @@ func TestGroupAuditChain(t *testing.T) {
 			})
 		}, false},
 		{"append an entry itself, as an import does", func() error {
-			return db.update(ctx, func(ctx context.Context, tx querier) error {
+			return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 				seq, hash, err := auditHead(ctx, tx)
 				if err != nil {
 					return err
@@ -644,7 +644,7 @@ func TestGroupRerunClaimsOnce(t *testing.T) {
 	wg.Go(func() { got, claimErr = db.ClaimDue(ctx, now.Add(time.Second), 10, time.Minute) })
 	waitQueued(t, db, 1)
 	wg.Go(func() {
-		failErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		failErr = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			// A row changed, then a failure: the group is undone.
 			if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`); err != nil {
 				return err
@@ -685,12 +685,12 @@ func TestGroupRerunFailureAnswersAll(t *testing.T) {
 	release := holdWriter(t, db)
 	errs := make(chan error, 2)
 	go func() {
-		errs <- db.updateHot(ctx, func(ctx context.Context, tx querier) error { return nil })
+		errs <- db.updateUncached(ctx, func(ctx context.Context, tx querier) error { return nil })
 	}()
 	waitQueued(t, db, 1)
 	runs := 0
 	go func() {
-		errs <- db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		errs <- db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			runs++
 			if runs == 1 {
 				// A row changed, so the group is run again; then the
@@ -753,7 +753,7 @@ func TestGroupCleanRefusal(t *testing.T) {
 		func() error { return approve(reqs[0].ID) },
 		func() error { return approve(reqs[0].ID) }, // second: refused, changes nothing
 		func() error {
-			return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 				if err := appendAudit(ctx, tx, now, f.account.ID, reqs[1].ID, countersign.AuditEvent{Event: "x", Actor: "system", Detail: "{}"}); err != nil {
 					return err
 				}
@@ -768,7 +768,7 @@ func TestGroupCleanRefusal(t *testing.T) {
 	// A change that wrote a row and then failed must still be undone.
 	dirtyID := countersign.NewOrderedID("req_")
 	dirty := func() error {
-		return db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			r := &countersign.Request{ID: dirtyID, AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(99),
 				Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(`{}`), ArgsHash: countersign.HashSecret("{}"),
 				Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour)}
@@ -816,14 +816,14 @@ func TestGroupSQLiteErrorReruns(t *testing.T) {
 	var wg sync.WaitGroup
 	var okErr, badErr error
 	wg.Go(func() {
-		okErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		okErr = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (1)`)
 			return err
 		})
 	})
 	waitQueued(t, db, 1)
 	wg.Go(func() {
-		badErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		badErr = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			_, err := tx.ExecContext(ctx, `INSERT INTO no_such_table (n) VALUES (1)`)
 			return err
 		})
@@ -875,7 +875,7 @@ func TestGroupRefusalAnsweredAfterRerun(t *testing.T) {
 	waitQueued(t, db, 1)
 	var dirtyErr error
 	wg.Go(func() {
-		dirtyErr = db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+		dirtyErr = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 			if _, err := tx.ExecContext(ctx, `UPDATE audit_head SET seq = seq WHERE id = 1`); err != nil {
 				return err
 			}
@@ -926,12 +926,12 @@ func TestGroupOpenResults(t *testing.T) {
 			panic("before the scan")
 		},
 	} {
-		if err := db.updateHot(ctx, fn); err == nil {
+		if err := db.updateUncached(ctx, fn); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 		done := make(chan error, 1)
 		go func() {
-			done <- db.updateHot(ctx, func(ctx context.Context, tx querier) error {
+			done <- db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 				_, err := tx.ExecContext(ctx, `INSERT INTO t (n) VALUES (NULL)`)
 				return err
 			})
