@@ -101,13 +101,20 @@ type srProc struct {
 // start starts the rm symlink with args in the working directory.
 func (w *srWorld) start(env []string, args ...string) *srProc {
 	w.t.Helper()
+	return w.startProgram(w.rm, env, args...)
+}
+
+// startProgram starts program with args in the working directory: the rm
+// symlink, or a shell that runs rm.
+func (w *srWorld) startProgram(program string, env []string, args ...string) *srProc {
+	w.t.Helper()
 	p := &srProc{t: w.t, args: args, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(w.rm, args...)
+	p.cmd = exec.Command(program, args...)
 	p.cmd.Env, p.cmd.Dir = env, w.dir
 	p.cmd.Stdin = strings.NewReader("")
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
-		w.t.Fatalf("start rm %q: %v", args, err)
+		w.t.Fatalf("start %s %q: %v", filepath.Base(program), args, err)
 	}
 	go func() {
 		err := p.cmd.Wait()
