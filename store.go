@@ -137,6 +137,11 @@ type Store interface {
 	// AuditHead returns the sequence number and hash of the newest entry as
 	// recorded beside the log (zero and "" when empty).
 	AuditHead(ctx context.Context) (seq int64, hash string, err error)
+	// AppendAudit appends ev, at now, as an entry of the account that
+	// belongs to no request (what file transfer did, say), in the same
+	// chain as every other entry. Errors: EINVALID for an event that
+	// CheckAuditEvent refuses, ENOTFOUND for an unknown account.
+	AppendAudit(ctx context.Context, accountID string, now time.Time, ev AuditEvent) error
 
 	// Close releases the store.
 	Close() error

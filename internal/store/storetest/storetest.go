@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"StopEndsApprovals", testStopEndsApprovals},
 		{"Coverage", testCoverage},
 		{"AuditChain", testAuditChain},
+		{"AppendAudit", testAppendAudit},
 		{"Sessions", testSessions},
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
