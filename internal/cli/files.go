@@ -18,7 +18,7 @@ import (
 // alone, they stay in memory. It warns when a few accounts could fill the
 // space for everyone.
 func openFiles(ctx context.Context, cfg *serveConfig, store countersign.Store, listening string, log *slog.Logger) (*files.Store, error) {
-	fc := files.Config{TTL: cfg.filesTTL, MaxBytes: int64(cfg.filesMaxMB) << 20, Log: log.With("component", "files")}
+	fc := files.Config{TTL: cfg.filesTTL, MaxBytes: int64(cfg.filesMaxMB) << 20, Log: log.With("component", "files"), Audit: store}
 	if cfg.dbURL == "" {
 		fc.Dir = filepath.Join(cfg.data, "files")
 	} else {

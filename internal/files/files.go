@@ -97,6 +97,9 @@ type Config struct {
 	// Locator, with several replicas on one database, names records so
 	// that every replica finds their holder (replica.go); nil: one process.
 	Locator *Locator
+	// Audit receives the audit entries of file transfer (audit.go); nil:
+	// none are written.
+	Audit Auditor
 }
 
 // Store holds the records and their sealed bytes.

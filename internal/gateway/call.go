@@ -96,7 +96,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *tool
 		delete(out.Meta, mcp.MetaKeyServerInfo)
 		res = &out
 	}
-	return g.keepFiles(p, e, res), nil
+	return g.keepFiles(ctx, p, e, res), nil
 }
 
 // confirmed runs a call that needs a human: it resumes an elicitation,

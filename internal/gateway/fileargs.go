@@ -147,6 +147,12 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 		case "datauri":
 			v = "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data)
 		}
+		// The audit log holds every use of an upload before the upstream
+		// gets its bytes.
+		if err := g.xfer.store.AuditUsed(ctx, u.rec, p.ID); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
 		args[u.arg], _ = json.Marshal(v)
 		g.log.Info("upload passed to a tool", "tool", e.name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
 	}
@@ -163,7 +169,7 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 // than the configured size) by a download link of the caller's account.
 // What does not fit is dropped, and the result says so: nothing is
 // evicted.
-func (g *Gateway) keepFiles(p Principal, e *toolEntry, res *mcp.CallToolResult) *mcp.CallToolResult {
+func (g *Gateway) keepFiles(ctx context.Context, p Principal, e *toolEntry, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if g.xfer == nil || res == nil {
 		return res
 	}
@@ -176,7 +182,7 @@ func (g *Gateway) keepFiles(p Principal, e *toolEntry, res *mcp.CallToolResult) 
 			continue
 		}
 		changed = true
-		out = append(out, g.keep(p, e, name, mime, data))
+		out = append(out, g.keep(ctx, p, e, name, mime, data))
 	}
 	if !changed {
 		return res
@@ -219,9 +225,13 @@ func (g *Gateway) fileOf(c mcp.Content) (name, mime string, data []byte, ok bool
 }
 
 // keep stores one file and returns what the model gets instead.
-func (g *Gateway) keep(p Principal, e *toolEntry, name, mime string, data []byte) mcp.Content {
+func (g *Gateway) keep(ctx context.Context, p Principal, e *toolEntry, name, mime string, data []byte) mcp.Content {
 	size := len(data)
 	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), name, safeMIME(mime), data)
+	if err == nil {
+		// A file the audit log does not hold is dropped.
+		err = g.xfer.store.AuditKept(ctx, rec, p.ID)
+	}
 	if err != nil {
 		return &mcp.TextContent{Text: fmt.Sprintf("download_failed: %s returned a file of %d bytes, which countersign could not keep: %s. "+
 			"Tell the user; the file is not available here.", e.name, size, describe(err))}

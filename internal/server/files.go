@@ -39,6 +39,11 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request, b *browser) er
 	}
 	if data != nil {
 		defer data.Close()
+		// The audit log holds every download before a byte is served; a
+		// HEAD serves none and counts none.
+		if err := s.cfg.Files.AuditDownloaded(r.Context(), rec, b.approver.Username); err != nil {
+			return err
+		}
 	}
 	h := w.Header()
 	h.Set("Content-Security-Policy", fileCSP)

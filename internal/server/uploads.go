@@ -133,6 +133,9 @@ func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	if err := s.cfg.Files.AuditUploaded(r.Context(), rec, b.approver.Username); err != nil {
+		return err
+	}
 	http.Redirect(w, r, "/uploads/"+rec.ID, http.StatusSeeOther)
 	return nil
 }
