@@ -17,7 +17,7 @@ func (db *DB) AppendAudit(ctx context.Context, accountID string, now time.Time, 
 	if err := countersign.CheckAuditEvent(accountID, ev); err != nil {
 		return err
 	}
-	return db.update(ctx, func(ctx context.Context, tx querier) error {
+	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM accounts WHERE id = ?`, accountID).Scan(&one)
 		if err == sql.ErrNoRows {
