@@ -3,7 +3,6 @@ package approval
 import (
 	"context"
 	"regexp"
-	"strings"
 	"sync"
 
 	"github.com/countersign/countersign"
@@ -164,51 +163,4 @@ func (a *Admin) pickAccount(ctx context.Context, memberOf []string, account stri
 		}
 	}
 	return "", countersign.Errorf(countersign.EINVALID, "the approver is not a member of account %q", account)
-}
-
-// Authenticator turns bearer secrets into principals.
-type Authenticator struct {
-	Store countersign.Store
-	// touched remembers when each grant's use was last recorded, so that
-	// a busy grant is written at most once a minute.
-	touched sync.Map
-}
-
-// Agent returns the principal of an agent key. An approver token, an
-// unknown or a revoked key is EUNAUTHORIZED or EFORBIDDEN, never an agent.
-func (a *Authenticator) Agent(ctx context.Context, secret string) (countersign.Agent, error) {
-	if strings.HasPrefix(secret, countersign.ApproverTokenPrefix) {
-		return countersign.Agent{}, countersign.Errorf(countersign.EFORBIDDEN, "this route takes an agent key (csk_…), not an approver token")
-	}
-	if !strings.HasPrefix(secret, countersign.AgentKeyPrefix) {
-		return countersign.Agent{}, badCredential()
-	}
-	k, err := a.Store.AgentKeyByHash(ctx, countersign.HashSecret(secret))
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND || (err == nil && k.Revoked()) {
-		return countersign.Agent{}, badCredential()
-	} else if err != nil {
-		return countersign.Agent{}, err
-	}
-	return countersign.Agent{KeyID: k.ID, AccountID: k.AccountID, KeyName: k.Name}, nil
-}
-
-// Approver returns the principal of an approver token.
-func (a *Authenticator) Approver(ctx context.Context, secret string) (countersign.ApproverPrincipal, error) {
-	if strings.HasPrefix(secret, countersign.AgentKeyPrefix) {
-		return countersign.ApproverPrincipal{}, countersign.Errorf(countersign.EFORBIDDEN, "this route takes an approver token (cst_…); an agent key can never decide")
-	}
-	if !strings.HasPrefix(secret, countersign.ApproverTokenPrefix) {
-		return countersign.ApproverPrincipal{}, badCredential()
-	}
-	t, ap, err := a.Store.ApproverTokenByHash(ctx, countersign.HashSecret(secret))
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND || (err == nil && t.Revoked()) {
-		return countersign.ApproverPrincipal{}, badCredential()
-	} else if err != nil {
-		return countersign.ApproverPrincipal{}, err
-	}
-	return countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: t.AccountID}, nil
-}
-
-func badCredential() error {
-	return countersign.Errorf(countersign.EUNAUTHORIZED, "the credential is unknown or revoked")
 }

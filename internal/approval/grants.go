@@ -487,39 +487,3 @@ func (o *OAuth) RevokeGrant(ctx context.Context, accountID, id string) error {
 	}
 	return o.Store.RevokeGrant(ctx, accountID, id, o.Clock.Now())
 }
-
-// AccessAgent returns the principal of an OAuth access token issued for
-// resource: the grant's key, with the grant's tiers. An unknown, expired
-// or revoked token, or one for another resource, is EUNAUTHORIZED.
-func (a *Authenticator) AccessAgent(ctx context.Context, token, resource string, now time.Time) (countersign.Agent, error) {
-	if !strings.HasPrefix(token, countersign.AccessTokenPrefix) || len(token) > 200 {
-		return countersign.Agent{}, badCredential()
-	}
-	t, g, err := a.Store.AccessToken(ctx, countersign.HashSecret(token), now)
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return countersign.Agent{}, badCredential()
-	} else if err != nil {
-		return countersign.Agent{}, err
-	}
-	if resource == "" || strings.TrimSuffix(t.Resource, "/") != strings.TrimSuffix(resource, "/") {
-		return countersign.Agent{}, countersign.Errorf(countersign.EUNAUTHORIZED, "the token was issued for another resource")
-	}
-	if last, ok := a.touched.Load(g.ID); !ok || now.Sub(last.(time.Time)) > time.Minute {
-		a.touched.Store(g.ID, now)
-		if err := a.Store.TouchGrant(ctx, g.ID, now); err != nil {
-			return countersign.Agent{}, err
-		}
-	}
-	return countersign.Agent{KeyID: g.KeyID, AccountID: g.AccountID, KeyName: g.KeyName, GrantID: g.ID, GrantTiers: g.Tiers}, nil
-}
-
-// MCPAgent returns the verifier of /mcp: an agent key, or an OAuth access
-// token issued for resource.
-func (a *Authenticator) MCPAgent(resource string, clock countersign.Clock) func(ctx context.Context, secret string) (countersign.Agent, error) {
-	return func(ctx context.Context, secret string) (countersign.Agent, error) {
-		if strings.HasPrefix(secret, countersign.AccessTokenPrefix) {
-			return a.AccessAgent(ctx, secret, resource, clock.Now())
-		}
-		return a.Agent(ctx, secret)
-	}
-}

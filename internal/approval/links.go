@@ -2,13 +2,8 @@ package approval
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -105,76 +100,6 @@ func linkNotFound() error {
 	return countersign.Errorf(countersign.ENOTFOUND, "this link is not valid")
 }
 
-// seedKeyName is the server key that seals the secrets of seed keys.
-const seedKeyName = "seed-secret"
-
-// sealSeedSecret seals an agent key's secret under the server's seed key,
-// with the key's id as additional data so that a sealed secret cannot be
-// moved to another key.
-func sealSeedSecret(ctx context.Context, store countersign.Store, keyID, secret string) ([]byte, error) {
-	aead, err := seedAEAD(ctx, store)
-	if err != nil {
-		return nil, err
-	}
-	nonce := make([]byte, aead.NonceSize())
-	rand.Read(nonce)
-	return aead.Seal(nonce, nonce, []byte(secret), []byte(keyID)), nil
-}
-
-func openSeedSecret(aead cipher.AEAD, k *countersign.AgentKey) ([]byte, error) {
-	n := aead.NonceSize()
-	if len(k.SeedSecret) < n {
-		return nil, fmt.Errorf("sealed secret of %s is too short", k.ID)
-	}
-	return aead.Open(nil, k.SeedSecret[:n], k.SeedSecret[n:], []byte(k.ID))
-}
-
-func seedAEAD(ctx context.Context, store countersign.Store) (cipher.AEAD, error) {
-	key, err := store.ServerKey(ctx, seedKeyName, 32)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
-}
-
-// SeedAgent returns the agent whose designated key made the signature: the
-// hex HMAC-SHA256 of the raw body under the key exactly as printed (the
-// seed's X-SafeRM-Signature and X-Claude-Signature). The comparison is in
-// constant time. Errors: EUNAUTHORIZED.
-func (a *Authenticator) SeedAgent(ctx context.Context, body []byte, signature string) (countersign.Agent, error) {
-	sig, err := hex.DecodeString(strings.TrimPrefix(strings.TrimSpace(signature), "sha256="))
-	if err != nil || len(sig) != sha256.Size {
-		return countersign.Agent{}, countersign.Errorf(countersign.EUNAUTHORIZED, "missing or malformed signature")
-	}
-	keys, err := a.Store.SeedKeys(ctx)
-	if err != nil {
-		return countersign.Agent{}, err
-	}
-	if len(keys) == 0 {
-		return countersign.Agent{}, countersign.Errorf(countersign.EUNAUTHORIZED, "no agent key is designated for these routes; create one with: countersign key create --seed-hmac")
-	}
-	aead, err := seedAEAD(ctx, a.Store)
-	if err != nil {
-		return countersign.Agent{}, err
-	}
-	for _, k := range keys {
-		secret, err := openSeedSecret(aead, k)
-		if err != nil {
-			return countersign.Agent{}, err
-		}
-		m := hmac.New(sha256.New, secret)
-		m.Write(body)
-		if hmac.Equal(m.Sum(nil), sig) {
-			return countersign.Agent{KeyID: k.ID, AccountID: k.AccountID, KeyName: k.Name}, nil
-		}
-	}
-	return countersign.Agent{}, countersign.Errorf(countersign.EUNAUTHORIZED, "invalid signature")
-}
-
 // SeedRequest returns a request by the id its seed-compatible client chose,
 // for the unsigned status routes of the seed's API, which show only its
 // status. Errors: ENOTFOUND.
@@ -184,4 +109,53 @@ func (s *Service) SeedRequest(ctx context.Context, seedID string) (*countersign.
 		return nil, err
 	}
 	return s.expireLazily(ctx, r)
+}
+
+// TokenLink returns the request a one-time link of a notification opens,
+// found by its token alone, and the link's action. The links a token alone
+// opens are those of one decision without further details: approve, deny,
+// respond and stop; an unknown token and any other link are ENOTFOUND
+// alike.
+func (s *Service) TokenLink(ctx context.Context, token string) (*countersign.Request, string, error) {
+	if len(token) != 64 {
+		return nil, "", linkNotFound()
+	}
+	l, err := s.store.Link(ctx, countersign.HashSecret(strings.ToLower(token)))
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil, "", linkNotFound()
+	} else if err != nil {
+		return nil, "", err
+	}
+	switch l.Action {
+	case LinkApprove, LinkDeny, LinkRespond, LinkStop:
+	default:
+		return nil, "", linkNotFound()
+	}
+	r, err := s.store.Request(ctx, l.RequestID)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil, "", linkNotFound()
+	} else if err != nil {
+		return nil, "", err
+	}
+	r, err = s.expireLazily(ctx, r)
+	if err != nil {
+		return nil, "", err
+	}
+	return r, l.Action, nil
+}
+
+// DecideByToken takes the decision of a link found by its token alone. Like
+// every link, it works once: the decision is the request's first or none.
+// Errors: EINVALID, ENOTFOUND, ECONFLICT.
+func (s *Service) DecideByToken(ctx context.Context, token string, d countersign.DecisionInput) (*countersign.Request, error) {
+	r, action, err := s.TokenLink(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	d, ok := linkDecision(action, d)
+	if !ok {
+		return nil, linkNotFound()
+	}
+	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
+	return s.Decide(ctx, ap, r.ID, d)
 }

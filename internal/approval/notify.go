@@ -2,7 +2,6 @@ package approval
 
 import (
 	"context"
-	"strings"
 
 	"github.com/countersign/countersign"
 )
@@ -79,53 +78,4 @@ func (s *Service) followUpExpired(ctx context.Context, list []countersign.Expire
 		}
 		s.followUp(ctx, r)
 	}
-}
-
-// TokenLink returns the request a one-time link of a notification opens,
-// found by its token alone, and the link's action. The links a token alone
-// opens are those of one decision without further details: approve, deny,
-// respond and stop; an unknown token and any other link are ENOTFOUND
-// alike.
-func (s *Service) TokenLink(ctx context.Context, token string) (*countersign.Request, string, error) {
-	if len(token) != 64 {
-		return nil, "", linkNotFound()
-	}
-	l, err := s.store.Link(ctx, countersign.HashSecret(strings.ToLower(token)))
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return nil, "", linkNotFound()
-	} else if err != nil {
-		return nil, "", err
-	}
-	switch l.Action {
-	case LinkApprove, LinkDeny, LinkRespond, LinkStop:
-	default:
-		return nil, "", linkNotFound()
-	}
-	r, err := s.store.Request(ctx, l.RequestID)
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return nil, "", linkNotFound()
-	} else if err != nil {
-		return nil, "", err
-	}
-	r, err = s.expireLazily(ctx, r)
-	if err != nil {
-		return nil, "", err
-	}
-	return r, l.Action, nil
-}
-
-// DecideByToken takes the decision of a link found by its token alone. Like
-// every link, it works once: the decision is the request's first or none.
-// Errors: EINVALID, ENOTFOUND, ECONFLICT.
-func (s *Service) DecideByToken(ctx context.Context, token string, d countersign.DecisionInput) (*countersign.Request, error) {
-	r, action, err := s.TokenLink(ctx, token)
-	if err != nil {
-		return nil, err
-	}
-	d, ok := linkDecision(action, d)
-	if !ok {
-		return nil, linkNotFound()
-	}
-	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
-	return s.Decide(ctx, ap, r.ID, d)
 }
