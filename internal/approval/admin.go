@@ -164,3 +164,107 @@ func (a *Admin) pickAccount(ctx context.Context, memberOf []string, account stri
 	}
 	return "", countersign.Errorf(countersign.EINVALID, "the approver is not a member of account %q", account)
 }
+
+// SetPassword gives an approver a new password, which must pass
+// ValidPassword as CreateApprover's does. The approver's browser sessions
+// end. Errors: EINVALID, ENOTFOUND.
+func (a *Admin) SetPassword(ctx context.Context, username, password string) (*countersign.Approver, error) {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidPassword(password); err != nil {
+		return nil, err
+	}
+	if err := a.Store.SetPassword(ctx, ap.ID, HashPassword(password)); err != nil {
+		return nil, err
+	}
+	return ap, nil
+}
+
+// DisablePassword makes an approver passkey-only and returns how many
+// passkeys it signs in with. It refuses an approver without a passkey, who
+// could then never sign in. The approver's browser sessions end. Errors:
+// ENOTFOUND, ECONFLICT.
+func (a *Admin) DisablePassword(ctx context.Context, username string) (int, error) {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return 0, err
+	}
+	list, err := a.Store.Passkeys(ctx, ap.ID)
+	if err != nil {
+		return 0, err
+	}
+	if len(list) == 0 {
+		return 0, countersign.Errorf(countersign.ECONFLICT, "%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
+	}
+	if err := a.Store.SetPassword(ctx, ap.ID, ""); err != nil {
+		return 0, err
+	}
+	return len(list), nil
+}
+
+// RemoveApprover deletes an approver with its memberships, sessions and
+// tokens. Errors: ENOTFOUND.
+func (a *Admin) RemoveApprover(ctx context.Context, username string) error {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	return a.Store.RemoveApprover(ctx, ap.ID)
+}
+
+// RemoveMembership takes an approver out of one account, ending its
+// sessions and tokens there. Errors: ENOTFOUND.
+func (a *Admin) RemoveMembership(ctx context.Context, username, account string) error {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return err
+	}
+	return a.Store.RemoveMembership(ctx, ap.ID, acc.ID, a.now().Now())
+}
+
+// RevokeAgentKey revokes an agent key of the named account by id or name.
+// Errors: ENOTFOUND, ECONFLICT.
+func (a *Admin) RevokeAgentKey(ctx context.Context, account, idOrName string) error {
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return err
+	}
+	return a.Store.RevokeAgentKey(ctx, acc.ID, idOrName, a.now().Now())
+}
+
+// RevokeApproverToken revokes an API token of the approver by id or name.
+// Errors: ENOTFOUND, ECONFLICT.
+func (a *Admin) RevokeApproverToken(ctx context.Context, username, idOrName string) error {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	return a.Store.RevokeApproverToken(ctx, ap.ID, idOrName, a.now().Now())
+}
+
+// RevokeGrant revokes an OAuth grant of the named account, as the inbox's
+// Connections page does. Errors: ENOTFOUND, ECONFLICT.
+func (a *Admin) RevokeGrant(ctx context.Context, account, id string) error {
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return err
+	}
+	return (&OAuth{Store: a.Store, Clock: a.now()}).RevokeGrant(ctx, acc.ID, id)
+}
+
+// RemovePasskey removes a passkey of the approver by id or name. Unlike
+// the inbox, it removes a passkey-only approver's last one: it is the way
+// back for an approver who lost them all. Errors: ENOTFOUND.
+func (a *Admin) RemovePasskey(ctx context.Context, username, idOrName string) error {
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	return a.Store.RemovePasskey(ctx, ap.ID, idOrName)
+}

@@ -1,6 +1,8 @@
 package approval_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign"
@@ -28,4 +30,139 @@ func TestAdminValidation(t *testing.T) {
 	// alice belongs to acme only: a token for other is refused.
 	_, _, err = e.admin.CreateApproverToken(e.ctx, "alice", "other", "")
 	wantCode(t, "token for an account alice is not in", err, countersign.EINVALID)
+}
+
+// hashOf is the stored password hash of an approver.
+func (e *env) hashOf(username string) string {
+	e.t.Helper()
+	ap, err := e.store.ApproverByUsername(e.ctx, username)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ap.PasswordHash
+}
+
+func TestAdminSetPassword(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	before := e.hashOf("alice")
+	_, err := e.admin.SetPassword(e.ctx, "nobody", "a long enough password")
+	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
+	_, err = e.admin.SetPassword(e.ctx, "alice", "short")
+	wantCode(t, "short password", err, countersign.EINVALID)
+	_, err = e.admin.SetPassword(e.ctx, "alice", strings.Repeat("x", 1025))
+	wantCode(t, "password over 1024 bytes", err, countersign.EINVALID)
+	if got := e.hashOf("alice"); got != before {
+		t.Fatal("a refused password changed the stored hash")
+	}
+	ap, err := e.admin.SetPassword(e.ctx, "alice", "a new long password")
+	if err != nil || ap.Username != "alice" {
+		t.Fatalf("SetPassword = %+v, %v", ap, err)
+	}
+	if h := e.hashOf("alice"); !approval.CheckPassword(h, "a new long password") || approval.CheckPassword(h, "a long test password") {
+		t.Error("the stored hash does not check exactly the new password")
+	}
+	if e.hashOf("bob") != before {
+		t.Error("another approver's password changed")
+	}
+}
+
+func TestAdminDisablePassword(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	_, err := e.admin.DisablePassword(e.ctx, "alice")
+	wantCode(t, "approver without a passkey", err, countersign.ECONFLICT)
+	if e.hashOf("alice") == "" {
+		t.Fatal("a refused disable turned the password off")
+	}
+	_, err = e.admin.DisablePassword(e.ctx, "nobody")
+	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
+	e.passkey(e.alice.ApproverID, "laptop")
+	n, err := e.admin.DisablePassword(e.ctx, "alice")
+	if err != nil || n != 1 {
+		t.Fatalf("DisablePassword = %d, %v; want 1 passkey", n, err)
+	}
+	if e.hashOf("alice") != "" || e.hashOf("bob") == "" {
+		t.Error("the password of alice, and only hers, should be off")
+	}
+}
+
+// passkey stores a passkey of the approver.
+func (e *env) passkey(approverID, name string) *countersign.Passkey {
+	e.t.Helper()
+	e.nextID++
+	pk := &countersign.Passkey{
+		ID: countersign.NewID("pk_"), ApproverID: approverID, CredentialID: []byte(fmt.Sprintf("cred-%d", e.nextID)),
+		PublicKey: []byte("key"), Name: name, CreatedAt: e.clock.Now(),
+	}
+	if err := e.store.CreatePasskey(e.ctx, pk); err != nil {
+		e.t.Fatal(err)
+	}
+	return pk
+}
+
+func TestAdminRevokeAndRemove(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	_, key, err := e.admin.CreateAgentKey(e.ctx, "acme", "laptop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := e.admin.CreateApproverToken(e.ctx, "alice", "", "phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := e.passkey(e.alice.ApproverID, "yubikey")
+
+	// Nothing crosses accounts or approvers: each of these names a thing
+	// that exists, but not where it is asked for.
+	wantCode(t, "key of another account", e.admin.RevokeAgentKey(e.ctx, "other", "laptop"), countersign.ENOTFOUND)
+	wantCode(t, "key of an unknown account", e.admin.RevokeAgentKey(e.ctx, "nope", "laptop"), countersign.ENOTFOUND)
+	wantCode(t, "token of another approver", e.admin.RevokeApproverToken(e.ctx, "bob", "phone"), countersign.ENOTFOUND)
+	wantCode(t, "passkey of another approver", e.admin.RemovePasskey(e.ctx, "bob", pk.ID), countersign.ENOTFOUND)
+	wantCode(t, "unknown grant", e.admin.RevokeGrant(e.ctx, "acme", "grt_nope"), countersign.ENOTFOUND)
+	wantCode(t, "over-long grant id", e.admin.RevokeGrant(e.ctx, "acme", strings.Repeat("g", 101)), countersign.ENOTFOUND)
+	wantCode(t, "grant of an unknown account", e.admin.RevokeGrant(e.ctx, "nope", "grt_nope"), countersign.ENOTFOUND)
+	wantCode(t, "membership alice lacks", e.admin.RemoveMembership(e.ctx, "alice", "other"), countersign.ENOTFOUND)
+	wantCode(t, "unknown approver", e.admin.RemoveApprover(e.ctx, "nobody"), countersign.ENOTFOUND)
+	if _, err := e.auth.Agent(e.ctx, key); err != nil {
+		t.Fatalf("a refused revocation revoked the key: %v", err)
+	}
+	if _, err := e.auth.Approver(e.ctx, token); err != nil {
+		t.Fatalf("a refused revocation revoked the token: %v", err)
+	}
+
+	if err := e.admin.RevokeAgentKey(e.ctx, "acme", "laptop"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.auth.Agent(e.ctx, key)
+	wantCode(t, "revoked key", err, countersign.EUNAUTHORIZED)
+	if err := e.admin.RevokeApproverToken(e.ctx, "alice", "phone"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.auth.Approver(e.ctx, token)
+	wantCode(t, "revoked token", err, countersign.EUNAUTHORIZED)
+	// The CLI may remove a passkey-only approver's last passkey: it is
+	// the way back for one who lost them all.
+	if err := e.store.SetPassword(e.ctx, e.alice.ApproverID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.RemovePasskey(e.ctx, "alice", pk.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := e.store.Passkeys(e.ctx, e.alice.ApproverID); err != nil || len(list) != 0 {
+		t.Errorf("passkeys after removal = %d, %v", len(list), err)
+	}
+
+	if err := e.admin.RemoveMembership(e.ctx, "bob", "other"); err != nil {
+		t.Fatal(err)
+	}
+	if accounts, err := e.store.Memberships(e.ctx, e.bob.ApproverID); err != nil || len(accounts) != 0 {
+		t.Errorf("bob's memberships after removal = %v, %v", accounts, err)
+	}
+	if err := e.admin.RemoveApprover(e.ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.store.ApproverByUsername(e.ctx, "alice")
+	wantCode(t, "removed approver", err, countersign.ENOTFOUND)
 }

@@ -141,11 +141,7 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		acc, err := store.AccountByName(ctx, *account)
-		if err != nil {
-			return err
-		}
-		if err := store.RevokeAgentKey(ctx, acc.ID, rest[0], time.Now().UTC()); err != nil {
+		if err := admin.RevokeAgentKey(ctx, *account, rest[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked agent key %s\n", rest[0])

@@ -2,11 +2,8 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
 
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 )
 
@@ -27,54 +24,64 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	if *username == "" || len(rest) > 0 {
 		return fmt.Errorf("%w: countersign approver %s --username U", ErrUsage, sub)
 	}
+	if *disable && *stdin {
+		return fmt.Errorf("%w: --disable takes no password", ErrUsage)
+	}
 	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	ap, err := store.ApproverByUsername(ctx, *username)
+	admin := &approval.Admin{Store: store}
+	switch {
+	case sub == "passwd" && *disable:
+		return disablePassword(ctx, env, admin, *username)
+	case sub == "passwd":
+		return setPassword(ctx, env, admin, *username, *stdin)
+	case *account != "":
+		if err := admin.RemoveMembership(ctx, *username, *account); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed %s from account %s; its sessions and tokens there have ended\n", *username, *account)
+		return nil
+	}
+	if err := admin.RemoveApprover(ctx, *username); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "removed approver %s with its sessions and tokens\n", *username)
+	return nil
+}
+
+// setPassword gives an approver a new password, read from standard input
+// or generated and shown once.
+func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username string, stdin bool) error {
+	password, generated := approval.NewPassword(), true
+	if stdin {
+		line, err := readPasswordLine(env.Stdin)
+		if err != nil {
+			return err
+		}
+		password, generated = line, false
+	}
+	ap, err := admin.SetPassword(ctx, username, password)
 	if err != nil {
 		return err
 	}
-	switch sub {
-	case "passwd":
-		if *disable {
-			return disablePassword(ctx, env, store, ap, *stdin)
-		}
-		password, generated := approval.NewPassword(), true
-		if *stdin {
-			line, err := readPasswordLine(env.Stdin)
-			if err != nil {
-				return err
-			}
-			password, generated = line, false
-		}
-		if err := approval.ValidPassword(password); err != nil {
-			return errors.New(countersign.ErrorMessage(err))
-		}
-		if err := store.SetPassword(ctx, ap.ID, approval.HashPassword(password)); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "new password for %s; its browser sessions have ended\n", ap.Username)
-		if generated {
-			fmt.Fprintf(env.Stdout, "password (shown once): %s\n", password)
-		}
-	case "remove":
-		if *account != "" {
-			acc, err := store.AccountByName(ctx, *account)
-			if err != nil {
-				return err
-			}
-			if err := store.RemoveMembership(ctx, ap.ID, acc.ID, time.Now().UTC()); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stdout, "removed %s from account %s; its sessions and tokens there have ended\n", ap.Username, acc.Name)
-			return nil
-		}
-		if err := store.RemoveApprover(ctx, ap.ID); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "removed approver %s with its sessions and tokens\n", ap.Username)
+	fmt.Fprintf(env.Stdout, "new password for %s; its browser sessions have ended\n", ap.Username)
+	if generated {
+		fmt.Fprintf(env.Stdout, "password (shown once): %s\n", password)
 	}
+	return nil
+}
+
+// disablePassword makes an approver passkey-only. A password sign-in of a
+// passkey-only approver fails as a wrong password does.
+func disablePassword(ctx context.Context, env *Env, admin *approval.Admin, username string) error {
+	n, err := admin.DisablePassword(ctx, username)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "password of %s turned off: it signs in only with its %d passkeys; its browser sessions have ended\n", username, n)
+	fmt.Fprintf(env.Stdout, "to turn it on again: countersign approver passwd --username %s\n", username)
 	return nil
 }

@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // runGrant lists and revokes the OAuth grants of an account on the data
 // directory: what the inbox's Connections page does, for an operator.
-// Revoking goes through the store's revocation, so every server on the
-// store refuses the grant's tokens at once.
+// Revoking goes through approval.Admin to the store's revocation, so every
+// server on the store refuses the grant's tokens at once.
 func runGrant(ctx context.Context, env *Env, args []string) error {
 	sub, args, err := subcommand(args, "list", "revoke")
 	if err != nil {
@@ -39,16 +40,16 @@ func runGrant(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	acc, err := store.AccountByName(ctx, *account)
-	if err != nil {
-		return err
-	}
 	if sub == "revoke" {
-		if err := store.RevokeGrant(ctx, acc.ID, rest[0], time.Now().UTC()); err != nil {
+		if err := (&approval.Admin{Store: store}).RevokeGrant(ctx, *account, rest[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked grant %s: its tokens no longer work and the browser its consent signed in is signed out\n", rest[0])
 		return nil
+	}
+	acc, err := store.AccountByName(ctx, *account)
+	if err != nil {
+		return err
 	}
 	grants, err := store.Grants(ctx, acc.ID)
 	if err != nil {

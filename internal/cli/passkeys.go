@@ -33,16 +33,16 @@ func runApproverPasskeys(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
+	if *remove != "" {
+		if err := (&approval.Admin{Store: store}).RemovePasskey(ctx, *username, *remove); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed passkey %s of %s\n", *remove, *username)
+		return nil
+	}
 	ap, err := store.ApproverByUsername(ctx, *username)
 	if err != nil {
 		return err
-	}
-	if *remove != "" {
-		if err := store.RemovePasskey(ctx, ap.ID, *remove); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "removed passkey %s of %s\n", *remove, ap.Username)
-		return nil
 	}
 	list, err := store.Passkeys(ctx, ap.ID)
 	if err != nil {
@@ -106,27 +106,5 @@ func runApproverEnrol(ctx context.Context, env *Env, args []string) error {
 	fmt.Fprintf(env.Stdout, "one-time link to add a passkey for %s, valid until %s:\n%s/enrol/%s\n",
 		ap.Username, expires.UTC().Format(time.RFC3339), strings.TrimRight(u.String(), "/"), token)
 	fmt.Fprintln(env.Stdout, "whoever opens it can add a passkey for this approver: hand it over only to them")
-	return nil
-}
-
-// disablePassword makes an approver passkey-only. It refuses an approver
-// without a passkey, who could then never sign in. A password sign-in of a
-// passkey-only approver fails as a wrong password does.
-func disablePassword(ctx context.Context, env *Env, store countersign.Store, ap *countersign.Approver, stdin bool) error {
-	if stdin {
-		return fmt.Errorf("%w: --disable takes no password", ErrUsage)
-	}
-	list, err := store.Passkeys(ctx, ap.ID)
-	if err != nil {
-		return err
-	}
-	if len(list) == 0 {
-		return fmt.Errorf("%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
-	}
-	if err := store.SetPassword(ctx, ap.ID, ""); err != nil {
-		return err
-	}
-	fmt.Fprintf(env.Stdout, "password of %s turned off: it signs in only with its %d passkeys; its browser sessions have ended\n", ap.Username, len(list))
-	fmt.Fprintf(env.Stdout, "to turn it on again: countersign approver passwd --username %s\n", ap.Username)
 	return nil
 }

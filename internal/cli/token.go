@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"text/tabwriter"
 	"time"
+
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // runTokenChange is "token list" and "token revoke": an approver's API
@@ -25,16 +27,16 @@ func runTokenChange(ctx context.Context, env *Env, sub string, args []string) er
 		return err
 	}
 	defer store.Close()
+	if sub == "revoke" {
+		if err := (&approval.Admin{Store: store}).RevokeApproverToken(ctx, *approver, rest[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "revoked approver token %s of %s\n", rest[0], *approver)
+		return nil
+	}
 	ap, err := store.ApproverByUsername(ctx, *approver)
 	if err != nil {
 		return err
-	}
-	if sub == "revoke" {
-		if err := store.RevokeApproverToken(ctx, ap.ID, rest[0], time.Now().UTC()); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "revoked approver token %s of %s\n", rest[0], ap.Username)
-		return nil
 	}
 	tokens, err := store.ApproverTokens(ctx, ap.ID)
 	if err != nil {
