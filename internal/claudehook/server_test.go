@@ -71,7 +71,10 @@ func newTestServer(t *testing.T) *testServer {
 	hub := approval.NewHub()
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: pub}, svc, &approval.Authenticator{Store: store}, reg, log)
+	srv, err := server.New(server.Config{PublicURL: pub}, svc, &approval.Authenticator{Store: store}, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &testServer{URL: ts.URL, svc: svc, clock: clock, agentKey: key,

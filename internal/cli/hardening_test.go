@@ -56,7 +56,11 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, &approval.Authenticator{Store: store}, reg, log).Handler())
+	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, &approval.Authenticator{Store: store}, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 
 	env, stdout, stderr := testEnv(map[string]string{"XDG_CONFIG_HOME": t.TempDir()})

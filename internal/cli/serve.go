@@ -117,8 +117,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer stopMCP()
-	srv := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore}, svc,
+	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore}, svc,
 		&approval.Authenticator{Store: store}, reg, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()

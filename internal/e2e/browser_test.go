@@ -61,7 +61,10 @@ func start(t *testing.T) *env {
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: public}, svc, w.Auth, reg, log)
+	srv, err := server.New(server.Config{PublicURL: public}, svc, w.Auth, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)

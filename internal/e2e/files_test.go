@@ -84,7 +84,10 @@ func startFiles(t *testing.T) *filesEnv {
 	gw.Start(ctx, 20*time.Second)
 	t.Cleanup(gw.Close)
 	auth := &approval.Authenticator{Store: store}
-	srv := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(auth.Agent), Files: fs}, svc, auth, metrics.NewRegistry(), log)
+	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(auth.Agent), Files: fs}, svc, auth, metrics.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()

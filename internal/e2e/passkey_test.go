@@ -72,8 +72,11 @@ func startPasskeys(t *testing.T) *pkEnv {
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		svc, &approval.Authenticator{Store: store}, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)

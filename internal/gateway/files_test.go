@@ -85,7 +85,10 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 	h.gw.Start(ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
 	auth := &approval.Authenticator{Store: store}
-	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent), Files: fs}, h.svc, auth, metrics.NewRegistry(), nil)
+	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent), Files: fs}, h.svc, auth, metrics.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()

@@ -121,8 +121,11 @@ func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	t.Cleanup(h.gw.Close)
 	auth := &approval.Authenticator{Store: store}
 	// /mcp takes agent keys and the OAuth access tokens issued for it.
-	srv := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: ratePerMinute},
+	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: ratePerMinute},
 		h.svc, auth, metrics.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(sctx, ln) }()

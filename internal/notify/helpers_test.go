@@ -112,7 +112,10 @@ func (e *env) open() {
 
 func (e *env) serve(h *switchHandler) {
 	e.delivery.PublicURL = e.public
-	srv := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &approval.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
+	srv, err := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &approval.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	h.mu.Lock()
 	h.h = srv.Handler()
 	h.mu.Unlock()

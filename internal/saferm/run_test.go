@@ -45,7 +45,10 @@ func newRunServer(t *testing.T) *runServer {
 	log := slog.New(slog.DiscardHandler)
 	hub := approval.NewHub()
 	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, w.Auth, reg, log)
+	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, w.Auth, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &runServer{URL: ts.URL, key: key, approver: client.New(ts.URL, token)}

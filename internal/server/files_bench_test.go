@@ -55,7 +55,11 @@ func newBenchFiles(b *testing.B) *benchFiles {
 	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, log, nil)
-	ts.Config.Handler = server.New(server.Config{PublicURL: public, Files: fs}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), log).Handler()
+	srv, err := server.New(server.Config{PublicURL: public, Files: fs}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	b.Cleanup(ts.Close)
 	e := &benchFiles{url: ts.URL, host: public.Host, files: fs, clock: clock, account: acme.ID}

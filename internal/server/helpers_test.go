@@ -71,7 +71,11 @@ func newServer(t *testing.T, opts ...option) *testServer {
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.svc = approval.New(w.Store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
-	s.srv = server.New(cfg, s.svc, w.Auth, reg, log)
+	srv, err := server.New(cfg, s.svc, w.Auth, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.srv = srv
 	ts := httptest.NewServer(s.srv.Handler())
 	t.Cleanup(ts.Close)
 	s.URL = ts.URL

@@ -84,7 +84,11 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 	e.logs = &testutil.LogBuffer{}
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.svc = approval.New(w.Store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
-	e.srv = server.New(cfg, e.svc, w.Auth, reg, log)
+	srv, err := server.New(cfg, e.svc, w.Auth, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv = srv
 	ts.Config.Handler = e.srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)

@@ -65,7 +65,10 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	hub := approval.NewHub()
 	t.Cleanup(hub.Close)
 	svc := approval.New(a, nil, hub, approval.Config{}, log, nil)
-	srv := server.New(cfg, svc, &approval.Authenticator{Store: a}, metrics.NewRegistry(), log)
+	srv, err := server.New(cfg, svc, &approval.Authenticator{Store: a}, metrics.NewRegistry(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ln.Config.Handler = srv.Handler()
 	ln.Start()
 	t.Cleanup(ln.Close)

@@ -149,7 +149,10 @@ func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{PublicURL: pub}, svc, &approval.Authenticator{Store: store}, reg, log)
+	srv, err := server.New(server.Config{PublicURL: pub}, svc, &approval.Authenticator{Store: store}, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts.Config.Handler = srv.Handler()
 	ts.Start()
 	t.Cleanup(ts.Close)

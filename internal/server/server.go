@@ -90,9 +90,9 @@ type Server struct {
 }
 
 // New returns a server. reg is where the service's metrics are registered
-// too, so that /metrics shows both. It panics when a page template is
-// broken, which the tests catch before any release.
-func New(cfg Config, service *approval.Service, auth *approval.Authenticator, reg *metrics.Registry, log *slog.Logger) *Server {
+// too, so that /metrics shows both. It fails when a page template is broken
+// or the store cannot give the server its cookie keys.
+func New(cfg Config, service *approval.Service, auth *approval.Authenticator, reg *metrics.Registry, log *slog.Logger) (*Server, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 60 * time.Second
 	}
@@ -113,15 +113,15 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	}
 	pages, err := web.Parse()
 	if err != nil {
-		panic(err)
+		return nil, fmt.Errorf("parse the page templates: %w", err)
 	}
 	csrfKey, err := cfg.Store.ServerKey(context.Background(), "csrf", 32)
 	if err != nil {
-		panic(fmt.Errorf("read the CSRF key: %w", err))
+		return nil, fmt.Errorf("read the CSRF key: %w", err)
 	}
 	deviceKey, err := cfg.Store.ServerKey(context.Background(), "device", 32)
 	if err != nil {
-		panic(fmt.Errorf("read the device cookie key: %w", err))
+		return nil, fmt.Errorf("read the device cookie key: %w", err)
 	}
 	s := &Server{
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
@@ -146,7 +146,7 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	}
 	s.ceremonies = newCeremonyLimiter()
 	s.handler = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the root handler.

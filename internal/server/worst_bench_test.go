@@ -37,7 +37,11 @@ func newWorstEnv(b *testing.B) *worstEnv {
 	reg, hub, log := metrics.NewRegistry(), approval.NewHub(), slog.New(slog.DiscardHandler)
 	b.Cleanup(hub.Close)
 	svc := approval.New(w.Store, nil, hub, approval.Config{MaxPending: 1 << 30}, log, approval.NewMetrics(reg, hub))
-	e.h = server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, w.Auth, reg, log).Handler()
+	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, w.Auth, reg, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e.h = srv.Handler()
 
 	form := url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}
 	rec := e.serve("POST", "/signin", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", nil)

@@ -40,7 +40,10 @@ func newReplica(t *testing.T, url, appName string) *replica {
 	}
 	hub := approval.NewHub()
 	svc := approval.New(store, nil, hub, approval.Config{MaxPending: 1000}, nil, nil)
-	srv := server.New(server.Config{}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), nil)
+	srv, err := server.New(server.Config{}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(srv.Handler())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
