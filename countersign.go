@@ -5,7 +5,6 @@
 package countersign
 
 import (
-	"context"
 	"time"
 )
 
@@ -89,32 +88,4 @@ type ApproverPrincipal struct {
 	ApproverID string
 	Username   string
 	AccountID  string
-}
-
-// Service is the approval lifecycle: the only thing that changes a request's
-// state. Every route, page, CLI and gateway calls it.
-type Service interface {
-	// Create asks for a human's decision. An identical live request of the
-	// same key (same binding) is returned instead of a new one, with
-	// created false. Errors: EINVALID, ELIMIT.
-	Create(ctx context.Context, agent Agent, in CreateInput) (req *Request, created bool, err error)
-	// Get returns a request of the agent's own key. Errors: ENOTFOUND.
-	Get(ctx context.Context, agent Agent, id string) (*Request, error)
-	// Wait holds until the request is no longer pending, the wait ends, or
-	// ctx is done, and returns its current state. Errors: ENOTFOUND.
-	Wait(ctx context.Context, agent Agent, id string, wait time.Duration) (*Request, error)
-	// Consume turns an approved request into a consumed one, exactly once.
-	// Errors: ENOTFOUND, ECONFLICT.
-	Consume(ctx context.Context, agent Agent, id string) (*Request, error)
-	// Cancel turns a pending request into a cancelled one. Errors:
-	// ENOTFOUND, ECONFLICT.
-	Cancel(ctx context.Context, agent Agent, id string) (*Request, error)
-	// List returns the requests of the approver's account, newest first.
-	List(ctx context.Context, approver ApproverPrincipal, f RequestFilter) ([]*Request, error)
-	// Find returns one request of the approver's account by id or by
-	// reference code. Errors: ENOTFOUND.
-	Find(ctx context.Context, approver ApproverPrincipal, idOrRef string) (*Request, error)
-	// Decide records the first decision on a pending request. Errors:
-	// EINVALID, ENOTFOUND, ECONFLICT.
-	Decide(ctx context.Context, approver ApproverPrincipal, id string, d DecisionInput) (*Request, error)
 }

@@ -10,7 +10,8 @@ import (
 	"github.com/countersign/countersign"
 )
 
-// Get implements countersign.Service. Another key's request is not found.
+// Get returns a request of the agent's own key; another key's request is
+// not found. Errors: ENOTFOUND.
 func (s *Service) Get(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
 	r, err := s.store.Request(ctx, id)
 	if err != nil {
@@ -39,7 +40,8 @@ func (s *Service) expireLazily(ctx context.Context, r *countersign.Request) (*co
 	return s.store.Request(ctx, r.ID)
 }
 
-// Wait implements countersign.Service.
+// Wait holds until the request is no longer pending, the wait ends, or ctx
+// is done, and returns its current state. Errors: ENOTFOUND.
 func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, wait time.Duration) (*countersign.Request, error) {
 	if wait <= 0 {
 		return s.Get(ctx, agent, id)
@@ -119,7 +121,8 @@ func (s *Service) waitAnswer(ctx context.Context, agent countersign.Agent, id st
 // waitAnswerTimeout bounds the read that answers an undecided wait.
 const waitAnswerTimeout = 5 * time.Second
 
-// Consume implements countersign.Service.
+// Consume turns an approved request into a consumed one, exactly once.
+// Errors: ENOTFOUND, ECONFLICT.
 func (s *Service) Consume(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
 	return s.transition(ctx, countersign.Transition{
 		ID: id, From: []countersign.Status{countersign.StatusApproved}, To: countersign.StatusConsumed,
@@ -127,7 +130,8 @@ func (s *Service) Consume(ctx context.Context, agent countersign.Agent, id strin
 	}, countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: "{}"})
 }
 
-// Cancel implements countersign.Service.
+// Cancel turns a pending request into a cancelled one. Errors: ENOTFOUND,
+// ECONFLICT.
 func (s *Service) Cancel(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
 	return s.transition(ctx, countersign.Transition{
 		ID: id, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusCancelled,
@@ -135,7 +139,7 @@ func (s *Service) Cancel(ctx context.Context, agent countersign.Agent, id string
 	}, countersign.AuditEvent{Event: "cancelled", Actor: "key:" + agent.KeyID, Detail: "{}"})
 }
 
-// List implements countersign.Service.
+// List returns the requests of the approver's account, newest first.
 func (s *Service) List(ctx context.Context, ap countersign.ApproverPrincipal, f countersign.RequestFilter) ([]*countersign.Request, error) {
 	if f.Status != "" && !f.Status.Valid() {
 		return nil, countersign.Errorf(countersign.EINVALID, "status must be one of pending, approved, denied, responded, stopped, expired, cancelled, consumed")
@@ -167,8 +171,9 @@ func (s *Service) List(ctx context.Context, ap countersign.ApproverPrincipal, f 
 	return s.store.Requests(ctx, f)
 }
 
-// Find implements countersign.Service: by request id, or by the reference
-// code of the account's newest request that has it.
+// Find returns one request of the approver's account by request id, or by
+// the reference code of the account's newest request that has it. Errors:
+// ENOTFOUND.
 func (s *Service) Find(ctx context.Context, ap countersign.ApproverPrincipal, idOrRef string) (*countersign.Request, error) {
 	var r *countersign.Request
 	if strings.HasPrefix(idOrRef, "req_") {
@@ -196,8 +201,9 @@ func (s *Service) Find(ctx context.Context, ap countersign.ApproverPrincipal, id
 	return s.expireLazily(ctx, r)
 }
 
-// Decide implements countersign.Service. The first decision wins: the
-// change is one conditional update, and a later one gets ECONFLICT.
+// Decide records the first decision on a pending request. The first
+// decision wins: the change is one conditional update, and a later one gets
+// ECONFLICT. Errors: EINVALID, ENOTFOUND, ECONFLICT.
 func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, idOrRef string, d countersign.DecisionInput) (*countersign.Request, error) {
 	to, ok := d.Decision.Status()
 	if !ok {

@@ -65,7 +65,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Service implements countersign.Service on a Store.
+// Service is the approval lifecycle on a Store: the only thing that
+// changes a request's state. Every route, page, CLI and gateway calls it.
 type Service struct {
 	store   countersign.Store
 	clock   countersign.Clock
@@ -74,8 +75,6 @@ type Service struct {
 	log     *slog.Logger
 	metrics *Metrics
 }
-
-var _ countersign.Service = (*Service)(nil)
 
 // New returns a service on the store. A nil clock is the system clock; a nil
 // logger discards.
@@ -119,7 +118,9 @@ const MaxPreview = 16 << 10
 // MaxArgumentsText is the most bytes of a request's ArgumentsText.
 const MaxArgumentsText = 16 << 10
 
-// Create implements countersign.Service.
+// Create asks for a human's decision. An identical live request of the same
+// key (same binding) is returned instead of a new one, with created false.
+// Errors: EINVALID, ELIMIT.
 func (s *Service) Create(ctx context.Context, agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, bool, error) {
 	r, err := s.newRequest(agent, in)
 	if err != nil {
