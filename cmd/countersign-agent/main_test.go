@@ -45,8 +45,10 @@ func TestNoHTTPClient(t *testing.T) {
 			t.Errorf("countersign-agent links %s", pkg)
 		}
 	}
-	if !slices.Contains(deps, "github.com/countersign/countersign/internal/saferm") {
-		t.Errorf("go list -deps lists no saferm: %v", deps)
+	for _, pkg := range []string{"github.com/countersign/countersign/internal/saferm", "github.com/countersign/countersign/internal/clientconfig"} {
+		if !slices.Contains(deps, pkg) {
+			t.Errorf("go list -deps lists no %s: %v", pkg, deps)
+		}
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/countersign/countersign/internal/saferm"
+	"github.com/countersign/countersign/internal/clientconfig"
 )
 
 // Action is what the policy does with a call. The constants are ordered
@@ -90,7 +90,7 @@ type Rules []Rule
 
 // ParseRules compiles the [hook] table, refusing any rule it could only
 // half obey.
-func ParseRules(h saferm.HookRules) (Rules, error) {
+func ParseRules(h clientconfig.HookRules) (Rules, error) {
 	var out Rules
 	var errs []string
 	for _, list := range []struct {

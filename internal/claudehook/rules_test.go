@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/internal/clientconfig"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -24,12 +25,12 @@ func TestParseRulesErrors(t *testing.T) {
 		{"Bash[", "bad tool pattern"},
 	}
 	for _, tt := range tests {
-		_, err := ParseRules(saferm.HookRules{Ask: []string{tt.rule}})
+		_, err := ParseRules(clientconfig.HookRules{Ask: []string{tt.rule}})
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "[hook] ask") {
 			t.Errorf("%q: err = %v, want one containing %q", tt.rule, err, tt.want)
 		}
 	}
-	rs, err := ParseRules(saferm.HookRules{Allow: []string{"Read", " Bash(git status) "}, Deny: []string{"mcp__*__delete_*", "*(/etc/**)"}})
+	rs, err := ParseRules(clientconfig.HookRules{Allow: []string{"Read", " Bash(git status) "}, Deny: []string{"mcp__*__delete_*", "*(/etc/**)"}})
 	if err != nil || len(rs) != 4 || rs[0].Action != Deny || rs[2].Tool != "Read" || rs[3].Arg != "git status" {
 		t.Errorf("ParseRules = %+v, %v", rs, err)
 	}
@@ -44,7 +45,7 @@ func TestConfigHookTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := saferm.HookRules{Allow: []string{"Bash(go test:*)"}, Ask: []string{"mcp__*"}, Deny: []string{"Write(~/.bashrc)"}, Prompt: []string{"WebFetch"}}
+	want := clientconfig.HookRules{Allow: []string{"Bash(go test:*)"}, Ask: []string{"mcp__*"}, Deny: []string{"Write(~/.bashrc)"}, Prompt: []string{"WebFetch"}}
 	if strings.Join(cfg.Hook.Allow, ",") != strings.Join(want.Allow, ",") || cfg.Hook.Ask[0] != "mcp__*" || cfg.Hook.Deny[0] != want.Deny[0] || cfg.Hook.Prompt[0] != "WebFetch" || cfg.FileThreshold != 5 {
 		t.Errorf("Hook = %+v, FileThreshold %d", cfg.Hook, cfg.FileThreshold)
 	}

@@ -1,52 +1,22 @@
 package saferm
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
-	"github.com/BurntSushi/toml"
+	"github.com/countersign/countersign/internal/clientconfig"
 )
 
-// Default locations of the files the configuration reads.
-const (
-	DefaultSystemConfig = "/etc/countersign/config.toml"
-	DefaultSafeRmConf   = "/etc/safe-rm.conf"
-)
+// DefaultSafeRmConf is where safe-rm keeps its list of protected paths,
+// which the wrapper honours too.
+const DefaultSafeRmConf = "/etc/safe-rm.conf"
 
-// Config is the rm wrapper's configuration. The connection settings sit at
-// the top of the TOML file, the rm policy in its [rm] table:
-//
-//	server_url = "https://countersign.example.com"
-//	agent_key_file = "/etc/countersign/agent.key"
-//	poll_timeout = "10m"
-//
-//	[rm]
-//	real_rm = "/bin/rm"
-//	guard = "auto"                  # "auto", "always" or "never"
-//	guard_networks = ["10.0.0.0/8"] # SSH clients from here are guarded
-//	agent_markers = ["CLAUDECODE=1", "GEMINI_CLI=1"]
-//	protected_paths = ["/data", "~/notes"]   # added to the defaults
-//	safe_patterns = ["/tmp/build-*"]
-//	file_threshold = 100
-//	bytes_threshold = 104857600
-//	strict = false                  # true: -r and -f alone ask, as in the seed
-//
-//	[hook]                          # the Claude Code hook's rules; see HookRules
-//	allow = ["Bash(go test:*)"]
-//	ask = ["mcp__*__delete_*"]
-//	deny = ["Write(~/.bashrc)"]
-//	prompt = ["WebFetch"]
+// Config is the rm wrapper's configuration: the clients' shared one (the
+// connection, the file read, the [hook] table; see clientconfig.Config for
+// the file's shape) and the rm policy, the [rm] table over the defaults.
 type Config struct {
-	ServerURL      string        // COUNTERSIGN_URL, --server
-	AgentKey       string        // COUNTERSIGN_KEY; never printed
-	AgentKeyFile   string        // COUNTERSIGN_KEY_FILE; read into AgentKey by LoadConfig
-	PollTimeout    time.Duration // how long to wait for a decision
-	RealRm         string        // "" for /bin/rm, else /usr/bin/rm
+	clientconfig.Config
+	RealRm         string // "" for /bin/rm, else /usr/bin/rm
 	Guard          GuardMode
 	GuardNetworks  []string // CIDR prefixes or addresses
 	AgentMarkers   []string // NAME=VALUE or NAME
@@ -54,22 +24,7 @@ type Config struct {
 	SafePatterns   []string
 	FileThreshold  int
 	BytesThreshold int64
-	Strict         bool      // -r and -f are reasons by themselves, as in the seed
-	Hook           HookRules // the [hook] table, read by the Claude Code hook only
-	File           string    // the configuration file read, "" when none
-	Home           string    // the home directory the paths were expanded for
-}
-
-// HookRules are the Claude Code hook's rules from the [hook] table, one list
-// per outcome: allow at once, ask a human through countersign, deny at once,
-// or leave the call to Claude Code's own permission prompt. The rm wrapper
-// ignores them; the hook parses and validates them (package claudehook), so
-// that a broken rule stops the hook, which fails closed, and not rm.
-type HookRules struct {
-	Allow  []string
-	Ask    []string
-	Deny   []string
-	Prompt []string
+	Strict         bool // -r and -f are reasons by themselves, as in the seed
 }
 
 // DefaultAgentMarkers are environment variables that coding agents set in
@@ -85,13 +40,12 @@ func DefaultAgentMarkers() []string {
 // seed's ten-minute approval lifetime as poll timeout.
 func DefaultConfig(home string) *Config {
 	return &Config{
-		PollTimeout:    10 * time.Minute,
+		Config:         clientconfig.Config{PollTimeout: clientconfig.DefaultPollTimeout, Home: home},
 		Guard:          GuardAuto,
 		AgentMarkers:   DefaultAgentMarkers(),
 		ProtectedPaths: DefaultProtectedPaths(home),
 		FileThreshold:  100,
 		BytesThreshold: 100 << 20,
-		Home:           home,
 	}
 }
 
@@ -99,108 +53,36 @@ func DefaultConfig(home string) *Config {
 type LoadOptions struct {
 	Getenv       func(string) string // nil for os.Getenv
 	Home         string              // "" for $HOME
-	SystemConfig string              // "" for DefaultSystemConfig
+	SystemConfig string              // "" for clientconfig.DefaultSystemConfig
 	SafeRmConf   string              // "" for DefaultSafeRmConf
 }
 
-// LoadConfig builds the configuration: defaults, then one file (--config,
-// else $COUNTERSIGN_CONFIG, else ~/.config/countersign/config.toml when
-// present, else /etc/countersign/config.toml when present), then the
-// environment, then the flags in inv. A file with unknown keys is refused.
-// Policy (protected paths, guard, real rm, thresholds) comes only from
-// files: the environment is what an agent most easily changes.
+// LoadConfig builds the configuration: the clients' shared one
+// (clientconfig.Load: defaults, one file, the environment, the flags in
+// inv), then the file's [rm] table over the rm policy's defaults, with
+// safe-rm.conf. Policy (protected paths, guard, real rm, thresholds) comes
+// only from files: the environment is what an agent most easily changes.
 func LoadConfig(inv Invocation, o LoadOptions) (*Config, error) {
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	home := o.Home
-	if home == "" {
-		home = getenv("HOME")
-	}
-	cfg := DefaultConfig(home)
-	path, err := findConfig(inv, o, getenv, home)
+	cc, err := clientconfig.Load(clientconfig.Options{
+		ConfigFile: inv.ConfigFile, ServerURL: inv.ServerURL,
+		Getenv: o.Getenv, Home: o.Home, SystemConfig: o.SystemConfig,
+	})
 	if err != nil {
 		return nil, err
 	}
-	if path != "" {
-		if err := cfg.mergeFile(path); err != nil {
-			return nil, err
-		}
-	}
-	if err := cfg.mergeEnv(getenv); err != nil {
-		return nil, err
-	}
-	if inv.ServerURL != "" {
-		cfg.ServerURL = inv.ServerURL
-	}
+	cfg := DefaultConfig(cc.Home)
+	cfg.Config = *cc
+	cfg.mergeRm(cc.Rm)
 	if err := cfg.finish(o); err != nil {
 		return nil, err
 	}
 	return cfg, nil
 }
 
-// findConfig picks the one configuration file to read, or "".
-func findConfig(inv Invocation, o LoadOptions, getenv func(string) string, home string) (string, error) {
-	if inv.ConfigFile != "" {
-		return inv.ConfigFile, nil
-	}
-	if p := getenv("COUNTERSIGN_CONFIG"); p != "" {
-		return p, nil
-	}
-	var candidates []string
-	if x := getenv("XDG_CONFIG_HOME"); x != "" {
-		candidates = append(candidates, filepath.Join(x, "countersign", "config.toml"))
-	} else if home != "" {
-		candidates = append(candidates, filepath.Join(home, ".config", "countersign", "config.toml"))
-	}
-	system := o.SystemConfig
-	if system == "" {
-		system = DefaultSystemConfig
-	}
-	for _, c := range append(candidates, system) {
-		_, err := os.Stat(c)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			// Present but unreadable: refuse rather than run without policy.
-			return "", fmt.Errorf("config %s: %w", c, err)
-		}
-	}
-	return "", nil
-}
-
-// mergeEnv applies COUNTERSIGN_URL, COUNTERSIGN_KEY and COUNTERSIGN_KEY_FILE.
-func (c *Config) mergeEnv(getenv func(string) string) error {
-	if v := getenv("COUNTERSIGN_URL"); v != "" {
-		c.ServerURL = v
-	}
-	key, keyFile := getenv("COUNTERSIGN_KEY"), getenv("COUNTERSIGN_KEY_FILE")
-	switch {
-	case key != "" && keyFile != "":
-		return errors.New("config: COUNTERSIGN_KEY and COUNTERSIGN_KEY_FILE are both set; set one")
-	case key != "":
-		c.AgentKey, c.AgentKeyFile = key, ""
-	case keyFile != "":
-		c.AgentKey, c.AgentKeyFile = "", keyFile
-	}
-	return nil
-}
-
-// finish completes the configuration after all layers: the key file is
-// read, safe-rm.conf and the config file itself join the protected paths,
-// and everything is validated.
+// finish completes the configuration after all layers: safe-rm.conf and
+// the config file itself join the protected paths, and everything is
+// validated.
 func (c *Config) finish(o LoadOptions) error {
-	if c.AgentKey == "" && c.AgentKeyFile != "" {
-		b, err := os.ReadFile(c.AgentKeyFile)
-		if err != nil {
-			return fmt.Errorf("config: agent key: %w", err)
-		}
-		if c.AgentKey = strings.TrimSpace(string(b)); c.AgentKey == "" {
-			return fmt.Errorf("config: agent key file %s is empty", c.AgentKeyFile)
-		}
-	}
 	conf := o.SafeRmConf
 	if conf == "" {
 		conf = DefaultSafeRmConf
@@ -238,22 +120,4 @@ func (c *Config) Assessor(cwd string) *Assessor {
 // under this configuration.
 func (c *Config) DetectGuard(getenv func(string) string) Guard {
 	return DetectGuard(c.Guard, c.GuardNetworks, c.AgentMarkers, getenv)
-}
-
-// decodeFile reads one TOML file strictly: a key this version does not know
-// is an error, so a misspelt protected_paths cannot silently protect
-// nothing.
-func decodeFile(path string, into any) (toml.MetaData, error) {
-	md, err := toml.DecodeFile(path, into)
-	if err != nil {
-		return md, fmt.Errorf("config %s: %w", path, err)
-	}
-	if u := md.Undecoded(); len(u) > 0 {
-		keys := make([]string, len(u))
-		for i, k := range u {
-			keys[i] = k.String()
-		}
-		return md, fmt.Errorf("config %s: unknown keys: %s", path, strings.Join(keys, ", "))
-	}
-	return md, nil
 }

@@ -154,6 +154,24 @@ bytes_threshold = 1000
 	}
 }
 
+// TestLoadConfigEmptyList: a list the file sets, even to nothing, replaces
+// the default; one it leaves out keeps it.
+func TestLoadConfigEmptyList(t *testing.T) {
+	c := newConfigWorld(t)
+	writeFile(t, c.userConfig(), "[rm]\nagent_markers = []\nfile_threshold = 7")
+	cfg, err := c.load(Invocation{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.AgentMarkers) != 0 || cfg.FileThreshold != 7 || cfg.BytesThreshold != 100<<20 {
+		t.Errorf("agent_markers = [] gave %q, thresholds %d %d", cfg.AgentMarkers, cfg.FileThreshold, cfg.BytesThreshold)
+	}
+	writeFile(t, c.userConfig(), "[rm]\nfile_threshold = 7")
+	if cfg, err = c.load(Invocation{}, nil); err != nil || !slices.Equal(cfg.AgentMarkers, DefaultAgentMarkers()) {
+		t.Errorf("agent_markers left out gave %q, %v; want the defaults", cfg.AgentMarkers, err)
+	}
+}
+
 func TestLoadConfigAgentKey(t *testing.T) {
 	c := newConfigWorld(t)
 	keyFile := filepath.Join(filepath.Dir(c.home), "key")
