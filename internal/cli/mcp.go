@@ -7,14 +7,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/datadir"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // mcpUsage is the usage of `countersign mcp`.
@@ -129,7 +133,7 @@ func newStdioGateway(ctx context.Context, env *Env, cfg *gateway.Config, serverU
 		if key != "" {
 			log.Warn("COUNTERSIGN_KEY is set but no server: running standalone; set COUNTERSIGN_URL to ask the server")
 		}
-		return gateway.NewStandalone(ctx, cfg, gateway.StandaloneOptions{Log: log, Stderr: env.Stderr})
+		return newStandalone(ctx, env, cfg, log)
 	}
 	if key == "" {
 		return nil, nil, fmt.Errorf("%w: COUNTERSIGN_URL is set but no agent key: set COUNTERSIGN_KEY or COUNTERSIGN_KEY_FILE", ErrUsage)
@@ -139,6 +143,50 @@ func newStdioGateway(ctx context.Context, env *Env, cfg *gateway.Config, serverU
 	}
 	g, err := gateway.NewForClient(cfg, client.New(serverURL, key), log, env.Stderr)
 	return g, func() {}, err
+}
+
+// newStandalone builds the gateway without a server on a store of its own:
+// SQLite in the configured data directory, which keeps the audit log, or
+// in a temporary one that is removed when the gateway closes.
+func newStandalone(ctx context.Context, env *Env, cfg *gateway.Config, log *slog.Logger) (*gateway.Gateway, func(), error) {
+	dir, cleanup, err := standaloneDir(cfg.Data, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("open the gateway's store in %s: %w", dir, err)
+	}
+	g, closeGateway, err := gateway.NewStandalone(ctx, cfg, gateway.StandaloneOptions{
+		Store: store, Pages: filepath.Join(dir, "pages"), Log: log, Stderr: env.Stderr})
+	if err != nil {
+		store.Close()
+		cleanup()
+		return nil, nil, err
+	}
+	return g, func() {
+		closeGateway()
+		store.Close()
+		cleanup()
+	}, nil
+}
+
+// standaloneDir returns the configured data directory, created or
+// tightened as every command does (datadir.Prepare), or a temporary one
+// that cleanup removes.
+func standaloneDir(configured string, log *slog.Logger) (dir string, cleanup func(), err error) {
+	if configured != "" {
+		if err := datadir.Prepare(configured, log); err != nil {
+			return "", nil, err
+		}
+		return configured, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "countersign-mcp-")
+	if err != nil {
+		return "", nil, fmt.Errorf("create a temporary directory for the gateway: %w", err)
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 type nopWriteCloser struct{ io.Writer }

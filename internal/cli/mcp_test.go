@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -135,4 +138,42 @@ func TestMCPStdio(t *testing.T) {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// TestMCPStandaloneStore: without a server, countersign mcp opens the
+// gateway's store in its configured data directory, where it stays with
+// the gateway's account, or in a temporary one, removed at the end.
+func TestMCPStandaloneStore(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	env, _, _ := testEnv(nil)
+	log := slog.New(slog.DiscardHandler)
+
+	cfg := gateway.NewConfig()
+	cfg.Data = filepath.Join(t.TempDir(), "mcp")
+	g, closeGateway, err := newStandalone(t.Context(), env, cfg, log)
+	if err != nil || g == nil {
+		t.Fatalf("newStandalone with a data directory: %v", err)
+	}
+	closeGateway()
+	store, err := sqlite.Open(t.Context(), filepath.Join(cfg.Data, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.AccountByName(t.Context(), "local"); err != nil {
+		t.Errorf("the data directory's store has no gateway account: %v", err)
+	}
+
+	cfg.Data = ""
+	if _, closeGateway, err = newStandalone(t.Context(), env, cfg, log); err != nil {
+		t.Fatalf("newStandalone without a data directory: %v", err)
+	}
+	if made, _ := filepath.Glob(filepath.Join(tmp, "countersign-mcp-*", "countersign.db")); len(made) != 1 {
+		t.Fatalf("temporary stores while open: %q, want one", made)
+	}
+	closeGateway()
+	if left, _ := filepath.Glob(filepath.Join(tmp, "countersign-mcp-*")); len(left) != 0 {
+		t.Errorf("the temporary store outlived the gateway: %q", left)
+	}
 }

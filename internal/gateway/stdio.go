@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/datadir"
-	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // NewForClient returns the stdio gateway of an agent with a countersign
@@ -33,6 +29,13 @@ func NewForClient(cfg *Config, c *client.Client, log *slog.Logger, stderr io.Wri
 
 // StandaloneOptions are the surroundings of a gateway without a server.
 type StandaloneOptions struct {
+	// Store is the gateway's own store: its account and agent key, the
+	// approvals and their audit log. The caller opens it (main builds
+	// every dependency) and closes it after the gateway.
+	Store countersign.Store
+	// Pages is a private directory for the files that lead the browser
+	// to the local approval page.
+	Pages  string
 	Log    *slog.Logger
 	Stderr io.Writer // upstream commands' stderr
 	// Open shows the local approval page to the user, given the path of a
@@ -44,44 +47,33 @@ type StandaloneOptions struct {
 }
 
 // NewStandalone returns the stdio gateway of an agent without a server
-// (ADR 0003): approvals live in a store of its own (in the configured data
-// directory, which keeps the audit log, or a temporary one), the answer to
+// (ADR 0003): approvals live in a store of its own (o.Store), the answer to
 // an elicitation form is the decision, and clients without one get a local
 // approval page on 127.0.0.1, opened with the system's opener. close
-// releases the store and the page.
+// releases the page; the store stays the caller's.
 func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Gateway, close func(), err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	dir, cleanup, err := dataDir(cfg.Data, o.Log)
+	if o.Store == nil || o.Pages == "" {
+		return nil, nil, fmt.Errorf("a standalone gateway needs its store and a directory for its pages")
+	}
+	agent, err := localAgent(ctx, o.Store)
 	if err != nil {
 		return nil, nil, err
 	}
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "countersign.db"))
-	if err != nil {
-		cleanup()
-		return nil, nil, fmt.Errorf("open the gateway's store in %s: %w", dir, err)
-	}
-	agent, err := localAgent(ctx, store)
-	if err != nil {
-		store.Close()
-		cleanup()
-		return nil, nil, err
-	}
-	if err := cfg.ResolveKeys(ctx, store); err != nil {
-		store.Close()
-		cleanup()
+	if err := cfg.ResolveKeys(ctx, o.Store); err != nil {
 		return nil, nil, err
 	}
 	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{TTL: approvalTTL}, o.Log, nil)
+	svc := approval.New(o.Store, nil, hub, approval.Config{TTL: approvalTTL}, o.Log, nil)
 	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	go svc.RunSweeper(sweep)
 	open := o.Open
 	if open == nil {
 		open = opener(cfg.Opener)
 	}
-	page := newLocalPage(svc, agent, open, filepath.Join(dir, "pages"), o.Log)
+	page := newLocalPage(svc, agent, open, o.Pages, o.Log)
 	p := PrincipalOf(agent)
 	g, err = newGateway(options{cfg: cfg, fixed: &p, stateKey: randomKey(), log: o.Log, stderr: o.Stderr,
 		approvals: &serviceApprovals{svc: svc, decider: "mcp-client", page: page}})
@@ -89,31 +81,12 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 		page.close()
 		stopSweep()
 		hub.Close()
-		store.Close()
-		cleanup()
 	}
 	if err != nil {
 		close()
 		return nil, nil, err
 	}
 	return g, close, nil
-}
-
-// dataDir returns the configured data directory, created or tightened as
-// every command does (datadir.Prepare), or a temporary one that cleanup
-// removes.
-func dataDir(configured string, log *slog.Logger) (dir string, cleanup func(), err error) {
-	if configured != "" {
-		if err := datadir.Prepare(configured, log); err != nil {
-			return "", nil, err
-		}
-		return configured, func() {}, nil
-	}
-	dir, err = os.MkdirTemp("", "countersign-mcp-")
-	if err != nil {
-		return "", nil, fmt.Errorf("create a temporary directory for the gateway: %w", err)
-	}
-	return dir, func() { os.RemoveAll(dir) }, nil
 }
 
 // localAgent returns the standalone gateway's own account and agent key,

@@ -178,20 +178,33 @@ type standalone struct {
 	fail    error
 }
 
+// standaloneOptions opens a standalone gateway's store in dir, as
+// countersign mcp does, and puts it and the pages' directory in o. The
+// store closes after the gateway: cleanups run last registered first.
+func standaloneOptions(t *testing.T, dir string, o gateway.StandaloneOptions) gateway.StandaloneOptions {
+	t.Helper()
+	store, err := sqlite.Open(t.Context(), filepath.Join(dir, "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	o.Store, o.Pages = store, filepath.Join(dir, "pages")
+	return o
+}
+
 func newStandalone(t *testing.T) *standalone {
 	t.Helper()
 	s := &standalone{logFile: filepath.Join(t.TempDir(), "calls.log"), dir: t.TempDir()}
 	cfg := gateway.NewConfig()
 	cfg.Hold = 300 * time.Millisecond
-	cfg.Data = s.dir
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", s.logFile)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
+	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, s.dir, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
 		Open: func(u string) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.opened = append(s.opened, u)
 			return s.fail
-		}})
+		}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,17 +492,15 @@ func TestStdioKeys(t *testing.T) {
 		!strings.Contains(err.Error(), "this gateway's one key has the [policy]: remove [keys]") {
 		t.Errorf("[keys] with a server: %v", err)
 	}
-	cfg.Data = t.TempDir()
-	if _, _, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Stderr: io.Discard}); err == nil ||
+	if _, _, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard})); err == nil ||
 		!strings.Contains(err.Error(), `[keys."acme/ci"]: no account "acme" has an agent key "ci"`) {
 		t.Errorf("standalone [keys] naming another store's key: %v", err)
 	}
 	logFile := filepath.Join(t.TempDir(), "calls.log")
 	cfg = gateway.NewConfig()
-	cfg.Data = t.TempDir()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
 	cfg.Keys["local/mcp-gateway"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Stderr: io.Discard})
+	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,4 +512,13 @@ func TestStdioKeys(t *testing.T) {
 		t.Error("the standalone key's [keys] entry did not apply")
 	}
 	wantRan(t, call(t, cs, "read_note", map[string]any{"id": "r"}), "note r from notes")
+}
+
+// TestStandaloneNeedsItsStore: the caller builds the store; a gateway
+// given none refuses to start rather than keep approvals nowhere.
+func TestStandaloneNeedsItsStore(t *testing.T) {
+	_, _, err := gateway.NewStandalone(t.Context(), gateway.NewConfig(), gateway.StandaloneOptions{Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "needs its store") {
+		t.Errorf("NewStandalone without a store: %v", err)
+	}
 }
