@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,7 +17,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/visible"
+	"github.com/countersign/countersign/internal/web"
 )
 
 // localPage is ADR 0003's approval page of the standalone gateway: a small
@@ -34,11 +33,12 @@ import (
 // the same user can still read the file before the browser does: the page
 // protects against a model that only talks, not against such code.
 type localPage struct {
-	svc   *approval.Service
-	agent countersign.Agent
-	openf func(string) error
-	dir   string // the private directory of the files handed to the opener
-	log   *slog.Logger
+	templates *web.LocalPages
+	svc       *approval.Service
+	agent     countersign.Agent
+	openf     func(string) error
+	dir       string // the private directory of the files handed to the opener
+	log       *slog.Logger
 
 	mu     sync.Mutex
 	srv    *http.Server
@@ -59,9 +59,15 @@ type pageLink struct {
 // pageCookie carries a page's cookie; its path is the page's.
 const pageCookie = "countersign_page"
 
-func newLocalPage(svc *approval.Service, agent countersign.Agent, open func(string) error, dir string, log *slog.Logger) *localPage {
-	return &localPage{svc: svc, agent: agent, openf: open, dir: dir, log: log,
-		links: map[string]*pageLink{}, pages: map[string]*pageLink{}}
+// newLocalPage returns the local page of the service's requests. It fails
+// when a page template is broken, before any request needs the page.
+func newLocalPage(svc *approval.Service, agent countersign.Agent, open func(string) error, dir string, log *slog.Logger) (*localPage, error) {
+	templates, err := web.ParseLocal()
+	if err != nil {
+		return nil, err
+	}
+	return &localPage{templates: templates, svc: svc, agent: agent, openf: open, dir: dir, log: log,
+		links: map[string]*pageLink{}, pages: map[string]*pageLink{}}, nil
 }
 
 // open makes a page for the request and hands the opener a file that leads
@@ -101,7 +107,7 @@ func (p *localPage) writeFile(link string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("write the confirmation page: %w", err)
 	}
-	err = redirectTemplate.Execute(f, link)
+	err = p.templates.Redirect(f, link)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -111,11 +117,6 @@ func (p *localPage) writeFile(link string) (string, error) {
 	}
 	return file, nil
 }
-
-var redirectTemplate = template.Must(template.New("redirect").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0; url={{.}}">
-<meta name="referrer" content="no-referrer"><title>countersign</title></head>
-<body><p><a href="{{.}}">Open the countersign confirmation</a></p></body></html>`))
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -231,26 +232,9 @@ func (p *localPage) request(r *http.Request) (*countersign.Request, error) {
 	return p.svc.Get(r.Context(), p.agent, l.id)
 }
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{"visible": visible.String}).Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>countersign · {{.Ref}}</title></head><body>
-<h1>countersign: confirm an MCP tool call</h1>
-<p>Request <strong>{{.Ref}}</strong> · {{.Status}}{{if .Pending}} · expires {{.Expires}}{{end}}</p>
-<pre>{{visible .Preview}}</pre>
-{{if .Pending}}
-<form method="post"><input type="hidden" name="decision" value="approve"><button type="submit">Approve once</button></form>
-<form method="post"><input type="hidden" name="decision" value="deny"><button type="submit">Deny</button></form>
-{{else}}<p>{{.Done}}</p>{{end}}
-</body></html>`))
-
-type pageData struct {
-	Ref, Status, Preview, Expires, Done string
-	Pending                             bool
-}
-
 func (p *localPage) render(w http.ResponseWriter, req *countersign.Request, done string) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = pageTemplate.Execute(w, pageData{Ref: countersign.FormatReference(req.Reference), Status: string(req.Status),
+	_ = p.templates.Confirm(w, web.LocalConfirm{Ref: countersign.FormatReference(req.Reference), Status: string(req.Status),
 		Preview: req.Preview, Expires: req.ExpiresAt.Local().Format("15:04:05"), Done: done,
 		Pending: req.Status == countersign.StatusPending})
 }

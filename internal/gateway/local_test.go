@@ -50,7 +50,10 @@ func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	var file string
-	p := newLocalPage(svc, agent, func(f string) error { file = f; return nil }, filepath.Join(t.TempDir(), "pages"), log)
+	p, err := newLocalPage(svc, agent, func(f string) error { file = f; return nil }, filepath.Join(t.TempDir(), "pages"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(p.close)
 	if err := p.open(ctx, r.ID); err != nil {
 		t.Fatal(err)

@@ -67,13 +67,17 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	}
 	hub := approval.NewHub()
 	svc := approval.New(o.Store, nil, hub, approval.Config{TTL: approvalTTL}, o.Log, nil)
-	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	go svc.RunSweeper(sweep)
 	open := o.Open
 	if open == nil {
 		open = opener(cfg.Opener)
 	}
-	page := newLocalPage(svc, agent, open, o.Pages, o.Log)
+	page, err := newLocalPage(svc, agent, open, o.Pages, o.Log)
+	if err != nil {
+		hub.Close()
+		return nil, nil, err
+	}
+	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
+	go svc.RunSweeper(sweep)
 	p := PrincipalOf(agent)
 	g, err = newGateway(options{cfg: cfg, fixed: &p, stateKey: randomKey(), log: o.Log, stderr: o.Stderr,
 		approvals: &serviceApprovals{svc: svc, decider: "mcp-client", page: page}})

@@ -1,4 +1,5 @@
-// Package web holds the inbox's pages and static files, embedded in the
+// Package web holds the pages and static files (the inbox's, and the
+// standalone MCP gateway's local confirmation page), embedded in the
 // binary and parsed at start-up, so that a broken template fails at boot and
 // not in front of a user.
 package web
