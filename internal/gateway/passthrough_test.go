@@ -165,7 +165,7 @@ func TestStdioUpstreamRoots(t *testing.T) {
 	cfg.Data = t.TempDir()
 	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
 	cfg.Rules = []gateway.TierRule{{Match: "every/*", Tier: gateway.TierRead}}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard})
+	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, cfg.Data, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard}))
 	if err != nil {
 		t.Fatal(err)
 	}
