@@ -128,7 +128,7 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 		switch u.as.As {
 		case "path":
 			if dir == "" {
-				if dir, err = os.MkdirTemp("", "countersign-upload-"); err != nil { // 0700
+				if dir, err = os.MkdirTemp("", copiesPrefix()); err != nil { // 0700
 					return nil, nil, countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 
@@ -126,6 +127,7 @@ func (g *Gateway) UseFiles(store *files.Store, public *url.URL) {
 		over = DefaultDownloadOver
 	}
 	g.xfer = &transfer{store: store, public: strings.TrimRight(public.String(), "/"), over: over}
+	sweepCopies(os.TempDir(), g.log)
 	if len(g.cfg.Files.Purposes) == 0 {
 		return
 	}
