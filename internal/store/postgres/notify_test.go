@@ -119,16 +119,17 @@ func TestListenAnnouncesChanges(t *testing.T) {
 	rec.waitFor(t, "three changes", func() bool {
 		return len(rec.changes[decided.ID]) == 2 && len(rec.changes[expiring.ID]) == 2
 	})
-	for id, accounts := range rec.changes {
-		if id != decided.ID && id != expiring.ID {
-			continue
-		}
-		for _, a := range accounts {
+	// The listener goes on recording other tests' changes: read under its
+	// lock.
+	rec.mu.Lock()
+	for _, id := range []string{decided.ID, expiring.ID} {
+		for _, a := range rec.changes[id] {
 			if a != acc.ID {
 				t.Errorf("change of %s announced with account %q, want %q", id, a, acc.ID)
 			}
 		}
 	}
+	rec.mu.Unlock()
 	// Nothing more arrives for them: a refused or deduplicated call
 	// announced nothing.
 	time.Sleep(100 * time.Millisecond)
