@@ -131,8 +131,9 @@ type OAuthStore interface {
 	// AccessToken returns an access token unexpired at now with its live
 	// grant; a revoked grant or key is not found. Errors: ENOTFOUND.
 	AccessToken(ctx context.Context, hash string, now time.Time) (*OAuthToken, *Grant, error)
-	// DeleteOAuthToken deletes a token of a client (RFC 7009 revocation);
-	// a refresh token takes the grant's other tokens with it. Deleting a
-	// gone token is no error.
-	DeleteOAuthToken(ctx context.Context, hash, clientID string) error
+	// DeleteOAuthToken deletes a token of a client (RFC 7009 revocation).
+	// Deleting a refresh token revokes its grant at at, as RevokeGrant
+	// does: the client has let go of the grant, and the grant must not go
+	// on being listed as live. Deleting a gone token is no error.
+	DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error
 }

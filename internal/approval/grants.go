@@ -439,13 +439,18 @@ func asOAuthError(err error, target **OAuthError) bool {
 	return ok
 }
 
-// RevokeToken revokes a token of the client (RFC 7009); an unknown token
+// RevokeToken revokes a token of the client (RFC 7009); a refresh token
+// revokes its grant. An unknown token, or one of a grant already revoked,
 // is no error.
 func (o *OAuth) RevokeToken(ctx context.Context, c *countersign.OAuthClient, token string) error {
 	if token == "" || len(token) > 200 {
 		return nil
 	}
-	return o.Store.DeleteOAuthToken(ctx, countersign.HashSecret(token), c.ID)
+	err := o.Store.DeleteOAuthToken(ctx, countersign.HashSecret(token), c.ID, o.Clock.Now())
+	if countersign.ErrorCode(err) == countersign.ECONFLICT || countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return nil
+	}
+	return err
 }
 
 // S256 is the PKCE code challenge of a verifier (RFC 7636).

@@ -482,6 +482,28 @@ func TestOAuthHostile(t *testing.T) {
 			t.Errorf("revoking the access token took the refresh token: %d", st)
 		}
 	})
+
+	t.Run("revoking the refresh token ends the grant", func(t *testing.T) {
+		code, _ := e.consent(e.signIn("alice"), e.authzQuery(c))
+		_, tok := e.exchange(c, code)
+		agent, err := e.authenticator().AccessAgent(e.ctx, tok.AccessToken, e.base+"/mcp", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		form := url.Values{"client_id": {c.id}, "token": {tok.RefreshToken}}
+		for range 2 { // the second time the token is gone: still 200
+			if st := e.oauthPost("/oauth/revoke", "application/x-www-form-urlencoded", form.Encode(), nil); st != http.StatusOK {
+				t.Fatalf("revoke: %d", st)
+			}
+		}
+		if st, _ := e.mcpStatus(tok.AccessToken); st != http.StatusUnauthorized {
+			t.Errorf("/mcp after the refresh token's revocation: %d", st)
+		}
+		g, err := e.store.Grant(e.ctx, agent.GrantID)
+		if err != nil || !g.Revoked() {
+			t.Errorf("the grant after its client revoked the refresh token = %+v, %v; want revoked", g, err)
+		}
+	})
 }
 
 // TestOAuthAccounts: a grant of acme is a principal of acme only: its

@@ -213,34 +213,38 @@ func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Tim
 	if hasNUL(accountID, id) {
 		return countersign.NotFound("grant")
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
-		var keyID string
-		var revoked int64
-		err := tx.QueryRow(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = $1 AND ($2 = '' OR account_id = $2) FOR UPDATE`,
-			id, accountID).Scan(&keyID, &revoked)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return countersign.NotFound("grant")
-		} else if err != nil {
-			return fmt.Errorf("read grant: %w", err)
+	return db.update(ctx, func(tx pgx.Tx) error { return revokeGrant(ctx, tx, accountID, id, at) })
+}
+
+// revokeGrant revokes a grant of the account (any when accountID is
+// empty) with its key, tokens and consent sessions, in tx.
+func revokeGrant(ctx context.Context, tx pgx.Tx, accountID, id string, at time.Time) error {
+	var keyID string
+	var revoked int64
+	err := tx.QueryRow(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = $1 AND ($2 = '' OR account_id = $2) FOR UPDATE`,
+		id, accountID).Scan(&keyID, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return countersign.NotFound("grant")
+	} else if err != nil {
+		return fmt.Errorf("read grant: %w", err)
+	}
+	if revoked != 0 {
+		return countersign.ErrAlreadyRevoked("the grant")
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`UPDATE grants SET revoked_at = $1 WHERE id = $2`, []any{nanos(at), id}},
+		{`UPDATE agent_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at = 0`, []any{nanos(at), keyID}},
+		{`DELETE FROM oauth_tokens WHERE grant_id = $1`, []any{id}},
+		{`DELETE FROM sessions WHERE grant_id = $1`, []any{id}},
+	} {
+		if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
+			return fmt.Errorf("revoke grant: %w", err)
 		}
-		if revoked != 0 {
-			return countersign.ErrAlreadyRevoked("the grant")
-		}
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{
-			{`UPDATE grants SET revoked_at = $1 WHERE id = $2`, []any{nanos(at), id}},
-			{`UPDATE agent_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at = 0`, []any{nanos(at), keyID}},
-			{`DELETE FROM oauth_tokens WHERE grant_id = $1`, []any{id}},
-			{`DELETE FROM sessions WHERE grant_id = $1`, []any{id}},
-		} {
-			if _, err := tx.Exec(ctx, q.sql, q.args...); err != nil {
-				return fmt.Errorf("revoke grant: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // TouchGrant implements countersign.OAuthStore.
@@ -369,7 +373,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 }
 
 // DeleteOAuthToken implements countersign.OAuthStore.
-func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string) error {
+func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error {
 	if hasNUL(hash, clientID) {
 		return nil
 	}
@@ -381,11 +385,10 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string) error
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
-		q, arg := `DELETE FROM oauth_tokens WHERE hash = $1`, hash
 		if kind == countersign.TokenRefresh {
-			q, arg = `DELETE FROM oauth_tokens WHERE grant_id = $1`, grant
+			return revokeGrant(ctx, tx, "", grant, at)
 		}
-		if _, err := tx.Exec(ctx, q, arg); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM oauth_tokens WHERE hash = $1`, hash); err != nil {
 			return fmt.Errorf("delete oauth token: %w", err)
 		}
 		return nil

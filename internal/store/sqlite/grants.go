@@ -187,33 +187,39 @@ func (db *DB) Grants(ctx context.Context, accountID string) ([]*countersign.Gran
 // lets a cached access token of the grant in.
 func (db *DB) RevokeGrant(ctx context.Context, accountID, id string, at time.Time) error {
 	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
-		var keyID string
-		var revoked int64
-		err := tx.QueryRowContext(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = ? AND (? = '' OR account_id = ?)`,
-			id, accountID, accountID).Scan(&keyID, &revoked)
-		if err == sql.ErrNoRows {
-			return countersign.NotFound("grant")
-		} else if err != nil {
-			return fmt.Errorf("read grant: %w", err)
-		}
-		if revoked != 0 {
-			return countersign.ErrAlreadyRevoked("the grant")
-		}
-		for _, q := range []struct {
-			sql  string
-			args []any
-		}{
-			{`UPDATE grants SET revoked_at = ? WHERE id = ?`, []any{nanos(at), id}},
-			{`UPDATE agent_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, []any{nanos(at), keyID}},
-			{`DELETE FROM oauth_tokens WHERE grant_id = ?`, []any{id}},
-			{`DELETE FROM sessions WHERE grant_id = ?`, []any{id}},
-		} {
-			if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
-				return fmt.Errorf("revoke grant: %w", err)
-			}
-		}
-		return nil
+		return revokeGrant(ctx, tx, accountID, id, at)
 	})
+}
+
+// revokeGrant revokes a grant of the account (any when accountID is
+// empty) with its key, tokens and consent sessions, in tx.
+func revokeGrant(ctx context.Context, tx querier, accountID, id string, at time.Time) error {
+	var keyID string
+	var revoked int64
+	err := tx.QueryRowContext(ctx, `SELECT key_id, revoked_at FROM grants WHERE id = ? AND (? = '' OR account_id = ?)`,
+		id, accountID, accountID).Scan(&keyID, &revoked)
+	if err == sql.ErrNoRows {
+		return countersign.NotFound("grant")
+	} else if err != nil {
+		return fmt.Errorf("read grant: %w", err)
+	}
+	if revoked != 0 {
+		return countersign.ErrAlreadyRevoked("the grant")
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`UPDATE grants SET revoked_at = ? WHERE id = ?`, []any{nanos(at), id}},
+		{`UPDATE agent_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, []any{nanos(at), keyID}},
+		{`DELETE FROM oauth_tokens WHERE grant_id = ?`, []any{id}},
+		{`DELETE FROM sessions WHERE grant_id = ?`, []any{id}},
+	} {
+		if _, err := tx.ExecContext(ctx, q.sql, q.args...); err != nil {
+			return fmt.Errorf("revoke grant: %w", err)
+		}
+	}
+	return nil
 }
 
 // TouchGrant implements countersign.OAuthStore.
@@ -348,7 +354,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 
 // DeleteOAuthToken implements countersign.OAuthStore. Through updateCached: an
 // access token may be cached.
-func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string) error {
+func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error {
 	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		var kind, grant string
 		err := tx.QueryRowContext(ctx, `SELECT kind, grant_id FROM oauth_tokens WHERE hash = ? AND client_id = ?`, hash, clientID).Scan(&kind, &grant)
@@ -357,11 +363,10 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string) error
 		} else if err != nil {
 			return fmt.Errorf("read oauth token: %w", err)
 		}
-		q, arg := `DELETE FROM oauth_tokens WHERE hash = ?`, hash
 		if kind == countersign.TokenRefresh {
-			q, arg = `DELETE FROM oauth_tokens WHERE grant_id = ?`, grant
+			return revokeGrant(ctx, tx, "", grant, at)
 		}
-		if _, err := tx.ExecContext(ctx, q, arg); err != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_tokens WHERE hash = ?`, hash); err != nil {
 			return fmt.Errorf("delete oauth token: %w", err)
 		}
 		return nil

@@ -152,19 +152,34 @@ func testGrants(t *testing.T, open Opener) {
 		t.Errorf("the other grant's session: %v", err)
 	}
 
-	// RFC 7009: deleting a refresh token takes the grant's tokens; another
-	// client cannot delete them.
-	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "someone-else"); err != nil {
+	// RFC 7009: deleting a refresh token revokes the grant with its
+	// tokens; another client cannot delete them.
+	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "someone-else", Base); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.AccessToken(ctx, sha("access-b"), Base); err != nil {
 		t.Errorf("a token deleted by another client: %v", err)
 	}
-	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c"); err != nil {
+	if got, _ := s.Grant(ctx, other.ID); got.Revoked() {
+		t.Errorf("a grant whose token another client tried to delete was revoked")
+	}
+	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base.Add(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = s.AccessToken(ctx, sha("access-b"), Base)
 	wantCode(t, "access token after its refresh token was revoked", err, countersign.ENOTFOUND)
+	if got, err := s.Grant(ctx, other.ID); err != nil || !got.RevokedAt.Equal(Base.Add(2*time.Minute)) {
+		t.Errorf("the grant after its refresh token was revoked = %+v, %v; want revoked at %v", got, err, Base.Add(2*time.Minute))
+	}
+	if k, err := s.AgentKeyByHash(ctx, sha("grant-key-b")); err != nil || !k.Revoked() {
+		t.Errorf("the grant's key after its refresh token was revoked = %+v, %v", k, err)
+	}
+	if _, _, err := s.SessionByHash(ctx, otherSess.Hash, Base); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("the consent's session after its refresh token was revoked: %v", err)
+	}
+	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base); err != nil {
+		t.Errorf("deleting a gone token: %v", err)
+	}
 	if err := s.TouchGrant(ctx, other.ID, Base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
