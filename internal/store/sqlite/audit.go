@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/sqlite/engine"
 )
 
 // AuditLog returns the audit entries with Seq > after, in order, at most
@@ -59,8 +60,8 @@ func auditHead(ctx context.Context, q querier) (int64, string, error) {
 // the caller's write transaction: the entry commits with the change it
 // records, or neither does.
 func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, requestID string, ev countersign.AuditEvent) error {
-	a, _ := ctx.Value(auditTxKey{}).(*auditTx)
-	if a == nil {
+	a, inWriter := engine.TxStateOf(ctx).(*auditTx)
+	if !inWriter {
 		a = &auditTx{}
 	}
 	if !a.known {
@@ -90,40 +91,45 @@ func appendAudit(ctx context.Context, tx querier, at time.Time, accountID, reque
 		e.Hash = e.ComputeHash()
 	}
 	a.entries = append(a.entries, e)
-	a.seq, a.hash, a.dirty = e.Seq, e.Hash, true
-	if ctx.Value(auditTxKey{}) == nil {
+	a.seq, a.hash, a.dirty, a.n = e.Seq, e.Hash, true, len(a.entries)
+	if !inWriter {
 		// Not run by the writer: nobody else moves the head.
-		return a.flush(ctx, tx)
+		return a.Flush(ctx, tx)
 	}
 	return nil
 }
 
 // auditTx is the head of the audit chain as one write transaction has moved
-// it. The writer reads the head from the table once per transaction, lets
-// each change append from here, and writes the entries and the head once,
-// before the commit: the head a reader sees is always the last entry
-// committed. Holding the write lock for the whole transaction, nobody else
-// moves it meanwhile. A copy of an auditTx is what to go back to when a
-// change is undone: the entries appended after it are not in its length.
+// it: the engine.TxState of the store. The writer reads the head from the
+// table once per transaction, lets each change append from here, and writes
+// the entries and the head once, before the commit: the head a reader sees
+// is always the last entry committed. Holding the write lock for the whole
+// transaction, nobody else moves it meanwhile.
 type auditTx struct {
-	known   bool                     // seq and hash are the head
-	dirty   bool                     // entries were appended since the head was last written
-	seq     int64                    // the newest entry
-	hash    string                   // its hash
+	auditPos
 	entries []countersign.AuditEntry // appended, not written yet
 	// key keys the entries (an HMAC under the secret key); nil on a store
 	// opened without one, whose entries carry bare hashes.
 	key *countersign.SecretKey
+	// mark is where Mark found the chain: what to go back to when a
+	// change is undone.
+	mark auditPos
 }
 
-// auditTxKey is the context key of the writer's auditTx.
-type auditTxKey struct{}
+// auditPos is where a transaction has the audit chain.
+type auditPos struct {
+	known bool   // seq and hash are the head
+	dirty bool   // entries were appended since the head was last written
+	seq   int64  // the newest entry
+	hash  string // its hash
+	n     int    // entries appended, not written yet
+}
 
 // auditInsertRows is the most entries one INSERT writes.
 const auditInsertRows = 16
 
-// flush writes the appended entries and the head to the tables.
-func (a *auditTx) flush(ctx context.Context, tx querier) error {
+// Flush writes the appended entries and the head to the tables.
+func (a *auditTx) Flush(ctx context.Context, tx querier) error {
 	if !a.dirty {
 		return nil
 	}
@@ -138,7 +144,7 @@ func (a *auditTx) flush(ctx context.Context, tx querier) error {
 		}
 		rest = rest[n:]
 	}
-	a.entries = a.entries[:0]
+	a.entries, a.n = a.entries[:0], 0
 	if _, err := tx.ExecContext(ctx, `
 		INSERT INTO audit_head (id, seq, hash) VALUES (1, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash`, a.seq, a.hash); err != nil {
@@ -148,8 +154,18 @@ func (a *auditTx) flush(ctx context.Context, tx querier) error {
 	return nil
 }
 
-// forget makes the next append read the head from the table again.
-func (a *auditTx) forget() { *a = auditTx{key: a.key} }
+// Forget makes the next append read the head from the table again.
+func (a *auditTx) Forget() { *a = auditTx{key: a.key} }
+
+// Mark notes where the chain is, before a change.
+func (a *auditTx) Mark() { a.mark = a.auditPos }
+
+// Undo goes back to where Mark found the chain: the entries the undone
+// change appended are dropped.
+func (a *auditTx) Undo() {
+	a.auditPos = a.mark
+	a.entries = a.entries[:a.n]
+}
 
 // auditInsert[n-1] inserts n audit entries.
 var auditInsert = func() (q [auditInsertRows]string) {

@@ -65,11 +65,11 @@ func (db *DB) Channel(ctx context.Context, id string) (*countersign.Channel, err
 // Channels lists an account's channels by name, or every account's when
 // accountID is empty.
 func (db *DB) Channels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
-	version, caching := db.cacheVersion() // before the database: see AgentKeyByHash
+	version, caching := db.eng.CacheVersion() // before the database: see AgentKeyByHash
 	caching = caching && accountID != ""
 	now := time.Now()
 	if caching {
-		if cs, ok := db.caches.channels.get(accountID, version, now); ok {
+		if cs, ok := db.caches.channels.Get(accountID, version, now); ok {
 			return copyChannels(cs), nil
 		}
 	}
@@ -79,7 +79,7 @@ func (db *DB) Channels(ctx context.Context, accountID string) ([]*countersign.Ch
 		for i, c := range out {
 			cs[i] = *c
 		}
-		db.caches.channels.put(accountID, cs, version, now)
+		db.caches.channels.Put(accountID, cs, version, now)
 		return copyChannels(cs), nil
 	}
 	return out, err

@@ -321,12 +321,12 @@ type accessEntry struct {
 // tokens are cached between changes: revoking a grant moves the change
 // counter, and a cached token still expires on time.
 func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*countersign.OAuthToken, *countersign.Grant, error) {
-	version, caching := db.cacheVersion() // before the database: see AgentKeyByHash
+	version, caching := db.eng.CacheVersion() // before the database: see AgentKeyByHash
 	wall := time.Now()
 	var e accessEntry
 	ok := false
 	if caching {
-		e, ok = db.caches.access.get(hash, version, wall)
+		e, ok = db.caches.access.Get(hash, version, wall)
 	}
 	if !ok {
 		var g *countersign.Grant
@@ -341,7 +341,7 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 		}
 		e = accessEntry{t: *t, g: *g}
 		if caching {
-			db.caches.access.put(hash, e, version, wall)
+			db.caches.access.Put(hash, e, version, wall)
 		}
 	}
 	if !e.t.Presentable(&e.g, now) {

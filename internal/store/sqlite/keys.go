@@ -33,10 +33,10 @@ func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error
 func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.AgentKey, error) {
 	// The counter is read before the database, so that a change
 	// committed in between leaves an entry that is never served.
-	version, caching := db.cacheVersion()
+	version, caching := db.eng.CacheVersion()
 	now := time.Now()
 	if caching {
-		if k, ok := db.caches.keys.get(hash, version, now); ok {
+		if k, ok := db.caches.keys.Get(hash, version, now); ok {
 			k.SeedSecret = append([]byte(nil), k.SeedSecret...)
 			return &k, nil
 		}
@@ -50,7 +50,7 @@ func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.Age
 	if caching {
 		c := *k
 		c.SeedSecret = append([]byte(nil), k.SeedSecret...)
-		db.caches.keys.put(hash, c, version, now)
+		db.caches.keys.Put(hash, c, version, now)
 	}
 	return k, nil
 }
@@ -170,16 +170,16 @@ func (db *DB) CreateApproverToken(ctx context.Context, t *countersign.ApproverTo
 // A token of an approver who left its account is not found. Errors:
 // ENOTFOUND.
 func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
-	version, caching := db.cacheVersion() // before the database: see AgentKeyByHash
+	version, caching := db.eng.CacheVersion() // before the database: see AgentKeyByHash
 	now := time.Now()
 	if caching {
-		if e, ok := db.caches.tokens.get(hash, version, now); ok {
+		if e, ok := db.caches.tokens.Get(hash, version, now); ok {
 			return &e.t, &e.a, nil
 		}
 	}
 	t, a, err := db.approverTokenByHash(ctx, hash)
 	if err == nil && caching {
-		db.caches.tokens.put(hash, tokenEntry{t: *t, a: *a}, version, now)
+		db.caches.tokens.Put(hash, tokenEntry{t: *t, a: *a}, version, now)
 	}
 	return t, a, err
 }

@@ -16,9 +16,6 @@ type Option func(*options)
 type options struct {
 	key        *countersign.SecretKey
 	keyExisted bool
-	// busyTimeout is how long a connection waits for a lock another
-	// connection holds; zero means defaultBusyTimeout.
-	busyTimeout time.Duration
 }
 
 // WithSecretKey opens the store with the server's secret key, which wraps

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/migrate"
+	"github.com/countersign/countersign/internal/store/sqlite/engine/enginetest"
 	"github.com/countersign/countersign/internal/store/storetest"
 )
 
@@ -38,15 +38,7 @@ func TestConformance(t *testing.T) {
 
 // rawDB opens the file beside the store, as an attacker with the file
 // would.
-func rawDB(t *testing.T, path string) *sql.DB {
-	t.Helper()
-	raw, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatalf("open raw: %v", err)
-	}
-	t.Cleanup(func() { raw.Close() })
-	return raw
-}
+func rawDB(t *testing.T, path string) *sql.DB { return enginetest.RawDB(t, path) }
 
 func exec(t *testing.T, db *sql.DB, query string, args ...any) {
 	t.Helper()
@@ -134,28 +126,6 @@ func TestMigrationsRecorded(t *testing.T) {
 		t.Errorf("schema_migrations: %d rows up to %d, want %d up to %d", n, max, len(ms), migrate.Latest(ms))
 	}
 }
-
-func TestWAL(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "countersign.db")
-	db := openTest(t, path)
-	for name, pool := range map[string]*sql.DB{"write": db.write, "read": db.read} {
-		var mode string
-		var sync, fk, busy int
-		row := pool.QueryRowContext(t.Context(), `SELECT
-			(SELECT journal_mode FROM pragma_journal_mode), (SELECT synchronous FROM pragma_synchronous),
-			(SELECT foreign_keys FROM pragma_foreign_keys), (SELECT timeout FROM pragma_busy_timeout)`)
-		if err := row.Scan(&mode, &sync, &fk, &busy); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if mode != "wal" || sync != 1 || fk != 1 || busy != 5000 {
-			t.Errorf("%s pool: journal_mode %s, synchronous %d, foreign_keys %d, busy_timeout %d; want wal, 1, 1, 5000", name, mode, sync, fk, busy)
-		}
-	}
-	if _, err := db.read.ExecContext(t.Context(), `DELETE FROM accounts`); err == nil {
-		t.Errorf("the read pool can write")
-	}
-}
-
 func TestAuditTamper(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -184,18 +154,6 @@ func TestAuditTamper(t *testing.T) {
 				t.Errorf("problems %v, want one saying %q", problems, tt.want)
 			}
 		})
-	}
-}
-
-func TestPathWithQuestionMark(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), "what?#%20")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "countersign.db")
-	openTest(t, path)
-	if _, err := os.Stat(path); err != nil {
-		t.Errorf("the database is not where asked: %v", err)
 	}
 }
 

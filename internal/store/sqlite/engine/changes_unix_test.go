@@ -1,6 +1,6 @@
 //go:build unix
 
-package sqlite
+package engine_test
 
 import (
 	"encoding/binary"
@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
-	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/sqlite/engine"
 )
 
 // TestChangeCounterRefusesLinks: a link planted where the counter file
@@ -32,7 +31,7 @@ func TestChangeCounterRefusesLinks(t *testing.T) {
 			if err := plant(victim, path+"-changes"); err != nil {
 				t.Fatal(err)
 			}
-			if db, err := Open(t.Context(), path); err == nil {
+			if db, err := engine.Open(t.Context(), path, engine.Config{}); err == nil {
 				db.Close()
 				t.Fatalf("Open with a %s as the change counter succeeded", name)
 			}
@@ -52,14 +51,12 @@ func TestChangeCounterRefusesLinks(t *testing.T) {
 // so that its changes reach the processes that open the database next.
 func TestChangeCounterReplaced(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
-	openTest(t, path)
+	engine.OpenTest(t, path, engine.Config{})
 	if err := os.Remove(path + "-changes"); err != nil {
 		t.Fatal(err)
 	}
-	db := openTest(t, path)
-	if err := db.CreateAccount(t.Context(), &countersign.Account{ID: countersign.NewID("acc_"), Name: "acme", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	db := engine.OpenTest(t, path, engine.Config{})
+	change(t, db, `CREATE TABLE t (n INTEGER)`)
 	b, err := os.ReadFile(path + "-changes")
 	if err != nil || len(b) < 8 || binary.NativeEndian.Uint64(b) == 0 {
 		t.Fatalf("the counter file after a change: %x (%v), want it there and moved", b, err)
@@ -73,10 +70,8 @@ func TestNewDatabaseOwnerOnly(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	path := filepath.Join(t.TempDir(), "c.db")
-	db := openTest(t, path)
-	if err := db.CreateAccount(t.Context(), &countersign.Account{ID: countersign.NewID("acc_"), Name: "acme", CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	db := engine.OpenTest(t, path, engine.Config{})
+	change(t, db, `CREATE TABLE t (n INTEGER)`)
 	for _, f := range []string{path, path + "-wal", path + "-shm", path + "-changes"} {
 		fi, err := os.Stat(f)
 		if err != nil {

@@ -1,4 +1,4 @@
-package sqlite
+package engine
 
 import (
 	"context"
@@ -50,7 +50,7 @@ func stmtBusy(t *testing.T, db *sql.DB, query string) bool {
 }
 
 func TestStatementCache(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"), Config{})
 	ctx := t.Context()
 	if _, err := db.write.ExecContext(ctx, `CREATE TABLE t (n INTEGER); CREATE TABLE u (n INTEGER)`); err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestStatementCache(t *testing.T) {
 	// transaction on the one write connection: the inner run cannot use
 	// the busy statement and must not disturb the outer one.
 	const sel = `SELECT n FROM t WHERE n >= ? ORDER BY n`
-	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+	err := db.UpdateCached(ctx, func(ctx context.Context, tx Querier) error {
 		rows, err := tx.QueryContext(ctx, sel, 0)
 		if err != nil {
 			return err
@@ -156,7 +156,7 @@ func TestStatementCache(t *testing.T) {
 // A cached statement interrupted while it runs, by its context's end,
 // stays usable.
 func TestStatementCacheCancelled(t *testing.T) {
-	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"))
+	db := openTest(t, filepath.Join(t.TempDir(), "countersign.db"), Config{})
 	const q = `WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x < ?) SELECT COUNT(*) FROM c`
 	var n int
 	// The write pool has one connection: every run below uses the one

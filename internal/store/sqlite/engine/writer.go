@@ -1,4 +1,4 @@
-package sqlite
+package engine
 
 import (
 	"context"
@@ -7,12 +7,63 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync/atomic"
+
+	"modernc.org/sqlite"
 )
 
 // The group-commit writer: every change goes to one goroutine, which runs
 // the changes waiting at once in one transaction and one commit.
 
-func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) error, uncached bool) error {
+// UpdateCached runs fn in a write transaction and commits its changes when
+// it returns nil; when it returns an error, none of its changes are kept.
+//
+// The changes of concurrent callers are committed in groups: the writer
+// takes every change waiting for it, runs each in a savepoint of one
+// transaction, and commits once. Under load one commit, and one write of
+// the pages every change touches (the audit head, the indexes), serves many
+// changes. Each caller still sees only its own outcome: a change whose fn
+// fails is rolled back to its savepoint, and no caller hears of success
+// before the commit.
+//
+// fn may run twice, when a change grouped with it fails and the group
+// runs again: it must set, not add to, what it hands back to its caller.
+//
+// ctx bounds the wait for the writer. Once the writer has started a change
+// the change runs to its end with the context fn is given, which keeps
+// ctx's values but not its cancellation: an interrupted statement would
+// roll back the whole group. That context also carries the transaction's
+// state (TxStateOf).
+//
+// A change made with UpdateCached may change what caches hold (the
+// store's keys, tokens, accounts, channels): once it is committed, the
+// change counter moves, so that no cache serves what it changed (see
+// CacheVersion). Changes to what no cache holds go through UpdateUncached,
+// which leaves the counter: the caches stay warm. When in doubt,
+// UpdateCached: a change to cached data made through UpdateUncached is
+// served stale, such as a revoked key honoured until the cache entry ages
+// out.
+//
+// A change made with UpdateCached may also write, by its own statements,
+// what the transaction's state stands for (an import writes audit entries
+// itself): the state is flushed before it, and flushed and forgotten after
+// it.
+//
+// After Close it fails with an error saying the store is closed.
+func (db *DB) UpdateCached(ctx context.Context, fn func(ctx context.Context, tx Querier) error) error {
+	return db.run(ctx, fn, false)
+}
+
+// UpdateUncached is UpdateCached for a change that touches nothing a cache
+// holds. It does not move the change counter. And when its fn fails
+// having changed no row (a refusal: a decision that came second, a limit
+// reached), its group is not run again: what it changed of the
+// transaction's state is undone (TxState.Undo), the others go on.
+func (db *DB) UpdateUncached(ctx context.Context, fn func(ctx context.Context, tx Querier) error) error {
+	return db.run(ctx, fn, true)
+}
+
+// run hands fn to the writer and waits for its outcome.
+func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx Querier) error, uncached bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -22,7 +73,7 @@ func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) 
 	case <-ctx.Done():
 		return fmt.Errorf("begin: %w", ctx.Err())
 	case <-db.closing:
-		return errStoreClosed
+		return ErrClosed
 	}
 	select {
 	case err := <-j.done:
@@ -33,14 +84,15 @@ func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx querier) 
 		}
 	case <-db.stopped:
 		if j.state.CompareAndSwap(jobQueued, jobAbandoned) {
-			return errStoreClosed
+			return ErrClosed
 		}
 	}
 	// The writer has started the change: its outcome is the answer.
 	return <-j.done
 }
 
-var errStoreClosed = errors.New("store is closed")
+// ErrClosed is the error of a change asked for after Close.
+var ErrClosed = errors.New("store is closed")
 
 // maxGroup bounds the changes committed together, so that one commit does
 // not keep the first of them waiting for long.
@@ -56,7 +108,7 @@ const (
 // writeJob is one caller's change, waiting for the writer.
 type writeJob struct {
 	ctx      context.Context
-	fn       func(ctx context.Context, tx querier) error
+	fn       func(ctx context.Context, tx Querier) error
 	uncached bool // changes nothing a cache holds: the change counter stays
 	state    atomic.Int32
 	// started is set by the writer when it starts the change: a group
@@ -79,26 +131,26 @@ func (j *writeJob) answer(err error) {
 // end: the caller's request fails and the server goes on. Results the
 // change left open, by a panic or an early return, are closed: an open
 // one would keep the write connection from ever being put back.
-func (j *writeJob) run(tx querier, audit *auditTx) (err error) {
-	g := openResults{querier: tx}
+func (j *writeJob) run(tx Querier, state TxState) (err error) {
+	g := openResults{Querier: tx}
 	defer func() {
 		g.close()
 		if p := recover(); p != nil {
 			err = fmt.Errorf("write transaction panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return j.fn(context.WithValue(j.ctx, auditTxKey{}, audit), &g)
+	return j.fn(context.WithValue(j.ctx, stateKey{}, state), &g)
 }
 
-// openResults is a querier that keeps what its queries return, for close.
+// openResults is a Querier that keeps what its queries return, for close.
 type openResults struct {
-	querier
+	Querier
 	rows []*sql.Rows
 	row  []*sql.Row
 }
 
 func (g *openResults) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	rows, err := g.querier.QueryContext(ctx, query, args...)
+	rows, err := g.Querier.QueryContext(ctx, query, args...)
 	if err == nil {
 		g.rows = append(g.rows, rows)
 	}
@@ -106,7 +158,7 @@ func (g *openResults) QueryContext(ctx context.Context, query string, args ...an
 }
 
 func (g *openResults) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	row := g.querier.QueryRowContext(ctx, query, args...)
+	row := g.Querier.QueryRowContext(ctx, query, args...)
 	g.row = append(g.row, row)
 	return row
 }
@@ -122,7 +174,7 @@ func (g *openResults) close() {
 	}
 }
 
-// writer runs the changes sent to updateCached and updateUncached, in groups, until Close.
+// writer runs the changes sent to UpdateCached and UpdateUncached, in groups, until Close.
 func (db *DB) writer() {
 	defer close(db.stopped)
 	group := make([]*writeJob, 0, maxGroup)
@@ -157,7 +209,7 @@ func (db *DB) writer() {
 // only the failing one is undone. The second run starts from the same
 // state and runs the changes in the same order, so each does what it did
 // the first time; a change's function must therefore not build on what an
-// earlier run of it left behind (see updateCached). A group of one runs
+// earlier run of it left behind (see UpdateCached). A group of one runs
 // alone: its transaction is its own, and its failure its answer.
 func (db *DB) commitGroup(group []*writeJob) {
 	if len(group) == 1 {
@@ -197,7 +249,7 @@ const (
 // caller, but when a change of a runTogether run failed: then it rolls
 // everything back, answers no one, and reports false.
 func (db *DB) runGroup(group []*writeJob, mode runMode) (done bool) {
-	g := &groupRun{db: db, group: group, audit: &auditTx{key: db.key}}
+	g := &groupRun{db: db, group: group, state: db.newState()}
 	defer g.rollback()
 	for _, j := range group {
 		var s step
@@ -227,7 +279,7 @@ type groupRun struct {
 	group []*writeJob
 	tx    *sql.Conn   // in a transaction while not nil
 	ran   []*writeJob // started, and not yet answered
-	audit *auditTx    // what the changes chained to the audit log
+	state TxState     // what the changes keep beside their rows
 }
 
 // rollback undoes what the run did not commit.
@@ -261,8 +313,8 @@ func (g *groupRun) fail(err error) step {
 
 // start starts j in the run, unless its caller gave up on it (false),
 // beginning the transaction at the first change. A change to cached data
-// may write the audit log itself (an import does): the head goes to the
-// table before it, and is read again after it (finish).
+// may write what the state stands for itself (an import writes the audit
+// log): the state is flushed before it, and forgotten after it (finish).
 func (g *groupRun) start(j *writeJob) (bool, error) {
 	if !j.started {
 		if !j.state.CompareAndSwap(jobQueued, jobRunning) {
@@ -281,23 +333,23 @@ func (g *groupRun) start(j *writeJob) (bool, error) {
 		g.db.groups.Add(1)
 	}
 	if !j.uncached {
-		if err := g.audit.flush(ctx, g.tx); err != nil {
+		if err := g.state.Flush(ctx, g.tx); err != nil {
 			return false, err
 		}
 	}
 	return true, nil
 }
 
-// finish ends j in the run: whatever a change to cached data appended to
-// the audit log goes to the table too.
+// finish ends j in the run: what a change to cached data kept in the
+// state is flushed, and the state forgotten.
 func (g *groupRun) finish(j *writeJob) error {
 	if j.uncached {
 		return nil
 	}
-	if err := g.audit.flush(context.Background(), g.tx); err != nil {
+	if err := g.state.Flush(context.Background(), g.tx); err != nil {
 		return err
 	}
-	g.audit.forget()
+	g.state.Forget()
 	return nil
 }
 
@@ -308,13 +360,14 @@ func (g *groupRun) plainStep(j *writeJob, mode runMode) step {
 	} else if !ok {
 		return stepNext
 	}
-	before, rows := *g.audit, g.db.rowChanges.Load()
-	j.err = j.run(g.tx, g.audit)
+	g.state.Mark()
+	rows := g.db.rowChanges.Load()
+	j.err = j.run(g.tx, g.state)
 	if j.err != nil && g.db.harmlessRefusal(j, rows) {
 		// The refusal is answered with the others, after the commit:
 		// its reason may be a change before it in this group, which a
 		// failed commit undoes, and a group run again runs it again.
-		*g.audit = before
+		g.state.Undo()
 		return stepNext
 	}
 	if j.err != nil {
@@ -333,12 +386,18 @@ func (g *groupRun) plainStep(j *writeJob, mode runMode) step {
 // harmlessRefusal reports whether the failure of j, run while the row
 // counter was at rows, is a refusal that changed no row (a decision that
 // came second, a limit reached): it leaves nothing to undo but what it
-// chained in the audit log, and the others go on. A change to cached
+// kept in the transaction's state, and the others go on. A change to cached
 // data is not trusted with this; it may have written what the hook does
 // not see, such as a table's schema. Nor is a failure of SQLite's own (a
 // full disk, an I/O error), after which the transaction may be gone.
 func (db *DB) harmlessRefusal(j *writeJob, rows uint64) bool {
-	return db.rowHook && db.rowChanges.Load() == rows && j.uncached && sqliteCode(j.err) == 0
+	return db.rowHook && db.rowChanges.Load() == rows && j.uncached && !isSQLiteError(j.err)
+}
+
+// isSQLiteError reports whether err is, or wraps, an error of SQLite's.
+func isSQLiteError(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se)
 }
 
 // isolatedStep runs j in a savepoint of its own, which its failure rolls
@@ -352,12 +411,12 @@ func (g *groupRun) isolatedStep(j *writeJob) step {
 	if _, err := g.tx.ExecContext(context.Background(), `SAVEPOINT change`); err != nil {
 		return g.fail(fmt.Errorf("begin: %w", err))
 	}
-	before := *g.audit
-	j.err = j.run(g.tx, g.audit)
+	g.state.Mark()
+	j.err = j.run(g.tx, g.state)
 	release := `RELEASE change`
 	if j.err != nil {
 		release = `ROLLBACK TO change; RELEASE change`
-		*g.audit = before
+		g.state.Undo()
 	}
 	if _, err := g.tx.ExecContext(context.Background(), release); err != nil {
 		// SQLite may have rolled back the whole transaction (a full
@@ -378,7 +437,7 @@ func (g *groupRun) commitAndAnswer() {
 		return // every change was given up on
 	}
 	ctx := context.Background()
-	if err := g.audit.flush(ctx, g.tx); err != nil {
+	if err := g.state.Flush(ctx, g.tx); err != nil {
 		g.fail(err)
 		return
 	}
