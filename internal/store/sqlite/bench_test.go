@@ -87,3 +87,21 @@ func newBenchFixture(b *testing.B, opts ...Option) *cacheFixture {
 	}
 	return f
 }
+
+// BenchmarkAgentKeyByHash authenticates an agent key from many goroutines
+// at once, as every API call does: between changes, from the cache.
+//
+//	go test -run '^$' -bench AgentKeyByHash -cpu 2 ./internal/store/sqlite
+func BenchmarkAgentKeyByHash(b *testing.B) {
+	f := newBenchFixture(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if _, err := f.db.AgentKeyByHash(ctx, f.key.Hash); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
