@@ -55,6 +55,9 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	stateless.PropagateRequestCancellation = true
 	stateful := common
 	stateful.SessionTimeout = 30 * time.Minute
+	// Events carry ids, and a client resumes a stream it lost (resume.go).
+	events := newEventStore()
+	stateful.EventStore = events
 	statelessH := mcp.NewStreamableHTTPHandler(getServer, &stateless)
 	statefulH := mcp.NewStreamableHTTPHandler(getServer, &stateful)
 	dispatch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -62,7 +65,16 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 			statelessH.ServeHTTP(w, r)
 			return
 		}
-		statefulH.ServeHTTP(&foreignSession{ResponseWriter: w}, r)
+		if !resumeCheck(events, w, r) {
+			return
+		}
+		var sw http.ResponseWriter = &foreignSession{ResponseWriter: w}
+		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+			held := &heldPrime{ResponseWriter: sw}
+			defer held.release()
+			sw = held
+		}
+		statefulH.ServeHTTP(sw, r)
 	})
 	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
 		a, err := verify(ctx, token)

@@ -194,6 +194,10 @@ func sseMessages(t *testing.T, body io.Reader) func() (wireMsg, bool) {
 				continue
 			}
 			if line == "" && len(data) > 0 {
+				if strings.Join(data, "") == "" {
+					data = nil // a priming event, which carries only its id
+					continue
+				}
 				var m wireMsg
 				if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &m); err != nil {
 					t.Fatalf("not JSON-RPC: %q", data)
