@@ -249,7 +249,9 @@ func runSuite(t *testing.T, node, cli, url, out string) map[string]bool {
 	cmd.Stdout, cmd.Stderr = &output, &output
 	// The suite exits non-zero when a scenario fails; the outcomes are in
 	// its results, which are compared below.
+	start := time.Now()
 	cmd.Run()
+	t.Logf("the suite against %s took %s", url, time.Since(start).Round(100*time.Millisecond))
 	if ctx.Err() != nil {
 		t.Fatalf("the suite against %s did not finish in 5 minutes:\n%s", url, output.String())
 	}
