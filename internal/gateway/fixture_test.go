@@ -109,6 +109,15 @@ func fixtureServer(name, logFile string) *mcp.Server {
 			return &mcp.CompleteResult{Completion: mcp.CompletionResultDetails{Values: out, Total: len(out)}}, nil
 		},
 	})
+	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			//lint:ignore SA1019 the fixture speaks 2025-11-25 too, which has logging
+			if r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams]); ok && method == "logging/setLevel" {
+				record(logFile, "setLevel %s", r.Params.Level)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	textResource := func(uri, body string) mcp.ResourceHandler {
 		return func(_ context.Context, r *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 			return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: r.Params.URI, MIMEType: "text/plain", Text: body}}}, nil
@@ -133,6 +142,18 @@ func fixtureServer(name, logFile string) *mcp.Server {
 			fixtureLog(ctx, req.Session, "info", "readme touched")
 			fixtureLog(ctx, req.Session, "debug", "debug detail")
 			return text("touched"), nil
+		})
+	s.AddTool(&mcp.Tool{Name: "meet", Description: "Waits for a second call of meet, logs, and returns once both logged.", InputSchema: objectSchema("id"),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if !meeting.arrive(ctx) {
+				return nil, ctx.Err()
+			}
+			fixtureLog(ctx, req.Session, "info", fmt.Sprintf("met %v", argsOf(req)["id"]))
+			if !meeting.arrive(ctx) {
+				return nil, ctx.Err()
+			}
+			return text("met"), nil
 		})
 	s.AddTool(&mcp.Tool{Name: "read_note", Title: "Read a note", Description: "Reads a note.", InputSchema: objectSchema("id"),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
@@ -208,6 +229,36 @@ func fixtureServer(name, logFile string) *mcp.Server {
 			return text("added"), nil
 		})
 	return s
+}
+
+// meeting lets two calls of the fixture's tool meet wait for each other,
+// twice: both log only once both run, and return only once both logged.
+var meeting barrier
+
+// barrier lets two callers of arrive pass together.
+type barrier struct {
+	mu      sync.Mutex
+	waiting chan struct{}
+}
+
+// arrive waits for a second caller; false if ctx ends first.
+func (b *barrier) arrive(ctx context.Context) bool {
+	b.mu.Lock()
+	ch := b.waiting
+	if ch == nil {
+		ch = make(chan struct{})
+		b.waiting = ch
+	} else {
+		close(ch)
+		b.waiting = nil
+	}
+	b.mu.Unlock()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // fixtureUpstream is the fixture as a stdio upstream of the gateway.

@@ -53,6 +53,7 @@ type Gateway struct {
 	upstreams []*upstream
 	progress  progressRoutes
 	pass      passthrough
+	levels    logLevels
 	// startOnce starts the upstreams of a stdio gateway (see Start); the
 	// first request takes it, under startMu.
 	startMu   sync.Mutex
@@ -157,7 +158,7 @@ func newGateway(o options) (*Gateway, error) {
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
-			requests: g.addPassthrough}))
+			connected: g.upstreamConnected, requests: g.addPassthrough}))
 	}
 	return g, nil
 }

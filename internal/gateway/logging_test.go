@@ -22,8 +22,7 @@ func fixtureLog(ctx context.Context, ss *mcp.ServerSession, level, data string) 
 // TestStdioLoggingAndCompletions: over stdio, the upstream's log reaches the
 // client at the level it set, which reaches the upstream; completions of a
 // prompt's argument come from its upstream; the capabilities announce what
-// is passed through. /mcp announces no logging: an upstream's log cannot be
-// told apart by key.
+// is passed through, over stdio and on /mcp.
 func TestStdioLoggingAndCompletions(t *testing.T) {
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", "")}
@@ -62,7 +61,144 @@ func TestStdioLoggingAndCompletions(t *testing.T) {
 	}
 
 	h := newHarness(t, nil)
-	if caps := h.connect(clientOpts{}).InitializeResult().Capabilities; caps.Logging != nil || caps.Completions == nil {
+	if caps := h.connect(clientOpts{}).InitializeResult().Capabilities; caps.Logging == nil || caps.Completions == nil {
 		t.Errorf("/mcp capabilities %+v", caps)
+	}
+}
+
+// logClient connects a client of key to /mcp (2025-11-25, which has
+// logging/setLevel) that hands every log message it gets to the returned
+// channel, as "level logger data".
+func logClient(h *harness, key string) (*mcp.ClientSession, chan string) {
+	logs := make(chan string, 64)
+	cs := h.connect(clientOpts{key: key, version: "2025-11-25", more: func(o *mcp.ClientOptions) {
+		o.LoggingMessageHandler = func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			logs <- fmt.Sprintf("%s %s %v", r.Params.Level, r.Params.Logger, r.Params.Data)
+		}
+	}})
+	return cs, logs
+}
+
+// nextLog returns the next log message a client gets.
+func nextLog(t *testing.T, logs chan string) string {
+	t.Helper()
+	select {
+	case got := <-logs:
+		return got
+	case <-time.After(15 * time.Second):
+		t.Fatal("no log message within 15 s")
+		return ""
+	}
+}
+
+const touchedInfo, touchedDebug = "info notes/touch readme touched", "debug notes/touch debug detail"
+
+// TestMCPLogging: on /mcp, the log an upstream sends during a call reaches
+// the client of the call, at the level that client set; the upstream is
+// set to the most verbose level of the connected clients, and to the next
+// as their sessions end.
+func TestMCPLogging(t *testing.T) {
+	h := newHarness(t, nil)
+	verbose, verboseLogs := logClient(h, "agent")
+	terse, terseLogs := logClient(h, "outsider")
+	if caps := verbose.InitializeResult().Capabilities; caps.Logging == nil {
+		t.Fatalf("/mcp announces no logging: %+v", caps)
+	}
+	if err := verbose.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := terse.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+		t.Fatal(err)
+	}
+	// The second, less verbose level does not reach the upstream.
+	wantCalls(t, h.logFile, "setLevel debug")
+
+	wantRan(t, call(t, verbose, "touch", nil), "touched")
+	if got := nextLog(t, verboseLogs); got != touchedInfo {
+		t.Errorf("first log %q, want %q", got, touchedInfo)
+	}
+	if got := nextLog(t, verboseLogs); got != touchedDebug {
+		t.Errorf("second log %q, want %q", got, touchedDebug)
+	}
+	// At info, the debug message of the first call does not come before
+	// the info message of the second.
+	wantRan(t, call(t, terse, "touch", nil), "touched")
+	wantRan(t, call(t, terse, "touch", nil), "touched")
+	for i := range 2 {
+		if got := nextLog(t, terseLogs); got != touchedInfo {
+			t.Errorf("log %d at info: %q, want %q", i, got, touchedInfo)
+		}
+	}
+
+	// The verbose client leaves: the upstream is set to the level of the
+	// one left, then, once it leaves too, as quiet as the protocol allows.
+	verbose.Close()
+	eventually(t, "the upstream set to info", func() bool { return len(calls(t, h.logFile)) == 2 })
+	terse.Close()
+	eventually(t, "the upstream set to emergency", func() bool { return len(calls(t, h.logFile)) == 3 })
+	wantCalls(t, h.logFile, "setLevel debug", "setLevel info", "setLevel emergency")
+}
+
+// TestMCPLoggingConcurrentCalls: while calls of two accounts' keys run on
+// the same upstream, its log cannot be told apart by call, and neither
+// client gets it; alone on the upstream, each gets its own.
+func TestMCPLoggingConcurrentCalls(t *testing.T) {
+	h := newHarness(t, nil)
+	mine, myLogs := logClient(h, "agent")
+	theirs, theirLogs := logClient(h, "outsider")
+	for _, cs := range []*mcp.ClientSession{mine, theirs} {
+		if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "info"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each call of meet logs only once both run, and returns only once
+	// both logged.
+	results := make(chan string, 2)
+	for id, cs := range map[string]*mcp.ClientSession{"mine": mine, "theirs": theirs} {
+		go func() {
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "meet", Arguments: map[string]any{"id": id}})
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			results <- textOf(res)
+		}()
+	}
+	for range 2 {
+		if got := <-results; got != "met" {
+			t.Fatalf("meet: %q", got)
+		}
+	}
+	// A log message passed on during meet would come before the one of
+	// the next call.
+	for _, c := range []struct {
+		cs   *mcp.ClientSession
+		logs chan string
+	}{{mine, myLogs}, {theirs, theirLogs}} {
+		wantRan(t, call(t, c.cs, "touch", nil), "touched")
+		if got := nextLog(t, c.logs); got != touchedInfo {
+			t.Errorf("log %q, want %q (the log of meet went to a client)", got, touchedInfo)
+		}
+	}
+}
+
+// TestMCPLoggingAfterRestart: an upstream that restarts is set again to
+// the level the clients want.
+func TestMCPLoggingAfterRestart(t *testing.T) {
+	h := newHarness(t, nil)
+	cs, logs := logClient(h, "agent")
+	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	if res := call(t, cs, "crash", nil); !res.IsError {
+		t.Fatalf("crash: %q", textOf(res))
+	}
+	eventually(t, "the upstream back and set to debug", func() bool { return len(calls(t, h.logFile)) == 3 })
+	wantCalls(t, h.logFile, "setLevel debug", "crash", "setLevel debug")
+	wantRan(t, call(t, cs, "touch", nil), "touched")
+	for _, want := range []string{touchedInfo, touchedDebug} {
+		if got := nextLog(t, logs); got != want {
+			t.Errorf("log %q, want %q", got, want)
+		}
 	}
 }

@@ -21,7 +21,8 @@ import (
 // call's stream, and only while the call runs. Anything else, and a client
 // that did not declare the capability or cannot take a request from the
 // server (2026-07-28, stateless), gets an MCP error: a request is never
-// sent to another key's or account's client on a guess.
+// sent to another key's or account's client on a guess. Log messages of
+// the upstreams go by the same rule (logging.go).
 //
 // The stdio gateway has exactly one client: roots/list, which upstreams
 // ask outside calls (after initialize or roots/list_changed), goes to it
@@ -38,6 +39,14 @@ type passthrough struct {
 type runningCall struct {
 	ctx context.Context
 	ss  *mcp.ServerSession
+	// metaLevel: the request carried a log level in its _meta
+	// (2026-07-28).
+	metaLevel bool
+	// logs queues the upstream's log messages for the client (see
+	// logging.go), under passthrough.mu; nil until the first. delivered
+	// is closed once they are.
+	logs      chan *mcp.LoggingMessageParams
+	delivered chan struct{}
 }
 
 // upstreamCapabilities are what the gateway of /mcp declares to an
@@ -110,12 +119,15 @@ func quietUntilInitialized(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// begin records a call forwarded to u until the returned function runs.
-func (p *passthrough) begin(ctx context.Context, u *upstream, ss *mcp.ServerSession) func() {
-	if ss == nil {
+// begin records a call forwarded to u until the returned function runs,
+// which returns once the log messages queued for the call reached its
+// client (or the call's context ended).
+func (p *passthrough) begin(ctx context.Context, u *upstream, req *mcp.CallToolRequest) func() {
+	if req.Session == nil {
 		return func() {}
 	}
-	c := &runningCall{ctx: ctx, ss: ss}
+	_, level := req.Params.GetMeta()[mcp.MetaKeyLogLevel]
+	c := &runningCall{ctx: ctx, ss: req.Session, metaLevel: level}
 	p.mu.Lock()
 	if p.running == nil {
 		p.running = map[*upstream]map[*runningCall]bool{}
@@ -131,7 +143,13 @@ func (p *passthrough) begin(ctx context.Context, u *upstream, ss *mcp.ServerSess
 		if len(p.running[u]) == 0 {
 			delete(p.running, u)
 		}
+		if c.logs != nil {
+			close(c.logs) // under mu: nothing is queued on it after this
+		}
 		p.mu.Unlock()
+		if c.delivered != nil {
+			<-c.delivered
+		}
 	}
 }
 

@@ -112,11 +112,16 @@ func progressOf(msg jsonrpc.Message) *mcp.ProgressNotificationParams {
 	return &p
 }
 
-// tapTransport hands every progress notification of a stdio upstream to
-// tap as the connection reads it, before any message read after it.
+// tapped reports whether an event's data may hold a tapped notification.
+func tapped(data []byte) bool {
+	return bytes.Contains(data, []byte("notifications/progress")) || bytes.Contains(data, []byte("notifications/message"))
+}
+
+// tapTransport hands every tapped notification of a stdio upstream to tap
+// as the connection reads it, before any message read after it.
 type tapTransport struct {
 	mcp.Transport
-	tap func(*mcp.ProgressNotificationParams)
+	tap taps
 }
 
 func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -129,14 +134,12 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type tapConn struct {
 	mcp.Connection
-	tap func(*mcp.ProgressNotificationParams)
+	tap taps
 }
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	if p := progressOf(msg); p != nil {
-		c.tap(p)
-	}
+	c.tap.take(msg)
 	return msg, err
 }
 
@@ -145,7 +148,7 @@ func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 // wrapped (it has unexported methods of its own that the SDK looks for).
 type sseTapTransport struct {
 	base http.RoundTripper
-	tap  func(*mcp.ProgressNotificationParams)
+	tap  taps
 }
 
 func (t *sseTapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -160,11 +163,11 @@ func (t *sseTapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // one (a large result) is passed on without being looked at.
 const maxTapEvent = 1 << 20
 
-// sseTap reads server-sent events as they pass and taps the progress
+// sseTap reads server-sent events as they pass and taps the tapped
 // notifications among them before the reader gets their bytes.
 type sseTap struct {
 	io.ReadCloser
-	tap      func(*mcp.ProgressNotificationParams)
+	tap      taps
 	line     []byte
 	data     []byte
 	overlong bool // the current event is over maxTapEvent
@@ -204,11 +207,9 @@ func (t *sseTap) endLine() {
 	t.line = t.line[:0]
 	switch {
 	case len(line) == 0:
-		if len(t.data) > 0 && !t.overlong && bytes.Contains(t.data, []byte("notifications/progress")) {
+		if len(t.data) > 0 && !t.overlong && tapped(t.data) {
 			if msg, err := jsonrpc.DecodeMessage(t.data); err == nil {
-				if p := progressOf(msg); p != nil {
-					t.tap(p)
-				}
+				t.tap.take(msg)
 			}
 		}
 		t.data, t.overlong = t.data[:0], false

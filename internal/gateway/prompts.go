@@ -135,10 +135,9 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 }
 
 // advertise adjusts the capabilities the gateway announces (initialize,
-// server/discover) to what it passes through: logging (stdio only),
-// completions and resource subscriptions only where an upstream offers
-// them. Tools, resources and prompts the SDK announces by what is
-// registered.
+// server/discover) to what it passes through: logging, completions and
+// resource subscriptions only where an upstream offers them. Tools,
+// resources and prompts the SDK announces by what is registered.
 func (g *Gateway) advertise(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
@@ -174,7 +173,7 @@ func (g *Gateway) passedThrough(in *mcp.ServerCapabilities) *mcp.ServerCapabilit
 		subscribe = subscribe || (c.Resources != nil && c.Resources.Subscribe)
 	}
 	caps := *in
-	if !logging || g.fixed == nil {
+	if !logging {
 		withoutLogging(&caps)
 	}
 	if !completions {

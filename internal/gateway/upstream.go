@@ -69,8 +69,11 @@ type upstreamHooks struct {
 	changed func()
 	// updated: a subscribed resource changed.
 	updated func(u *upstream, uri string)
-	// logged: the upstream sent a log message (see logging.go).
+	// logged: the upstream sent a log message (see logging.go), handed
+	// over in its order on the wire.
 	logged logHook
+	// connected: a session of the upstream is up.
+	connected func(u *upstream)
 	// requests sets the client up to pass its server's requests on (see
 	// passthrough.go), and returns a middleware for the client.
 	requests func(u *upstream, opts *mcp.ClientOptions) mcp.Middleware
@@ -94,10 +97,10 @@ func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks u
 				hooks.updated(u, r.Params.URI)
 			}
 		},
-		// No ProgressNotificationHandler: progress is read off the
-		// messages in their order (see progressRoutes).
+		// No ProgressNotificationHandler nor LoggingMessageHandler:
+		// progress and log messages are read off the messages in their
+		// order (see progressRoutes and logging.go).
 	}
-	addLogging(opts, u, hooks.logged)
 	if hooks.requests != nil {
 		u.mw = hooks.requests(u, opts)
 	}
@@ -190,6 +193,9 @@ func (u *upstream) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	u.log.Info("upstream connected", "tools", len(lists.tools), "resources", len(lists.resources),
 		"templates", len(lists.templates), "prompts", len(lists.prompts))
 	u.hooks.changed()
+	if u.hooks.connected != nil {
+		u.hooks.connected(u)
+	}
 	return cs, nil
 }
 
@@ -237,7 +243,7 @@ func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
 func (u *upstream) transport() mcp.Transport {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{
-			Transport: &sseTapTransport{tap: u.hooks.progress,
+			Transport: &sseTapTransport{tap: u.taps(),
 				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: http.DefaultTransport}},
 		}}
 	}
@@ -249,7 +255,7 @@ func (u *upstream) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+os.Expand(v, os.Getenv))
 	}
 	cmd.Stderr = u.stderr
-	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.hooks.progress}
+	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.taps()}
 }
 
 // sessionOptions picks the protocol towards the upstream. A stdio process
