@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +200,47 @@ func TestMCPLoggingAfterRestart(t *testing.T) {
 	for _, want := range []string{touchedInfo, touchedDebug} {
 		if got := nextLog(t, logs); got != want {
 			t.Errorf("log %q, want %q", got, want)
+		}
+	}
+}
+
+// TestMCPLoggingHTTPUpstream: the log of an upstream over HTTP, read off
+// its event streams, reaches the client of the call, at the level the
+// client set with logging/setLevel or, in 2026-07-28, puts in its
+// request's _meta.
+func TestMCPLoggingHTTPUpstream(t *testing.T) {
+	web := httptest.NewServer(fixtureHTTP("web", ""))
+	t.Cleanup(web.Close)
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
+	})
+	old, oldLogs := logClient(h, "agent")
+	if err := old.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	wantRan(t, call(t, old, "touch", nil), "touched")
+	for _, want := range []string{"info web/touch readme touched", "debug web/touch debug detail"} {
+		if got := nextLog(t, oldLogs); got != want {
+			t.Errorf("log %q, want %q", got, want)
+		}
+	}
+
+	newLogs := make(chan string, 64)
+	stateless := h.connect(clientOpts{key: "outsider", more: func(o *mcp.ClientOptions) {
+		o.LoggingMessageHandler = func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			newLogs <- fmt.Sprintf("%s %s %v", r.Params.Level, r.Params.Logger, r.Params.Data)
+		}
+	}})
+	for range 2 {
+		res, err := stateless.CallTool(t.Context(), &mcp.CallToolParams{Name: "touch", Meta: mcp.Meta{mcp.MetaKeyLogLevel: "info"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRan(t, res, "touched")
+	}
+	for i := range 2 {
+		if got := nextLog(t, newLogs); got != "info web/touch readme touched" {
+			t.Errorf("log %d at info: %q", i, got)
 		}
 	}
 }
