@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/datadir"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gctune"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
@@ -112,6 +113,9 @@ func runMCP(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Each call forwarded leaves the MCP library's JSON buffers behind:
+	// without a floor the collector would run every few calls.
+	defer gctune.Default(gctune.MCPFloor)()
 	g, closeGateway, err := newStdioGateway(ctx, env, cfg, *serverURL, log)
 	if err != nil {
 		return err

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -66,12 +65,9 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if os.Getenv("GOGC") == "" {
-		// The heap of a server under load is a few megabytes live:
-		// without a floor the collector would run dozens of times a
-		// second. GOGC in the environment wins.
-		defer gctune.Floor(gcFloor)()
-	}
+	// The heap of a server under load is a few megabytes live: without a
+	// floor the collector would run dozens of times a second.
+	defer gctune.Default(gctune.ServeFloor)()
 	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log)
 	if err != nil {
 		return err
@@ -143,9 +139,6 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 // and watch a request expire without waiting 10 s; releases keep 10s, which
 // the usage message names.
 var minRequestTTL = "10s"
-
-// gcFloor is the heap the server lets grow before it collects garbage.
-const gcFloor = 32 << 20
 
 func parseServe(env *Env, args []string) (*serveConfig, error) {
 	cfg := &serveConfig{}

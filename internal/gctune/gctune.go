@@ -11,6 +11,7 @@
 package gctune
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -22,6 +23,26 @@ const (
 	minPercent = 100
 	maxPercent = 10000
 )
+
+// The floors of countersign's long-running roles.
+const (
+	// ServeFloor is countersign serve's: a live heap of a few megabytes
+	// under a load of short requests.
+	ServeFloor = 32 << 20
+	// MCPFloor is countersign mcp's. It runs once per agent session, so
+	// it is smaller; every call it forwards leaves about half a megabyte
+	// of the MCP library's JSON buffers, and with no floor its heap of a
+	// few megabytes was collected every few calls.
+	MCPFloor = 16 << 20
+)
+
+// Default is Floor, unless GOGC is set in the environment, which wins.
+func Default(floor uint64) (stop func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	return Floor(floor)
+}
 
 // Floor sets GOGC after every collection so that the next one starts no
 // sooner than when the heap reaches floor bytes (and never sooner than

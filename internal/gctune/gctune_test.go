@@ -86,3 +86,29 @@ func waitPercent(t *testing.T, what string, ok func(int) bool) {
 		}
 	}
 }
+
+// GOGC in the environment wins over Default's floor; without it, Default
+// sets the floor's GOGC at once.
+func TestDefault(t *testing.T) {
+	old := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(old)
+	runtime.GC() // a live heap measured, far below the floor
+
+	t.Setenv("GOGC", "150")
+	stop := Default(256 << 20)
+	if p := gcPercent(); p != 150 {
+		t.Errorf("GOGC with GOGC=150 in the environment = %d, want 150", p)
+	}
+	stop()
+
+	t.Setenv("GOGC", "")
+	stop = Default(256 << 20)
+	p := gcPercent()
+	stop()
+	if p == 150 {
+		t.Errorf("GOGC with no GOGC in the environment = %d, want the floor's", p)
+	}
+	if p := gcPercent(); p != 150 {
+		t.Errorf("GOGC after stop = %d, want the 150 set before", p)
+	}
+}
