@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gctune"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,7 +22,7 @@ import (
 // with the same client and the same upstream, called directly and through
 // the gateway, in one run.
 //
-//	go test -run '^$' -bench BenchmarkReadTier -benchtime 3s ./internal/gateway
+//	go test -run '^$' -bench BenchmarkReadTier -benchtime 1s -count 5 ./internal/gateway
 //
 // stdio: the fixture as a stdio process; the gateway reached over an
 // in-memory pipe, as a client reaches `countersign mcp` over its stdio.
@@ -29,7 +30,13 @@ import (
 // 2025-11-25 protocol serves it; and stateless, as 2026-07-28 has it); the
 // gateway at /mcp of the real server (stateless, with the agent key as
 // bearer token) in front of the fixture's sessions.
+//
+// The collector runs as in the binaries, whose garbage it mostly is: above
+// countersign mcp's floor for stdio, serve's for HTTP, for the direct calls
+// too, since they share the process. GOGC=100 in the environment measures
+// without a floor.
 func BenchmarkReadTier(b *testing.B) {
+	stopGC := gctune.Default(gctune.MCPFloor)
 	args := map[string]any{"id": "bench"}
 	ops := []struct {
 		name string
@@ -105,6 +112,8 @@ func BenchmarkReadTier(b *testing.B) {
 		run(b, cs)
 	})
 
+	stopGC()
+	defer gctune.Default(gctune.ServeFloor)()
 	web := httptest.NewServer(fixtureHTTP("notes", logFile))
 	defer web.Close()
 	b.Run("http/direct", func(b *testing.B) {
