@@ -33,6 +33,8 @@ type upstream struct {
 	cfg    UpstreamConfig
 	log    *slog.Logger
 	stderr io.Writer // where a command's stderr goes
+	// web carries the requests to a URL upstream, across its sessions.
+	web    *http.Transport
 	client *mcp.Client
 	opts   *mcp.ClientOptions
 	mw     mcp.Middleware // of hooks.requests
@@ -82,6 +84,9 @@ type upstreamHooks struct {
 func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks upstreamHooks) *upstream {
 	u := &upstream{cfg: cfg, log: log.With("upstream", cfg.Name), stderr: stderr, hooks: hooks,
 		down: "starting", settled: make(chan struct{}), kick: make(chan struct{}, 1)}
+	if cfg.URL != "" {
+		u.web = upstreamTransport()
+	}
 	// Notifications are handled on the connection's read loop: a list
 	// call must not run there, or it would wait for itself.
 	relist := func(ctx context.Context) { go u.refresh(context.WithoutCancel(ctx)) }
@@ -159,6 +164,9 @@ func (u *upstream) run(ctx context.Context) {
 			cs.Close()
 			<-done
 			u.setDown("stopped")
+			if u.web != nil {
+				u.web.CloseIdleConnections()
+			}
 			return
 		}
 		u.setDown("restarting after it stopped")
@@ -244,7 +252,7 @@ func (u *upstream) transport() mcp.Transport {
 	if u.cfg.URL != "" {
 		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{
 			Transport: &sseTapTransport{tap: u.taps(),
-				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: http.DefaultTransport}},
+				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: u.web}},
 		}}
 	}
 	// Not exec.CommandContext: the process outlives the connect call, and
@@ -373,6 +381,22 @@ func (u *upstream) call(ctx context.Context, tool string, args []byte, progressT
 type rawJSON []byte
 
 func (r rawJSON) MarshalJSON() ([]byte, error) { return r, nil }
+
+// maxUpstreamIdle is how many idle connections to one HTTP upstream are
+// kept for the next calls.
+const maxUpstreamIdle = 64
+
+// upstreamTransport is net/http's default transport with room for the
+// connections of calls made at once. The default keeps two idle
+// connections per host; every key's calls share an upstream's session, so
+// with more at once each call past the second opened a connection (over
+// TLS, with a handshake) and closed it after its answer.
+func upstreamTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxUpstreamIdle
+	t.MaxIdleConns = maxUpstreamIdle
+	return t
+}
 
 // headerTransport adds the configured headers to every request.
 type headerTransport struct {

@@ -1,15 +1,21 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
@@ -287,5 +293,92 @@ func TestAnnotationsNeverLower(t *testing.T) {
 	defer mu.Unlock()
 	if runs != 0 {
 		t.Errorf("the tool ran %d times without an approval", runs)
+	}
+}
+
+// TestHTTPUpstreamKeepsConnections: calls made at once on an HTTP upstream
+// (every client's share its session) go on connections kept between them,
+// however many at once, instead of a new connection per call past the
+// second (net/http's default keeps two idle per host).
+func TestHTTPUpstreamKeepsConnections(t *testing.T) {
+	const atOnce, rounds = 8, 8
+	fixture := fixtureHTTP("web", "")
+	var mu sync.Mutex
+	release := make(chan struct{})
+	arrived := make(chan struct{}, atOnce)
+	var opened atomic.Int32
+	web := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			// Each round's calls are all in flight at once.
+			mu.Lock()
+			rel := release
+			mu.Unlock()
+			arrived <- struct{}{}
+			<-rel
+		}
+		fixture.ServeHTTP(w, r)
+	}))
+	web.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	web.Start()
+	t.Cleanup(web.Close)
+
+	cfg := gateway.NewConfig()
+	cfg.Rate = 0
+	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
+	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(t.Context(), 20*time.Second)
+	t.Cleanup(g.Close)
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := g.Server().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+
+	before := opened.Load() // the session's: initialize, lists, its event stream
+	for round := range rounds {
+		mu.Lock()
+		release = make(chan struct{})
+		mu.Unlock()
+		var wg sync.WaitGroup
+		for i := range atOnce {
+			wg.Go(func() {
+				id := fmt.Sprint(round*atOnce + i)
+				res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_note", Arguments: map[string]any{"id": id}})
+				if err != nil || textOf(res) != "note "+id+" from web" {
+					t.Errorf("call %s: %v %v", id, err, res)
+				}
+			})
+		}
+		for range atOnce {
+			<-arrived
+		}
+		close(release)
+		wg.Wait()
+	}
+	// The first round opens what it needs; the later ones reuse them, but
+	// for a connection whose answer was read just before it went back to
+	// the idle ones (net/http does that after the read). With two kept,
+	// each later round opens six.
+	if n := opened.Load() - before; n > 2*atOnce {
+		t.Errorf("%d rounds of %d calls at once opened %d connections, want at most %d", rounds, atOnce, n, 2*atOnce)
 	}
 }
