@@ -54,6 +54,9 @@ type Gateway struct {
 	progress  progressRoutes
 	pass      passthrough
 	levels    logLevels
+	// initialized are the sessions whose client sent
+	// notifications/initialized (quietUntilInitialized).
+	initialized sessionSet
 	// startOnce starts the upstreams of a stdio gateway (see Start); the
 	// first request takes it, under startMu.
 	startMu   sync.Mutex
@@ -153,8 +156,8 @@ func newGateway(o options) (*Gateway, error) {
 				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
-	g.server.AddSendingMiddleware(quietUntilInitialized)
-	g.server.AddReceivingMiddleware(g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback)
+	g.server.AddSendingMiddleware(g.quietUntilInitialized)
+	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,

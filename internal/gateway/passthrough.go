@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"sync"
+	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -103,20 +105,64 @@ func (g *Gateway) startOnFirst(next mcp.MethodHandler) mcp.MethodHandler {
 }
 
 // quietUntilInitialized drops the list_changed notifications the SDK
-// sends to a session that has not been initialized: the stdio gateway's
-// upstreams connect while its client's initialize waits, and their tools
-// would be announced before the answer to it. The client lists them after
-// it anyway.
-func quietUntilInitialized(next mcp.MethodHandler) mcp.MethodHandler {
+// sends to a session before its client said it is initialized
+// (notifications/initialized): the stdio gateway's upstreams connect while
+// its client's initialize waits, and their tools would be announced before
+// the answer to it, or between the answer and the client's initialized,
+// which the protocol does not allow. The client lists them after it
+// anyway. Sessions of 2026-07-28, which have no initialized, take them on
+// the streams they opened for them.
+func (g *Gateway) quietUntilInitialized(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		switch method {
 		case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
-			if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.InitializeParams() == nil {
+			ss, ok := req.GetSession().(*mcp.ServerSession)
+			if !ok {
+				break
+			}
+			p := ss.InitializeParams()
+			if p == nil || p.ProtocolVersion < newProtocolVersion && !g.initialized.has(ss) {
 				return nil, nil
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// noteInitialized records the sessions whose client sent
+// notifications/initialized, for quietUntilInitialized.
+func (g *Gateway) noteInitialized(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == "notifications/initialized" {
+			if ss, ok := req.GetSession().(*mcp.ServerSession); ok {
+				g.initialized.add(ss)
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// sessionSet is a set of sessions that holds none of them: an entry goes
+// when its session is collected, so that the set of a long-running /mcp
+// endpoint does not grow with every session it ever had.
+type sessionSet struct{ m sync.Map } // weak.Pointer[mcp.ServerSession] → struct{}
+
+func (s *sessionSet) add(ss *mcp.ServerSession) {
+	k := weak.Make(ss)
+	if _, loaded := s.m.LoadOrStore(k, struct{}{}); !loaded {
+		runtime.AddCleanup(ss, func(k weak.Pointer[mcp.ServerSession]) { s.m.Delete(k) }, k)
+	}
+}
+
+func (s *sessionSet) has(ss *mcp.ServerSession) bool {
+	_, ok := s.m.Load(weak.Make(ss))
+	return ok
+}
+
+func (s *sessionSet) len() int {
+	n := 0
+	s.m.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // begin records a call forwarded to u until the returned function runs,
