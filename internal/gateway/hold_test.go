@@ -125,9 +125,12 @@ func TestElicitUnanswered(t *testing.T) {
 		select { // a user who never answers
 		case <-ctx.Done():
 			withdrawn <- ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(20 * time.Second):
+			// Not withdrawn: the select below fails the test. An error,
+			// not nil, nil, which the SDK does not take.
+			return nil, errors.New("the elicitation was never withdrawn")
 		}
-		return nil, ctx.Err()
 	}})
 	args := map[string]any{"id": "unanswered"}
 	text := wantStatus(t, call(t, cs, "delete_note", args), "approval_pending")
