@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -24,9 +23,10 @@ import (
 	"github.com/countersign/countersign/internal/testutil"
 )
 
-// env is the whole server on a real SQLite file: the approval service with
+// env is the whole server on a testutil.World: the approval service with
 // the notifier, the HTTP server at its public URL, and a worker, all on
-// one fake clock. Everything logs to logs.
+// the World's clock, and the agent key laptop of acme. Everything logs to
+// logs.
 type env struct {
 	t        *testing.T
 	ctx      context.Context
@@ -47,24 +47,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	e := &env{t: t, ctx: t.Context(), path: filepath.Join(t.TempDir(), "countersign.db"), logs: &testutil.LogBuffer{}}
-	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	// Real time, so that the server's sessions and the fake clock agree
 	// roughly; the fake clock moves only when a test moves it.
-	e.clock = testutil.NewClock(time.Now().UTC().Truncate(time.Second))
-	e.open()
-
-	admin := &approval.Admin{Store: e.store, Clock: e.clock}
-	acc, err := admin.CreateAccount(e.ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.account = acc
-	_, secret, err := admin.CreateAgentKey(e.ctx, "acme", "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.agent, err = (&approval.Authenticator{Store: e.store}).Agent(e.ctx, secret); err != nil {
+	w := testutil.NewWorldAt(t, time.Now().UTC().Truncate(time.Second))
+	e := &env{t: t, ctx: w.Ctx, path: w.Path, store: w.Store, clock: w.Clock, account: w.Acme, logs: &testutil.LogBuffer{}}
+	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.build()
+	var err error
+	if e.agent, err = w.Auth.Agent(e.ctx, w.Key("acme", "laptop")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -92,22 +82,16 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.ServeHTTP(w, r)
 }
 
-// open opens the store and builds everything on it.
-func (e *env) open() {
-	e.t.Helper()
-	store, err := sqlite.Open(e.ctx, e.path)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.store = store
-	e.t.Cleanup(func() { store.Close() })
+// build builds the service, the notifier's admin and the worker on the
+// store.
+func (e *env) build() {
 	hub := approval.NewHub()
-	e.svc = approval.New(store, e.clock, hub, approval.Config{Notifier: notify.NewNotifier(store)}, e.log, nil)
-	e.admin = &notify.Admin{Store: store, Clock: e.clock}
+	e.svc = approval.New(e.store, e.clock, hub, approval.Config{Notifier: notify.NewNotifier(e.store)}, e.log, nil)
+	e.admin = &notify.Admin{Store: e.store, Clock: e.clock}
 	if e.delivery == nil {
 		e.delivery = &notify.Delivery{}
 	}
-	e.worker = notify.NewWorker(store, e.delivery, e.clock, e.log, notify.WorkerConfig{})
+	e.worker = notify.NewWorker(e.store, e.delivery, e.clock, e.log, notify.WorkerConfig{})
 }
 
 func (e *env) serve(h *switchHandler) {
@@ -128,7 +112,13 @@ func (e *env) restart() {
 	if err := e.store.Close(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.open()
+	store, err := sqlite.Open(e.ctx, e.path)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { store.Close() })
+	e.store = store
+	e.build()
 	e.serve(e.http.Config.Handler.(*switchHandler))
 }
 

@@ -34,14 +34,16 @@ func PasswordHash() string {
 
 // World is the setting most tests start from, made the one way the server
 // makes it: a real SQLite store in t.TempDir(), the approval service's
-// Admin on a clock at Start, and two accounts. acme has the agent key a and
-// the approver alice; other has the key x and the approver bob. A package
-// adds the keys, approvers and tokens its tests need with Key, Approver and
-// Token, and builds its service and server on Store and Clock.
+// Admin on a clock at Start (NewWorldAt: another time), and two accounts.
+// acme has the agent key a and the approver alice; other has the key x and
+// the approver bob. A package adds the keys, approvers and tokens its
+// tests need with Key, Approver and Token, and builds its service and
+// server on Store and Clock.
 type World struct {
 	t     testing.TB
 	Ctx   context.Context
 	Store *sqlite.DB
+	Path  string // the store's file, for a test that opens it again
 	Clock *Clock
 	Admin *approval.Admin
 	Auth  *approval.Authenticator
@@ -54,14 +56,23 @@ type World struct {
 // NewWorld makes a World; the store closes when the test ends.
 func NewWorld(t testing.TB) *World {
 	t.Helper()
+	return NewWorldAt(t, Start)
+}
+
+// NewWorldAt makes a World whose clock begins at start: near time.Now for
+// a test whose server keeps some times on the real clock (its sign-in
+// sessions, say) and compares them with the World's.
+func NewWorldAt(t testing.TB, start time.Time) *World {
+	t.Helper()
 	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	store, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
-	clock := NewClock(Start)
-	w := &World{t: t, Ctx: ctx, Store: store, Clock: clock,
+	clock := NewClock(start)
+	w := &World{t: t, Ctx: ctx, Store: store, Path: path, Clock: clock,
 		Admin: &approval.Admin{Store: store, Clock: clock}, Auth: &approval.Authenticator{Store: store}}
 	w.Acme, w.Other = w.Account("acme"), w.Account("other")
 	w.KeyA, w.KeyX = w.Key("acme", "a"), w.Key("other", "x")

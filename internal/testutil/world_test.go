@@ -2,8 +2,10 @@ package testutil_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -36,5 +38,26 @@ func TestWorld(t *testing.T) {
 	}
 	if got := w.Clock.Now(); !got.Equal(testutil.Start) {
 		t.Errorf("the clock reads %v, want %v", got, testutil.Start)
+	}
+}
+
+// TestWorldAt: NewWorldAt's clock reads the time it is given, and Path is
+// the file of the store, so that opening it again finds the accounts.
+func TestWorldAt(t *testing.T) {
+	at := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	w := testutil.NewWorldAt(t, at)
+	if got := w.Clock.Now(); !got.Equal(at) || !w.Acme.CreatedAt.Equal(at) {
+		t.Errorf("the clock reads %v and acme was made at %v, want %v", got, w.Acme.CreatedAt, at)
+	}
+	if err := w.Store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := sqlite.Open(t.Context(), w.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if acc, err := again.AccountByName(t.Context(), "other"); err != nil || acc.ID != w.Other.ID {
+		t.Errorf("the store at Path has other as %+v, %v; want %s", acc, err, w.Other.ID)
 	}
 }
