@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // TestListShowsHiddenCharacters: what an agent wrote reaches the
@@ -23,32 +24,13 @@ import (
 // sequence that erases the line, a direction override, zero-width
 // characters.
 func TestListShowsHiddenCharacters(t *testing.T) {
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "agent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "ann", "correct horse battery"); err != nil {
-		t.Fatal(err)
-	}
-	_, token, err := admin.CreateApproverToken(ctx, "ann", "acme", "terminal")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorld(t)
+	ctx, token := w.Ctx, w.Token("alice", "acme")
 	log := slog.New(slog.DiscardHandler)
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	agent, err := (&approval.Authenticator{Store: store}).Agent(ctx, key)
+	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	agent, err := w.Auth.Agent(ctx, w.KeyA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +38,7 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, &approval.Authenticator{Store: store}, reg, log)
+	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

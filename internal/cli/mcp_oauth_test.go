@@ -13,28 +13,15 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // TestServeMCPTakesAccessTokens: the gateway countersign serve starts takes
 // an OAuth access token issued for <public URL>/mcp, as it takes an agent
 // key, and refuses it once its grant is revoked or for another public URL.
 func TestServeMCPTakesAccessTokens(t *testing.T) {
-	ctx := t.Context()
-	store, err := openStore(ctx, t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	admin := &approval.Admin{Store: store}
-	acc, _ := admin.CreateAccount(ctx, "acme")
-	_, key, _ := admin.CreateAgentKey(ctx, "acme", "laptop")
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "ann", PasswordHash: "x", CreatedAt: time.Now()}
-	if err := store.CreateApprover(ctx, ap); err != nil {
-		t.Fatal(err)
-	}
-	if err := store.AddMembership(ctx, ap.ID, acc.ID, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorld(t)
+	ctx, store, acc, ap, key := w.Ctx, w.Store, w.Acme, w.Alice, w.KeyA
 	public, _ := url.Parse("https://approve.example.com")
 	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, nil, nil)
 	fileStore, err := files.Open(files.Config{})
@@ -54,7 +41,7 @@ func TestServeMCPTakesAccessTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		verifier := strings.Repeat("v", 43)
-		code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
+		code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
 			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
 		if err != nil {
 			t.Fatal(err)
