@@ -1,14 +1,13 @@
 package approval_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // BenchmarkBearerCheck is what /mcp does with a bearer token before any
@@ -18,22 +17,8 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkBearerCheck -benchtime 2s -count 5 ./internal/approval
 func BenchmarkBearerCheck(b *testing.B) {
-	ctx := b.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "c.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	admin := &approval.Admin{Store: store}
-	acc, _ := admin.CreateAccount(ctx, "acme")
-	_, key, _ := admin.CreateAgentKey(ctx, "acme", "laptop")
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "ann", PasswordHash: "x", CreatedAt: time.Now()}
-	if err := store.CreateApprover(ctx, ap); err != nil {
-		b.Fatal(err)
-	}
-	if err := store.AddMembership(ctx, ap.ID, acc.ID, time.Now()); err != nil {
-		b.Fatal(err)
-	}
+	w := testutil.NewWorld(b)
+	ctx, store, acc, ap, key := w.Ctx, w.Store, w.Acme, w.Alice, w.KeyA
 	const resource = "http://127.0.0.1:8080/mcp"
 	o := &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
 	c, _, err := o.Register(ctx, &approval.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
@@ -41,7 +26,7 @@ func BenchmarkBearerCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, _, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
+	code, _, _, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
 		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
 	if err != nil {
 		b.Fatal(err)
@@ -50,7 +35,7 @@ func BenchmarkBearerCheck(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	auth := &approval.Authenticator{Store: store}
+	auth := w.Auth
 	b.Run("agent-key", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

@@ -16,12 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -36,17 +34,9 @@ type benchFiles struct {
 
 func newBenchFiles(b *testing.B) *benchFiles {
 	b.Helper()
-	ctx := b.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "b.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	acme, _ := admin.CreateAccount(ctx, "acme")
-	store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()})
-	admin.CreateApprover(ctx, "acme", "alice", "")
-	clock := testutil.NewClock(time.Now())
+	// Sign-in sessions run on the wall clock: the World starts near it.
+	w := testutil.NewWorldAt(b, time.Now())
+	store, acme, clock := w.Store, w.Acme, w.Clock
 	fs, err := files.Open(files.Config{Dir: filepath.Join(b.TempDir(), "files"), Clock: clock})
 	if err != nil {
 		b.Fatal(err)
@@ -55,7 +45,7 @@ func newBenchFiles(b *testing.B) *benchFiles {
 	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, log, nil)
-	srv, err := server.New(server.Config{PublicURL: public, Files: fs}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), log)
+	srv, err := server.New(server.Config{PublicURL: public, Files: fs}, svc, w.Auth, metrics.NewRegistry(), log)
 	if err != nil {
 		b.Fatal(err)
 	}
