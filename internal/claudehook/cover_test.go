@@ -28,10 +28,7 @@ func TestApprovalCoversTheWrapper(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		t.Skip("no bash to run the command in")
 	}
-	bin := filepath.Join(t.TempDir(), "countersign")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/countersign").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := binary(t, "countersign")
 	binDir := t.TempDir()
 	if err := os.Symlink(bin, filepath.Join(binDir, "rm")); err != nil {
 		t.Fatal(err)

@@ -23,15 +23,10 @@ func TestAgentBinaryHandsOff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries")
 	}
-	dir := t.TempDir()
-	for _, name := range []string{"countersign", "countersign-agent"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/countersign/countersign/cmd/"+name)
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	binary(t, "countersign") // beside countersign-agent
+	agent := binary(t, "countersign-agent")
 	lone := filepath.Join(t.TempDir(), "countersign-agent")
-	if err := os.Link(filepath.Join(dir, "countersign-agent"), lone); err != nil {
+	if err := os.Link(agent, lone); err != nil {
 		t.Fatal(err)
 	}
 	srv := newTestServer(t)
@@ -70,7 +65,7 @@ func TestAgentBinaryHandsOff(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	stdout, stderr, code := run(filepath.Join(dir, "countersign-agent"))
+	stdout, stderr, code := run(agent)
 	<-done
 	if want := string(readFile(t, base+".out.json")); code != 0 || stdout != want {
 		t.Errorf("handed over: exit %d, stdout %q, want %q; stderr %s", code, stdout, want, stderr)
