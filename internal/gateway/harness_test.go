@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,11 +31,12 @@ func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offs
 
 func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// harness is countersign serve in process: a real SQLite store, the
-// approval service, the real HTTP server with the gateway at /mcp, and the
-// fixture as the gateway's stdio upstream. The account acme has the agent
-// keys agent, agent2, reader (limited to read and write) and ci; the account
-// other has the keys outsider and ci (h.keys["other/ci"]).
+// harness is countersign serve in process on a testutil.World: its store,
+// the approval service, the real HTTP server with the gateway at /mcp, and
+// the fixture as the gateway's stdio upstream. Beside the World's keys, the
+// account acme has the agent keys agent, agent2, reader (limited to read and
+// write) and ci; the account other has the keys outsider and ci
+// (h.keys["other/ci"]).
 type harness struct {
 	t       testing.TB
 	ctx     context.Context
@@ -63,31 +65,16 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 // newHarnessRate is newHarness with the API's rate per client address.
 func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute int) *harness {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
+	// The World's clock starts at the wall clock's time, as testClock does.
+	w := testutil.NewWorldAt(t, time.Now().UTC())
+	ctx, store := w.Ctx, w.Store
 	h := &harness{t: t, ctx: ctx, store: store, clock: &testClock{}, keys: map[string]string{},
 		logFile: filepath.Join(t.TempDir(), "calls.log")}
-	admin := &approval.Admin{Store: store}
-	acme, err := admin.CreateAccount(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateAccount(ctx, "other"); err != nil {
-		t.Fatal(err)
-	}
 	for _, k := range []struct{ account, name, label string }{{"acme", "agent", "agent"}, {"acme", "agent2", "agent2"},
 		{"acme", "reader", "reader"}, {"acme", "ci", "ci"}, {"other", "outsider", "outsider"}, {"other", "ci", "other/ci"}} {
-		_, secret, err := admin.CreateAgentKey(ctx, k.account, k.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.keys[k.label] = secret
+		h.keys[k.label] = w.Key(k.account, k.name)
 	}
-	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID}
+	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: w.Acme.ID}
 
 	cfg := gateway.NewConfig()
 	cfg.Hold = 300 * time.Millisecond
@@ -119,7 +106,7 @@ func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	}
 	h.gw.Start(ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
-	auth := &approval.Authenticator{Store: store}
+	auth := w.Auth
 	// /mcp takes agent keys and the OAuth access tokens issued for it.
 	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: ratePerMinute},
 		h.svc, auth, metrics.NewRegistry(), nil)
