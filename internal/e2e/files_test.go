@@ -19,20 +19,19 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // filesEnv is countersign serve in process with file transfer on and the
 // file server (internal/gateway/testdata/filesrv) as the MCP upstream
-// "books", and an MCP client with the agent key of acme.
+// "books", on the shared test world, and an MCP client with the agent key
+// laptop of acme.
 type filesEnv struct {
 	URL string
 	cs  *mcp.ClientSession
@@ -40,24 +39,8 @@ type filesEnv struct {
 
 func startFiles(t *testing.T) *filesEnv {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "e2e.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	admin.CreateAccount(ctx, "acme")
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorldAt(t, time.Now())
+	ctx, store, key := w.Ctx, w.Store, w.Key("acme", "laptop")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +66,7 @@ func startFiles(t *testing.T) *filesEnv {
 	gw.UseFiles(fs, public)
 	gw.Start(ctx, 20*time.Second)
 	t.Cleanup(gw.Close)
-	auth := &approval.Authenticator{Store: store}
+	auth := w.Auth
 	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(auth.Agent), Files: fs}, svc, auth, metrics.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,27 +43,8 @@ type pkEnv struct {
 
 func startPasskeys(t *testing.T) *pkEnv {
 	t.Helper()
-	ctx := t.Context()
-	dbPath := filepath.Join(t.TempDir(), "e2e.db")
-	store, err := sqlite.Open(ctx, dbPath)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.CreateApprover(ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: "alice", PasswordHash: testutil.PasswordHash(), CreatedAt: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CreateApprover(ctx, "acme", "alice", ""); err != nil {
-		t.Fatal(err)
-	}
+	w := testutil.NewWorldAt(t, time.Now())
+	store, dbPath, key := w.Store, w.Path, w.Key("acme", "laptop")
 	ts := httptest.NewUnstartedServer(nil)
 	_, port, _ := strings.Cut(ts.Listener.Addr().String(), ":")
 	public := &url.URL{Scheme: "http", Host: "localhost:" + port}
@@ -73,7 +53,7 @@ func startPasskeys(t *testing.T) *pkEnv {
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp}, log, approval.NewMetrics(reg, hub))
 	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
-		svc, &approval.Authenticator{Store: store}, reg, log)
+		svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -478,11 +458,11 @@ func TestBrowserEnrolment(t *testing.T) {
 	e := startPasskeys(t)
 	ctx := browser(t, exe)
 	virtualAuthenticator(t, ctx)
-	bob := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "bob", PasswordHash: "", CreatedAt: time.Now()}
-	if err := e.store.CreateApprover(t.Context(), bob); err != nil {
+	carol := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "carol", PasswordHash: "", CreatedAt: time.Now()}
+	if err := e.store.CreateApprover(t.Context(), carol); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&approval.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "bob", ""); err != nil {
+	if _, err := (&approval.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "carol", ""); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(e.URL)
@@ -490,26 +470,26 @@ func TestBrowserEnrolment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	token, _, err := pk.NewEnrolment(t.Context(), bob.ID)
+	token, _, err := pk.NewEnrolment(t.Context(), carol.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	link := e.URL + "/enrol/" + token
 	do(t, ctx, "enrol with the link", 15*time.Second,
 		chromedp.Navigate(link),
-		appears("adds a passkey for the approver bob"),
+		appears("adds a passkey for the approver carol"),
 		chromedp.SendKeys(chromedp.ID("name"), "phone"),
 		press(`form[data-webauthn="register"] button`),
-		appears("A passkey was added for bob"),
+		appears("A passkey was added for carol"),
 	)
-	if keys, err := e.store.Passkeys(t.Context(), bob.ID); err != nil || len(keys) != 1 || keys[0].Name != "phone" {
+	if keys, err := e.store.Passkeys(t.Context(), carol.ID); err != nil || len(keys) != 1 || keys[0].Name != "phone" {
 		t.Fatalf("after enrolment: %v, %v", keys, err)
 	}
-	do(t, ctx, "sign in as bob with the passkey", 15*time.Second,
+	do(t, ctx, "sign in as carol with the passkey", 15*time.Second,
 		chromedp.Navigate(e.URL+"/signin"),
 		press(`form[data-webauthn="signin"] button`),
 		appears("Waiting for you"),
-		appears("bob"),
+		appears("carol"),
 	)
 	do(t, ctx, "the link again", 10*time.Second, chromedp.Navigate(link), appears("unknown, used or expired"))
 }
