@@ -101,16 +101,15 @@ func TestCheckpointer(t *testing.T) {
 		// A copy taken while a checkpoint writes may be torn: then
 		// the next one is looked at.
 		got, err := rowsInFileAlone(t, path, filepath.Join(t.TempDir(), fmt.Sprintf("copy%d.db", i)))
-		if err == nil && got == n {
+		// The checkpointer counts a checkpoint after it ran: the file can
+		// be whole a moment before the count moves.
+		if err == nil && got == n && db.checkpoints.Load() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the database file alone holds %d rows of %d (%v) after %d checkpoints", got, n, err, db.checkpoints.Load())
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-	if db.checkpoints.Load() == 0 {
-		t.Fatal("no checkpoint ran")
 	}
 }
 
