@@ -73,8 +73,8 @@ type Config struct {
 	// an elicitation (default 45 s, below the 60 s request timeout of the
 	// TypeScript SDK).
 	Hold time.Duration
-	// Rate is how many calls (of tools, resources, prompts, completions)
-	// one agent key may make in a minute, with bursts of a sixth of it; 0:
+	// Rate is how many calls (of tools, resources, prompts, completions,
+	// log levels) one agent key may make in a minute, with bursts of a sixth of it; 0:
 	// no limit. A call over it is a tool error that says when to retry.
 	Rate int
 	// Opener is the command that opens the local approval page (standalone

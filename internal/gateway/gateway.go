@@ -266,12 +266,14 @@ func grantPolicy(pol Policy, tiers []string) Policy {
 // the upstreams.
 func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "logging/setLevel" {
-			g.setLevel(ctx, req)
-		}
 		res, err := next(ctx, method, req)
 		if err != nil {
 			return res, err
+		}
+		if method == "logging/setLevel" {
+			// After next: within the key's rate (limit), and a level the
+			// SDK took.
+			g.setLevel(ctx, req)
 		}
 		var pol Policy
 		switch res.(type) {

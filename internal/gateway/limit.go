@@ -17,10 +17,12 @@ import (
 const DefaultRate = 600
 
 // limitedMethods are the calls the rate counts: those that reach an
-// upstream. Listing, initialize and ping stay free, so that a client over
-// its rate still learns what there is and keeps its session.
+// upstream (logging/setLevel is passed on to every upstream that logs).
+// Listing, initialize and ping stay free, so that a client over its rate
+// still learns what there is and keeps its session.
 var limitedMethods = map[string]bool{
 	"tools/call": true, "resources/read": true, "prompts/get": true, "completion/complete": true,
+	"logging/setLevel": true,
 }
 
 // callLimiter keeps one token bucket per principal and forgets those that

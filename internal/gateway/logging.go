@@ -205,10 +205,9 @@ var levelOrder = map[mcp.LoggingLevel]int{"debug": 0, "info": 1, "notice": 2, "w
 // its messages any more: the protocol has no level that turns them off.
 const quietest mcp.LoggingLevel = "emergency"
 
-// setLevel passes a client's logging/setLevel on to the upstreams that log,
-// as the most verbose level of any connected client, then lets the SDK
-// keep the client's own. A level the protocol does not have is left to
-// the SDK to refuse.
+// setLevel passes a client's logging/setLevel, which the SDK took as the
+// client's own, on to the upstreams that log, as the most verbose level of
+// any connected client.
 func (g *Gateway) setLevel(ctx context.Context, req mcp.Request) {
 	r, ok := req.(*mcp.ServerRequest[*mcp.SetLoggingLevelParams])
 	if !ok || r.Params == nil || r.Session == nil {

@@ -244,3 +244,28 @@ func TestMCPLoggingHTTPUpstream(t *testing.T) {
 		}
 	}
 }
+
+// TestMCPSetLevelRated: logging/setLevel reaches the upstreams, so it
+// counts against the key's rate like the calls that do: a client that
+// toggles its level cannot flood them.
+func TestMCPSetLevelRated(t *testing.T) {
+	h := newHarness(t, func(c *gateway.Config) { c.Rate = 6 }) // a burst of 1
+	cs, _ := logClient(h, "agent")
+	refused := 0
+	for i := range 10 {
+		level := mcp.LoggingLevel("debug")
+		if i%2 == 1 {
+			level = "warning"
+		}
+		if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+			if !strings.Contains(err.Error(), "more than 6 calls in a minute") {
+				t.Fatalf("setLevel %d: %v", i, err)
+			}
+			refused++
+		}
+	}
+	if refused != 9 {
+		t.Errorf("%d of 10 setLevel refused, want 9", refused)
+	}
+	wantCalls(t, h.logFile, "setLevel debug")
+}
