@@ -132,6 +132,10 @@ func (u *upstream) declare(caps *mcp.ClientCapabilities) {
 
 // run keeps the upstream connected until ctx is done.
 func (u *upstream) run(ctx context.Context) {
+	if u.web != nil {
+		// However it stops: also while it waits to be retried.
+		defer u.web.CloseIdleConnections()
+	}
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		cs, err := u.connect(ctx)
@@ -164,9 +168,6 @@ func (u *upstream) run(ctx context.Context) {
 			cs.Close()
 			<-done
 			u.setDown("stopped")
-			if u.web != nil {
-				u.web.CloseIdleConnections()
-			}
 			return
 		}
 		u.setDown("restarting after it stopped")

@@ -382,3 +382,63 @@ func TestHTTPUpstreamKeepsConnections(t *testing.T) {
 		t.Errorf("%d rounds of %d calls at once opened %d connections, want at most %d", rounds, atOnce, n, 2*atOnce)
 	}
 }
+
+// TestHTTPUpstreamConnectionsClosedOnStop: a gateway that stops while an
+// HTTP upstream waits to be retried closes the connections it kept for it.
+func TestHTTPUpstreamConnectionsClosedOnStop(t *testing.T) {
+	fixture := fixtureHTTP("web", "")
+	failed := make(chan struct{}, 1)
+	web := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/list"`)) {
+			// The upstream cannot be listed: the gateway waits, then
+			// tries again.
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+			return
+		}
+		fixture.ServeHTTP(w, r)
+	}))
+	var open atomic.Int32
+	web.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	web.Start()
+	t.Cleanup(web.Close)
+
+	cfg := gateway.NewConfig()
+	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
+	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Start(t.Context(), 0)
+	// The stdio gateway starts its upstreams on its client's first request.
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := g.Server().Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	<-failed
+	g.Close()
+	eventually(t, "the upstream's connections closed", func() bool { return open.Load() == 0 })
+}
