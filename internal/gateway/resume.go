@@ -23,9 +23,10 @@ import (
 //     data and eventCost) and maxSessionStreams streams; past that its
 //     oldest events go, then its oldest streams;
 //   - in all, at most maxStoredEvents bytes (sessions and streams count
-//     sessionCost and streamCost); past that the events of the session
-//     that holds the most go first, so that one busy client never pushes
-//     out the events of the others;
+//     sessionCost and streamCost); past that the events of the key that
+//     holds the most go first, from its biggest session, so that one busy
+//     key, however many sessions it opens, never pushes out the events of
+//     the others;
 //   - a session's events go when it ends (DELETE, or the 30 minutes idle
 //     after which the SDK closes it).
 //
@@ -249,10 +250,16 @@ func (s *eventStore) trim(se *sessionEvents) {
 		}
 	}
 	for s.size > s.maxTotal && len(s.sessions) > 0 {
+		// The key that holds the most, then its biggest session: a key
+		// that opens many sessions pushes out only its own.
+		perKey := map[string]int{}
+		for _, o := range s.sessions {
+			perKey[o.key] += o.size
+		}
 		var big *sessionEvents
 		var bigID string
 		for id, o := range s.sessions {
-			if big == nil || o.size > big.size {
+			if big == nil || perKey[o.key] > perKey[big.key] || o.key == big.key && o.size > big.size {
 				big, bigID = o, id
 			}
 		}

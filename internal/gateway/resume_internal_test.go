@@ -151,3 +151,24 @@ func TestEventStoreBounds(t *testing.T) {
 		t.Errorf("sessions account %d bytes, the store %d", total, s.size)
 	}
 }
+
+// TestEventStoreBoundPerKey: a key that opens many sessions, even empty
+// ones, pushes out its own events and sessions, never another key's.
+func TestEventStoreBoundPerKey(t *testing.T) {
+	s := newEventStore()
+	s.maxSession, s.maxStreams, s.maxTotal = 2000, 3, 6000
+	theirs, mine := keyCtx("theirs"), keyCtx("mine")
+	s.Open(theirs, "theirs", "")
+	for range 5 {
+		s.Append(theirs, "theirs", "", []byte(strings.Repeat("x", 100)))
+	}
+	for i := range 20 {
+		s.Open(mine, fmt.Sprint("mine", i), "")
+	}
+	if got, err := replay(s, "theirs", "theirs", "", -1); err != nil || len(got) != 5 {
+		t.Errorf("the other key's session kept %d of its 5 events (%v)", len(got), err)
+	}
+	if s.size > s.maxTotal {
+		t.Errorf("the store keeps %d bytes, bound %d", s.size, s.maxTotal)
+	}
+}
