@@ -201,6 +201,9 @@ type appliedLevel struct {
 var levelOrder = map[mcp.LoggingLevel]int{"debug": 0, "info": 1, "notice": 2, "warning": 3,
 	"error": 4, "critical": 5, "alert": 6, "emergency": 7}
 
+// setLevelTimeout bounds an upstream's answer to logging/setLevel.
+var setLevelTimeout = connectTimeout
+
 // quietest is the level an upstream is set back to when no client wants
 // its messages any more: the protocol has no level that turns them off.
 const quietest mcp.LoggingLevel = "emergency"
@@ -282,7 +285,12 @@ func (g *Gateway) applyLevels(ctx context.Context) {
 		if prev == (appliedLevel{cs, level}) {
 			continue
 		}
-		if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: level}); err != nil {
+		// Bounded: applyMu is held, and the context of a client's request
+		// may have no end.
+		sctx, cancel := context.WithTimeout(ctx, setLevelTimeout)
+		err = cs.SetLoggingLevel(sctx, &mcp.SetLoggingLevelParams{Level: level})
+		cancel()
+		if err != nil {
 			u.log.Warn("logging/setLevel", "err", err)
 			continue
 		}

@@ -3,9 +3,11 @@
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -268,4 +270,48 @@ func TestMCPSetLevelRated(t *testing.T) {
 		t.Errorf("%d of 10 setLevel refused, want 9", refused)
 	}
 	wantCalls(t, h.logFile, "setLevel debug")
+}
+
+// TestMCPSetLevelUpstreamSilent: an upstream that never answers
+// logging/setLevel holds up neither the client that set its level nor the
+// next one that does.
+func TestMCPSetLevelUpstreamSilent(t *testing.T) {
+	gateway.SetLevelTimeout(t, 100*time.Millisecond)
+	fixture := fixtureHTTP("web", "")
+	release := make(chan struct{}) // at the end, before the gateway stops
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if bytes.Contains(body, []byte(`"logging/setLevel"`)) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+				http.Error(w, "gone", http.StatusServiceUnavailable)
+			}
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		fixture.ServeHTTP(w, r)
+	}))
+	t.Cleanup(web.Close)
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
+	})
+	t.Cleanup(func() { close(release) })
+	for _, key := range []string{"agent", "outsider"} {
+		cs, _ := logClient(h, key)
+		done := make(chan error, 1)
+		go func() { done <- cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: setLevel: %v", key, err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: setLevel still waits for the upstream after 15 s", key)
+		}
+	}
 }
