@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/ratelimit"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -63,7 +64,7 @@ type Gateway struct {
 	startOnce func(*mcp.ClientCapabilities)
 	recent    recentAsks
 	holding   holds
-	limiter   callLimiter
+	limiter   *ratelimit.Keyed
 	now       func() time.Time
 	// xfer is file transfer (upload.go); nil: off.
 	xfer *transfer
@@ -132,7 +133,7 @@ func newGateway(o options) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
 		now: clock.Now, tools: map[string]*toolEntry{}}
-	g.limiter.perMinute = o.cfg.Rate
+	g.limiter = ratelimit.New(o.cfg.Rate)
 	g.recent.m = map[string]recentAsk{}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
 		&mcp.ServerOptions{

@@ -36,7 +36,7 @@ func (s *Server) api(h apiHandler) http.HandlerFunc {
 //
 //go:noinline
 func (s *Server) rateLimit(r *http.Request) error {
-	if ok, retry := s.limiter.allow(s.clientAddr(r), time.Now()); !ok {
+	if ok, retry := s.limiter.Allow(s.clientAddr(r), time.Now()); !ok {
 		return &countersign.Error{Code: countersign.ELIMIT,
 			Message: "too many requests from this address; slow down and retry after the time in Retry-After", RetryAfter: retry}
 	}

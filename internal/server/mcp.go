@@ -48,7 +48,7 @@ func (s *Server) mcpEndpoint() http.Handler {
 		// keys is slowed down and a busy agent never gets a 429, which its
 		// client's transport would throw.
 		addr := s.clientAddr(r)
-		if limited, retry := s.limiter.blocked(addr, time.Now()); limited {
+		if limited, retry := s.limiter.Blocked(addr, time.Now()); limited {
 			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
 				Message: "too many requests without a valid agent key from this address; retry after the time in Retry-After", RetryAfter: retry})
 			return
@@ -61,7 +61,7 @@ func (s *Server) mcpEndpoint() http.Handler {
 		// answers a bad one in plain text: check it here first, for the
 		// API's JSON errors.
 		if _, err := s.mcpAgentOf(w, r); err != nil {
-			s.limiter.allow(addr, time.Now())
+			s.limiter.Allow(addr, time.Now())
 			s.writeAPIError(w, r, err)
 			return
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/ratelimit"
 )
 
 // oauthMaxBody bounds the body of a registration or token request.
@@ -73,9 +74,9 @@ func (s *Server) authorizationServer(w http.ResponseWriter, r *http.Request) {
 
 // oauthAPI wraps an OAuth endpoint: its own rate limit per client address,
 // a bounded body, and errors in the RFC 6749 shape.
-func (s *Server) oauthAPI(lim *rateLimiter, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+func (s *Server) oauthAPI(lim *ratelimit.Keyed, h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if ok, retry := lim.allow(s.clientAddr(r), time.Now()); !ok {
+		if ok, retry := lim.Allow(s.clientAddr(r), time.Now()); !ok {
 			w.Header().Set("Retry-After", retryAfter(retry))
 			writeOAuthError(w, http.StatusTooManyRequests, "slow_down", "too many requests from this address; retry after the time in Retry-After")
 			return

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/ratelimit"
 	"github.com/countersign/countersign/internal/web"
 )
 
@@ -68,7 +69,7 @@ type Server struct {
 	auth     *approval.Authenticator
 	log      *slog.Logger
 	registry *metrics.Registry
-	limiter  *rateLimiter
+	limiter  *ratelimit.Keyed
 	signins  *signinLimiter
 	sessions *approval.Sessions
 	// passkeys runs the WebAuthn ceremonies; nil when the public URL
@@ -82,7 +83,7 @@ type Server struct {
 	deviceKey []byte
 	// registrations and oauthRate limit the OAuth endpoints per client
 	// address, whatever the API's rate.
-	registrations, oauthRate *rateLimiter
+	registrations, oauthRate *ratelimit.Keyed
 	started                  time.Time
 
 	httpRequests *metrics.CounterVec
@@ -125,13 +126,13 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 	}
 	s := &Server{
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
-		limiter:  newRateLimiter(cfg.RatePerMinute),
+		limiter:  ratelimit.New(cfg.RatePerMinute),
 		signins:  newSigninLimiter(),
 		sessions: &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
 		oauth: &approval.OAuth{Store: cfg.Store, Clock: cfg.Clock,
 			Resource: strings.TrimRight(cfg.PublicURL.String(), "/") + "/mcp"},
-		registrations: newRateLimiter(30),
-		oauthRate:     newRateLimiter(120),
+		registrations: ratelimit.New(30),
+		oauthRate:     ratelimit.New(120),
 		pages:         pages,
 		csrfKey:       csrfKey,
 		deviceKey:     deviceKey,
