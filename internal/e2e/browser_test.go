@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,12 +85,33 @@ func (e *env) waiters(t *testing.T, n int64, what string) {
 	}
 }
 
-// browser starts a headless Chromium with a fresh profile. Everything it
-// does ends within the test's budget.
-func browser(t *testing.T, exe string) context.Context {
-	t.Helper()
-	profile := t.TempDir() // removed after the browser has exited
-	budget, cancelBudget := context.WithTimeout(context.Background(), 45*time.Second)
+// shared is the one headless Chromium of the test binary, started by the
+// first test that asks for a browser and stopped by TestMain.
+var shared struct {
+	once    sync.Once
+	ctx     context.Context // the browser's first tab
+	err     error
+	stop    func()
+	profile string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		shared.stop() // waits for the browser to exit
+	}
+	if shared.profile != "" {
+		os.RemoveAll(shared.profile)
+	}
+	os.Exit(code)
+}
+
+// startShared starts the shared Chromium with a fresh profile.
+func startShared(exe string) {
+	shared.profile, shared.err = os.MkdirTemp("", "countersign-e2e-chromium-")
+	if shared.err != nil {
+		return
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
@@ -99,17 +121,37 @@ func browser(t *testing.T, exe string) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.NoFirstRun,
-		chromedp.UserDataDir(profile),
+		chromedp.UserDataDir(shared.profile),
 	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(budget, opts...)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(alloc)
-	t.Cleanup(func() {
+	shared.ctx = ctx
+	shared.stop = func() {
 		cancelCtx()
-		cancelAlloc() // waits for the browser to exit
+		cancelAlloc()
+	}
+	// The browser lives as long as the context of its first run.
+	shared.err = chromedp.Do(ctx)
+}
+
+// browser opens a tab in a browser context of its own (no cookies,
+// storage or downloads shared with another test) in the shared headless
+// Chromium. Everything it does ends within the test's budget; the tab and
+// its browser context are gone when the test ends.
+func browser(t *testing.T, exe string) context.Context {
+	t.Helper()
+	shared.once.Do(func() { startShared(exe) })
+	if shared.err != nil {
+		t.Fatalf("start Chromium: %v", shared.err)
+	}
+	tab, cancelTab := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
+	ctx, cancelBudget := context.WithTimeout(tab, 45*time.Second)
+	t.Cleanup(func() {
 		cancelBudget()
+		cancelTab() // waits for the tab to close
 	})
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
+		t.Fatalf("open a tab: %v", err)
 	}
 	return ctx
 }

@@ -203,7 +203,8 @@ func TestBrowserFiles(t *testing.T) {
 	// And the download itself: saved as a file, never rendered.
 	dir := t.TempDir()
 	do(t, ctx, "allow downloads", 5*time.Second, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		_, err := cdp.Call(ctx, tg, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir})
+		_, err := cdp.Call(ctx, tg, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+			Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir, BrowserContextID: chromedp.FromContext(ctx).BrowserContextID})
 		return chromedp.Void{}, err
 	})
 	// A navigation to an attachment ends in a download, which the browser
