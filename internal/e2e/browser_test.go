@@ -7,6 +7,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +97,18 @@ var shared struct {
 	profile string
 }
 
+// browserTests is how many tests run at once when -parallel is not given:
+// all of them. They spend their time waiting on Chromium and the server,
+// not on the CPU, which the default of one test per core assumes.
+const browserTests = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", strconv.Itoa(browserTests))
+	}
 	code := m.Run()
 	if shared.stop != nil {
 		shared.stop() // waits for the browser to exit
@@ -229,6 +242,7 @@ func fitsPhone(t *testing.T, ctx context.Context, what string) {
 }
 
 func TestBrowserInbox(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	e := start(t)
 	ctx := browser(t, exe)

@@ -124,6 +124,7 @@ var (
 // upstream's embedded resource becomes a link the browser downloads, with
 // exactly the headers of a kept file.
 func TestBrowserFiles(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	e := startFiles(t)
 	ctx := browser(t, exe)

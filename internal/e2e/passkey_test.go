@@ -52,8 +52,11 @@ func startPasskeys(t *testing.T) *pkEnv {
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp}, log, approval.NewMetrics(reg, hub))
-	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
-		svc, w.Auth, reg, log)
+	// Slots of its own, as many as the process's, so that a flood keeps
+	// busy this server's argon2id slots only and not those of a test
+	// that runs at the same time.
+	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		PasswordSlots: approval.NewHashSlots(2)}, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +233,7 @@ func (e *pkEnv) stepUpNonce(t *testing.T) string {
 // approve a plain request without a ceremony, and sign in with the passkey
 // while a flood of wrong passwords keeps the argon2id slots busy.
 func TestBrowserPasskeys(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	e := startPasskeys(t)
 	ctx := browser(t, exe)
@@ -454,6 +458,7 @@ func flood(t *testing.T, base, public string) (stop func(), done *atomic.Int64) 
 // a passkey through the CLI's one-time link, signs in with it, and the
 // link is used up.
 func TestBrowserEnrolment(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	e := startPasskeys(t)
 	ctx := browser(t, exe)
