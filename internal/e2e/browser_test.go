@@ -202,24 +202,36 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 	return v
 }
 
-// appears waits until the page's visible text holds s. It asks again
-// every 100 ms and rides out navigations (a click that submits a form, the
-// page's own reload on an event), during which an evaluation fails.
+// appears waits until the page's visible text holds s. The page itself
+// watches its document for changes and answers as soon as the text is
+// there, or after half a second without it, when the test asks again. It
+// rides out navigations (a click that submits a form, the page's own
+// reload on an event), which end the page's watch with an error.
 func appears(s string) chromedp.Action[chromedp.Void] {
 	q, _ := json.Marshal(s)
-	expr := fmt.Sprintf("!!document.body && document.body.innerText.includes(%s)", q)
+	expr := fmt.Sprintf(`new Promise(resolve => {
+  const has = () => !!document.body && document.body.innerText.includes(%s);
+  if (has()) return resolve(true);
+  const seen = new MutationObserver(() => { if (has()) done(true); });
+  const timer = setTimeout(() => done(has()), 500);
+  const done = ok => { seen.disconnect(); clearTimeout(timer); resolve(ok); };
+  seen.observe(document, {childList: true, subtree: true, characterData: true, attributes: true});
+})`, q)
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		var last error
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-			ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
+			ok, err := chromedp.Evaluate[bool](expr, chromedp.EvalAwaitPromise)(ctx, tg)
 			if err == nil && ok {
 				return chromedp.Void{}, nil
 			}
-			last = err
-			select {
-			case <-ctx.Done():
-				return chromedp.Void{}, ctx.Err()
-			case <-time.After(100 * time.Millisecond):
+			if err != nil {
+				last = err
+				// A document on its way out: ask the next one.
+				select {
+				case <-ctx.Done():
+					return chromedp.Void{}, ctx.Err()
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 		}
 		return chromedp.Void{}, fmt.Errorf("%q did not appear within 10 s (last error: %v)", s, last)

@@ -216,7 +216,7 @@ func TestBrowserFiles(t *testing.T) {
 	}
 	cancel()
 	var saved []byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(filepath.Join(dir, "page.html")); err == nil {
 			saved = b
 			break

@@ -140,7 +140,7 @@ func press(sel string) chromedp.Action[chromedp.Void] {
 			select {
 			case <-ctx.Done():
 				return chromedp.Void{}, fmt.Errorf("press %s: %w", sel, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
+			case <-time.After(10 * time.Millisecond):
 			}
 		}
 	}
@@ -289,7 +289,7 @@ func TestBrowserPasskeys(t *testing.T) {
 	do(t, ctx, "open the step-up request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+a.ID), appears("needs your passkey"))
 	eval[bool](t, ctx, hookJS)
 	do(t, ctx, "click approve", 5*time.Second, press(`form[data-webauthn="stepup"] button`))
-	for deadline := time.Now().Add(10 * time.Second); eval[string](t, ctx, `window.__challenge || ""`) == ""; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); eval[string](t, ctx, `window.__challenge || ""`) == ""; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the page never asked the authenticator\n%s", state(ctx))
 		}
