@@ -1,48 +1,61 @@
 package claudehook
 
 import (
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// built holds the binaries the tests run, built once for all of them
-// into one directory, so that countersign-agent finds countersign beside
-// it. TestMain removes the directory.
+// binaries are the commands the tests run, built together into one
+// directory, so that countersign-agent finds countersign beside it.
+var binaries = []string{"countersign", "countersign-agent"}
+
+// binaryTests are the tests that run them: TestMain starts building when
+// one of them is to run, so that the build goes on while other tests do.
+var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper"}
+
+// built holds the binaries, built once for all tests. TestMain removes the
+// directory.
 var built struct {
-	sync.Mutex
+	once sync.Once
 	dir  string
-	errs map[string]error
+	err  error
 }
 
-// binary returns the path of cmd/name, built on its first use. A test
-// must not change the file: it links or copies it where it needs another
-// name or place.
-func binary(t *testing.T, name string) string {
-	t.Helper()
-	built.Lock()
-	defer built.Unlock()
-	if built.dir == "" {
+// build builds every binary, once; a second caller waits for the first.
+func build() {
+	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "claudehook-bin-")
 		if err != nil {
-			t.Fatal(err)
+			built.err = err
+			return
 		}
-		built.dir, built.errs = dir, map[string]error{}
-	}
-	bin := filepath.Join(built.dir, name)
-	err, done := built.errs[name]
-	if !done {
-		if out, e := exec.Command("go", "build", "-o", bin, "github.com/countersign/countersign/cmd/"+name).CombinedOutput(); e != nil {
-			err = &buildError{err: e, out: out}
+		built.dir = dir
+		args := []string{"build", "-o", dir + string(filepath.Separator)}
+		for _, name := range binaries {
+			args = append(args, "github.com/countersign/countersign/cmd/"+name)
 		}
-		built.errs[name] = err
+		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+			built.err = &buildError{err: err, out: out}
+		}
+	})
+}
+
+// binary returns the path of cmd/name, built on first use or by TestMain
+// beforehand. A test must not change the file: it links or copies it where
+// it needs another name or place.
+func binary(t *testing.T, name string) string {
+	t.Helper()
+	build()
+	if built.err != nil {
+		t.Fatalf("go build %s: %v", strings.Join(binaries, " "), built.err)
 	}
-	if err != nil {
-		t.Fatalf("go build %s: %v", name, err)
-	}
-	return bin
+	return filepath.Join(built.dir, name)
 }
 
 type buildError struct {
@@ -52,8 +65,33 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
 
+// runsBinaries reports whether -run may select a test that runs the
+// binaries. It only looks at the pattern's top level; a test it misses
+// builds them on first use.
+func runsBinaries() bool {
+	if testing.Short() {
+		return false
+	}
+	pattern, _, _ := strings.Cut(flag.Lookup("test.run").Value.String(), "/")
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return false
+	}
+	for _, name := range binaryTests {
+		if re.MatchString(name) {
+			return true
+		}
+	}
+	return false
+}
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if runsBinaries() {
+		go build()
+	}
 	code := m.Run()
+	built.once.Do(func() {}) // waits for a build under way, or stops one starting
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}

@@ -18,6 +18,7 @@ import (
 // the event on standard input. Both answer alike. A call allowed locally
 // must not reach the server, even when one is configured.
 func TestBinary(t *testing.T) {
+	t.Parallel() // after the other tests, while the binaries build
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

@@ -22,6 +22,7 @@ import (
 // approved in the hook's request is not asked again; one whose tree grew
 // after the approval is.
 func TestApprovalCoversTheWrapper(t *testing.T) {
+	t.Parallel() // after the other tests, while the binaries build
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

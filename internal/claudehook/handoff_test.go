@@ -20,6 +20,7 @@ import (
 // countersign beside it, the call is refused and the message says what
 // to install.
 func TestAgentBinaryHandsOff(t *testing.T) {
+	t.Parallel() // after the other tests, while the binaries build
 	if testing.Short() {
 		t.Skip("builds the binaries")
 	}
