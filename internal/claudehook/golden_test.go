@@ -26,6 +26,9 @@ var update = flag.Bool("update", false, "rewrite the golden .out.json files")
 //	                             file: up, named in NAME.toml ({{SERVER}}, {{KEY}})
 //	human: approve | deny TEXT | respond TEXT | stop | expire | window | none
 //	args: --timeout 3            the hook's flags
+//	late: 1500ms                 the hook's timeout began this long before it
+//	                             runs (Env.Start in the past, as after a
+//	                             hand-off from countersign-agent)
 //	exit: 2                      the exit status (default 0)
 //	status: consumed             the request's status on the server afterwards
 //	window: rm -r build          first the hook asks for this Bash command in
@@ -46,6 +49,7 @@ type goldenCase struct {
 	server, human, text, status string
 	args                        []string
 	exit                        int
+	late                        time.Duration
 	window                      string
 	setup                       [][2]string // key, value
 }
@@ -71,6 +75,10 @@ func readCase(t *testing.T, path string) goldenCase {
 			c.args = strings.Fields(v)
 		case "exit":
 			c.exit, _ = strconv.Atoi(v)
+		case "late":
+			if c.late, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("%s: late: %v", path, err)
+			}
 		case "status":
 			c.status = v
 		case "window":
@@ -142,7 +150,7 @@ func runGolden(t *testing.T, base string) {
 		actAsHuman(t, srv, c)
 	}()
 	var stdout, stderr bytes.Buffer
-	start := time.Now()
+	start := time.Now().Add(-c.late)
 	code := Run(context.Background(), &Env{Connect: connect,
 		Args: c.args, Stdin: strings.NewReader(input), Stdout: &stdout, Stderr: &stderr,
 		Getenv: w.getenv, Cwd: w.project, Start: start, Load: w.load(),
