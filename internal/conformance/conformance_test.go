@@ -30,6 +30,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,22 +49,53 @@ func TestConformance(t *testing.T) {
 	}
 	node, cli := suiteTools(t)
 	dir := t.TempDir()
-	ref := goBuild(t, dir, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
-	bin := goBuild(t, dir, "github.com/countersign/countersign/cmd/countersign")
+	var (
+		refOnce sync.Once
+		ref     string
+		refErr  error
+	)
+	buildRef := func(t *testing.T) string {
+		t.Helper()
+		refOnce.Do(func() {
+			ref, refErr = goBuild(dir, "github.com/modelcontextprotocol/go-sdk/conformance/everything-server")
+		})
+		if refErr != nil {
+			t.Fatal(refErr)
+		}
+		return ref
+	}
 
-	// Directly: the reference server over streamable HTTP, stateful so
-	// that it can send sampling and elicitation requests.
-	refAddr := freeAddr(t)
-	startProcess(t, filepath.Join(dir, "ref.log"), ref, "-http="+refAddr, "-stateless=false")
-	waitListening(t, refAddr)
-	direct := runSuite(t, node, cli, "http://"+refAddr+"/mcp", filepath.Join(dir, "direct"))
-
-	// Through the gateway: countersign serve with the reference server as
-	// its only upstream over stdio, every tool in the read tier so that no
-	// call waits for a human, behind a proxy that adds the agent key (the
-	// suite sends no credentials) and leaves Host and Origin as they are.
-	gatewayURL := startGateway(t, dir, bin, ref)
-	through := runSuite(t, node, cli, gatewayURL, filepath.Join(dir, "gateway"))
+	// The two runs are independent, each with its own reference server:
+	// they run side by side, the gateway's while countersign still builds.
+	var direct, through map[string]bool
+	t.Run("suite", func(t *testing.T) {
+		// Directly: the reference server over streamable HTTP, stateful so
+		// that it can send sampling and elicitation requests.
+		t.Run("direct", func(t *testing.T) {
+			t.Parallel()
+			ref := buildRef(t)
+			refAddr := freeAddr(t)
+			startProcess(t, filepath.Join(dir, "ref.log"), ref, "-http="+refAddr, "-stateless=false")
+			waitListening(t, refAddr)
+			direct = runSuite(t, node, cli, "http://"+refAddr+"/mcp", filepath.Join(dir, "direct"))
+		})
+		// Through the gateway: countersign serve with the reference server as
+		// its only upstream over stdio, every tool in the read tier so that no
+		// call waits for a human, behind a proxy that adds the agent key (the
+		// suite sends no credentials) and leaves Host and Origin as they are.
+		t.Run("gateway", func(t *testing.T) {
+			t.Parallel()
+			bin, err := goBuild(dir, "github.com/countersign/countersign/cmd/countersign")
+			if err != nil {
+				t.Fatal(err)
+			}
+			gatewayURL := startGateway(t, dir, bin, buildRef(t))
+			through = runSuite(t, node, cli, gatewayURL, filepath.Join(dir, "gateway"))
+		})
+	})
+	if direct == nil || through == nil {
+		return // a run failed, and said why
+	}
 
 	baseline := readBaseline(t)
 	var failedDirect, regressed, stale, passed []string
@@ -118,15 +150,14 @@ func suiteTools(t *testing.T) (node, cli string) {
 }
 
 // goBuild builds a main package into dir and returns the binary.
-func goBuild(t *testing.T, dir, pkg string) string {
-	t.Helper()
+func goBuild(dir, pkg string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
-	return out
+	return out, nil
 }
 
 // startProcess starts a process for the test's lifetime, its output in log.
@@ -324,7 +355,7 @@ func waitListening(t *testing.T, addr string) {
 			c.Close()
 			return
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	t.Fatalf("nothing listens on %s after 30 s", addr)
 }
