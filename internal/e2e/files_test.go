@@ -215,11 +215,14 @@ func TestBrowserFiles(t *testing.T) {
 		t.Fatalf("download: %v", err)
 	}
 	cancel()
+	// Chromium may hold the name with an empty file before it moves the
+	// finished download there: an empty file is not the download yet.
 	var saved []byte
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(filepath.Join(dir, "page.html")); err == nil {
-			saved = b
-			break
+			if saved = b; len(b) > 0 {
+				break
+			}
 		}
 	}
 	if !strings.Contains(string(saved), "<script>") {
