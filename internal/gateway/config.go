@@ -88,7 +88,14 @@ type Config struct {
 	Clock countersign.Clock
 	// Files is file transfer (ADR 0008; see upload.go).
 	Files FilesConfig
+	// stopWait is how long a command upstream has to exit once its stdin
+	// is closed, before it is signalled; 0: two seconds. Tests
+	// shorten it for servers that keep running until signalled.
+	stopWait time.Duration
 }
+
+// defaultStopWait is how long a command upstream has to exit on its own.
+const defaultStopWait = 2 * time.Second
 
 // UpstreamConfig is one MCP server behind the gateway: a command spoken to
 // over stdio, or a streamable HTTP URL.

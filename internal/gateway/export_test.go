@@ -9,3 +9,7 @@ func SetLevelTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
 	setLevelTimeout = d
 	t.Cleanup(func() { setLevelTimeout = old })
 }
+
+// SetStopWait sets how long the configuration's command upstreams have to
+// exit once their stdin is closed, before they are signalled.
+func SetStopWait(c *Config, d time.Duration) { c.stopWait = d }

@@ -160,7 +160,7 @@ func newGateway(o options) (*Gateway, error) {
 	g.server.AddSendingMiddleware(g.quietUntilInitialized)
 	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback)
 	for _, uc := range o.cfg.Upstreams {
-		g.upstreams = append(g.upstreams, newUpstream(uc, o.log, o.stderr, upstreamHooks{
+		g.upstreams = append(g.upstreams, newUpstream(uc, o.cfg.stopWait, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
 			connected: g.upstreamConnected, requests: g.addPassthrough}))
 	}

@@ -163,6 +163,7 @@ func TestStdioUpstreamRoots(t *testing.T) {
 	dir := npmDir(t)
 	cfg := gateway.NewConfig()
 	cfg.Data = t.TempDir()
+	quickStop(cfg)
 	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
 	cfg.Rules = []gateway.TierRule{{Match: "every/*", Tier: gateway.TierRead}}
 	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, cfg.Data, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard}))

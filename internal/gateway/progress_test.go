@@ -87,6 +87,7 @@ func TestProgressOnTheWireStdio(t *testing.T) {
 	cfg := gateway.NewConfig()
 	cfg.Rate = 0
 	cfg.Upstreams = ups
+	quickStop(cfg)
 	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)

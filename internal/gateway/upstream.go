@@ -30,9 +30,12 @@ const (
 // backoff whenever it fails or dies. A call never waits for a restart: it
 // fails at once with a tool error that says the server is restarting.
 type upstream struct {
-	cfg    UpstreamConfig
-	log    *slog.Logger
-	stderr io.Writer // where a command's stderr goes
+	cfg UpstreamConfig
+	log *slog.Logger
+	// stopWait is how long the command has to exit once its stdin is
+	// closed, before it is signalled (CommandTransport's TerminateDuration).
+	stopWait time.Duration
+	stderr   io.Writer // where a command's stderr goes
 	// web carries the requests to a URL upstream, across its sessions.
 	web    *http.Transport
 	client *mcp.Client
@@ -81,8 +84,11 @@ type upstreamHooks struct {
 	requests func(u *upstream, opts *mcp.ClientOptions) mcp.Middleware
 }
 
-func newUpstream(cfg UpstreamConfig, log *slog.Logger, stderr io.Writer, hooks upstreamHooks) *upstream {
-	u := &upstream{cfg: cfg, log: log.With("upstream", cfg.Name), stderr: stderr, hooks: hooks,
+func newUpstream(cfg UpstreamConfig, stopWait time.Duration, log *slog.Logger, stderr io.Writer, hooks upstreamHooks) *upstream {
+	if stopWait <= 0 {
+		stopWait = defaultStopWait
+	}
+	u := &upstream{cfg: cfg, stopWait: stopWait, log: log.With("upstream", cfg.Name), stderr: stderr, hooks: hooks,
 		down: "starting", settled: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if cfg.URL != "" {
 		u.web = upstreamTransport()
@@ -264,7 +270,7 @@ func (u *upstream) transport() mcp.Transport {
 		cmd.Env = append(cmd.Env, k+"="+os.Expand(v, os.Getenv))
 	}
 	cmd.Stderr = u.stderr
-	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: u.taps()}
+	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: u.stopWait}, tap: u.taps()}
 }
 
 // sessionOptions picks the protocol towards the upstream. A stdio process
