@@ -16,6 +16,7 @@ import (
 // removed when a gateway starts using files; a running process's folder,
 // another name, a link and another user's folder stay.
 func TestSweepCopies(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// A process that has ended: its pid is free (until reused).
 	done := exec.Command("true")

@@ -23,6 +23,7 @@ func deepArgs(depth int, inner string) json.RawMessage {
 // is asked; at the limit they run or are asked as usual, with a bounded
 // preview.
 func TestArgumentsDepthLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	at := limit.MaxJSONDepth - 2

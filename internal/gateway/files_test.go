@@ -131,6 +131,7 @@ func fill(t *testing.T, fs *files.Store, account, uploadID string, data []byte) 
 var digestLine = regexp.MustCompile(`sha256=([0-9a-f]{64}) via=(\w+) perm=(\d*) path=(.*)`)
 
 func TestFileArguments(t *testing.T) {
+	t.Parallel()
 	h, fs := filesHarness(t)
 	cs := h.connect(clientOpts{})
 	if !slices.Contains(toolNames(t, cs), gateway.UploadTool) {
@@ -200,6 +201,7 @@ func TestFileArguments(t *testing.T) {
 // TestToolsListStable: the tool list is the same whatever uploads exist,
 // and an upstream's tool cannot take the gateway's own tool's name.
 func TestToolsListStable(t *testing.T) {
+	t.Parallel()
 	h, fs := filesHarness(t)
 	cs := h.connect(clientOpts{})
 	before := toolNames(t, cs)
@@ -217,6 +219,7 @@ func TestToolsListStable(t *testing.T) {
 // TestUploadApproval: a commit call with an upload shows the file's kind,
 // size and SHA-256 to the human, and the binding covers them.
 func TestUploadApproval(t *testing.T) {
+	t.Parallel()
 	h, fs := filesHarness(t)
 	cs := h.connect(clientOpts{})
 	id, _ := requestUpload(t, cs, "receipt")
@@ -244,6 +247,7 @@ func TestUploadApproval(t *testing.T) {
 // TestDownloadLinks: a result's embedded blob becomes a link of the
 // caller's account; the model never sees the bytes.
 func TestDownloadLinks(t *testing.T) {
+	t.Parallel()
 	h, fs := filesHarness(t)
 	cs := h.connect(clientOpts{})
 	res := call(t, cs, "export", map[string]any{"kind": "pdf"})
@@ -297,6 +301,7 @@ func downloadOf(t *testing.T, res *mcp.CallToolResult) map[string]string {
 // TestUploadRequestLimits: the sixth open page of an account is refused
 // with what to do, through the tool; another account is not affected.
 func TestUploadRequestLimits(t *testing.T) {
+	t.Parallel()
 	h, _ := filesHarness(t)
 	cs := h.connect(clientOpts{})
 	cs2 := h.connect(clientOpts{key: "agent2"})

@@ -10,6 +10,7 @@ import (
 // commit and external need a human per call even where the configuration
 // lets a key through without one.
 func TestGrantPolicy(t *testing.T) {
+	t.Parallel()
 	lax := Policy{Tiers: AllTiers, Confirm: 0}
 	g := &Gateway{cfg: &Config{Policy: lax, Keys: map[string]Policy{}}}
 	grant := PrincipalOf(countersign.Agent{KeyID: "k", AccountID: "a", KeyName: "grt_x", GrantID: "grt_x", GrantTiers: []string{"read", "commit"}})

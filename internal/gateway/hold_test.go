@@ -19,6 +19,7 @@ import (
 // TestHoldWarning: the default hold ends before the 60 s request timeout of
 // common clients; a longer one is warned about when the gateway starts.
 func TestHoldWarning(t *testing.T) {
+	t.Parallel()
 	if gateway.DefaultHold >= 55*time.Second {
 		t.Fatalf("the default hold %v reaches common clients' 60 s timeout", gateway.DefaultHold)
 	}
@@ -38,6 +39,7 @@ func TestHoldWarning(t *testing.T) {
 // TestHoldProgressFromStart: a held retry with a progress token hears at
 // once what it waits for, before the human decides; then it runs.
 func TestHoldProgressFromStart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Hold = 5 * time.Second })
 	var mu sync.Mutex
 	var msgs []string
@@ -83,6 +85,7 @@ func TestHoldProgressFromStart(t *testing.T) {
 // approval_pending, not an error; the request stays for the inbox and the
 // retry takes its approval. Standalone, the local page is opened instead.
 func TestElicitUnanswerable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for name, o := range map[string]clientOpts{
 		"no handler": {version: "2025-11-25", more: func(o *mcp.ClientOptions) {
@@ -118,6 +121,7 @@ func TestElicitUnanswerable(t *testing.T) {
 // unanswered has it withdrawn after the hold and gets approval_pending,
 // before its own request timeout; the retry takes the approval.
 func TestElicitUnanswered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
 	g, logFile := h.stdioGateway("agent") // hold 300 ms
 	withdrawn := make(chan error, 1)

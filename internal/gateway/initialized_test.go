@@ -16,6 +16,7 @@ import (
 // is not announced (the protocol allows the server nothing but pings and
 // logs then); after it, it is.
 func TestNoListChangedBeforeInitialized(t *testing.T) {
+	t.Parallel()
 	g := &Gateway{}
 	s := mcp.NewServer(&mcp.Implementation{Name: "t", Version: "1"},
 		&mcp.ServerOptions{Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}})

@@ -17,6 +17,7 @@ import (
 // names, is refused at load with a message that says which and why, and a
 // key of the same name in another account never gets the policy.
 func TestResolveKeys(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {

@@ -22,6 +22,7 @@ import (
 // every hidden character of a preview as an escape, even of one that did
 // not come from Preview (which escapes them already).
 func TestLocalPageShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
 	if err != nil {

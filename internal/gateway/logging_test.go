@@ -27,6 +27,7 @@ func fixtureLog(ctx context.Context, ss *mcp.ServerSession, level, data string) 
 // prompt's argument come from its upstream; the capabilities announce what
 // is passed through, over stdio and on /mcp.
 func TestStdioLoggingAndCompletions(t *testing.T) {
+	t.Parallel()
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", "")}
 	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
@@ -101,6 +102,7 @@ const touchedInfo, touchedDebug = "info notes/touch readme touched", "debug note
 // set to the most verbose level of the connected clients, and to the next
 // as their sessions end.
 func TestMCPLogging(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	verbose, verboseLogs := logClient(h, "agent")
 	terse, terseLogs := logClient(h, "outsider")
@@ -146,6 +148,7 @@ func TestMCPLogging(t *testing.T) {
 // the same upstream, its log cannot be told apart by call, and neither
 // client gets it; alone on the upstream, each gets its own.
 func TestMCPLoggingConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	mine, myLogs := logClient(h, "agent")
 	theirs, theirLogs := logClient(h, "outsider")
@@ -188,6 +191,7 @@ func TestMCPLoggingConcurrentCalls(t *testing.T) {
 // TestMCPLoggingAfterRestart: an upstream that restarts is set again to
 // the level the clients want.
 func TestMCPLoggingAfterRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs, logs := logClient(h, "agent")
 	if err := cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
@@ -211,6 +215,7 @@ func TestMCPLoggingAfterRestart(t *testing.T) {
 // client set with logging/setLevel or, in 2026-07-28, puts in its
 // request's _meta.
 func TestMCPLoggingHTTPUpstream(t *testing.T) {
+	t.Parallel()
 	web := httptest.NewServer(fixtureHTTP("web", ""))
 	t.Cleanup(web.Close)
 	h := newHarness(t, func(c *gateway.Config) {
@@ -251,6 +256,7 @@ func TestMCPLoggingHTTPUpstream(t *testing.T) {
 // counts against the key's rate like the calls that do: a client that
 // toggles its level cannot flood them.
 func TestMCPSetLevelRated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 6 }) // a burst of 1
 	cs, _ := logClient(h, "agent")
 	refused := 0

@@ -90,6 +90,7 @@ var everythingPrompts = []any{
 // their arguments through /mcp; the server's sampling and elicitation
 // requests of a call reach it, and its answers reach the server.
 func TestTypeScriptClientEverything(t *testing.T) {
+	t.Parallel()
 	h := everythingRead(t)
 	resources, texts := everythingDocs(t, npmDir(t))
 	c := newTSClient(t, h, "agent", "sample-elicit")
@@ -241,6 +242,7 @@ func inspectorExit(t *testing.T, h *harness, args ...string) (any, int) {
 // once approved, its retry runs. (Its one-shot CLI has no
 // completion/complete: TestTypeScriptClientEverything completes.)
 func TestInspectorCLI(t *testing.T) {
+	t.Parallel()
 	dir := npmDir(t)
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}

@@ -43,6 +43,7 @@ func npmServer(dir, pkg string) string {
 // gateway: its annotations give the tiers, a write_file (commit) runs only
 // once approved.
 func TestFilesystemUpstream(t *testing.T) {
+	t.Parallel()
 	dir := npmDir(t)
 	root := t.TempDir()
 	h := newHarness(t, func(c *gateway.Config) {
@@ -85,6 +86,7 @@ func TestFilesystemUpstream(t *testing.T) {
 // TestEverythingUpstream: @modelcontextprotocol/server-everything over stdio
 // and over streamable HTTP, with its progress passed through.
 func TestEverythingUpstream(t *testing.T) {
+	t.Parallel()
 	dir := npmDir(t)
 	port := freePort(t)
 	cmd := exec.Command("node", npmServer(dir, "server-everything"), "streamableHttp")
@@ -223,7 +225,11 @@ func (c *tsClient) result(m map[string]any) (string, map[string]any) {
 // elicitation gets approval_pending and its retry takes the approval; with
 // elicitation it gets elicitation/create on its session.
 func TestTypeScriptClient(t *testing.T) {
-	h := newHarness(t, nil)
+	t.Parallel()
+	// The elicitation is answered within the hold: a long one, so that a
+	// loaded machine's slower answer does not end in approval_pending.
+	// Nothing here waits for a hold to end.
+	h := newHarness(t, func(c *gateway.Config) { c.Hold = 20 * time.Second })
 
 	c := newTSClient(t, h, "agent", "")
 	c.send(map[string]any{"op": "list"})
@@ -267,6 +273,7 @@ func TestTypeScriptClient(t *testing.T) {
 // TestEverythingFeatures: @modelcontextprotocol/server-everything's
 // resources, templates, prompts and completions through /mcp.
 func TestEverythingFeatures(t *testing.T) {
+	t.Parallel()
 	dir := npmDir(t)
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
@@ -306,6 +313,7 @@ func TestEverythingFeatures(t *testing.T) {
 // elicitation with no handler (it answers -32601) or with one that throws
 // gets approval_pending, not an error, and its retry takes the approval.
 func TestTypeScriptClientUnanswerable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, mode := range []string{"elicit-nohandler", "elicit-throws"} {
 		c := newTSClient(t, h, "agent", mode)

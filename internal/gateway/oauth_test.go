@@ -175,6 +175,7 @@ var inboxLink = regexp.MustCompile(`https?://\S+/approvals/[A-Za-z0-9_]+`)
 // is refused once the grant is revoked. The browser that consented opens
 // the inbox link of approval_pending without signing in again.
 func TestGoSDKOAuth(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	h := newHarness(t, nil)
 	h.addApprover("ann")
@@ -298,6 +299,7 @@ func TestGoSDKOAuth(t *testing.T) {
 // listed and called, a refresh that rotates the tokens, and refusal after
 // the grant is revoked in the inbox.
 func TestTypeScriptSDKOAuth(t *testing.T) {
+	t.Parallel()
 	exe := chromium(t)
 	dir := npmDir(t)
 	h := newHarness(t, nil)

@@ -17,6 +17,7 @@ import (
 // one-time link is then spent: opening the file's link again shows that it
 // was already opened.
 func TestStandalonePageChromium(t *testing.T) {
+	t.Parallel()
 	exe := "/usr/bin/chromium"
 	if _, err := os.Stat(exe); err != nil {
 		if exe, err = exec.LookPath("chromium"); err != nil {

@@ -32,6 +32,7 @@ func everythingRead(t *testing.T) *harness {
 // call, and its answers reach the server; the elicitation is marked as the
 // server's question.
 func TestUpstreamRequests(t *testing.T) {
+	t.Parallel()
 	h := everythingRead(t)
 	var mu sync.Mutex
 	var asked []string
@@ -109,6 +110,7 @@ func (s *sampler) count() int {
 // none while a call of another key runs on the same upstream: it cannot be
 // told which call it belongs to.
 func TestUpstreamRequestsRefused(t *testing.T) {
+	t.Parallel()
 	h := everythingRead(t)
 	wantRefused := func(res *mcp.CallToolResult, why string) {
 		t.Helper()
@@ -160,6 +162,7 @@ func TestUpstreamRequestsRefused(t *testing.T) {
 // reaches the upstream, and the upstream's roots/list that follows, outside
 // any call, is answered with the client's new roots.
 func TestStdioUpstreamRoots(t *testing.T) {
+	t.Parallel()
 	dir := npmDir(t)
 	cfg := gateway.NewConfig()
 	cfg.Data = t.TempDir()

@@ -83,6 +83,7 @@ func progressTools(t *testing.T) (upstreams []gateway.UpstreamConfig, calls []fu
 // read on the wire of the stdio gateway with no SDK on the client side:
 // all 250 notifications arrive, each before its call's result.
 func TestProgressOnTheWireStdio(t *testing.T) {
+	t.Parallel()
 	ups, tools := progressTools(t)
 	cfg := gateway.NewConfig()
 	cfg.Rate = 0
@@ -137,6 +138,7 @@ func TestProgressOnTheWireStdio(t *testing.T) {
 // TestProgressOnTheWireHTTP: the same through /mcp, read off each call's
 // event stream with no SDK on the client side.
 func TestProgressOnTheWireHTTP(t *testing.T) {
+	t.Parallel()
 	ups, tools := progressTools(t)
 	h := newHarness(t, func(c *gateway.Config) { c.Rate, c.Upstreams = 0, ups })
 	client := bearer(h.keys["agent"])

@@ -55,6 +55,7 @@ func readText(t *testing.T, cs *mcp.ClientSession, uri string) (string, error) {
 // a key without a resource's tier neither lists nor reads it, and one
 // whose policy confirms it cannot read it.
 func TestResources(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.ResourceRules = []gateway.ResourceTierRule{{Match: "notes/note://secret", Tier: gateway.TierCommit}}
 		c.Keys["acme/agent2"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierWrite)} // no read tier
@@ -103,6 +104,7 @@ func TestResources(t *testing.T) {
 // TestResourceCollisions: the same URIs of two upstreams are exposed under
 // countersign:<upstream>/<URI>, and each read reaches its own upstream.
 func TestResourceCollisions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Upstreams = append(c.Upstreams, fixtureUpstream(t, "other", ""))
 	})
@@ -144,6 +146,7 @@ func TestResourceCollisions(t *testing.T) {
 // resources/updated reaches the client, and list_changed of resources and
 // prompts follows the upstream's.
 func TestSubscriptions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var mu sync.Mutex
 	var updated []string
@@ -188,6 +191,7 @@ func TestSubscriptions(t *testing.T) {
 // unsubscribing is forgotten at the next subscription, and the upstream's
 // subscription it held is ended.
 func TestSubscriptionOfAnEndedSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	gone := h.connect(clientOpts{version: "2025-11-25"})
 	if err := gone.Subscribe(t.Context(), &mcp.SubscribeParams{URI: "note://readme"}); err != nil {
@@ -206,6 +210,7 @@ func TestSubscriptionOfAnEndedSession(t *testing.T) {
 // TestHostileResourceURIs: a resource URI or template the SDK would panic
 // on is left out; the gateway and the upstream's other resources go on.
 func TestHostileResourceURIs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		raw := fixtureUpstream(t, "raw", "")
 		raw.Env["COUNTERSIGN_FIXTURE"] = "raw"

@@ -43,6 +43,7 @@ func replay(s *eventStore, key, session, stream string, index int) ([]string, er
 }
 
 func TestEventStoreKeyAndSession(t *testing.T) {
+	t.Parallel()
 	s := newEventStore()
 	ctx := keyCtx("k1")
 	if err := s.Open(ctx, "s1", "a"); err != nil {
@@ -81,6 +82,7 @@ func TestEventStoreKeyAndSession(t *testing.T) {
 }
 
 func TestEventStoreBounds(t *testing.T) {
+	t.Parallel()
 	s := newEventStore()
 	s.maxSession, s.maxStreams, s.maxTotal = 2000, 3, 6000
 	ctx := keyCtx("k")
@@ -155,6 +157,7 @@ func TestEventStoreBounds(t *testing.T) {
 // TestEventStoreBoundPerKey: a key that opens many sessions, even empty
 // ones, pushes out its own events and sessions, never another key's.
 func TestEventStoreBoundPerKey(t *testing.T) {
+	t.Parallel()
 	s := newEventStore()
 	s.maxSession, s.maxStreams, s.maxTotal = 2000, 3, 6000
 	theirs, mine := keyCtx("theirs"), keyCtx("mine")

@@ -116,6 +116,7 @@ func isResult(e sseEvent, id int) bool {
 // TestEventIDs: every event of a call's stream has an id, the stream's
 // and its index, the priming event first; initialize's too.
 func TestEventIDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 0 })
 	s := openRaw(t, h, "agent")
 	if e := s.initialize; len(e) != 2 || e[0].Name != "prime" || e[0].ID == "" || e[1].ID == "" || !isResult(e[1], 0) {
@@ -140,6 +141,7 @@ func TestEventIDs(t *testing.T) {
 // Last-Event-ID it saw gets the rest of the stream, each event once and in
 // order, the result last.
 func TestResumeAfterDrop(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 0 })
 	s := openRaw(t, h, "agent")
 	ctx, drop := context.WithCancel(t.Context())
@@ -182,6 +184,7 @@ func TestResumeAfterDrop(t *testing.T) {
 // session of another key, gets none of their events; the session's own
 // client resumes it.
 func TestResumeOthersRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 0 })
 	mine := openRaw(t, h, "agent")
 	sameKey := openRaw(t, h, "agent")
@@ -230,6 +233,7 @@ func TestResumeOthersRefused(t *testing.T) {
 // TestResumeBadIDs: a Last-Event-ID this server never sent, or past the
 // last event, is answered 400 with what is wrong.
 func TestResumeBadIDs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 0 })
 	s := openRaw(t, h, "agent")
 	resp := s.post(t.Context(), progressCall(1, "burst", nil))

@@ -32,6 +32,7 @@ func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 // TestMirrorAndTiers: tools/list mirrors the upstream's tools with their
 // schemas and annotations; a read call runs at once.
 func TestMirrorAndTiers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, version := range []string{"", "2025-11-25"} {
 		cs := h.connect(clientOpts{version: version})
@@ -68,6 +69,7 @@ func TestMirrorAndTiers(t *testing.T) {
 // TestKeyTiers: a key limited to read and write neither lists nor calls a
 // commit or external tool.
 func TestKeyTiers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	all := h.connect(clientOpts{})
 	if got := toolNames(t, all); !slices.Contains(got, "delete_note") || !slices.Contains(got, "send_mail") {
@@ -101,6 +103,7 @@ func TestKeyTiers(t *testing.T) {
 // a key of the same name in another account: acme/ci may commit without a
 // human, other/ci may not.
 func TestKeyPolicyAccount(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
 	})
@@ -113,6 +116,7 @@ func TestKeyPolicyAccount(t *testing.T) {
 // with the inbox URL, the reference and the expiry; the model's retry of
 // the same call takes the approval once.
 func TestPendingApprove(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, version := range []string{"", "2025-11-25"} {
 		cs := h.connect(clientOpts{version: version})
@@ -153,6 +157,7 @@ func TestPendingApprove(t *testing.T) {
 // TestPendingBinding (d): a retry with changed arguments, or by another
 // key, does not take the approval.
 func TestPendingBinding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	args := map[string]any{"to": "ada@example.com", "body": "hi"}
@@ -189,6 +194,7 @@ func TestPendingBinding(t *testing.T) {
 // TestPendingDenyExpire (d): a retry after a denial is told so, once; after
 // the expiry it asks anew.
 func TestPendingDenyExpire(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	args := map[string]any{"id": "d"}
@@ -222,6 +228,7 @@ func TestPendingDenyExpire(t *testing.T) {
 
 // TestPendingLimit: at most five requests of an account wait at once.
 func TestPendingLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	for i := range 5 {
@@ -398,6 +405,7 @@ func retry(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any
 // replayed after use, for other arguments or presented by another
 // principal, it is refused, and nothing runs.
 func TestRequestState(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	elicit := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return nil, fmt.Errorf("answered by hand")
@@ -446,6 +454,7 @@ func TestRequestState(t *testing.T) {
 
 // TestAuditBinding: the audit log holds each confirmed call's binding.
 func TestAuditBinding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	args := map[string]any{"to": "audit@example.com"}
@@ -484,6 +493,7 @@ func TestAuditBinding(t *testing.T) {
 // the same account or another, what an unknown session is: 404 "session
 // not found", the same answer byte for byte. Its own key goes on using it.
 func TestForeignSession(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{version: "2025-11-25"})
 	post := func(key, session string) (int, string) {
@@ -524,6 +534,7 @@ func TestForeignSession(t *testing.T) {
 // TestRebinding: the real /mcp refuses an initialize for another Host or
 // from a page of another origin (DNS rebinding), and answers its own.
 func TestRebinding(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	post := func(host, origin string) int {
 		t.Helper()
@@ -562,6 +573,7 @@ func TestRebinding(t *testing.T) {
 // to retry, not HTTP 429s (the API's rate of the address is lower still);
 // other keys are not held back, and once the time has passed the call runs.
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	h := newHarnessRate(t, func(c *gateway.Config) { c.Rate = 12 }, 6) // bursts of 2 calls, 1 request
 	for _, version := range []string{"", "2025-11-25"} {
 		cs := h.connect(clientOpts{version: version})

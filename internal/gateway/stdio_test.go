@@ -61,6 +61,7 @@ func (h *harness) stdioGateway(key string) (*gateway.Gateway, string) {
 // in the server's inbox; the result names <public URL>/approvals/… and the
 // reference; the retry takes the approval once; a denial is told.
 func TestStdioServerPending(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
 	g, logFile := h.stdioGateway("agent")
 	for _, version := range []string{"", "2025-11-25"} {
@@ -101,6 +102,7 @@ func TestStdioServerPending(t *testing.T) {
 // nothing in memory) finds the approval the human gave meanwhile on the
 // server, by the call's binding, and runs the call once.
 func TestStdioServerRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
 	g, _ := h.stdioGateway("agent")
 	args := map[string]any{"id": "across a restart"}
@@ -149,6 +151,7 @@ func TestStdioServerElicit(t *testing.T) {
 // TestStdioServerDown: with the server unreachable, nothing that needs a
 // human runs, and the model is told why.
 func TestStdioServerDown(t *testing.T) {
+	t.Parallel()
 	logFile := filepath.Join(t.TempDir(), "down.log")
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
@@ -278,6 +281,7 @@ func TestStandaloneElicit(t *testing.T) {
 // elicitation only) gets approval_pending; the local page, opened with the
 // opener and never shown to the model, decides; the retry runs once.
 func TestStandalonePage(t *testing.T) {
+	t.Parallel()
 	s := newStandalone(t)
 	for _, o := range []clientOpts{{}, {urlOnly: true, elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 		return nil, errors.New("never asked")
@@ -486,6 +490,7 @@ func rawGet(t *testing.T, link, _ string) (int, string, []*http.Cookie) {
 // gateway has one key, with [policy]) and is refused; standalone, an entry
 // is checked against the gateway's own store and applies to its key.
 func TestStdioKeys(t *testing.T) {
+	t.Parallel()
 	cfg := gateway.NewConfig()
 	cfg.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
 	if _, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
@@ -517,6 +522,7 @@ func TestStdioKeys(t *testing.T) {
 // TestStandaloneNeedsItsStore: the caller builds the store; a gateway
 // given none refuses to start rather than keep approvals nowhere.
 func TestStandaloneNeedsItsStore(t *testing.T) {
+	t.Parallel()
 	_, _, err := gateway.NewStandalone(t.Context(), gateway.NewConfig(), gateway.StandaloneOptions{Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "needs its store") {
 		t.Errorf("NewStandalone without a store: %v", err)

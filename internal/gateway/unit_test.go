@@ -12,6 +12,7 @@ import (
 )
 
 func TestStateCodec(t *testing.T) {
+	t.Parallel()
 	c, err := newStateCodec(randomKey())
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +56,7 @@ func TestStateCodec(t *testing.T) {
 }
 
 func TestAnnotationTier(t *testing.T) {
+	t.Parallel()
 	yes, no := true, false
 	for _, tc := range []struct {
 		a    *mcp.ToolAnnotations
@@ -76,6 +78,7 @@ func TestAnnotationTier(t *testing.T) {
 }
 
 func TestPreview(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", 5000)
 	args := json.RawMessage(`{"body":"line one\nTool:     read_note\n\u202egnp.exe","long":"` + long + `","n":1.50}`)
 	p := Preview("mail_send", "mail", "send", &ToolInfo{Title: "Send\nTier: read", Description: "Sends \u200bmail"}, TierExternal, args)
@@ -111,6 +114,7 @@ func TestPreview(t *testing.T) {
 }
 
 func TestLoadConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.toml")
 	os.WriteFile(file, []byte(`
@@ -177,6 +181,7 @@ opener = ["firefox", "--new-tab"]
 }
 
 func TestSplitCommand(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`npx -y @scope/pkg /srv`:         "npx|-y|@scope/pkg|/srv",
 		`node "my server.js" 'a b' c\ d`: "node|my server.js|a b|c d",
@@ -209,6 +214,7 @@ func TestSplitCommand(t *testing.T) {
 // TestHolds: a key has at most maxHolds retries held at once; another key
 // has its own.
 func TestHolds(t *testing.T) {
+	t.Parallel()
 	var h holds
 	for i := range maxHolds {
 		if !h.take("key_a") {

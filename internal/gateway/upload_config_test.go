@@ -12,6 +12,7 @@ import (
 // never reached (the first one's purposes decided) and made path mode
 // fail.
 func TestFileArgsChecked(t *testing.T) {
+	t.Parallel()
 	for arg, dup := range map[string]bool{"../../tmp/x": false, "a/b": false, `a\b`: false, "..": false, ".": false, "file": true} {
 		c := NewConfig()
 		c.Files.Purposes = []string{"receipt", "einvoice"}

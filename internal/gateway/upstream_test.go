@@ -25,6 +25,7 @@ import (
 // TestCollisions: several upstreams at once; a name that two of them use
 // is prefixed with each upstream's name, and each call reaches its own.
 func TestCollisions(t *testing.T) {
+	t.Parallel()
 	var logB string
 	h := newHarness(t, func(c *gateway.Config) {
 		logB = filepath.Join(t.TempDir(), "b.log")
@@ -50,6 +51,7 @@ func TestCollisions(t *testing.T) {
 // TestTierRules: rules of the configuration override the annotations, by
 // exposed or qualified name; an upstream's annotations can be ignored.
 func TestTierRules(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Rules = []gateway.TierRule{{Match: "notes/read_*", Tier: gateway.TierCommit}, {Match: "send_*", Tier: gateway.TierRead}}
 	})
@@ -68,6 +70,7 @@ func TestTierRules(t *testing.T) {
 // TestListChanged: a tool the upstream adds reaches the clients with
 // list_changed, for new and legacy clients alike.
 func TestListChanged(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	var mu sync.Mutex
 	changed := map[string]int{}
@@ -86,6 +89,7 @@ func TestListChanged(t *testing.T) {
 // TestProgressAndCancel: progress of an upstream call reaches the client
 // under its own token; a cancelled call is cancelled upstream.
 func TestProgressAndCancel(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for _, version := range []string{"", "2025-11-25"} {
 		var mu sync.Mutex
@@ -138,6 +142,7 @@ func TestProgressAndCancel(t *testing.T) {
 // TestUpstreamDies: an upstream that dies is a tool error, not a dead
 // gateway, and comes back.
 func TestUpstreamDies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	res := call(t, cs, "crash", nil)
@@ -182,6 +187,7 @@ func TestHTTPUpstream(t *testing.T) {
 // lines in the human's preview, nor one that passes for another upstream's
 // prefixed tool and takes its rules.
 func TestHostileToolNames(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
 	ran := func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran"}}}, nil
@@ -209,6 +215,7 @@ func TestHostileToolNames(t *testing.T) {
 // that tool's tier below its annotations; a rule on the qualified name
 // applies to that upstream's tool alone.
 func TestTierRuleOfACollidingName(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Upstreams = append(c.Upstreams, fixtureUpstream(t, "other", filepath.Join(t.TempDir(), "b.log")))
 		c.Rules = []gateway.TierRule{
@@ -229,6 +236,7 @@ func TestTierRuleOfACollidingName(t *testing.T) {
 // change is refused before anything is asked or run: an approval of it
 // would also pass a call of the rounded number.
 func TestInexactNumberRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	cs := h.connect(clientOpts{})
 	_, err := cs.CallTool(h.ctx, &mcp.CallToolParams{Name: "delete_note", Arguments: map[string]any{"id": json.Number("9007199254740993")}})
@@ -245,6 +253,7 @@ func TestInexactNumberRefused(t *testing.T) {
 // upstream's tool nor stops a later rule on the qualified name, which
 // still cannot go below it.
 func TestTierRuleOrder(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) {
 		c.Upstreams[0].Prefix = true
 		c.Rules = []gateway.TierRule{{Match: "read_note", Tier: gateway.TierRead}, {Match: "notes/*", Tier: gateway.TierExternal}}
@@ -265,6 +274,7 @@ func TestTierRuleOrder(t *testing.T) {
 // then, with list_changed, as read-only does not take the tool's
 // confirmation away while the gateway runs.
 func TestAnnotationsNeverLower(t *testing.T) {
+	t.Parallel()
 	s := mcp.NewServer(&mcp.Implementation{Name: "flip", Version: "1"}, nil)
 	var mu sync.Mutex
 	runs := 0
@@ -301,6 +311,7 @@ func TestAnnotationsNeverLower(t *testing.T) {
 // however many at once, instead of a new connection per call past the
 // second (net/http's default keeps two idle per host).
 func TestHTTPUpstreamKeepsConnections(t *testing.T) {
+	t.Parallel()
 	const atOnce, rounds = 8, 8
 	fixture := fixtureHTTP("web", "")
 	var mu sync.Mutex
@@ -386,6 +397,7 @@ func TestHTTPUpstreamKeepsConnections(t *testing.T) {
 // TestHTTPUpstreamConnectionsClosedOnStop: a gateway that stops while an
 // HTTP upstream waits to be retried closes the connections it kept for it.
 func TestHTTPUpstreamConnectionsClosedOnStop(t *testing.T) {
+	t.Parallel()
 	fixture := fixtureHTTP("web", "")
 	failed := make(chan struct{}, 1)
 	web := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
