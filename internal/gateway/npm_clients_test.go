@@ -265,13 +265,18 @@ func TestInspectorCLI(t *testing.T) {
 		{[]string{"--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=from the Inspector"}, "", "",
 			obj{"result": obj{"content": []any{obj{"type": "text", "text": "Echo: from the Inspector"}}}}},
 	} {
-		got := inspector(t, h, tc.args...)
-		if tc.list != "" {
-			result, _ := got.(obj)["result"].(obj)
-			list, _ := result[tc.list].([]any)
-			got = sortBy(list, tc.by)
-		}
-		wantJSON(t, strings.Join(tc.args, " "), got, tc.want)
+		// Each CLI is a process of its own: they run side by side, after
+		// the calls of get-sum below.
+		t.Run(strings.Join(tc.args[1:], " "), func(t *testing.T) {
+			t.Parallel()
+			got := inspector(t, h, tc.args...)
+			if tc.list != "" {
+				result, _ := got.(obj)["result"].(obj)
+				list, _ := result[tc.list].([]any)
+				got = sortBy(list, tc.by)
+			}
+			wantJSON(t, strings.Join(tc.args, " "), got, tc.want)
+		})
 	}
 
 	sum := []string{"--method", "tools/call", "--tool-name", "get-sum", "--tool-args-json", `{"a":2,"b":3}`}
