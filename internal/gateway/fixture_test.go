@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +36,15 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "fixture:", err)
 		}
 		os.Exit(0)
+	}
+	// The tests wait on child processes (the fixture, Node, Chromium) and
+	// the network far more than they compute: unless -test.parallel says
+	// otherwise, more of them run at once than the default of one a core.
+	flag.Parse()
+	parallelSet := false
+	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
+	if !parallelSet {
+		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
 	}
 	os.Exit(m.Run())
 }
