@@ -121,7 +121,9 @@ func TestElicitUnanswerable(t *testing.T) {
 // unanswered has it withdrawn after the hold and gets approval_pending,
 // before its own request timeout; the retry takes the approval.
 func TestElicitUnanswered(t *testing.T) {
-	t.Parallel()
+	// Not in parallel: the hold's withdrawal is timed from the call's
+	// start, and a machine so loaded that the request takes the whole hold
+	// to be made never withdraws the elicitation.
 	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
 	g, logFile := h.stdioGateway("agent") // hold 300 ms
 	withdrawn := make(chan error, 1)

@@ -226,10 +226,8 @@ func (c *tsClient) result(m map[string]any) (string, map[string]any) {
 // elicitation it gets elicitation/create on its session.
 func TestTypeScriptClient(t *testing.T) {
 	t.Parallel()
-	// The elicitation is answered within the hold: a long one, so that a
-	// loaded machine's slower answer does not end in approval_pending.
-	// Nothing here waits for a hold to end.
-	h := newHarness(t, func(c *gateway.Config) { c.Hold = 20 * time.Second })
+	// The elicitation is answered across a Node process (elicitHold).
+	h := newHarness(t, longHold)
 
 	c := newTSClient(t, h, "agent", "")
 	c.send(map[string]any{"op": "list"})

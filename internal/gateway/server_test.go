@@ -242,6 +242,14 @@ func TestPendingLimit(t *testing.T) {
 	wantStatus(t, call(t, other, "send_mail", map[string]any{"to": "x"}), "approval_pending")
 }
 
+// elicitHold is the hold of tests whose client answers an elicitation,
+// which must come within the hold: long, so that a loaded machine's slow
+// answer is not taken for none. None of them waits for a hold to end.
+const elicitHold = 20 * time.Second
+
+// longHold configures the harness with elicitHold.
+func longHold(c *gateway.Config) { c.Hold = elicitHold }
+
 // elicitVia returns an elicitation handler that decides the pending
 // request of the tool in the inbox with d (none: leaves it pending) and
 // then answers action, recording what it was shown.
@@ -260,9 +268,10 @@ func (h *harness) elicitVia(tool string, d countersign.Decision, action string, 
 // the inbox and the answer to the form continues the call. 2026-07-28
 // clients get it as input_required, older ones as elicitation/create.
 func TestElicitForm(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"", "2025-11-25"} {
 		t.Run("v"+version, func(t *testing.T) {
-			h := newHarness(t, nil)
+			h := newHarness(t, longHold)
 			var seen []*mcp.ElicitParams
 			cs := h.connect(clientOpts{version: version, elicit: h.elicitVia("delete_note", countersign.DecisionApprove, "accept", &seen)})
 			wantRan(t, call(t, cs, "delete_note", map[string]any{"id": "e1"}), "deleted e1")
@@ -295,6 +304,7 @@ func TestElicitForm(t *testing.T) {
 // TestElicitURL (c): a client with URL elicitation is sent to the inbox
 // page of the request itself; the inbox, not the link, proves the account.
 func TestElicitURL(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		version string
@@ -305,7 +315,7 @@ func TestElicitURL(t *testing.T) {
 		{"legacy url only", "2025-11-25", clientOpts{urlOnly: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nil)
+			h := newHarness(t, longHold)
 			var seen []*mcp.ElicitParams
 			o := tc.opts
 			o.version = tc.version
@@ -363,7 +373,8 @@ func TestElicitHold(t *testing.T) {
 
 // TestElicitExpire: an answer after the request expired runs nothing.
 func TestElicitExpire(t *testing.T) {
-	h := newHarness(t, nil)
+	t.Parallel()
+	h := newHarness(t, longHold)
 	for _, version := range []string{"", "2025-11-25"} {
 		cs := h.connect(clientOpts{version: version, elicit: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			h.clock.Advance(11 * time.Minute)

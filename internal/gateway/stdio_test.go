@@ -44,9 +44,15 @@ func stdioConnect(t *testing.T, g *gateway.Gateway, o clientOpts) *mcp.ClientSes
 // server, asked through the API with the key, the fixture as upstream.
 func (h *harness) stdioGateway(key string) (*gateway.Gateway, string) {
 	h.t.Helper()
+	return h.stdioGatewayHold(key, 300*time.Millisecond)
+}
+
+// stdioGatewayHold is stdioGateway with another hold.
+func (h *harness) stdioGatewayHold(key string, hold time.Duration) (*gateway.Gateway, string) {
+	h.t.Helper()
 	logFile := filepath.Join(h.t.TempDir(), "stdio.log")
 	cfg := gateway.NewConfig()
-	cfg.Hold = 300 * time.Millisecond
+	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(h.t, "notes", logFile)}
 	g, err := gateway.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
 	if err != nil {
@@ -126,8 +132,9 @@ func TestStdioServerRestart(t *testing.T) {
 // TestStdioServerElicit (a, b, c over stdio with a server): the elicitation
 // carries the preview and the inbox link; the inbox decides.
 func TestStdioServerElicit(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
-	g, logFile := h.stdioGateway("agent")
+	g, logFile := h.stdioGatewayHold("agent", elicitHold)
 	for _, version := range []string{"", "2025-11-25"} {
 		var seen []*mcp.ElicitParams
 		cs := stdioConnect(t, g, clientOpts{version: version, elicit: h.elicitVia("send_mail", countersign.DecisionApprove, "accept", &seen)})
@@ -197,9 +204,15 @@ func standaloneOptions(t *testing.T, dir string, o gateway.StandaloneOptions) ga
 
 func newStandalone(t *testing.T) *standalone {
 	t.Helper()
+	return newStandaloneHold(t, 300*time.Millisecond)
+}
+
+// newStandaloneHold is newStandalone with another hold.
+func newStandaloneHold(t *testing.T, hold time.Duration) *standalone {
+	t.Helper()
 	s := &standalone{logFile: filepath.Join(t.TempDir(), "calls.log"), dir: t.TempDir()}
 	cfg := gateway.NewConfig()
-	cfg.Hold = 300 * time.Millisecond
+	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", s.logFile)}
 	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, s.dir, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
 		Open: func(u string) error {
@@ -250,7 +263,8 @@ func (s *standalone) audit(t *testing.T) []string {
 // TestStandaloneElicit: without a server, the user's answer to the form is
 // the decision (ADR 0003), for new and legacy clients.
 func TestStandaloneElicit(t *testing.T) {
-	s := newStandalone(t)
+	t.Parallel()
+	s := newStandaloneHold(t, elicitHold)
 	for _, version := range []string{"", "2025-11-25"} {
 		var seen []string
 		answer := "accept"
