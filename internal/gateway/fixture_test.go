@@ -46,7 +46,11 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if sharedChromium.stop != nil {
+		sharedChromium.stop()
+	}
+	os.Exit(code)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -46,23 +46,48 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// newBrowser starts a headless Chromium with a fresh profile, the way the
-// inbox's browser tests do.
+// chromium is one headless Chromium for the package's browser tests,
+// started by the first of them and ended by TestMain.
+var sharedChromium struct {
+	once sync.Once
+	ctx  context.Context // its first tab's, which holds the browser
+	err  error
+	stop func()
+}
+
+// newBrowser opens a tab of the shared Chromium in a browser context of
+// its own: its cookies and storage are the test's alone, as with a fresh
+// profile, the way the inbox's browser tests start a browser.
 func newBrowser(t *testing.T, exe string) context.Context {
 	t.Helper()
-	budget, cancelBudget := context.WithTimeout(context.Background(), 90*time.Second)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()),
-	)
-	alloc, cancelAlloc := chromedp.NewExecAllocator(budget, opts...)
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	t.Cleanup(func() { cancelCtx(); cancelAlloc(); cancelBudget() })
+	c := &sharedChromium
+	c.once.Do(func() {
+		dir, err := os.MkdirTemp("", "countersign-chromium-")
+		if err != nil {
+			c.err = err
+			return
+		}
+		opts := append(chromedp.DefaultExecAllocatorOptions[:],
+			chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+			chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true),
+			chromedp.Flag("disable-sync", true),
+			chromedp.NoFirstRun, chromedp.UserDataDir(dir),
+		)
+		alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelCtx := chromedp.NewContext(alloc)
+		c.ctx, c.stop = ctx, func() { cancelCtx(); cancelAlloc(); os.RemoveAll(dir) }
+		// The browser lives as long as the context of its first run.
+		c.err = chromedp.Do(ctx)
+	})
+	if c.err != nil {
+		t.Fatalf("start Chromium: %v", c.err)
+	}
+	budget, cancelBudget := context.WithTimeout(c.ctx, 90*time.Second)
+	ctx, cancelCtx := chromedp.NewContext(budget, chromedp.WithNewBrowserContext())
+	t.Cleanup(func() { cancelCtx(); cancelBudget() })
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("start Chromium: %v", err)
+		t.Fatalf("open a tab of Chromium: %v", err)
 	}
 	return ctx
 }

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"strings"
@@ -38,15 +37,7 @@ func TestStandalonePageChromium(t *testing.T) {
 		t.Fatalf("file %q", content)
 	}
 
-	budget, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-	defer cancel()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
-	alloc, cancelAlloc := chromedp.NewExecAllocator(budget, opts...)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	defer cancelCtx()
+	ctx := newBrowser(t, exe)
 	text := func() string {
 		v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
 		return v
