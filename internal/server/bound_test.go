@@ -16,6 +16,7 @@ import (
 // limits are stored with a preview and an arguments text within their
 // bounds, and their page, the inbox and the API's answer stay small.
 func TestWorstRequestBounded(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	// Every ' is &#39; on a page, five times its size, and one byte in
@@ -61,6 +62,7 @@ func TestWorstRequestBounded(t *testing.T) {
 // TestInboxRowsBounded: an inbox row shows the beginning of a long preview
 // and action and the first reasons, each with a mark of the cut.
 func TestInboxRowsBounded(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	reasons := []string{"r1", "r2", "r3", "r4", "r5", "r6", "r7"}
@@ -82,6 +84,7 @@ func TestInboxRowsBounded(t *testing.T) {
 // with the request and renders nothing again; only a request stored
 // before the text existed (none stored) is rendered, bounded.
 func TestArgumentsTextShownAsStored(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	first := e.request(e.create(e.agentA, ibTool("s1")).ID)

@@ -34,6 +34,7 @@ const tooDeepMessage = "the body nests objects and arrays deeper than the limit 
 // 400 that names it and changes nothing; a body exactly at the limit is
 // taken.
 func TestAPIDepthLimit(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	body := func(argsDepth int) string {
 		return `{"kind":"tool","action":"x","arguments":` + nestedJSON(argsDepth) + `,"preview":"p"}`
@@ -66,6 +67,7 @@ func TestAPIDepthLimit(t *testing.T) {
 // takes an object tool_input, and the delete route gets past the depth to
 // the check of its fields.
 func TestSeedDepthLimit(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	post := func(path, header, body string) sdResp {
 		return e.post(path, header, []byte(body), sdSign(e.seed, []byte(body)))
@@ -118,6 +120,7 @@ func errorMessage(body []byte) string {
 // before the MCP handler sees it, with a JSON-RPC error that names the
 // limit; one at the limit reaches the handler whole.
 func TestMCPDepthLimit(t *testing.T) {
+	t.Parallel()
 	var got []string
 	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -154,6 +157,7 @@ func TestMCPDepthLimit(t *testing.T) {
 // neither the depth check nor the body: what follows it is checked too,
 // and a body with anything after its object is refused.
 func TestDepthAfterTheBody(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	body := `{"kind":"tool","action":"x","arguments":{},"preview":"p"}`
 	before := s.snapshot()

@@ -18,6 +18,7 @@ var replicaKey = bytes.Repeat([]byte{9}, 32)
 // takes the grant's access token as the /mcp endpoint does, and still
 // answers another grant's token as for an unknown id.
 func TestInternalUploadOAuth(t *testing.T) {
+	t.Parallel()
 	var holder *files.Store
 	e := fSetup(t, oaMCP, func(c *server.Config) {
 		l, err := files.NewLocator(replicaKey, "http://"+c.PublicURL.Host)

@@ -16,6 +16,7 @@ import (
 // store is gone), an upload is refused and not kept, and a download
 // serves no byte.
 func TestFilesAuditFailsClosed(t *testing.T) {
+	t.Parallel()
 	broken, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "audit.db"))
 	if err != nil {
 		t.Fatal(err)

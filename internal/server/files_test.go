@@ -14,6 +14,7 @@ import (
 // TestDownloadHeaders: a kept file is served to a session of its account
 // only, always as a sandboxed attachment, at most five times.
 func TestDownloadHeaders(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	html := []byte("<html><body><script>document.title='pwned'</script></body></html>")
 	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "../page\".html", "text/html", append([]byte(nil), html...))
@@ -50,6 +51,7 @@ func TestDownloadHeaders(t *testing.T) {
 // TestRequestPageFiles: the request of a call that carries an upload
 // shows its kind, size and SHA-256, with a download link, to the account.
 func TestRequestPageFiles(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
 	page := e.page(owner)
@@ -80,6 +82,7 @@ func TestRequestPageFiles(t *testing.T) {
 // (a note, another key's upload, an escaped id) is not shown as the call's
 // file.
 func TestRequestPageFilesOnlyCarried(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	fill := func(p files.Principal) *files.Record {
 		page := e.page(p)
@@ -109,6 +112,7 @@ func TestRequestPageFilesOnlyCarried(t *testing.T) {
 // TestDownloadHead: a HEAD request (a download manager's first look)
 // answers the headers without counting one of the link's downloads.
 func TestDownloadHead(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "r.pdf", "", append([]byte(nil), receipt...))
 	if err != nil {

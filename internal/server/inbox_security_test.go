@@ -17,6 +17,7 @@ import (
 // one, another session's or another approver's is refused and decides
 // nothing.
 func TestInboxCSRF(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s1, s2, bob := e.signIn("alice"), e.signIn("alice"), e.signIn("bob")
 	if s1.csrf == s2.csrf {
@@ -60,6 +61,7 @@ func TestInboxCSRF(t *testing.T) {
 // A decision must come from the inbox itself: Origin equal to the public
 // origin, or no Origin with Sec-Fetch-Site: same-origin.
 func TestInboxOrigin(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
@@ -108,6 +110,7 @@ func TestInboxOrigin(t *testing.T) {
 // Every page route answers 421 for another Host, even to a signed-in
 // browser (DNS rebinding), and changes nothing.
 func TestInboxWrongHost(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
@@ -157,6 +160,7 @@ func TestInboxWrongHost(t *testing.T) {
 // under https, plain name without; HttpOnly, SameSite=Lax, Path=/ and no
 // Domain either way; the session for 12 hours, the device for 180 days.
 func TestInboxCookieAttributes(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, public, cookie, device string
 		secure                       bool
@@ -217,6 +221,7 @@ func TestInboxCookieAttributes(t *testing.T) {
 // Every sign-in gets a new session id: a cookie planted beforehand never
 // becomes a session, and signing in again never reuses the old id.
 func TestInboxNewSessionIDAtSignIn(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	const planted = "planted-by-someone-else-0123456789abcdef"
 	creds := url.Values{"username": {"alice"}, "password": {ibPassword}}
@@ -247,6 +252,7 @@ func TestInboxNewSessionIDAtSignIn(t *testing.T) {
 // /64): the sixth is refused even with the right password, and another
 // address is not affected.
 func TestInboxSigninLimit(t *testing.T) {
+	t.Parallel()
 	wrong := url.Values{"username": {"alice"}, "password": {"not the password"}}
 	right := url.Values{"username": {"alice"}, "password": {ibPassword}}
 	signin := func(e *ibEnv, form url.Values, from string) ibResp {
@@ -315,6 +321,7 @@ func TestInboxSigninLimit(t *testing.T) {
 // A session ends with sign out, sign out everywhere (all of that
 // approver's, nobody else's), removal from the account and a new password.
 func TestInboxSessionRevocation(t *testing.T) {
+	t.Parallel()
 	t.Run("sign out", func(t *testing.T) {
 		e := ibSetup(t)
 		s, other := e.signIn("alice"), e.signIn("alice")

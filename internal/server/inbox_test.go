@@ -17,6 +17,7 @@ import (
 // next, after sign-in, goes only to the server's own pages; anything else
 // goes to the inbox.
 func TestInboxNext(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	cases := []struct{ next, want string }{
@@ -59,6 +60,7 @@ func TestInboxNext(t *testing.T) {
 // GET never changes anything: the routes that change state take only
 // POST, whatever the query says.
 func TestInboxGetChangesNothing(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
@@ -84,6 +86,7 @@ func TestInboxGetChangesNothing(t *testing.T) {
 
 // Every page, whatever its status, carries the security headers.
 func TestInboxSecurityHeaders(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
@@ -141,6 +144,7 @@ func ibWantPageHeaders(t *testing.T, what string, h http.Header) {
 // Another account's request is as unknown as one that never existed: the
 // same status and the same page, on view and on decision.
 func TestInboxOtherAccountNotFound(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	mine, theirs := e.create(e.agentA, ibTool("s1")), e.create(e.agX, ibTool("s1"))
@@ -209,6 +213,7 @@ func ibWantEscaped(t *testing.T, what, body string) {
 
 // Whatever an agent sends is shown escaped, on every page that shows it.
 func TestInboxEscaping(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	args, err := json.Marshal(map[string]string{"command": ibEvil})
@@ -252,6 +257,7 @@ func TestInboxEscaping(t *testing.T) {
 // The decision form: approve, deny with a reason, answer, stop, approve
 // for a while; bad input and late decisions get a page that says why.
 func TestInboxDecisionForm(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	decide := func(id string, form url.Values) {
@@ -387,6 +393,7 @@ func TestInboxDecisionForm(t *testing.T) {
 // The event stream needs a session, and rings for the session's account
 // only.
 func TestInboxEvents(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	e.get("/approvals/events").wantRedirect(t, "events without a session", "/signin?next=%2Fapprovals%2Fevents")
 	e.get("/approvals/events", e.as("no-such-session")).wantRedirect(t, "events with a stale cookie", "/signin?next=%2Fapprovals%2Fevents")
@@ -461,6 +468,7 @@ func TestInboxEvents(t *testing.T) {
 // An approver of two accounts sees one at a time and switches between
 // them; nobody switches into an account they do not belong to.
 func TestInboxAccountSwitch(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	acme, other := e.create(e.agentA, ibTool("s1")), e.create(e.agX, ibTool("s1"))
 	carol := e.signIn("carol")

@@ -10,6 +10,7 @@ import (
 )
 
 func TestMCPNotConfigured(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	msg := s.call(http.MethodPost, "/mcp", s.keyA, `{}`).wantError(t, "POST /mcp", http.StatusNotFound, "not_found")
 	if msg != "no MCP upstreams are configured on this server; start it with --mcp-config FILE" {
@@ -22,6 +23,7 @@ func TestMCPNotConfigured(t *testing.T) {
 // limits the calls of keys, as tool errors), and once it is spent, nothing
 // from that address gets through.
 func TestMCPEndpoint(t *testing.T) {
+	t.Parallel()
 	s := newServer(t, func(c *server.Config, _ *approval.Config) {
 		c.RatePerMinute = 12 // a burst of 2
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +57,7 @@ func (s *testServer) mcpRequest(key, origin string) *http.Request {
 // no page of another origin, as the pages do, so that a DNS-rebinding
 // page cannot reach it under its own name.
 func TestMCPRebinding(t *testing.T) {
+	t.Parallel()
 	reached := 0
 	s := newServer(t, func(c *server.Config, _ *approval.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ })

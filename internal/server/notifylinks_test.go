@@ -43,6 +43,7 @@ func nlDo(t *testing.T, s *testServer, method, token, origin string, form url.Va
 }
 
 func TestTokenLinks(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	const origin = "https://approve.example.com"
 	r, tokens := nlRequest(t, s, approval.LinkApprove, approval.LinkDeny, approval.LinkStop, approval.LinkAutoApprove)
@@ -115,6 +116,7 @@ func TestTokenLinks(t *testing.T) {
 // TestTokenLinkDecidesItsRequest: a link decides its own request and no
 // other, even of another account.
 func TestTokenLinkDecidesItsRequest(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	r1, t1 := nlRequest(t, s, approval.LinkApprove)
 	agent, _ := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyX)

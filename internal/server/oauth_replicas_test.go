@@ -25,6 +25,7 @@ import (
 // first; the grant is revoked through the second (as the inbox of another
 // replica, or the CLI, would); the first refuses the token at once.
 func TestGrantRevocationReplicas(t *testing.T) {
+	t.Parallel()
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "c.db")
 		open := func() countersign.Store {

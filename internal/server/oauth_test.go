@@ -142,6 +142,7 @@ func (e *ibEnv) mcpStatus(token string) (int, http.Header) {
 // whose metadata lists the endpoints, S256, the grant types, public
 // clients and the scopes.
 func TestOAuthDiscovery(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t, oaMCP)
 	st, h := e.mcpStatus("")
 	want := `Bearer resource_metadata="` + e.base + `/.well-known/oauth-protected-resource/mcp"`
@@ -183,6 +184,7 @@ func TestOAuthDiscovery(t *testing.T) {
 // TestOAuthRegistration: every metadata value is validated; bad ones get
 // the RFC 7591 error and register nothing.
 func TestOAuthRegistration(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	for _, tc := range []struct{ name, body, code string }{
 		{"http on a public host", `{"redirect_uris":["http://evil.example/cb"]}`, "invalid_redirect_uri"},
@@ -231,6 +233,7 @@ func TestOAuthRegistration(t *testing.T) {
 // browser that consented is signed in for the account, and its session
 // ends with the grant.
 func TestOAuthFlow(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t, oaMCP)
 	c := e.registerClient(oaCallback)
 	q := e.authzQuery(c)
@@ -322,6 +325,7 @@ func TestOAuthFlow(t *testing.T) {
 // TestOAuthHostile: each broken or hostile request is refused with the
 // standard error, and a replay revokes the grant.
 func TestOAuthHostile(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t, oaMCP)
 	c := e.registerClient(oaCallback)
 	alice := e.signIn("alice")
@@ -510,6 +514,7 @@ func TestOAuthHostile(t *testing.T) {
 // token never reaches other's approvals, and the browser its consent
 // signed in sees acme's inbox and nothing of other's.
 func TestOAuthAccounts(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t, oaMCP)
 	c := e.registerClient(oaCallback)
 	carol := e.signIn("carol") // a member of both
@@ -557,6 +562,7 @@ func (e *ibEnv) authenticator() *approval.Authenticator {
 // TestOAuthRateLimits: one address cannot register clients or call the
 // token endpoint without bound.
 func TestOAuthRateLimits(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	body := `{"redirect_uris":["` + oaCallback + `"],"token_endpoint_auth_method":"none"}`
 	limited := func(path, ct, body string) bool {
@@ -583,6 +589,7 @@ func TestOAuthRateLimits(t *testing.T) {
 // TestConsentEscapes: what a client declares about itself reaches the
 // consent page and the grants page as text only.
 func TestConsentEscapes(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	var out map[string]any
 	body := `{"client_name":"<img src=x onerror=alert(1)>\"'","redirect_uris":["` + oaCallback + `"],"token_endpoint_auth_method":"none"}`

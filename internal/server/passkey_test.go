@@ -31,6 +31,7 @@ func pkCommit(n string) client.CreateInput {
 // needed, and nothing changes. Deny stays one click, and a plain request
 // is approved as before.
 func TestStepUpRefusesScripts(t *testing.T) {
+	t.Parallel()
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, pkCommit("/srv/a"))
@@ -85,6 +86,7 @@ func TestStepUpRefusesScripts(t *testing.T) {
 // TestPasskeyRoutesRefuse: the ceremonies' routes refuse what they must:
 // no session, another site, a begin for another decision than approve.
 func TestPasskeyRoutesRefuse(t *testing.T) {
+	t.Parallel()
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, pkCommit("/srv/b"))
@@ -117,6 +119,7 @@ func TestPasskeyRoutesRefuse(t *testing.T) {
 // TestPasskeyOnlySignIn: with the password off, a password sign-in is
 // refused exactly as a wrong password is.
 func TestPasskeyOnlySignIn(t *testing.T) {
+	t.Parallel()
 	e := pkSetup(t)
 	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
 		t.Fatal(err)
@@ -133,6 +136,7 @@ func TestPasskeyOnlySignIn(t *testing.T) {
 // TestStepUpLinks: an e-mailed link cannot approve a delete of a
 // protected path under the default policy; its deny link still denies.
 func TestStepUpLinks(t *testing.T) {
+	t.Parallel()
 	e := sdNewWith(t, approval.DefaultStepUp)
 	const id = "del_1700000000_9"
 	e.createDelete(id, "rm -rf /var/www/data")
@@ -154,6 +158,7 @@ func TestStepUpLinks(t *testing.T) {
 // control (U+009B starts an escape sequence in some terminals), a bidi
 // override or a zero-width character is refused before any ceremony.
 func TestPasskeyNameHidden(t *testing.T) {
+	t.Parallel()
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	for _, name := range []string{"lap\u009b2Jtop", "laptop \u202egnp", "lap\u200btop"} {
@@ -169,6 +174,7 @@ func TestPasskeyNameHidden(t *testing.T) {
 // and answer every step-up with it. The approver types the password
 // again; a passkey-only approver adds one through an enrolment link.
 func TestPasskeyRegistrationNeedsPassword(t *testing.T) {
+	t.Parallel()
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	for what, pw := range map[string][]string{"no password": nil, "a wrong password": {"not it"}} {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestSeedClaudeEvents(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	out := e.createEvent("evt_1", "s-1", "Bash")
 	if out["success"] != true || out["event_id"] != "evt_1" {

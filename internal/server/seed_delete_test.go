@@ -19,6 +19,7 @@ import (
 )
 
 func TestSeedDeleteCreate(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	const id = "del_1700000000_12345"
 	payload := e.deletePayload(id, "rm -rf /var/www/data")
@@ -148,6 +149,7 @@ func TestSeedDeleteCreate(t *testing.T) {
 }
 
 func TestSeedDeleteLinks(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	const id = "del_1700000000_1"
 	e.createDelete(id, "rm -rf /var/www/data")
@@ -287,6 +289,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 }
 
 func TestSeedDeleteLinkExpired(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	e.createDelete("del_old_1", "rm -rf /srv/a")
 	e.createDelete("del_old_2", "rm -rf /srv/b")
@@ -309,6 +312,7 @@ func TestSeedDeleteLinkExpired(t *testing.T) {
 }
 
 func TestSeedDeleteList(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	e.createDelete("del_a", "rm -rf /srv/a")
 	e.createDelete("del_b", "rm -rf /srv/b")

@@ -14,6 +14,7 @@ import (
 
 // Every value a seed client sends is escaped on the pages.
 func TestSeedEscaping(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	const script, img = `<script>alert(1)</script>`, `"><img src=x onerror=alert(1)>`
 	command := `rm -rf "/tmp/` + script + `" "/tmp/` + img + `"`

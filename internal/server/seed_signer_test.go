@@ -160,6 +160,7 @@ func sdRunPython(t *testing.T, python string, stdin []byte, args ...string) []by
 // separators=(',', ':')), checked against literal Python output and, when
 // python3 is there, against Python itself.
 func TestSdPythonJSON(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		v    any
 		want string
@@ -201,6 +202,7 @@ func TestSdPythonJSON(t *testing.T) {
 
 // A real Python client, written like the seed's, works against the server.
 func TestSeedPythonClient(t *testing.T) {
+	t.Parallel()
 	python := sdPython(t)
 	e := sdNew(t)
 	const deleteID, eventID = "del_1700000000_4242", "evt_py_1"

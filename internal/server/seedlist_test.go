@@ -14,6 +14,7 @@ import (
 // however many newer v1 and MCP requests the account has, more than the
 // longest list among them, rm ones of the v1 API included.
 func TestSeedListsBehindNewerRequests(t *testing.T) {
+	t.Parallel()
 	e := sdNew(t)
 	e.createDelete("del_old", "rm -rf /srv/old")
 	e.createEvent("evt_old", "s-1", "Bash")

@@ -61,6 +61,7 @@ func (e *ibEnv) wantLimited(r ibResp, what string, retryAfter int, reason string
 // One address gets at most 5 attempts in any 60 s and 20 in any hour,
 // exactly: no burst on top, no refill before an attempt leaves the window.
 func TestSigninLimitExact(t *testing.T) {
+	t.Parallel()
 	clock, opt := siClock(t)
 	e := ibSetup(t, opt)
 	const from = "203.0.113.7"
@@ -105,6 +106,7 @@ func TestSigninLimitExact(t *testing.T) {
 // approver's known browser (its device cookie) signs in through the flood,
 // while another approver's device cookie does not help.
 func TestSigninLimitPerUsername(t *testing.T) {
+	t.Parallel()
 	clock, opt := siClock(t)
 	e := ibSetup(t, opt)
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
@@ -150,6 +152,7 @@ func TestSigninLimitPerUsername(t *testing.T) {
 // cookie gives a guesser 5 guesses a minute, and none past the username's
 // limit.
 func TestSigninKnownDeviceLimit(t *testing.T) {
+	t.Parallel()
 	_, opt := siClock(t)
 	e := ibSetup(t, opt)
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
@@ -165,6 +168,7 @@ func TestSigninKnownDeviceLimit(t *testing.T) {
 // A sign-in that cannot start its password check within the wait is
 // answered 429 at once, says so, and does not count as a failure.
 func TestSigninBusy(t *testing.T) {
+	t.Parallel()
 	slots := approval.NewHashSlots(2)
 	e := ibSetup(t, siSlots(slots, time.Millisecond))
 	for range 2 {
@@ -185,6 +189,7 @@ func TestSigninBusy(t *testing.T) {
 // A known browser's password check goes ahead of unknown ones that queued
 // earlier.
 func TestSigninKnownDeviceFirst(t *testing.T) {
+	t.Parallel()
 	slots := approval.NewHashSlots(1)
 	e := ibSetup(t, siSlots(slots, time.Minute))
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
@@ -267,6 +272,7 @@ func TestSigninKnownDeviceFirst(t *testing.T) {
 // and over with their own password, or with many device cookies, does not
 // take the password checks from everyone else's browsers.
 func TestSigninKnownPerUsername(t *testing.T) {
+	t.Parallel()
 	_, opt := siClock(t)
 	e := ibSetup(t, opt)
 	var cookies []ibMod
@@ -289,6 +295,7 @@ func TestSigninKnownPerUsername(t *testing.T) {
 // do not use up its username's known attempts: once the server is free,
 // it signs in ahead of the limits again.
 func TestSigninKnownBusyNotCounted(t *testing.T) {
+	t.Parallel()
 	slots := approval.NewHashSlots(2)
 	e := ibSetup(t, siSlots(slots, time.Millisecond))
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))

@@ -10,6 +10,7 @@ import (
 // made-up keys never reset the count of the key under attack. Keys whose
 // times have all left the window make room again.
 func TestSlidingLogFullKeepsCounts(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := newSlidingLog(3, window{5, time.Minute}, window{20, time.Hour})
 	for range 5 {

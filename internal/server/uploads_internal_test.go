@@ -9,6 +9,7 @@ import (
 // under ADR 0008's (no 10 s pause, 16 KB/s after 10 s, 90 s in all), and
 // one configured with limits under those.
 func TestDefaultBodyLimits(t *testing.T) {
+	t.Parallel()
 	want := BodyLimits{Total: 90 * time.Second, Stall: 10 * time.Second, Grace: 10 * time.Second, MinRate: 16 << 10}
 	if DefaultBodyLimits != want {
 		t.Fatalf("DefaultBodyLimits %+v, want %+v", DefaultBodyLimits, want)

@@ -85,6 +85,7 @@ func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods 
 var receipt = []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n")
 
 func TestUploadPage(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
 	page := e.page(owner, "application/pdf", "image/*")
@@ -158,6 +159,7 @@ func TestUploadPage(t *testing.T) {
 // TestUploadDeclaredTooLarge: a body that declares more than 20 MiB is
 // refused before a byte of it is read, and frees its slot.
 func TestUploadDeclaredTooLarge(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t)
 	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
 	page := e.page(owner)
@@ -208,6 +210,7 @@ func readStatus(t *testing.T, conn net.Conn) int {
 // down (a 500 ms stall, far from the total and with the rate not yet
 // counted), and TestDefaultBodyLimits holds the server's own durations.
 func TestUploadStall(t *testing.T) {
+	t.Parallel()
 	lim := server.BodyLimits{Total: 30 * time.Second, Stall: 500 * time.Millisecond, Grace: time.Minute, MinRate: 16 << 10}
 	e := fSetup(t, func(c *server.Config) { c.UploadLimits = lim })
 	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
@@ -230,6 +233,7 @@ func TestUploadStall(t *testing.T) {
 // has passed (the limits scaled down: 400 ms of grace, 16 KB/s), and the
 // slot is free again.
 func TestUploadTrickle(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t, func(c *server.Config) {
 		c.UploadLimits = server.BodyLimits{Total: 30 * time.Second, Stall: 2 * time.Second, Grace: 400 * time.Millisecond, MinRate: 16 << 10}
 	})
@@ -261,6 +265,7 @@ func TestUploadTrickle(t *testing.T) {
 // TestUploadTotal: a body that keeps its pace but outlasts the total is
 // cut off too.
 func TestUploadTotal(t *testing.T) {
+	t.Parallel()
 	e := fSetup(t, func(c *server.Config) {
 		c.UploadLimits = server.BodyLimits{Total: 600 * time.Millisecond, Stall: 300 * time.Millisecond, Grace: time.Minute, MinRate: 1}
 	})

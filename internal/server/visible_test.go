@@ -35,6 +35,7 @@ func wantShown(t *testing.T, what, body string) {
 // TestInboxShowsHiddenCharacters: the inbox and the request page show
 // every hidden character an agent sent as an escape.
 func TestInboxShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	r := e.create(e.agentA, client.CreateInput{Kind: "rm", Action: "rm -rf " + hiddenText, Preview: "rm -rf " + hiddenText})
@@ -45,6 +46,7 @@ func TestInboxShowsHiddenCharacters(t *testing.T) {
 // TestLinkPageShowsHiddenCharacters: the page of a one-time link shows
 // every hidden character an agent sent as an escape.
 func TestLinkPageShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	s := newServer(t)
 	agent, err := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
 	if err != nil {
@@ -68,6 +70,7 @@ func TestLinkPageShowsHiddenCharacters(t *testing.T) {
 // characters of a session's User-Agent (whoever signed in chose it) as
 // escapes, so that one cannot pass for another.
 func TestSessionsPageShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	e := ibSetup(t)
 	r := e.post("/signin", url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}, ibFrom(e.nextAddr()),
 		func(r *http.Request) { r.Header.Set("User-Agent", "Mozilla "+hiddenText) })
