@@ -26,6 +26,27 @@ const (
 // argonKey is argon2.IDKey; tests count the computations through it.
 var argonKey = argon2.IDKey
 
+// argonCost is the cost of the hashes this binary makes. It is a string so
+// that the end-to-end tests, which start many servers each hashing its
+// first approver's password, can build the binary with "test" (-ldflags
+// -X): one pass over 64 KiB. Releases keep "", the parameters above; no
+// flag, variable or file changes it. A check costs what its hash says.
+var argonCost = ""
+
+// argonParams are the parameters of a new hash.
+func argonParams() (passes, memory uint32, threads uint8) {
+	if argonCost == "test" {
+		return 1, 64, 1
+	}
+	return argonTime, argonMemory, argonThreads
+}
+
+// phcHash is an argon2id hash in the PHC string format.
+func phcHash(passes, memory uint32, threads uint8, salt, key []byte) string {
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, memory, passes, threads, b64.EncodeToString(salt), b64.EncodeToString(key))
+}
+
 // PasswordTurn is how a password check waits for its argon2id slot.
 type PasswordTurn struct {
 	// Slots are where the check waits; nil: the process's.
@@ -56,9 +77,9 @@ func idKey(ctx context.Context, turn PasswordTurn, password, salt []byte, time, 
 func HashPassword(password string) string {
 	salt := make([]byte, 16)
 	rand.Read(salt)
-	key, _ := idKey(context.Background(), PasswordTurn{}, []byte(password), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	b64 := base64.RawStdEncoding
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
+	passes, memory, threads := argonParams()
+	key, _ := idKey(context.Background(), PasswordTurn{}, []byte(password), salt, passes, memory, threads, argonKeyLen)
+	return phcHash(passes, memory, threads, salt, key)
 }
 
 // CheckPassword reports whether password matches a hash made by

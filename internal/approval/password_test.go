@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,5 +73,28 @@ func holdSlots(t *testing.T, slots *HashSlots, n int) {
 			t.Fatal(err)
 		}
 		t.Cleanup(slots.Release)
+	}
+}
+
+// TestPasswordHashCost: a release hashes with RFC 9106's second
+// recommendation (64 MiB, 3 passes, here 2 lanes), and so does the dummy
+// hash of unknown names; only a binary linked with argonCost "test" hashes
+// cheaply, and its hashes check as any other.
+func TestPasswordHashCost(t *testing.T) {
+	if argonCost != "" {
+		t.Fatalf("argonCost is %q, want \"\" in a build without -ldflags", argonCost)
+	}
+	const release = "$argon2id$v=19$m=65536,t=3,p=2$"
+	if h := HashPassword("a release password"); !strings.HasPrefix(h, release) {
+		t.Fatalf("HashPassword made %q, want it to start %q", h, release)
+	}
+	if h := dummyHash(); !strings.HasPrefix(h, release) {
+		t.Fatalf("the dummy hash is %q, want it to start %q", h, release)
+	}
+	argonCost = "test"
+	t.Cleanup(func() { argonCost = "" })
+	h := HashPassword("a test password")
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=64,t=1,p=1$") || !CheckPassword(h, "a test password") || CheckPassword(h, "another one") {
+		t.Fatalf("with argonCost \"test\": %q", h)
 	}
 }

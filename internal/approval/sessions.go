@@ -3,13 +3,10 @@ package approval
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
-	"golang.org/x/crypto/argon2"
 )
 
 // SessionTTL is how long a browser session lasts (ADR 0007: 12 hours).
@@ -31,11 +28,11 @@ type Sessions struct {
 // no password yields: made without hashing, so that no sign-in waits for
 // it to be made.
 var dummyHash = sync.OnceValue(func() string {
-	b64 := base64.RawStdEncoding
 	salt, key := make([]byte, 16), make([]byte, argonKeyLen)
 	rand.Read(salt)
 	rand.Read(key)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads, b64.EncodeToString(salt), b64.EncodeToString(key))
+	passes, memory, threads := argonParams()
+	return phcHash(passes, memory, threads, salt, key)
 })
 
 // PasswordSignIn is one attempt to sign in with a password.
