@@ -26,6 +26,7 @@ const serviceUID = 65534
 // service user's directory (sudo countersign key …), and what it leaves
 // there the service user can still open.
 func TestDataDirOwner(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		testutil.Missing(t, "running the binary as another user needs root")
 	}

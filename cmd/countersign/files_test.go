@@ -132,6 +132,7 @@ var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // the upload to its upstream; a link made on one downloads through the
 // other. Each replica holds its own bytes under its own key.
 func TestFileReplicas(t *testing.T) {
+	t.Parallel()
 	dbURL := pgtest.SchemaURL(t)
 	cfg := filesConfig(t)
 	keyFile := filepath.Join(t.TempDir(), "secret.key")
@@ -220,6 +221,7 @@ func TestFileReplicas(t *testing.T) {
 // TestFilesRestart: a restart voids every upload page, upload and link,
 // and empties the folder of the sealed bytes.
 func TestFilesRestart(t *testing.T) {
+	t.Parallel()
 	cfg := filesConfig(t)
 	bd := newBed(t)
 	s := bd.serve("--mcp-config", cfg, "--public-url", filesPublic)

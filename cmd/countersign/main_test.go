@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // The tests in this package run the real binary as a process against real
@@ -32,6 +34,8 @@ const minTTLSymbol = "github.com/countersign/countersign/internal/cli.minRequest
 const argonCostSymbol = "github.com/countersign/countersign/internal/approval.argonCost"
 
 func TestMain(m *testing.M) {
+	// The tests mostly wait on the processes they run.
+	testutil.WaitingParallel(4)
 	os.Exit(runTests(m))
 }
 
@@ -176,6 +180,7 @@ func (b *bed) mustRun(env []string, args ...string) string {
 }
 
 func TestRole(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		argv []string
 		want []string
