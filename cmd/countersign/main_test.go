@@ -58,18 +58,31 @@ func runTests(m *testing.M) int {
 	// not 10s, so that TestSafeRmExpired waits 1 s for an expiry, and
 	// passwords are hashed cheaply, so that each first start does not
 	// spend a third of a second of the processor on its approver's.
-	build := exec.Command(goTool, "build", "-ldflags", "-X "+minTTLSymbol+"=1s -X "+argonCostSymbol+"=test", "-o", binary, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/countersign: %v\n%s", err, out)
-		return 1
-	}
+	// Both binaries build at once.
 	agentBinary = filepath.Join(dir, "countersign-agent")
-	build = exec.Command(goTool, "build", "-o", agentBinary, "../countersign-agent")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/countersign-agent: %v\n%s", err, out)
-		return 1
+	builds := []struct {
+		what string
+		out  string
+		args []string
+	}{
+		{"./cmd/countersign", binary, []string{"-ldflags", "-X " + minTTLSymbol + "=1s -X " + argonCostSymbol + "=test", "."}},
+		{"./cmd/countersign-agent", agentBinary, []string{"../countersign-agent"}},
+	}
+	failed := make([]string, len(builds))
+	var wg sync.WaitGroup
+	for i, b := range builds {
+		wg.Go(func() {
+			if out, err := testutil.GoBuild(goTool, "", b.out, []string{"CGO_ENABLED=0"}, b.args...); err != nil {
+				failed[i] = fmt.Sprintf("go build %s: %v\n%s", b.what, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	for _, f := range failed {
+		if f != "" {
+			fmt.Fprint(os.Stderr, f)
+			return 1
+		}
 	}
 	return m.Run()
 }

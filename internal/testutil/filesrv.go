@@ -2,7 +2,6 @@ package testutil
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -29,9 +28,7 @@ func FileServer(t testing.TB) string {
 			return
 		}
 		fileServerPath = filepath.Join(dir, "filesrv")
-		cmd := exec.Command("go", "build", "-o", fileServerPath, ".")
-		cmd.Dir = src
-		fileServerOut, fileServerErr = cmd.CombinedOutput()
+		fileServerOut, fileServerErr = GoBuild("go", src, fileServerPath, nil, ".")
 	})
 	if fileServerErr != nil {
 		t.Fatalf("build the file server: %v\n%s", fileServerErr, fileServerOut)
