@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +55,31 @@ type World struct {
 	KeyA, KeyX  string // the secrets of the agent keys a (acme) and x (other)
 }
 
+// migrated is the file of an empty store with every migration applied,
+// made once per test binary: each World's store starts as a copy of it
+// rather than applying the migrations again, which cost most of the
+// processor time of opening a store.
+var migrated = sync.OnceValues(func() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "countersign-world-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "countersign.db")
+	store, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.Close(); err != nil {
+		return nil, err
+	}
+	// Closed, the store holds everything in its one file.
+	if _, err := os.Stat(path + "-wal"); err == nil {
+		return nil, fmt.Errorf("the closed store left %s-wal", path)
+	}
+	return os.ReadFile(path)
+})
+
 // NewWorld makes a World; the store closes when the test ends.
 func NewWorld(t testing.TB) *World {
 	t.Helper()
@@ -66,6 +93,13 @@ func NewWorldAt(t testing.TB, start time.Time) *World {
 	t.Helper()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "countersign.db")
+	empty, err := migrated()
+	if err != nil {
+		t.Fatalf("make the migrated store: %v", err)
+	}
+	if err := os.WriteFile(path, empty, 0o600); err != nil {
+		t.Fatalf("copy the migrated store: %v", err)
+	}
 	store, err := sqlite.Open(ctx, path)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
