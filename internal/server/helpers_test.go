@@ -62,7 +62,9 @@ func newServer(t *testing.T, opts ...option) *testServer {
 	}
 	s.alice, s.bob = w.Token("alice", "acme"), w.Token("bob", "other")
 
-	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}
+	// Its own argon2id slots: a parallel test's checks do not make this
+	// one's sign-ins wait past SignInWait.
+	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}, PasswordSlots: approval.NewHashSlots(2)}
 	var acfg approval.Config
 	for _, o := range opts {
 		o(&cfg, &acfg)

@@ -75,6 +75,9 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 	cfg := server.Config{
 		PublicURL:      &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()},
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		// Its own argon2id slots: a parallel test's checks do not make
+		// this one's sign-ins wait past SignInWait.
+		PasswordSlots: approval.NewHashSlots(2),
 	}
 	for _, o := range opts {
 		o(&cfg)
