@@ -103,16 +103,26 @@ func name(prefix string) string {
 }
 
 // SchemaURL creates an empty schema, returns the server's URL with that
-// schema as its search_path, and drops the schema when t ends. It skips or
-// fails t when the server is unreachable. Stores opened on the URL must be
-// closed before the test ends (register their cleanup after this call).
+// schema as its search_path (see schemaURL), and drops the schema when t
+// ends. It skips or fails t when the server is unreachable. Stores opened
+// on the URL must be closed before the test ends (register their cleanup
+// after this call).
 func SchemaURL(t testing.TB) string {
 	t.Helper()
 	require(t)
 	schema := name("cs_test_")
 	Exec(t, "CREATE SCHEMA "+schema)
 	t.Cleanup(func() { Exec(t, "DROP SCHEMA "+schema+" CASCADE") })
-	return withParam(BaseURL(), "search_path", schema)
+	return schemaURL(schema)
+}
+
+// schemaURL returns the URL of the server with schema as its search_path.
+// Its commits do not wait for the disk to have them (synchronous_commit
+// off): every connection sees a commit at once all the same, and only a
+// crash of the server could lose it, which a test's data need not
+// survive.
+func schemaURL(schema string) string {
+	return withParam(withParam(BaseURL(), "search_path", schema), "synchronous_commit", "off")
 }
 
 // DatabaseURL creates an empty database, returns its URL, and drops it when
