@@ -40,6 +40,27 @@ func Latest() int {
 func applyMigrations(ctx context.Context, pool *pgxpool.Pool) error {
 	ms := migrations()
 	known := migrate.Latest(ms)
+	// Every start but the first after an upgrade finds the schema up to
+	// date: a read says so, without the lock. A version is recorded in
+	// the transaction of its migration, and migrations apply in order, so
+	// a schema at the newest version has them all. A new database (no
+	// schema_migrations yet) and one to migrate go the way of the lock.
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if exists {
+		current, err := schemaVersion(ctx, pool)
+		if err != nil {
+			return err
+		}
+		if err := migrate.CheckVersion(current, known); err != nil {
+			return err
+		}
+		if current == known {
+			return nil
+		}
+	}
 	for _, m := range ms {
 		if err := applyMigration(ctx, pool, m, known); err != nil {
 			return err

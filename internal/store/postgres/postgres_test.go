@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // openTest opens a store on url and closes it when t ends.
@@ -100,6 +101,38 @@ func TestNewerSchemaRefused(t *testing.T) {
 	want := fmt.Sprintf("database schema version %d is newer than this binary (%d); upgrade countersign", known+1, known)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Open of a newer database: %v, want an error containing %q", err, want)
+	}
+	// A newer binary may migrate between Open's first read and the lock:
+	// the check under the lock refuses too.
+	if err := applyMigration(t.Context(), db.pool, migrations()[0], known); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("migration under the lock of a newer database: %v, want an error containing %q", err, want)
+	}
+}
+
+// TestMigrationsResumed: a schema an older binary migrated part of the way
+// gets the rest of the migrations when it is opened.
+func TestMigrationsResumed(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := migrations()
+	older := ms[len(ms)-3]
+	for _, m := range ms[:len(ms)-2] {
+		if err := applyMigration(t.Context(), pool, m, older.Version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool.Close()
+
+	db := openTest(t, url)
+	var count, max int
+	if err := db.pool.QueryRow(t.Context(), `SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&count, &max); err != nil {
+		t.Fatal(err)
+	}
+	if count != len(ms) || max != Latest() {
+		t.Errorf("schema_migrations: %d rows up to %d, want %d up to %d", count, max, len(ms), Latest())
 	}
 }
 
