@@ -1,7 +1,8 @@
 // Package pgtest gives tests a PostgreSQL of their own: a fresh schema (or
 // database) on the server named by COUNTERSIGN_TEST_POSTGRES, dropped when
-// the test ends. When the server cannot be reached the test is skipped with
-// a message, unless COUNTERSIGN_TEST_STRICT=1 (CI), where it fails.
+// the test ends, or one of a Pool's schemas, migrated once and reset after
+// each test. When the server cannot be reached the test is skipped with a
+// message, unless COUNTERSIGN_TEST_STRICT=1 (CI), where it fails.
 package pgtest
 
 import (
