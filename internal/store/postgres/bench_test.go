@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
 )
 
@@ -23,7 +22,7 @@ func BenchmarkCycle(b *testing.B) { benchCycle(b) }
 func BenchmarkCycleSealed(b *testing.B) { benchCycle(b, WithSecretKey(storetest.NewSecretKey(b))) }
 
 func benchCycle(b *testing.B, opts ...Option) {
-	db, err := Open(b.Context(), pgtest.SchemaURL(b), nil, opts...)
+	db, err := Open(b.Context(), Migrated.SchemaURL(b), nil, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

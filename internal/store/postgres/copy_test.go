@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/store/storetest"
 )
@@ -199,7 +198,7 @@ func TestCopyBetweenBackends(t *testing.T) {
 		t.Fatalf("the populated store exports only %d records", len(want))
 	}
 
-	pg := openTest(t, pgtest.SchemaURL(t))
+	pg := openTest(t, Migrated.SchemaURL(t))
 	back := openSQLite(t)
 	for _, step := range []struct {
 		name     string
@@ -240,7 +239,7 @@ func TestCopyBetweenBackends(t *testing.T) {
 func TestImportAllOrNothing(t *testing.T) {
 	src := openSQLite(t)
 	populate(t, src)
-	pg := openTest(t, pgtest.SchemaURL(t))
+	pg := openTest(t, Migrated.SchemaURL(t))
 	n := 0
 	err := pg.Import(t.Context(), func(put func(countersign.Record) error) error {
 		return src.Export(t.Context(), func(r countersign.Record) error {

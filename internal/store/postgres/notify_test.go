@@ -84,7 +84,7 @@ func listen(t *testing.T, db *DB) *feedRecorder {
 }
 
 func TestListenAnnouncesChanges(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	listener, writer := openTest(t, url), openTest(t, url)
 	rec := listen(t, listener)
 	acc, key := seed(t, writer, 0)
@@ -145,7 +145,7 @@ func TestListenAnnouncesChanges(t *testing.T) {
 // the listener comes back and resyncs, which is how waiters learn of the
 // change nobody announced to them.
 func TestListenReconnects(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	listener, writer := openTest(t, url), openTest(t, url)
 	// A long pause before reconnecting, so that the change below surely
 	// falls in the gap.

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -27,9 +28,21 @@ func openTest(t *testing.T, url string) *DB {
 	return db
 }
 
+// Migrated hands out schemas at the newest version, taken back reset
+// after each test (see pgtest.Pool): the tests that are not about
+// migrating, those of package postgres_test too, use them and skip the
+// cost of the migrations. TestMain closes it.
+var Migrated = pgtest.NewPool(func(ctx context.Context, url string) error {
+	db, err := Open(ctx, url, nil)
+	if err != nil {
+		return err
+	}
+	return db.Close()
+})
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) countersign.Store {
-		return openTest(t, pgtest.SchemaURL(t))
+		return openTest(t, Migrated.SchemaURL(t))
 	})
 }
 
@@ -69,7 +82,7 @@ func seed(t *testing.T, db *DB, n int) (*countersign.Account, *countersign.Agent
 }
 
 func TestReopenKeepsData(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	db, err := Open(t.Context(), url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +105,7 @@ func TestReopenKeepsData(t *testing.T) {
 }
 
 func TestNewerSchemaRefused(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	db := openTest(t, url)
 	known := Latest()
 	exec(t, db, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, known+1)
@@ -184,7 +197,7 @@ func TestAuditTamper(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			db := openTest(t, pgtest.SchemaURL(t))
+			db := openTest(t, Migrated.SchemaURL(t))
 			seed(t, db, 4)
 			if problems, _ := storetest.Verify(t, db); len(problems) != 0 {
 				t.Fatalf("before tampering: %v", problems)
@@ -206,7 +219,7 @@ func TestAuditTamper(t *testing.T) {
 // stores. A lookup by such a value finds nothing, as it would there; a
 // write of one is refused as invalid input, not as an internal error.
 func TestNULText(t *testing.T) {
-	db := openTest(t, pgtest.SchemaURL(t))
+	db := openTest(t, Migrated.SchemaURL(t))
 	acc, key := seed(t, db, 0)
 	ctx := t.Context()
 	_, err := db.Request(ctx, "req_\x00")
@@ -232,7 +245,7 @@ func TestNULText(t *testing.T) {
 // server dropped (as after a restart) runs again on a fresh one instead of
 // failing.
 func TestLostConnectionRetried(t *testing.T) {
-	db := openTest(t, pgtest.SchemaURL(t))
+	db := openTest(t, Migrated.SchemaURL(t))
 	acc, key := seed(t, db, 1)
 	ctx := t.Context()
 	for _, what := range []string{"read", "write", "request"} {
@@ -288,7 +301,7 @@ func terminatePool(t *testing.T, db *DB) {
 // a transaction appends and commits in one round trip); it must be the
 // hash countersign.AuditEntry.ComputeHash makes, for any text.
 func TestAuditHashInDatabase(t *testing.T) {
-	db := openTest(t, pgtest.SchemaURL(t))
+	db := openTest(t, Migrated.SchemaURL(t))
 	acc, key := seed(t, db, 0)
 	ctx := t.Context()
 	for i, detail := range []string{"", "{}", `{"text":"ünïcode ✓ 日本語 🙂"}`, "a:b:c", strings.Repeat("x", 5000), "\n\\ 'quoted' \"double\""} {

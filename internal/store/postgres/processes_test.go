@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/postgres"
 )
 
 // The tests in this file run real `countersign serve` processes, built
@@ -37,6 +37,10 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if err := postgres.Migrated.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "drop the migrated schemas: %v\n", err)
+		code = max(code, 1)
+	}
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -235,7 +239,7 @@ func (p *process) waitForWaiters(n int) {
 // an agent key and an approver token.
 func replicaPair(t *testing.T) (a, b *process, agentKey, token string) {
 	t.Helper()
-	url := pgtest.SchemaURL(t)
+	url := postgres.Migrated.SchemaURL(t)
 	keyFile := filepath.Join(t.TempDir(), "secret.key")
 	if out, err := exec.Command(binary(t), "secret-key", "create", keyFile).CombinedOutput(); err != nil {
 		t.Fatalf("secret-key create: %v %q", err, out)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
 )
 
@@ -43,7 +42,7 @@ func raceReplicas(n int, a, b *DB, fn func(i int, s *DB)) {
 }
 
 func TestCreateRaceAcrossReplicas(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	_, key := seed(t, a, 0)
 	ev := countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}
@@ -94,7 +93,7 @@ func TestCreateRaceAcrossReplicas(t *testing.T) {
 }
 
 func TestExpireRaceAcrossReplicas(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	a, b := openTest(t, url), openTest(t, url)
 	_, key := seed(t, a, 0)
 	ev := countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}

@@ -152,7 +152,7 @@ func createOn(t *testing.T, c *client.Client, n int) *client.Request {
 // TestReplicasWakeAcross: an agent long-polls replica A; the decision is
 // made on replica B; A's poll answers approved long before its wait ends.
 func TestReplicasWakeAcross(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := postgres.Migrated.SchemaURL(t)
 	a, b := newReplica(t, url, "replica-a"), newReplica(t, url, "replica-b")
 	creds := setUp(t, a.store)
 	agentA := client.New(a.URL, creds.agent)
@@ -181,7 +181,7 @@ func TestReplicasWakeAcross(t *testing.T) {
 // replicas at once; exactly one decision wins, every other gets 409, and
 // the audit log records one decision.
 func TestReplicasDecisionRace(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := postgres.Migrated.SchemaURL(t)
 	a, b := newReplica(t, url, "race-a"), newReplica(t, url, "race-b")
 	creds := setUp(t, a.store)
 	agent := client.New(a.URL, creds.agent)
@@ -228,7 +228,7 @@ func TestReplicasDecisionRace(t *testing.T) {
 // once, likely before A listens again. A's waiter still answers approved:
 // A resyncs when it is back.
 func TestReplicaListenerDropped(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := postgres.Migrated.SchemaURL(t)
 	appName := "drop-" + countersign.NewID("")[:8]
 	a, b := newReplica(t, url, appName), newReplica(t, url, appName+"-b")
 	creds := setUp(t, a.store)

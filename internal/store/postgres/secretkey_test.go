@@ -46,7 +46,7 @@ func openKeyed(t *testing.T, url string, key *countersign.SecretKey) (*DB, error
 
 // sealedDB is a new schema for the sealing tests.
 func sealedDB(t *testing.T) storetest.SealedDB {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	return storetest.SealedDB{
 		Open: func(key *countersign.SecretKey) (countersign.Store, error) {
 			db, err := openKeyed(t, url, key)
@@ -70,7 +70,7 @@ func TestSealing(t *testing.T) { storetest.RunSealing(t, sealedDB) }
 // secret key.
 func TestConformanceSealed(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) countersign.Store {
-		db, err := openKeyed(t, pgtest.SchemaURL(t), storetest.NewSecretKey(t))
+		db, err := openKeyed(t, Migrated.SchemaURL(t), storetest.NewSecretKey(t))
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -83,7 +83,7 @@ func TestConformanceSealed(t *testing.T) {
 // for any text.
 func TestAuditMACInDatabase(t *testing.T) {
 	key := storetest.NewSecretKey(t)
-	db, err := openKeyed(t, pgtest.SchemaURL(t), key)
+	db, err := openKeyed(t, Migrated.SchemaURL(t), key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestAuditMACInDatabase(t *testing.T) {
 // once on a store an earlier version wrote, seal it once and agree on its
 // keys; a replica given another key file is refused.
 func TestReplicasSealTogether(t *testing.T) {
-	url := pgtest.SchemaURL(t)
+	url := Migrated.SchemaURL(t)
 	old, err := openKeyed(t, url, nil)
 	if err != nil {
 		t.Fatal(err)
