@@ -62,12 +62,22 @@ func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // listen runs db.Listen until the test ends and returns the recorder once
-// it listens.
-func listen(t *testing.T, db *DB) *feedRecorder {
+// it listens. With a gap channel, the listener, each time it reported its
+// connection lost, waits for a value on it (or for the end of the test)
+// before it goes on to reconnect.
+func listen(t *testing.T, db *DB, gap <-chan struct{}) *feedRecorder {
 	t.Helper()
 	rec := newRecorder()
-	db.listening = func(pid uint32) { rec.pids <- pid }
 	ctx, cancel := context.WithCancel(context.Background())
+	db.listening = func(pid uint32) {
+		rec.pids <- pid
+		if pid == 0 && gap != nil {
+			select {
+			case <-gap:
+			case <-ctx.Done():
+			}
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- db.Listen(ctx, rec.change, rec.resync) }()
 	t.Cleanup(func() {
@@ -86,7 +96,7 @@ func listen(t *testing.T, db *DB) *feedRecorder {
 func TestListenAnnouncesChanges(t *testing.T) {
 	url := Migrated.SchemaURL(t)
 	listener, writer := openTest(t, url), openTest(t, url)
-	rec := listen(t, listener)
+	rec := listen(t, listener, nil)
 	acc, key := seed(t, writer, 0)
 	ctx := t.Context()
 	mk := func(args string, ttl time.Duration) *countersign.Request {
@@ -131,8 +141,10 @@ func TestListenAnnouncesChanges(t *testing.T) {
 	}
 	rec.mu.Unlock()
 	// Nothing more arrives for them: a refused or deduplicated call
-	// announced nothing.
-	time.Sleep(100 * time.Millisecond)
+	// announced nothing. Notifications arrive in commit order, so any
+	// such announcement would have come before that of a later change.
+	later := mk("c", time.Hour)
+	rec.waitFor(t, "the later change", func() bool { return len(rec.changes[later.ID]) == 1 })
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if n, m := len(rec.changes[decided.ID]), len(rec.changes[expiring.ID]); n != 2 || m != 2 {
@@ -147,10 +159,10 @@ func TestListenAnnouncesChanges(t *testing.T) {
 func TestListenReconnects(t *testing.T) {
 	url := Migrated.SchemaURL(t)
 	listener, writer := openTest(t, url), openTest(t, url)
-	// A long pause before reconnecting, so that the change below surely
-	// falls in the gap.
-	listener.minBackoff, listener.maxBackoff = time.Second, time.Second
-	rec := listen(t, listener)
+	// Once it reported the connection lost, the listener waits until the
+	// change below is made: the change surely falls in the gap.
+	gap := make(chan struct{})
+	rec := listen(t, listener, gap)
 	acc, key := seed(t, writer, 0)
 	ctx := t.Context()
 
@@ -172,6 +184,7 @@ func TestListenReconnects(t *testing.T) {
 		if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
 			t.Fatal(err)
 		}
+		gap <- struct{}{}
 		pid = <-rec.pids
 		if pid == 0 || pid == old {
 			t.Fatalf("listener came back on pid %d (was %d)", pid, old)
