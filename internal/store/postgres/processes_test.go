@@ -22,6 +22,7 @@ import (
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/store/postgres"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // The tests in this file run real `countersign serve` processes, built
@@ -48,7 +49,7 @@ func TestMain(m *testing.M) {
 }
 
 // binary builds the countersign binary once per test run, statically, as
-// users build it.
+// users build it; the link is skipped when the last run's is up to date.
 func binary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -63,9 +64,7 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "countersign")
-		cmd := exec.Command(goTool, "build", "-o", binPath, "github.com/countersign/countersign/cmd/countersign")
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
+		if out, err := testutil.GoBuild(goTool, "", binPath, []string{"CGO_ENABLED=0"}, "github.com/countersign/countersign/cmd/countersign"); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/countersign: %v\n%s", err, out)
 		}
 	})
