@@ -1,14 +1,16 @@
 package claudehook
 
 import (
+	"errors"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // binaries are the commands the tests run, built together into one
@@ -28,6 +30,8 @@ var built struct {
 }
 
 // build builds every binary, once; a second caller waits for the first.
+// The binaries build at once, each kept between runs by testutil.GoBuild
+// so that an unchanged one is not linked again.
 func build() {
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "claudehook-bin-")
@@ -36,13 +40,18 @@ func build() {
 			return
 		}
 		built.dir = dir
-		args := []string{"build", "-o", dir + string(filepath.Separator)}
-		for _, name := range binaries {
-			args = append(args, "github.com/countersign/countersign/cmd/"+name)
+		errs := make([]error, len(binaries))
+		var wg sync.WaitGroup
+		for i, name := range binaries {
+			wg.Go(func() {
+				pkg := "github.com/countersign/countersign/cmd/" + name
+				if out, err := testutil.GoBuild("go", "", filepath.Join(dir, name), nil, pkg); err != nil {
+					errs[i] = &buildError{pkg: pkg, err: err, out: out}
+				}
+			})
 		}
-		if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-			built.err = &buildError{err: err, out: out}
-		}
+		wg.Wait()
+		built.err = errors.Join(errs...)
 	})
 }
 
@@ -59,11 +68,12 @@ func binary(t *testing.T, name string) string {
 }
 
 type buildError struct {
+	pkg string
 	err error
 	out []byte
 }
 
-func (e *buildError) Error() string { return e.err.Error() + "\n" + string(e.out) }
+func (e *buildError) Error() string { return e.pkg + ": " + e.err.Error() + "\n" + string(e.out) }
 
 // runsBinaries reports whether -run may select a test that runs the
 // binaries. It only looks at the pattern's top level; a test it misses
