@@ -149,12 +149,12 @@ func suiteTools(t *testing.T) (node, cli string) {
 	return node, cli
 }
 
-// goBuild builds a main package into dir and returns the binary.
+// goBuild builds a main package into dir and returns the binary; an
+// unchanged one is kept between runs by testutil.GoBuild and not linked
+// again.
 func goBuild(dir, pkg string) (string, error) {
 	out := filepath.Join(dir, filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	if b, err := testutil.GoBuild("go", "", out, []string{"CGO_ENABLED=0"}, pkg); err != nil {
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
