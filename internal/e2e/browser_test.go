@@ -7,7 +7,6 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -15,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -97,18 +95,14 @@ var shared struct {
 	profile string
 }
 
-// browserTests is how many tests run at once when -parallel is not given:
-// all of them. They spend their time waiting on Chromium and the server,
-// not on the CPU, which the default of one test per core assumes.
+// browserTests is how many tests there are that run in parallel; unless
+// -parallel says otherwise, all of them run at once on any machine. They
+// spend their time waiting on Chromium and the server, not on the CPU,
+// which the default of one test per core assumes.
 const browserTests = 4
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given {
-		flag.Set("test.parallel", strconv.Itoa(browserTests))
-	}
+	testutil.WaitingParallel(browserTests)
 	code := m.Run()
 	if shared.stop != nil {
 		shared.stop() // waits for the browser to exit

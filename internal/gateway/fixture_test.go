@@ -4,19 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -38,14 +36,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	// The tests wait on child processes (the fixture, Node, Chromium) and
-	// the network far more than they compute: unless -test.parallel says
-	// otherwise, more of them run at once than the default of one a core.
-	flag.Parse()
-	parallelSet := false
-	flag.Visit(func(f *flag.Flag) { parallelSet = parallelSet || f.Name == "test.parallel" })
-	if !parallelSet {
-		flag.Set("test.parallel", strconv.Itoa(4*runtime.GOMAXPROCS(0)))
-	}
+	// the network far more than they compute.
+	testutil.WaitingParallel(4)
 	code := m.Run()
 	if sharedChromium.stop != nil {
 		sharedChromium.stop()
