@@ -12,6 +12,7 @@ import (
 // line: a new password works and ends the old sessions; removal from one
 // account ends what it had there; removal everywhere ends the rest.
 func TestApproverPasswdRemove(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(stdin string, args ...string) (int, string) {
 		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
@@ -86,6 +87,7 @@ func signIn(t *testing.T, s *approval.Sessions, password string) (string, error)
 
 // TestTokenListRevoke: a revoked approver token stops authenticating.
 func TestTokenListRevoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(stdin string, args ...string) (int, string) {
 		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
@@ -134,6 +136,7 @@ func TestTokenListRevoke(t *testing.T) {
 // stored only as a hash; adding the approver to a second account prints
 // none.
 func TestApproverCreateGeneratesPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(args ...string) string {
 		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})

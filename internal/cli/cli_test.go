@@ -12,6 +12,7 @@ import (
 )
 
 func TestRunDispatch(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args   []string
 		code   int
@@ -35,6 +36,7 @@ func TestRunDispatch(t *testing.T) {
 }
 
 func TestParseInterleaved(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args       []string
 		positional []string
@@ -69,6 +71,7 @@ func TestParseInterleaved(t *testing.T) {
 }
 
 func TestDataDir(t *testing.T) {
+	t.Parallel()
 	env, _, _ := testEnv(map[string]string{"COUNTERSIGN_DATA": "/from/env"})
 	if got := dataDir(env, "/from/flag"); got != "/from/flag" {
 		t.Errorf("flag: %q", got)
@@ -83,6 +86,7 @@ func TestDataDir(t *testing.T) {
 }
 
 func TestSecretFromEnv(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(file, []byte("cst_fromfile\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -112,6 +116,7 @@ func TestSecretFromEnv(t *testing.T) {
 // TestApproverClientSources: flags beat the environment, which beats
 // approver.toml in the config directory.
 func TestApproverClientSources(t *testing.T) {
+	t.Parallel()
 	config := t.TempDir()
 	dir := filepath.Join(config, "countersign")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -163,6 +168,7 @@ func TestApproverClientSources(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		n    int

@@ -16,6 +16,7 @@ import (
 // TestFilesStartupWarning: the start warns when the accounts in the store
 // could fill the space for files, and not before.
 func TestFilesStartupWarning(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 // the data directory: its access token stops and its consent's session
 // ends; another account's grant cannot be revoked through this one.
 func TestGrantListRevoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(args ...string) (int, string) {
 		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})

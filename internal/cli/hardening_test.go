@@ -24,6 +24,7 @@ import (
 // sequence that erases the line, a direction override, zero-width
 // characters.
 func TestListShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	w := testutil.NewWorld(t)
 	ctx, token := w.Ctx, w.Token("alice", "acme")
 	log := slog.New(slog.DiscardHandler)
@@ -61,6 +62,7 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 // TestApproverConfigOpenToOthers: a config file with a token that others
 // may read is refused, as ssh refuses such a key.
 func TestApproverConfigOpenToOthers(t *testing.T) {
+	t.Parallel()
 	config := t.TempDir()
 	dir := filepath.Join(config, "countersign")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -81,6 +83,7 @@ func TestApproverConfigOpenToOthers(t *testing.T) {
 
 // TestRedactURL: a server URL's password never reaches a message.
 func TestRedactURL(t *testing.T) {
+	t.Parallel()
 	if got := redactURL("http://user:s3cret@127.0.0.1:1/x"); strings.Contains(got, "s3cret") || !strings.Contains(got, "127.0.0.1:1") {
 		t.Errorf("redactURL = %q", got)
 	}
@@ -89,6 +92,7 @@ func TestRedactURL(t *testing.T) {
 // TestAuditVerifyNeedsAStore: audit verify on a directory without a store
 // fails, and makes none, instead of finding an empty log intact.
 func TestAuditVerifyNeedsAStore(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "typo")
 	env, stdout, stderr := testEnv(nil)
 	if code := Run(t.Context(), env, []string{"audit", "verify", "--data", dir}); code == 0 || strings.Contains(stdout.String(), "intact") ||
@@ -109,6 +113,7 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("no space
 // printed fails, saying how to get new ones, instead of losing them
 // without a word.
 func TestFirstStartCannotPrint(t *testing.T) {
+	t.Parallel()
 	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "countersign.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +129,7 @@ func TestFirstStartCannotPrint(t *testing.T) {
 // TestPasswordBounds: a password shorter than 10 characters (not bytes)
 // or longer than the sign-in form could send is refused.
 func TestPasswordBounds(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, args := range [][]string{{"account", "create", "one"}} {
 		env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": dir})
@@ -147,6 +153,7 @@ func TestPasswordBounds(t *testing.T) {
 
 // TestPlainRemote: plain http warns only toward another machine.
 func TestPlainRemote(t *testing.T) {
+	t.Parallel()
 	for server, want := range map[string]bool{
 		"http://127.0.0.1:8080": false, "http://localhost:8080": false, "http://[::1]:8080": false,
 		"https://approve.example.com": false, "http://approve.example.com": true, "http://10.0.0.5": true,

@@ -20,6 +20,7 @@ import (
 // an OAuth access token issued for <public URL>/mcp, as it takes an agent
 // key, and refuses it once its grant is revoked or for another public URL.
 func TestServeMCPTakesAccessTokens(t *testing.T) {
+	t.Parallel()
 	w := testutil.NewWorld(t)
 	ctx, store, acc, ap, key := w.Ctx, w.Store, w.Acme, w.Alice, w.KeyA
 	public, _ := url.Parse("https://approve.example.com")

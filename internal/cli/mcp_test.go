@@ -18,6 +18,7 @@ import (
 )
 
 func TestMCPUsage(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		vars map[string]string
@@ -42,6 +43,7 @@ func TestMCPUsage(t *testing.T) {
 }
 
 func TestUpstreamFlags(t *testing.T) {
+	t.Parallel()
 	u := &upstreamFlags{}
 	h := headerFlag{u}
 	for _, step := range []func() error{
@@ -60,6 +62,7 @@ func TestUpstreamFlags(t *testing.T) {
 }
 
 func TestParseServeMCPConfig(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "mcp.toml")
 	os.WriteFile(file, []byte("[[upstream]]\nname = \"fs\"\ncommand = \"node server.js\"\n[keys.\"acme/ci\"]\ntiers = [\"read\"]\n"), 0o600)
 	env, _, _ := testEnv(map[string]string{"COUNTERSIGN_MCP_CONFIG": file})
@@ -80,6 +83,7 @@ func TestParseServeMCPConfig(t *testing.T) {
 // entry that names no key of its store, such as a bare key name, which
 // could be any account's.
 func TestServeMCPKeysChecked(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mcp.toml")
 	os.WriteFile(file, []byte("[keys.ci]\nconfirm = []\n"), 0o600)
@@ -98,6 +102,7 @@ func TestServeMCPKeysChecked(t *testing.T) {
 // of @modelcontextprotocol/server-everything from the npm registry, with the
 // Go SDK's client on the other end.
 func TestMCPStdio(t *testing.T) {
+	t.Parallel()
 	dir, _ := filepath.Abs(filepath.Join("..", "gateway", "testdata", "npm"))
 	server := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
 	if _, err := exec.LookPath("node"); err != nil || !exists(server) {

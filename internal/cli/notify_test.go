@@ -29,6 +29,7 @@ func runIn(t *testing.T, data, stdin string, args ...string) (int, string, strin
 }
 
 func TestNotifyCommands(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	if code, _, stderr := runIn(t, data, "", "account", "create", "default"); code != 0 {
 		t.Fatalf("account create: %s", stderr)
@@ -115,6 +116,7 @@ func TestNotifyCommands(t *testing.T) {
 }
 
 func TestNotifyApplyAndServeFlag(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	runIn(t, data, "", "account", "create", "default")
 	dir := t.TempDir()
@@ -143,6 +145,7 @@ func TestNotifyApplyAndServeFlag(t *testing.T) {
 // status shows its control characters as escapes, so that the answer
 // cannot rewrite the terminal.
 func TestNotifyStatusShowsHiddenCharacters(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	store, err := openStore(t.Context(), data, nil)
 	if err != nil {

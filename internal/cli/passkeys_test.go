@@ -17,6 +17,7 @@ import (
 // listed and removed, an enrolment link adds a new one, and a password
 // comes back with passwd.
 func TestApproverPasskeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	run := func(vars map[string]string, args ...string) (int, string) {
 		all := map[string]string{"COUNTERSIGN_DATA": dir}
@@ -94,6 +95,7 @@ func TestApproverPasskeys(t *testing.T) {
 // operator chose needs a public URL that can carry passkeys, while the
 // default turns itself off on an IP address.
 func TestServeStepUp(t *testing.T) {
+	t.Parallel()
 	parse := func(v string) (*serveConfig, error) {
 		env, _, _ := testEnv(map[string]string{"COUNTERSIGN_STEP_UP": v, "COUNTERSIGN_DATA": t.TempDir()})
 		return parseServe(env, nil)

@@ -151,6 +151,7 @@ const resetOutbox = `UPDATE outbox SET state = 'pending', attempts = 0, next_att
 // secret, whatever the product is made to do with it; with the key file,
 // the same code opens them all (the test would see them).
 func TestStolenSQLiteOpensNothing(t *testing.T) {
+	t.Parallel()
 	thief := &receiver{}
 	thiefSrv := httptest.NewServer(thief)
 	defer thiefSrv.Close()
@@ -278,6 +279,7 @@ func rawKeys(t *testing.T, raw *sql.DB) [][]byte {
 // once the database is stripped of its record of the key so that the
 // product opens it (as a restored dump would be).
 func TestStolenPostgresOpensNothing(t *testing.T) {
+	t.Parallel()
 	thief := &receiver{}
 	thiefSrv := httptest.NewServer(thief)
 	defer thiefSrv.Close()
@@ -406,6 +408,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 // store in place: the same keys, wrapped; the old chain still verifies and
 // is keyed from the next entry on.
 func TestOldDataDirSealed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	seedSecret, csrf := oldDataDir(t, dir)
 	raw, err := sql.Open("sqlite", filepath.Join(dir, "countersign.db"))
@@ -456,6 +459,7 @@ func TestOldDataDirSealed(t *testing.T) {
 // the one that sealed it, one open to others or one that holds no key does
 // not open, and nothing is re-keyed.
 func TestWrongKeyFileRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	vars := map[string]string{"COUNTERSIGN_DATA": dir}
 	if code, _, errOut := runCLI(t, vars, "account", "create", "acme"); code != 0 {
@@ -541,6 +545,7 @@ func TestWrongKeyFileRefused(t *testing.T) {
 // bare hashes: audit verify finds every rewritten entry and says that the
 // chain is keyed.
 func TestAuditRewriteWithoutKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {
@@ -585,6 +590,7 @@ func TestAuditRewriteWithoutKey(t *testing.T) {
 // at once and says what to set; replicas given the same file share the
 // store's keys.
 func TestPostgresNeedsKeyFile(t *testing.T) {
+	t.Parallel()
 	url := pgtest.SchemaURL(t)
 	code, out, errOut := runCLI(t, map[string]string{"COUNTERSIGN_DATABASE_URL": url}, "serve", "--addr", "127.0.0.1:0")
 	if code != 1 || !strings.Contains(errOut, "a PostgreSQL store needs the server's secret key file: set COUNTERSIGN_SECRET_KEY_FILE") || strings.Contains(out, "csk_") {
@@ -634,6 +640,7 @@ func TestPostgresNeedsKeyFile(t *testing.T) {
 // the source's key file, with which it opens; a target whose own key file
 // is another key is refused and stays empty.
 func TestCopyTakesKeyFile(t *testing.T) {
+	t.Parallel()
 	from := t.TempDir()
 	store, err := openStore(t.Context(), from, nil)
 	if err != nil {
@@ -684,6 +691,7 @@ func TestCopyTakesKeyFile(t *testing.T) {
 // there before this start: the store was sealed, and is refused, not
 // sealed again over the rewritten chain.
 func TestAuditDowngradeWithoutKey(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store, err := openStore(t.Context(), dir, nil)
 	if err != nil {

@@ -28,6 +28,7 @@ func testEnv(vars map[string]string) (*Env, *bytes.Buffer, *bytes.Buffer) {
 }
 
 func TestParseServeDefaults(t *testing.T) {
+	t.Parallel()
 	env, _, _ := testEnv(nil)
 	cfg, err := parseServe(env, nil)
 	if err != nil {
@@ -42,6 +43,7 @@ func TestParseServeDefaults(t *testing.T) {
 }
 
 func TestParseServeEnvAndFlags(t *testing.T) {
+	t.Parallel()
 	vars := map[string]string{
 		"COUNTERSIGN_ADDR":            "0.0.0.0:9000",
 		"COUNTERSIGN_DATA":            "/var/lib/countersign",
@@ -87,6 +89,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 }
 
 func TestParseServeBadValues(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		vars  map[string]string
@@ -135,6 +138,7 @@ func TestParseServeBadValues(t *testing.T) {
 // TestServeUsageErrorTouchesNothing: a bad setting exits 2 with a message
 // before the data directory is created or a secret printed.
 func TestServeUsageErrorTouchesNothing(t *testing.T) {
+	t.Parallel()
 	for _, vars := range []map[string]string{
 		{"COUNTERSIGN_REQUEST_TTL": "soon"},
 		{"COUNTERSIGN_ADDR": "127.0.0.1"},
@@ -159,6 +163,7 @@ func TestServeUsageErrorTouchesNothing(t *testing.T) {
 }
 
 func TestPublicURL(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ configured, listening, want string }{
 		{"", "127.0.0.1:43210", "http://127.0.0.1:43210"},
 		{"", "[::1]:8080", "http://[::1]:8080"},

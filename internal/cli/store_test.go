@@ -40,6 +40,7 @@ func newKeyFile(t *testing.T) string {
 // file, the data-directory commands work on PostgreSQL and leave the data
 // directory alone.
 func TestDatabaseURLWins(t *testing.T) {
+	t.Parallel()
 	url := pgtest.SchemaURL(t)
 	dir := filepath.Join(t.TempDir(), "data")
 	urlFile := filepath.Join(t.TempDir(), "url")
@@ -73,6 +74,7 @@ func TestDatabaseURLWins(t *testing.T) {
 }
 
 func TestMigrate(t *testing.T) {
+	t.Parallel()
 	want := regexp.MustCompile(`schema version (\d+)\n$`)
 	dir := t.TempDir()
 	code, out, errOut := runCLI(t, nil, "migrate", "--data", dir)
@@ -114,6 +116,7 @@ func TestMigrate(t *testing.T) {
 // directory to PostgreSQL and on to another data directory: each copy's
 // audit log verifies to the same head, and the credentials still work.
 func TestStoreCopy(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	vars := map[string]string{"COUNTERSIGN_DATA": dir}
 	// The copies open with the source's key file: a PostgreSQL store
@@ -224,6 +227,7 @@ func TestStoreCopy(t *testing.T) {
 // others is closed again by the next command that opens it, an
 // administration command or the server, and the change is said.
 func TestDataDirTightenedOnEveryStart(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	db := filepath.Join(dir, "countersign.db")
 	if code, _, errOut := runCLI(t, nil, "account", "create", "acme", "--data", dir); code != 0 {
