@@ -45,11 +45,18 @@ func applyMigrations(ctx context.Context, pool *pgxpool.Pool) error {
 	// the transaction of its migration, and migrations apply in order, so
 	// a schema at the newest version has them all. A new database (no
 	// schema_migrations yet) and one to migrate go the way of the lock.
-	var exists bool
-	if err := pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+	// The table is looked for in the schema the migrations write to, not
+	// along the search_path, where another application's
+	// schema_migrations may stand. A read-only server goes the way of the
+	// lock too, and is refused there as it always was, rather than opened
+	// for writes that would all fail.
+	var exists, readOnly bool
+	if err := pool.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations'),
+		current_setting('transaction_read_only') = 'on'`).Scan(&exists, &readOnly); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
-	if exists {
+	if exists && !readOnly {
 		current, err := schemaVersion(ctx, pool)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -147,6 +149,72 @@ func TestMigrationsResumed(t *testing.T) {
 	if count != len(ms) || max != Latest() {
 		t.Errorf("schema_migrations: %d rows up to %d, want %d up to %d", count, max, len(ms), Latest())
 	}
+}
+
+// TestMigrationsBesideAnotherSchema: the store's schema shares its
+// search_path with another application's schema, which has a
+// schema_migrations table of its own, at this binary's version or far
+// beyond it. The store migrates its own schema all the same.
+func TestMigrationsBesideAnotherSchema(t *testing.T) {
+	for _, version := range []int{Latest(), 20240517120000} {
+		t.Run(fmt.Sprint(version), func(t *testing.T) {
+			own, other := pgtest.SchemaURL(t), pgtest.SchemaURL(t)
+			pgtest.ExecURL(t, other, `CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY); INSERT INTO schema_migrations VALUES (`+fmt.Sprint(version)+`)`)
+			u, err := url.Parse(own)
+			if err != nil {
+				t.Skipf("COUNTERSIGN_TEST_POSTGRES is not a URL: %v", err)
+			}
+			q := u.Query()
+			q.Set("search_path", searchPath(t, own)+","+searchPath(t, other))
+			u.RawQuery = q.Encode()
+
+			db := openTest(t, u.String())
+			var count, max int
+			if err := db.pool.QueryRow(t.Context(), `SELECT COUNT(*), MAX(version) FROM `+searchPath(t, own)+`.schema_migrations`).Scan(&count, &max); err != nil {
+				t.Fatal(err)
+			}
+			if count != len(migrations()) || max != Latest() {
+				t.Fatalf("own schema_migrations: %d rows up to %d, want %d up to %d", count, max, len(migrations()), Latest())
+			}
+			if err := db.CreateAccount(t.Context(), &countersign.Account{Name: "acme", CreatedAt: storetest.Base}); err != nil {
+				t.Fatalf("CreateAccount: %v", err)
+			}
+		})
+	}
+}
+
+// TestReadOnlyServerRefused: Open of an up-to-date schema on a server that
+// takes no writes (a standby, default_transaction_read_only) fails at
+// once, rather than opening a store whose every write fails.
+func TestReadOnlyServerRefused(t *testing.T) {
+	base := Migrated.SchemaURL(t)
+	u := base + "&default_transaction_read_only=on"
+	if !strings.Contains(base, "?") {
+		u = base + " default_transaction_read_only=on"
+	}
+	db, err := Open(t.Context(), u, nil)
+	if err == nil {
+		db.Close()
+		t.Fatal("Open on a read-only server succeeded")
+	}
+	if !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("Open on a read-only server: %v, want a read-only error", err)
+	}
+}
+
+// searchPath returns the schema of a URL that pgtest made.
+func searchPath(t *testing.T, url string) string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var s string
+	if err := conn.QueryRow(t.Context(), `SELECT current_schema()`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestMigrationsTogether opens the same empty schema from several
