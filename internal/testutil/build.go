@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 )
 
 // GoBuild runs goTool build -o out with args in dir ("": the current
@@ -18,9 +19,10 @@ import (
 // GoBuild keeps the last binary of each dir, env and args in the user's
 // cache and starts from a copy of it, which go build leaves alone when no
 // source, dependency or setting changed (it reads the build ID the binary
-// carries) and relinks otherwise. The run uses its own copy, which no
-// other run replaces under it; the cache's binary is only ever replaced
-// whole, by a rename.
+// carries; it only updates the file's time) and relinks otherwise. The
+// run uses its own copy, which no other run replaces under it; the
+// cache's binary is only ever replaced whole, by a rename. Binaries of
+// settings no run has used for a week are removed.
 func GoBuild(goTool, dir, out string, env []string, args ...string) ([]byte, error) {
 	cached := cachedBuild(dir, filepath.Base(out), goTool, env, args)
 	var before os.FileInfo
@@ -66,11 +68,33 @@ func cachedBuild(dir, name, goTool string, env, args []string) string {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
-	d := filepath.Join(base, "countersign-test-bin", hex.EncodeToString(h.Sum(nil)[:12]))
+	root := filepath.Join(base, "countersign-test-bin")
+	d := filepath.Join(root, hex.EncodeToString(h.Sum(nil)[:12]))
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return ""
 	}
+	now := time.Now()
+	os.Chtimes(d, now, now)
+	pruneBuilds(root, now.Add(-cacheUnused))
 	return filepath.Join(d, name)
+}
+
+// cacheUnused is how long a kept binary may go unused before it is
+// removed: each worktree and setting has binaries of its own.
+const cacheUnused = 7 * 24 * time.Hour
+
+// pruneBuilds removes the kept binaries in root last used before cutoff;
+// best effort.
+func pruneBuilds(root string, cutoff time.Time) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && e.IsDir() && info.ModTime().Before(cutoff) {
+			os.RemoveAll(filepath.Join(root, e.Name()))
+		}
+	}
 }
 
 // copyExec copies the executable src to a new file dst.
