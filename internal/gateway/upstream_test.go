@@ -352,17 +352,7 @@ func TestHTTPUpstreamKeepsConnections(t *testing.T) {
 	}
 	g.Start(t.Context(), 20*time.Second)
 	t.Cleanup(g.Close)
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := g.Server().Connect(t.Context(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	cs := stdioConnect(t, g, clientOpts{})
 
 	before := opened.Load() // the session's: initialize, lists, its event stream
 	for round := range rounds {
@@ -439,17 +429,7 @@ func TestHTTPUpstreamConnectionsClosedOnStop(t *testing.T) {
 	}
 	g.Start(t.Context(), 0)
 	// The stdio gateway starts its upstreams on its client's first request.
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := g.Server().Connect(t.Context(), st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ss.Close() })
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(t.Context(), ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cs.Close() })
+	stdioConnect(t, g, clientOpts{})
 	<-failed
 	g.Close()
 	eventually(t, "the upstream's connections closed", func() bool { return open.Load() == 0 })
