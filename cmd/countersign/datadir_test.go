@@ -87,15 +87,27 @@ func runAs(t *testing.T, bin string, uid uint32, env []string, args ...string) r
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = env
-	cmd.Dir = filepath.Dir(bin)
-	cmd.Stdin = strings.NewReader("")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, NoSetGroups: true}}
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	var err error
+	// The binary was just written, and a process another test forked
+	// meanwhile may still hold it open for writing until it execs:
+	// "text file busy" for an instant. Such a start is tried again.
+	for {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = env
+		cmd.Dir = filepath.Dir(bin)
+		cmd.Stdin = strings.NewReader("")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, NoSetGroups: true}}
+		stdout.Reset()
+		stderr.Reset()
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		cmd.WaitDelay = 5 * time.Second
+		err = cmd.Run()
+		if !errors.Is(err, syscall.ETXTBSY) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	res := result{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {
