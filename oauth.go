@@ -122,11 +122,14 @@ type OAuthStore interface {
 	// racing with one token exactly one succeeds. The token must be of
 	// kind, unused, unexpired at now and of a live grant, and check (when
 	// not nil) must accept it; what check returns fails the call and
-	// changes nothing. In the same
+	// changes nothing. check runs before any other test, so that a token
+	// presented by someone it was not issued to fails with check's error
+	// whether or not it was used. In the same
 	// transaction it stores issue, each given the token's grant, and marks
 	// the token's client used. It returns the token and its grant. A token
-	// already used fails with ECONFLICT and still returns the token, so
-	// that the caller can revoke its grant. Errors: ENOTFOUND, ECONFLICT.
+	// already used (and accepted by check) fails with ECONFLICT and still
+	// returns the token, so that the caller can revoke its grant. Errors:
+	// ENOTFOUND, ECONFLICT.
 	RedeemOAuthToken(ctx context.Context, hash, kind string, now time.Time, check func(*OAuthToken) error, issue []*OAuthToken) (*OAuthToken, *Grant, error)
 	// AccessToken returns an access token unexpired at now with its live
 	// grant; a revoked grant or key is not found. Errors: ENOTFOUND.
@@ -134,6 +137,7 @@ type OAuthStore interface {
 	// DeleteOAuthToken deletes a token of a client (RFC 7009 revocation).
 	// Deleting a refresh token revokes its grant at at, as RevokeGrant
 	// does: the client has let go of the grant, and the grant must not go
-	// on being listed as live. Deleting a gone token is no error.
-	DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error
+	// on being listed as live; the grant's id is returned then, and ""
+	// otherwise. Deleting a gone token is no error.
+	DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) (revoked string, err error)
 }

@@ -45,6 +45,9 @@ type OAuth struct {
 type OAuthError struct {
 	Code        string
 	Description string
+	// Revoked is the grant the refused request revoked (a replay), for
+	// the log; "" when it revoked nothing.
+	Revoked string
 }
 
 // Error returns the code and the description.
@@ -363,7 +366,10 @@ var errBadGrant = oauthErr("invalid_grant", "the authorization code or refresh t
 
 // ExchangeCode redeems an authorization code once, for the client, the
 // redirect URI and the PKCE verifier it was issued for. A code used twice
-// revokes the grant it made (RFC 6749 §4.1.2). Errors: *OAuthError.
+// by that client, with that redirect URI and verifier, revokes the grant
+// it made (RFC 6749 §4.1.2); presented by anyone else, used or not, it is
+// invalid_grant and changes nothing, so that a stranger holding a used
+// code cannot end someone else's grant. Errors: *OAuthError.
 func (o *OAuth) ExchangeCode(ctx context.Context, c *countersign.OAuthClient, code, redirectURI, verifier, resource string) (*TokenSet, error) {
 	if resource != "" && !o.CheckResource(resource) {
 		return nil, oauthErr("invalid_target", "tokens are issued only for "+o.Resource)
@@ -386,7 +392,8 @@ func (o *OAuth) ExchangeCode(ctx context.Context, c *countersign.OAuthClient, co
 }
 
 // Refresh rotates a refresh token: the old one is used up, a new pair is
-// issued. A refresh token used twice means it leaked: the grant is revoked.
+// issued. A refresh token used twice by its client means it leaked: the
+// grant is revoked. Another client's is invalid_grant and changes nothing.
 // Errors: *OAuthError.
 func (o *OAuth) Refresh(ctx context.Context, c *countersign.OAuthClient, refresh, resource string) (*TokenSet, error) {
 	if resource != "" && !o.CheckResource(resource) {
@@ -413,11 +420,17 @@ func (o *OAuth) redeem(ctx context.Context, secret, kind string, now time.Time, 
 	tok, g, err := o.Store.RedeemOAuthToken(ctx, countersign.HashSecret(secret), kind, now, check, issue)
 	switch {
 	case countersign.ErrorCode(err) == countersign.ECONFLICT && tok != nil:
-		// Replay: whoever holds the token now may not be its owner.
-		if rerr := o.Store.RevokeGrant(ctx, "", tok.GrantID, now); rerr != nil && countersign.ErrorCode(rerr) != countersign.ECONFLICT {
+		// Replay by the client the token was issued to (check accepted
+		// it): whoever holds the token now may not be its owner.
+		oe := &OAuthError{Code: "invalid_grant", Description: "the token was already used; the grant is revoked, and the client must be allowed again"}
+		rerr := o.Store.RevokeGrant(ctx, "", tok.GrantID, now)
+		switch {
+		case rerr == nil:
+			oe.Revoked = tok.GrantID
+		case countersign.ErrorCode(rerr) != countersign.ECONFLICT:
 			return nil, rerr
 		}
-		return nil, oauthErr("invalid_grant", "the token was already used; the grant is revoked, and the client must be allowed again")
+		return nil, oe
 	case countersign.ErrorCode(err) == countersign.ENOTFOUND:
 		return nil, errBadGrant
 	case err != nil:
@@ -440,17 +453,17 @@ func asOAuthError(err error, target **OAuthError) bool {
 }
 
 // RevokeToken revokes a token of the client (RFC 7009); a refresh token
-// revokes its grant. An unknown token, or one of a grant already revoked,
-// is no error.
-func (o *OAuth) RevokeToken(ctx context.Context, c *countersign.OAuthClient, token string) error {
+// revokes its grant, whose id it returns ("" when it revoked no grant).
+// An unknown token, or one of a grant already revoked, is no error.
+func (o *OAuth) RevokeToken(ctx context.Context, c *countersign.OAuthClient, token string) (revoked string, err error) {
 	if token == "" || len(token) > 200 {
-		return nil
+		return "", nil
 	}
-	err := o.Store.DeleteOAuthToken(ctx, countersign.HashSecret(token), c.ID, o.Clock.Now())
+	revoked, err = o.Store.DeleteOAuthToken(ctx, countersign.HashSecret(token), c.ID, o.Clock.Now())
 	if countersign.ErrorCode(err) == countersign.ECONFLICT || countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return nil
+		return "", nil
 	}
-	return err
+	return revoked, err
 }
 
 // S256 is the PKCE code challenge of a verifier (RFC 7636).

@@ -37,7 +37,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, b *browser)
 	} else if err != nil && countersign.ErrorCode(err) != countersign.ECONFLICT {
 		return err
 	}
-	s.log.Info("oauth grant revoked", "grant", id, "approver", b.approver.Username)
+	s.log.Info("oauth grant revoked", "grant", id, "reason", "revoked in the inbox", "approver", b.approver.Username)
 	if b.session.GrantID == id {
 		s.clearSessionCookie(w)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)

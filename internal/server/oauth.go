@@ -227,6 +227,10 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 		var oe *approval.OAuthError
 		if errors.As(err, &oe) {
 			s.log.Info("oauth token refused", "client_id", c.ID, "error", oe.Code, "client", s.clientAddr(r))
+			if oe.Revoked != "" {
+				s.log.Warn("oauth grant revoked", "grant", oe.Revoked, "reason", "replay", "grant_type", r.PostFormValue("grant_type"),
+					"client_id", c.ID, "client", s.clientAddr(r))
+			}
 		}
 		return err
 	}
@@ -250,8 +254,12 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) error {
 	if r.PostFormValue("token") == "" {
 		return &approval.OAuthError{Code: "invalid_request", Description: "token is missing"}
 	}
-	if err := s.oauth.RevokeToken(r.Context(), c, r.PostFormValue("token")); err != nil {
+	revoked, err := s.oauth.RevokeToken(r.Context(), c, r.PostFormValue("token"))
+	if err != nil {
 		return err
+	}
+	if revoked != "" {
+		s.log.Info("oauth grant revoked", "grant", revoked, "reason", "revocation", "client_id", c.ID, "client", s.clientAddr(r))
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)

@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 const oaCallback = "https://claude.ai/api/mcp/auth_callback"
@@ -507,7 +508,91 @@ func TestOAuthHostile(t *testing.T) {
 		if err != nil || !g.Revoked() {
 			t.Errorf("the grant after its client revoked the refresh token = %+v, %v; want revoked", g, err)
 		}
+		if logs := e.logs.String(); !strings.Contains(logs, `msg="oauth grant revoked" grant=`+agent.GrantID+` reason=revocation`) ||
+			strings.Contains(logs, tok.RefreshToken) {
+			t.Errorf("the log does not say (only) why the grant was revoked:\n%s", logs)
+		}
 	})
+}
+
+// TestOAuthForeignReplay: a client replaying a code or refresh token that
+// was issued to another (later, with a made-up verifier or another redirect
+// URI, or under the victim's public client_id) gets invalid_grant and
+// changes nothing: the victim's grant, tokens and consent session
+// survive. The client the token was issued to still revokes the grant by
+// replaying it, and the log says why, without the token.
+func TestOAuthForeignReplay(t *testing.T) {
+	t.Parallel()
+	clock := testutil.NewClock(time.Now())
+	e := ibSetup(t, oaMCP, func(c *server.Config) { c.Clock = clock })
+	victim := e.registerClient(oaCallback)
+	code, consent := e.consent(e.signIn("alice"), e.authzQuery(victim))
+	st, tok := e.exchange(victim, code)
+	if st != http.StatusOK {
+		t.Fatalf("exchange: %d %+v", st, tok)
+	}
+	st, tok2 := e.refresh(victim, tok.RefreshToken)
+	if st != http.StatusOK {
+		t.Fatalf("refresh: %d %+v", st, tok2)
+	}
+	const evil = "https://evil.example/phish-login"
+	attacker := e.registerClient(evil)
+	madeUp := strings.Repeat("m", 43)
+	clock.Advance(62 * time.Second)
+	for name, form := range map[string]url.Values{
+		"the used code, by another client": {"grant_type": {"authorization_code"}, "client_id": {attacker.id}, "code": {code},
+			"redirect_uri": {evil}, "code_verifier": {madeUp}},
+		"the used code, under the victim's client_id with a made-up verifier": {"grant_type": {"authorization_code"}, "client_id": {victim.id},
+			"code": {code}, "redirect_uri": {oaCallback}, "code_verifier": {madeUp}},
+		"the used code, under the victim's client_id with another redirect URI": {"grant_type": {"authorization_code"}, "client_id": {victim.id},
+			"code": {code}, "redirect_uri": {evil}, "code_verifier": {victim.verifier}},
+		"the rotated refresh token, by another client": {"grant_type": {"refresh_token"}, "client_id": {attacker.id}, "refresh_token": {tok.RefreshToken}},
+	} {
+		if st, out := e.tokenCall(form); st != http.StatusBadRequest || out.Error != "invalid_grant" || out.AccessToken != "" {
+			t.Errorf("%s: %d %+v, want 400 invalid_grant", name, st, out)
+		}
+	}
+	agent, err := e.authenticator().AccessAgent(e.ctx, tok2.AccessToken, e.base+"/mcp", time.Now())
+	if err != nil {
+		t.Fatalf("the victim's access token after the foreign replays: %v", err)
+	}
+	if g, err := e.store.Grant(e.ctx, agent.GrantID); err != nil || g.Revoked() {
+		t.Fatalf("the victim's grant after the foreign replays = %+v, %v; want live", g, err)
+	}
+	if st, _ := e.mcpStatus(tok2.AccessToken); st != http.StatusOK {
+		t.Errorf("/mcp with the victim's token after the foreign replays: %d", st)
+	}
+	if !e.signedIn(consent.Value) {
+		t.Error("the foreign replays signed the victim's browser out")
+	}
+	if strings.Contains(e.logs.String(), "oauth grant revoked") {
+		t.Errorf("the log says a grant was revoked:\n%s", e.logs.String())
+	}
+	st, tok3 := e.refresh(victim, tok2.RefreshToken)
+	if st != http.StatusOK {
+		t.Fatalf("the victim's refresh after the foreign replays: %d %+v", st, tok3)
+	}
+
+	// The victim's own client replaying its rotated refresh token: the
+	// token leaked, the grant ends.
+	if st, out := e.refresh(victim, tok2.RefreshToken); st != http.StatusBadRequest || out.Error != "invalid_grant" {
+		t.Errorf("the owner's replay: %d %+v", st, out)
+	}
+	if st, _ := e.mcpStatus(tok3.AccessToken); st != http.StatusUnauthorized {
+		t.Errorf("/mcp after the owner's replay: %d, want 401", st)
+	}
+	if e.signedIn(consent.Value) {
+		t.Error("the consent's session survives the owner's replay")
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, `msg="oauth grant revoked" grant=`+agent.GrantID+` reason=replay`) {
+		t.Errorf("the log does not say the grant was revoked for a replay:\n%s", logs)
+	}
+	for name, secret := range map[string]string{"code": code, "refresh token": tok2.RefreshToken, "verifier": victim.verifier} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("the log holds the %s", name)
+		}
+	}
 }
 
 // TestOAuthAccounts: a grant of acme is a principal of acme only: its

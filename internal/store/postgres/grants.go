@@ -299,13 +299,16 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
-		if err := tok.Redeemable(g, now); err != nil {
-			return err
-		}
+		// The check comes first: a token presented by another client (or
+		// with another redirect URI or verifier) is refused as what it is,
+		// never reported as used, so that its replay revokes nothing.
 		if check != nil {
 			if err := check(tok); err != nil {
 				return err
 			}
+		}
+		if err := tok.Redeemable(g, now); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE oauth_tokens SET used_at = $1 WHERE hash = $2`, nanos(now), hash); err != nil {
 			return fmt.Errorf("use oauth token: %w", err)
@@ -373,11 +376,13 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 }
 
 // DeleteOAuthToken implements countersign.OAuthStore.
-func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error {
+func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) (string, error) {
 	if hasNUL(hash, clientID) {
-		return nil
+		return "", nil
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	var revoked string
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		revoked = ""
 		var kind, grant string
 		err := tx.QueryRow(ctx, `SELECT kind, grant_id FROM oauth_tokens WHERE hash = $1 AND client_id = $2`, hash, clientID).Scan(&kind, &grant)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -386,6 +391,7 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at ti
 			return fmt.Errorf("read oauth token: %w", err)
 		}
 		if kind == countersign.TokenRefresh {
+			revoked = grant
 			return revokeGrant(ctx, tx, "", grant, at)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM oauth_tokens WHERE hash = $1`, hash); err != nil {
@@ -393,4 +399,8 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at ti
 		}
 		return nil
 	})
+	if err != nil {
+		return "", err
+	}
+	return revoked, nil
 }

@@ -271,13 +271,16 @@ func (db *DB) RedeemOAuthToken(ctx context.Context, hash, kind string, now time.
 		if err != nil {
 			return fmt.Errorf("read grant: %w", err)
 		}
-		if err := tok.Redeemable(g, now); err != nil {
-			return err
-		}
+		// The check comes first: a token presented by another client (or
+		// with another redirect URI or verifier) is refused as what it is,
+		// never reported as used, so that its replay revokes nothing.
 		if check != nil {
 			if err := check(tok); err != nil {
 				return err
 			}
+		}
+		if err := tok.Redeemable(g, now); err != nil {
+			return err
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE oauth_tokens SET used_at = ? WHERE hash = ? AND used_at = 0`, nanos(now), hash)
 		if err != nil {
@@ -354,8 +357,10 @@ func (db *DB) AccessToken(ctx context.Context, hash string, now time.Time) (*cou
 
 // DeleteOAuthToken implements countersign.OAuthStore. Through updateCached: an
 // access token may be cached.
-func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) error {
-	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) (string, error) {
+	var revoked string
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+		revoked = ""
 		var kind, grant string
 		err := tx.QueryRowContext(ctx, `SELECT kind, grant_id FROM oauth_tokens WHERE hash = ? AND client_id = ?`, hash, clientID).Scan(&kind, &grant)
 		if err == sql.ErrNoRows {
@@ -364,6 +369,7 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at ti
 			return fmt.Errorf("read oauth token: %w", err)
 		}
 		if kind == countersign.TokenRefresh {
+			revoked = grant
 			return revokeGrant(ctx, tx, "", grant, at)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM oauth_tokens WHERE hash = ?`, hash); err != nil {
@@ -371,6 +377,10 @@ func (db *DB) DeleteOAuthToken(ctx context.Context, hash, clientID string, at ti
 		}
 		return nil
 	})
+	if err != nil {
+		return "", err
+	}
+	return revoked, nil
 }
 
 // scanGrantRow reads a grants row as it is stored (grantColumns), for the

@@ -99,6 +99,14 @@ func testGrants(t *testing.T, open Opener) {
 	if err != nil || tok.RedirectURI != "https://claude.ai/api/mcp/auth_callback" || tok.Challenge != "challenge" || gr.ID != g.ID {
 		t.Fatalf("RedeemOAuthToken = %+v, %+v, %v", tok, gr, err)
 	}
+	// A used code that its check refuses (another client's, another
+	// verifier) is refused by the check, not reported as used: a stranger's
+	// replay must not look like the owner's.
+	tok, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(2*time.Second), refuse, nil)
+	wantCode(t, "a used code its check refuses", err, countersign.EINVALID)
+	if tok != nil {
+		t.Errorf("a used code its check refuses returns %+v, want no token", tok)
+	}
 	tok, _, err = s.RedeemOAuthToken(ctx, code, countersign.TokenCode, Base.Add(2*time.Second), nil, nil)
 	wantCode(t, "a code used twice", err, countersign.ECONFLICT)
 	if tok == nil || tok.GrantID != g.ID {
@@ -121,6 +129,8 @@ func testGrants(t *testing.T, open Opener) {
 	if _, _, err := s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil, tokens("a2", Base.Add(time.Hour))); err != nil {
 		t.Fatalf("refresh: %v", err)
 	}
+	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, refuse, nil)
+	wantCode(t, "a rotated refresh token its check refuses", err, countersign.EINVALID)
 	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-a"), countersign.TokenRefresh, Base, nil, nil)
 	wantCode(t, "a replayed refresh token", err, countersign.ECONFLICT)
 
@@ -154,8 +164,8 @@ func testGrants(t *testing.T, open Opener) {
 
 	// RFC 7009: deleting a refresh token revokes the grant with its
 	// tokens; another client cannot delete them.
-	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "someone-else", Base); err != nil {
-		t.Fatal(err)
+	if revoked, err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "someone-else", Base); err != nil || revoked != "" {
+		t.Fatalf("DeleteOAuthToken of another client = %q, %v", revoked, err)
 	}
 	if _, _, err := s.AccessToken(ctx, sha("access-b"), Base); err != nil {
 		t.Errorf("a token deleted by another client: %v", err)
@@ -163,8 +173,8 @@ func testGrants(t *testing.T, open Opener) {
 	if got, _ := s.Grant(ctx, other.ID); got.Revoked() {
 		t.Errorf("a grant whose token another client tried to delete was revoked")
 	}
-	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base.Add(2*time.Minute)); err != nil {
-		t.Fatal(err)
+	if revoked, err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base.Add(2*time.Minute)); err != nil || revoked != other.ID {
+		t.Fatalf("DeleteOAuthToken of the refresh token = %q, %v; want %s revoked", revoked, err, other.ID)
 	}
 	_, _, err = s.AccessToken(ctx, sha("access-b"), Base)
 	wantCode(t, "access token after its refresh token was revoked", err, countersign.ENOTFOUND)
@@ -177,8 +187,8 @@ func testGrants(t *testing.T, open Opener) {
 	if _, _, err := s.SessionByHash(ctx, otherSess.Hash, Base); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Errorf("the consent's session after its refresh token was revoked: %v", err)
 	}
-	if err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base); err != nil {
-		t.Errorf("deleting a gone token: %v", err)
+	if revoked, err := s.DeleteOAuthToken(ctx, sha("refresh-b"), "c", Base); err != nil || revoked != "" {
+		t.Errorf("deleting a gone token = %q, %v", revoked, err)
 	}
 	if err := s.TouchGrant(ctx, other.ID, Base.Add(time.Hour)); err != nil {
 		t.Fatal(err)
