@@ -18,20 +18,28 @@ type OAuthClient struct {
 	// AuthMethod is the token endpoint authentication method: none,
 	// client_secret_post or client_secret_basic.
 	AuthMethod string
-	// RegisteredFrom is the client address that registered it, which the
-	// per-address limit counts.
+	// RegisteredFrom is the client address that registered it (an IPv6
+	// address by its /64), which the per-address limit counts.
 	RegisteredFrom string
-	CreatedAt      time.Time
-	// LastUsedAt is when a code of the client was last exchanged; zero for
-	// a client never used, which expires.
+	// RegisteredNet is the network of that address that the per-network
+	// limit counts: the /48 of an IPv6 address, "" for IPv4.
+	RegisteredNet string
+	CreatedAt     time.Time
+	// LastUsedAt is when the client was last allowed on the consent page
+	// or had a code or refresh token redeemed; zero for a client never
+	// used, which expires within minutes and may be deleted to make room.
 	LastUsedAt time.Time
 }
 
-// ClientLimits bound dynamic client registration.
+// ClientLimits bound dynamic client registration. They count never-used
+// clients only: a client an approver allowed is no flood.
 type ClientLimits struct {
-	// Max is the most clients the server keeps; PerAddress the most one
-	// client address may have registered (0: no limit).
-	Max, PerAddress int
+	// Max is the most clients the server keeps: at Max, the oldest
+	// never-used clients are deleted to make room, and only a server
+	// whose every client was used is full. PerAddress is the most
+	// never-used clients one client address may hold, PerNetwork the most
+	// one network may (0: no limit).
+	Max, PerAddress, PerNetwork int
 	// StaleBefore: clients never used and registered before it are deleted
 	// first, so abandoned registrations make room.
 	StaleBefore time.Time
@@ -93,9 +101,11 @@ type OAuthToken struct {
 // Store.
 type OAuthStore interface {
 	// CreateOAuthClient stores a registered client. In the same
-	// transaction it deletes the stale clients lim names, then fails with
-	// ELIMIT when the server or the client's address already holds as many
-	// clients as lim allows.
+	// transaction it deletes the stale clients lim names, fails with
+	// ELIMIT when the client's address or network already holds as many
+	// never-used clients as lim allows, and, when the server holds Max
+	// clients, deletes the oldest never-used ones to make room (ELIMIT
+	// when there are none).
 	CreateOAuthClient(ctx context.Context, c *OAuthClient, lim ClientLimits) error
 	// OAuthClient returns a client. Errors: ENOTFOUND.
 	OAuthClient(ctx context.Context, id string) (*OAuthClient, error)

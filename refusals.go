@@ -186,6 +186,12 @@ func ErrClientsFromAddress() *Error {
 	return Errorf(ELIMIT, "this address registered as many clients as it may; use one of them, or wait until unused ones expire")
 }
 
+// ErrClientsFromNetwork is the ELIMIT of registering an OAuth client from
+// a network (an IPv6 /48) whose addresses registered as many as it may.
+func ErrClientsFromNetwork() *Error {
+	return Errorf(ELIMIT, "this network registered as many clients as it may; use one of them, or wait until unused ones expire")
+}
+
 // OpenedBy returns w as the approval r opens it at now: the window takes
 // its account, key and request from r where w leaves them empty, and may
 // not name another, since a window never widens beyond the key that

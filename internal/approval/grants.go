@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -18,10 +19,22 @@ import (
 // The lifetimes of OAuth credentials: codes are short-lived, access tokens
 // last about an hour, refresh tokens are rotated on every use.
 const (
-	CodeTTL        = time.Minute
-	AccessTTL      = time.Hour
-	RefreshTTL     = 30 * 24 * time.Hour
-	ClientStaleTTL = 24 * time.Hour // a client never used is deleted after it
+	CodeTTL    = time.Minute
+	AccessTTL  = time.Hour
+	RefreshTTL = 30 * 24 * time.Hour
+	// ClientStaleTTL: a client never used is deleted after it. Minutes,
+	// not hours: a flood of registrations is gone soon, and a client that
+	// is real is allowed (and so used) within them, or registers again.
+	ClientStaleTTL = 10 * time.Minute
+)
+
+// The default bounds of registration: the clients the server keeps, and
+// the never-used ones an address (IPv6: a /64) or a network (IPv6: a /48)
+// may hold.
+const (
+	DefaultMaxClients        = 10000
+	DefaultClientsPerAddress = 20
+	DefaultClientsPerNetwork = 50
 )
 
 // GrantTiers are the tiers a grant may carry, lowest first; they are also
@@ -36,8 +49,9 @@ type OAuth struct {
 	Clock countersign.Clock
 	// Resource is the only resource tokens are issued for: <public URL>/mcp.
 	Resource string
-	// MaxClients and ClientsPerAddress bound registration (0: defaults).
-	MaxClients, ClientsPerAddress int
+	// MaxClients, ClientsPerAddress and ClientsPerNetwork bound
+	// registration (0: the defaults).
+	MaxClients, ClientsPerAddress, ClientsPerNetwork int
 }
 
 // OAuthError is an error of the OAuth protocol: one of the standard codes
@@ -71,7 +85,9 @@ type ClientMetadata struct {
 	SoftwareVersion         string   `json:"software_version,omitempty"`
 }
 
-// Register validates a client's metadata and stores the client. It returns
+// Register validates a client's metadata and stores the client. from is
+// the client address as the limits count it (an IPv6 address by its /64,
+// "2001:db8:1:2::/64"); an IPv6 one is counted by its /48 too. It returns
 // the client and, for a confidential client, its secret, shown only now.
 // Errors: *OAuthError invalid_redirect_uri or invalid_client_metadata;
 // ELIMIT.
@@ -82,24 +98,43 @@ func (o *OAuth) Register(ctx context.Context, m *ClientMetadata, from string) (*
 	now := o.Clock.Now()
 	c := &countersign.OAuthClient{
 		ID: countersign.NewID("cli_"), Name: m.ClientName, RedirectURIs: m.RedirectURIs,
-		AuthMethod: m.TokenEndpointAuthMethod, RegisteredFrom: from, CreatedAt: now,
+		AuthMethod: m.TokenEndpointAuthMethod, RegisteredFrom: from, RegisteredNet: NetworkOf(from), CreatedAt: now,
 	}
 	var secret string
 	if c.AuthMethod != "none" {
 		secret = countersign.NewSecret(countersign.ClientSecretPrefix)
 		c.SecretHash = countersign.HashSecret(secret)
 	}
-	lim := countersign.ClientLimits{Max: o.MaxClients, PerAddress: o.ClientsPerAddress, StaleBefore: now.Add(-ClientStaleTTL)}
-	if lim.Max == 0 {
-		lim.Max = 10000
-	}
-	if lim.PerAddress == 0 {
-		lim.PerAddress = 20
-	}
+	lim := countersign.ClientLimits{Max: orDefault(o.MaxClients, DefaultMaxClients),
+		PerAddress: orDefault(o.ClientsPerAddress, DefaultClientsPerAddress), PerNetwork: orDefault(o.ClientsPerNetwork, DefaultClientsPerNetwork),
+		StaleBefore: now.Add(-ClientStaleTTL)}
 	if err := o.Store.CreateOAuthClient(ctx, c, lim); err != nil {
 		return nil, "", err
 	}
 	return c, secret, nil
+}
+
+func orDefault(n, def int) int {
+	if n == 0 {
+		return def
+	}
+	return n
+}
+
+// NetworkOf is the network a registration from the client address from
+// is counted under as well: the /48 of an IPv6 address or /64, which one
+// site usually holds whole (and with it 65 536 /64s); "" for anything
+// else.
+func NetworkOf(from string) string {
+	a, err := netip.ParseAddr(from)
+	if p, perr := netip.ParsePrefix(from); perr == nil {
+		a, err = p.Addr(), nil
+	}
+	if err != nil || !a.Unmap().Is6() {
+		return ""
+	}
+	p, _ := a.Unmap().Prefix(48)
+	return p.String()
 }
 
 // validMetadata checks every value a client declared, and fills in the

@@ -60,6 +60,9 @@ type Config struct {
 	// UploadLimits bound how an upload body arrives; zero:
 	// DefaultBodyLimits.
 	UploadLimits BodyLimits
+	// MaxOAuthClients is the most registered OAuth clients the server
+	// keeps (0: approval.DefaultMaxClients).
+	MaxOAuthClients int
 }
 
 // Server holds the handlers' dependencies.
@@ -129,7 +132,7 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 		limiter:  ratelimit.New(cfg.RatePerMinute),
 		signins:  newSigninLimiter(),
 		sessions: &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
-		oauth: &approval.OAuth{Store: cfg.Store, Clock: cfg.Clock,
+		oauth: &approval.OAuth{Store: cfg.Store, Clock: cfg.Clock, MaxClients: cfg.MaxOAuthClients,
 			Resource: strings.TrimRight(cfg.PublicURL.String(), "/") + "/mcp"},
 		registrations: ratelimit.New(30),
 		oauthRate:     ratelimit.New(120),

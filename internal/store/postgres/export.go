@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -312,13 +311,11 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
 			s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID)
 	case rec.OAuthClient != nil:
-		c := rec.OAuthClient
-		uris, err := json.Marshal(c.RedirectURIs)
+		args, err := oauthClientArgs(rec.OAuthClient)
 		if err != nil {
 			return err
 		}
-		b.Queue(`INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
+		b.Queue(`INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
 	case rec.Grant != nil:
 		b.Queue(`INSERT INTO grants (`+grantColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, grantArgs(rec.Grant)...)
 	case rec.OAuthToken != nil:

@@ -16,14 +16,14 @@ import (
 // database on each use, so a revoked grant stops working on all of them at
 // once.
 
-// CreateOAuthClient implements countersign.OAuthStore. The count and the
-// insert take a transaction-scoped advisory lock, so that two
-// registrations at once cannot both pass the limit.
+// CreateOAuthClient implements countersign.OAuthStore. The counts, the
+// deletions and the insert take a transaction-scoped advisory lock, so
+// that two registrations at once cannot both pass a limit.
 func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient, lim countersign.ClientLimits) error {
-	if hasNUL(c.ID, c.Name, c.AuthMethod, c.RegisteredFrom, strings.Join(c.RedirectURIs, "")) {
+	if hasNUL(c.ID, c.Name, c.AuthMethod, c.RegisteredFrom, c.RegisteredNet, strings.Join(c.RedirectURIs, "")) {
 		return countersign.Errorf(countersign.EINVALID, "text must not contain NUL characters")
 	}
-	uris, err := json.Marshal(c.RedirectURIs)
+	args, err := oauthClientArgs(c)
 	if err != nil {
 		return fmt.Errorf("create oauth client: %w", err)
 	}
@@ -36,15 +36,20 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 				return fmt.Errorf("expire oauth clients: %w", err)
 			}
 		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, countersign.ErrClientsFull()); err != nil {
-			return err
-		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = $1`, lim.PerAddress,
+		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = $1 AND last_used_at = 0`, lim.PerAddress,
 			countersign.ErrClientsFromAddress(), c.RegisteredFrom); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
+		if c.RegisteredNet != "" {
+			if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_net = $1 AND last_used_at = 0`, lim.PerNetwork,
+				countersign.ErrClientsFromNetwork(), c.RegisteredNet); err != nil {
+				return err
+			}
+		}
+		if err := makeRoom(ctx, tx, lim.Max); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
 		if isUnique(err) {
 			return countersign.ErrExists("client")
 		} else if err != nil {
@@ -52,6 +57,31 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 		}
 		return nil
 	})
+}
+
+// makeRoom deletes the oldest never-used clients when the server holds max
+// clients already, so that a flood of registrations cannot keep a new
+// client out; only when every client has been used is the server full.
+func makeRoom(ctx context.Context, tx pgx.Tx, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
+		return fmt.Errorf("count oauth clients: %w", err)
+	}
+	if n < max {
+		return nil
+	}
+	tag, err := tx.Exec(ctx, `DELETE FROM oauth_clients WHERE id IN
+		(SELECT id FROM oauth_clients WHERE last_used_at = 0 ORDER BY created_at, id LIMIT $1)`, n-max+1)
+	if err != nil {
+		return fmt.Errorf("make room for an oauth client: %w", err)
+	}
+	if n-int(tag.RowsAffected()) >= max {
+		return countersign.ErrClientsFull()
+	}
+	return nil
 }
 
 func clientLimit(ctx context.Context, tx pgx.Tx, query string, limit int, refusal error, args ...any) error {
@@ -68,13 +98,23 @@ func clientLimit(ctx context.Context, tx pgx.Tx, query string, limit int, refusa
 	return nil
 }
 
-const oauthClientColumns = `id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at`
+// oauthClientArgs are the values of an oauth_clients row, in the order of
+// oauthClientColumns.
+func oauthClientArgs(c *countersign.OAuthClient) ([]any, error) {
+	uris, err := json.Marshal(c.RedirectURIs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt), c.RegisteredNet}, nil
+}
+
+const oauthClientColumns = `id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at, registered_net`
 
 func scanOAuthClient(s pgx.Row) (*countersign.OAuthClient, error) {
 	var c countersign.OAuthClient
 	var uris string
 	var created, used int64
-	if err := s.Scan(&c.ID, &c.SecretHash, &c.Name, &uris, &c.AuthMethod, &c.RegisteredFrom, &created, &used); err != nil {
+	if err := s.Scan(&c.ID, &c.SecretHash, &c.Name, &uris, &c.AuthMethod, &c.RegisteredFrom, &created, &used, &c.RegisteredNet); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(uris), &c.RedirectURIs); err != nil {
@@ -128,6 +168,10 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 			if err := insertOAuthToken(ctx, tx, code); err != nil {
 				return err
 			}
+		}
+		// An allowed client is used: it no longer expires, nor makes room.
+		if _, err := tx.Exec(ctx, `UPDATE oauth_clients SET last_used_at = $1 WHERE id = $2`, nanos(g.CreatedAt), g.ClientID); err != nil {
+			return fmt.Errorf("mark oauth client used: %w", err)
 		}
 		return nil
 	})

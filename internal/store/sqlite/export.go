@@ -317,10 +317,8 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			[]any{s.Hash, s.ApproverID, s.AccountID, nanos(s.CreatedAt), nanos(s.ExpiresAt), nanos(s.LastSeenAt), s.UserAgent, s.Client, s.GrantID}, nil
 	case rec.OAuthClient != nil:
-		c := rec.OAuthClient
-		uris, err := json.Marshal(c.RedirectURIs)
-		return `INSERT INTO oauth_clients (` + oauthClientColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-			[]any{c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt)}, err
+		args, err := oauthClientArgs(rec.OAuthClient)
+		return `INSERT INTO oauth_clients (` + oauthClientColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, args, err
 	case rec.Grant != nil:
 		return `INSERT INTO grants (` + grantColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, grantArgs(rec.Grant), nil
 	case rec.OAuthToken != nil:

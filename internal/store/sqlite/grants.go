@@ -14,7 +14,7 @@ import (
 // CreateOAuthClient implements countersign.OAuthStore. It changes nothing a
 // cache holds.
 func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient, lim countersign.ClientLimits) error {
-	uris, err := json.Marshal(c.RedirectURIs)
+	args, err := oauthClientArgs(c)
 	if err != nil {
 		return fmt.Errorf("create oauth client: %w", err)
 	}
@@ -24,15 +24,20 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 				return fmt.Errorf("expire oauth clients: %w", err)
 			}
 		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients`, lim.Max, countersign.ErrClientsFull()); err != nil {
-			return err
-		}
-		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = ?`, lim.PerAddress,
+		if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_from = ? AND last_used_at = 0`, lim.PerAddress,
 			countersign.ErrClientsFromAddress(), c.RegisteredFrom); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt))
+		if c.RegisteredNet != "" {
+			if err := clientLimit(ctx, tx, `SELECT COUNT(*) FROM oauth_clients WHERE registered_net = ? AND last_used_at = 0`, lim.PerNetwork,
+				countersign.ErrClientsFromNetwork(), c.RegisteredNet); err != nil {
+				return err
+			}
+		}
+		if err := makeRoom(ctx, tx, lim.Max); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO oauth_clients (`+oauthClientColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, args...)
 		if isUnique(err) {
 			return countersign.ErrExists("client")
 		} else if err != nil {
@@ -40,6 +45,31 @@ func (db *DB) CreateOAuthClient(ctx context.Context, c *countersign.OAuthClient,
 		}
 		return nil
 	})
+}
+
+// makeRoom deletes the oldest never-used clients when the server holds max
+// clients already, so that a flood of registrations cannot keep a new
+// client out; only when every client has been used is the server full.
+func makeRoom(ctx context.Context, tx querier, max int) error {
+	if max <= 0 {
+		return nil
+	}
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM oauth_clients`).Scan(&n); err != nil {
+		return fmt.Errorf("count oauth clients: %w", err)
+	}
+	if n < max {
+		return nil
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM oauth_clients WHERE id IN
+		(SELECT id FROM oauth_clients WHERE last_used_at = 0 ORDER BY created_at, id LIMIT ?)`, n-max+1)
+	if err != nil {
+		return fmt.Errorf("make room for an oauth client: %w", err)
+	}
+	if gone, _ := res.RowsAffected(); n-int(gone) >= max {
+		return countersign.ErrClientsFull()
+	}
+	return nil
 }
 
 func clientLimit(ctx context.Context, tx querier, query string, limit int, refusal error, args ...any) error {
@@ -56,13 +86,23 @@ func clientLimit(ctx context.Context, tx querier, query string, limit int, refus
 	return nil
 }
 
-const oauthClientColumns = `id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at`
+// oauthClientArgs are the values of an oauth_clients row, in the order of
+// oauthClientColumns.
+func oauthClientArgs(c *countersign.OAuthClient) ([]any, error) {
+	uris, err := json.Marshal(c.RedirectURIs)
+	if err != nil {
+		return nil, err
+	}
+	return []any{c.ID, c.SecretHash, c.Name, string(uris), c.AuthMethod, c.RegisteredFrom, nanos(c.CreatedAt), nanos(c.LastUsedAt), c.RegisteredNet}, nil
+}
+
+const oauthClientColumns = `id, secret_hash, name, redirect_uris, auth_method, registered_from, created_at, last_used_at, registered_net`
 
 func scanOAuthClient(s scanner) (*countersign.OAuthClient, error) {
 	var c countersign.OAuthClient
 	var uris string
 	var created, used int64
-	if err := s.Scan(&c.ID, &c.SecretHash, &c.Name, &uris, &c.AuthMethod, &c.RegisteredFrom, &created, &used); err != nil {
+	if err := s.Scan(&c.ID, &c.SecretHash, &c.Name, &uris, &c.AuthMethod, &c.RegisteredFrom, &created, &used, &c.RegisteredNet); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(uris), &c.RedirectURIs); err != nil {
@@ -119,6 +159,10 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 			if err := insertOAuthToken(ctx, tx, code); err != nil {
 				return err
 			}
+		}
+		// An allowed client is used: it no longer expires, nor makes room.
+		if _, err := tx.ExecContext(ctx, `UPDATE oauth_clients SET last_used_at = ? WHERE id = ?`, nanos(g.CreatedAt), g.ClientID); err != nil {
+			return fmt.Errorf("mark oauth client used: %w", err)
 		}
 		return nil
 	})

@@ -35,34 +35,110 @@ func tokens(name string, expires time.Time) []*countersign.OAuthToken {
 	}
 }
 
-// testOAuthClients: registration limits count per server and per address,
-// and never-used clients expire to make room.
+// testOAuthClients: the limits count never-used clients per address and
+// per network; at the server's cap the oldest never-used clients make
+// room, and only a server of used clients is full; a grant marks its
+// client used; stale never-used clients expire.
 func testOAuthClients(t *testing.T, open Opener) {
 	s, ctx := open(t), t.Context()
-	lim := countersign.ClientLimits{Max: 3, PerAddress: 2}
-	reg := func(id, from string, at time.Time) error {
-		return s.CreateOAuthClient(ctx, &countersign.OAuthClient{ID: id, Name: "n", RedirectURIs: []string{"https://a.example/cb"},
-			AuthMethod: "none", RegisteredFrom: from, CreatedAt: at}, lim)
+	lim := countersign.ClientLimits{Max: 3, PerAddress: 2, PerNetwork: 2}
+	reg := func(id, from, network string, at time.Time, used bool) error {
+		c := &countersign.OAuthClient{ID: id, Name: "n", RedirectURIs: []string{"https://a.example/cb"},
+			AuthMethod: "none", RegisteredFrom: from, RegisteredNet: network, CreatedAt: at}
+		if used {
+			c.LastUsedAt = at
+		}
+		return s.CreateOAuthClient(ctx, c, lim)
 	}
-	for _, c := range []struct{ id, from string }{{"c1", "a"}, {"c2", "a"}, {"c3", "b"}} {
-		if err := reg(c.id, c.from, Base); err != nil {
+	gone := func(what string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			_, err := s.OAuthClient(ctx, id)
+			wantCode(t, what+": "+id, err, countersign.ENOTFOUND)
+		}
+	}
+	held := func(what string, ids ...string) {
+		t.Helper()
+		for _, id := range ids {
+			if _, err := s.OAuthClient(ctx, id); err != nil {
+				t.Errorf("%s: %s: %v", what, id, err)
+			}
+		}
+	}
+	at := func(i int) time.Time { return Base.Add(time.Duration(i) * time.Second) }
+	for i, c := range []struct{ id, from string }{{"c1", "a"}, {"c2", "a"}, {"c3", "b"}} {
+		if err := reg(c.id, c.from, "", at(i), false); err != nil {
 			t.Fatalf("register %s: %v", c.id, err)
 		}
 	}
-	wantCode(t, "third client of one address", reg("c4", "a", Base), countersign.ELIMIT)
-	wantCode(t, "client over the server's cap", reg("c4", "c", Base), countersign.ELIMIT)
+	wantCode(t, "a third never-used client of one address", reg("c4", "a", "", at(3), false), countersign.ELIMIT)
 	got, err := s.OAuthClient(ctx, "c1")
-	if err != nil || got.Name != "n" || len(got.RedirectURIs) != 1 || got.RedirectURIs[0] != "https://a.example/cb" {
+	if err != nil || got.Name != "n" || len(got.RedirectURIs) != 1 || got.RedirectURIs[0] != "https://a.example/cb" || got.RegisteredFrom != "a" {
 		t.Fatalf("OAuthClient = %+v, %v", got, err)
 	}
 	_, err = s.OAuthClient(ctx, "nope")
 	wantCode(t, "unknown client", err, countersign.ENOTFOUND)
-	lim.StaleBefore = Base.Add(time.Second)
-	if err := reg("c5", "c", Base.Add(time.Hour)); err != nil {
+
+	// The server holds 3: a fourth makes room by deleting the oldest
+	// never-used client, and so does the next.
+	if err := reg("c4", "c", "", at(4), false); err != nil {
+		t.Fatalf("register at the cap: %v", err)
+	}
+	gone("the oldest never-used client at the cap", "c1")
+	held("the younger clients at the cap", "c2", "c3", "c4")
+
+	// A used client counts against no address and never makes room.
+	if err := reg("u1", "a", "", at(5), true); err != nil {
+		t.Fatalf("register a used client: %v", err)
+	}
+	gone("the next oldest never-used client", "c2")
+	if err := reg("c5", "a", "", at(6), false); err != nil {
+		t.Fatalf("a never-used client beside a used one of its address: %v", err)
+	}
+	held("the used client", "u1")
+
+	// Per network: two never-used clients of one network, whatever
+	// their addresses; another network is not held back.
+	if err := reg("n1", "2001:db8:1:1::/64", "2001:db8:1::/48", at(7), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg("n2", "2001:db8:1:2::/64", "2001:db8:1::/48", at(8), false); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "a third never-used client of one network", reg("n3", "2001:db8:1:3::/64", "2001:db8:1::/48", at(9), false), countersign.ELIMIT)
+	if err := reg("n3", "2001:db8:2:3::/64", "2001:db8:2::/48", at(9), false); err != nil {
+		t.Fatalf("a client of another network: %v", err)
+	}
+	if got, err := s.OAuthClient(ctx, "n3"); err != nil || got.RegisteredNet != "2001:db8:2::/48" {
+		t.Errorf("OAuthClient(n3) = %+v, %v", got, err)
+	}
+
+	// A grant marks its client used: it no longer makes room.
+	g := &countersign.Grant{AccountID: mustAccount(t, s, "one").ID, ClientID: "n3", ClientName: "n", ApproverID: "apr_x", ApproverName: "x",
+		Tiers: []string{"read"}, CreatedAt: at(10)}
+	key := &countersign.AgentKey{AccountID: g.AccountID, Name: "grant-n3", Hash: sha("grant-key-n3"), Hint: "(grant)", CreatedAt: at(10)}
+	if err := s.CreateGrant(ctx, g, key, nil, nil); err != nil {
+		t.Fatalf("CreateGrant: %v", err)
+	}
+	if got, err := s.OAuthClient(ctx, "n3"); err != nil || !got.LastUsedAt.Equal(at(10)) {
+		t.Errorf("the client after its grant = %+v, %v; want used at %v", got, err, at(10))
+	}
+
+	// Stale never-used clients expire; used ones stay.
+	lim.StaleBefore = at(100)
+	if err := reg("c6", "d", "", at(100), false); err != nil {
 		t.Fatalf("register after the stale ones expire: %v", err)
 	}
-	_, err = s.OAuthClient(ctx, "c1")
-	wantCode(t, "an expired client", err, countersign.ENOTFOUND)
+	gone("a stale never-used client", "c3", "c4", "c5", "n2")
+	held("used clients after the stale ones expired", "u1", "n3")
+
+	// A server of used clients is full.
+	lim = countersign.ClientLimits{Max: 3}
+	if err := reg("u2", "e", "", at(101), true); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, "a client when every client held was used", reg("c7", "f", "", at(102), false), countersign.ELIMIT)
+	held("the used clients of a full server", "u1", "n3", "u2")
 }
 
 // testGrants: a grant is a principal with its own key; codes and refresh

@@ -212,17 +212,26 @@ func testRefusalWords(t *testing.T, open Opener) {
 
 	// OAuth clients, grants and tokens.
 	lim := countersign.ClientLimits{Max: 1}
-	cl := &countersign.OAuthClient{ID: "csc_1", Name: "x", RedirectURIs: []string{"https://x.example/cb"}, AuthMethod: "none", RegisteredFrom: "192.0.2.1", CreatedAt: Base}
+	cl := &countersign.OAuthClient{ID: "csc_1", Name: "x", RedirectURIs: []string{"https://x.example/cb"}, AuthMethod: "none", RegisteredFrom: "192.0.2.1",
+		CreatedAt: Base, LastUsedAt: Base}
 	if err := s.CreateOAuthClient(ctx, cl, countersign.ClientLimits{}); err != nil {
 		t.Fatalf("CreateOAuthClient: %v", err)
 	}
 	wantError(t, "CreateOAuthClient twice", s.CreateOAuthClient(ctx, cl, countersign.ClientLimits{}), countersign.ECONFLICT, "client already exists")
 	cl2 := *cl
-	cl2.ID = "csc_2"
+	cl2.ID, cl2.LastUsedAt = "csc_2", time.Time{}
 	wantError(t, "CreateOAuthClient when full", s.CreateOAuthClient(ctx, &cl2, lim), countersign.ELIMIT,
 		"the server holds as many registered clients as it may; try again later")
+	unused := cl2
+	unused.ID, unused.RegisteredNet = "csc_3", "2001:db8::/48"
+	if err := s.CreateOAuthClient(ctx, &unused, countersign.ClientLimits{}); err != nil {
+		t.Fatalf("CreateOAuthClient: %v", err)
+	}
 	wantError(t, "CreateOAuthClient from a full address", s.CreateOAuthClient(ctx, &cl2, countersign.ClientLimits{PerAddress: 1}), countersign.ELIMIT,
 		"this address registered as many clients as it may; use one of them, or wait until unused ones expire")
+	cl2.RegisteredFrom, cl2.RegisteredNet = "2001:db8:0:1::/64", "2001:db8::/48"
+	wantError(t, "CreateOAuthClient from a full network", s.CreateOAuthClient(ctx, &cl2, countersign.ClientLimits{PerNetwork: 1}), countersign.ELIMIT,
+		"this network registered as many clients as it may; use one of them, or wait until unused ones expire")
 	_, err = s.OAuthClient(ctx, "csc_missing")
 	wantError(t, "OAuthClient(missing)", err, countersign.ENOTFOUND, "client not found")
 	g, _, code := newGrant(t, s, f.account, alice, "a")
