@@ -11,8 +11,7 @@ import (
 )
 
 // authzRequest is an authorization request (RFC 6749 §4.1.1, OAuth 2.1,
-// PKCE, RFC 8707) whose client and redirect URI have been checked, so that
-// errors may go back to the client.
+// PKCE, RFC 8707) whose client and redirect URI have been checked.
 type authzRequest struct {
 	Client      *countersign.OAuthClient
 	RedirectURI string
@@ -26,15 +25,25 @@ type authzRequest struct {
 // consent form carries through.
 var authzParams = []string{"response_type", "client_id", "redirect_uri", "state", "code_challenge", "code_challenge_method", "resource", "scope"}
 
-// authzError is an error to send back to the client's redirect URI.
+// authzError is a fault of an authorization request whose client and
+// redirect URI are known: RFC 6749 would send it back to the client.
 type authzError struct {
 	code, desc string
 }
 
+// page is the error page that shows the fault instead. Until an approver
+// has signed in and seen the consent page, the browser goes nowhere the
+// client named: anyone may register a client whose redirect URI is a
+// phishing page, and an error redirect would make this server an open
+// redirector to it (RFC 9700 §4.11.2).
+func (e *authzError) page() error {
+	return countersign.Errorf(countersign.EINVALID,
+		"The application's authorization request cannot be used (%s: %s). Nothing was sent back to it: return to the application and connect again.", e.code, e.desc)
+}
+
 // parseAuthz checks an authorization request. An unknown client or a
 // redirect URI that is not exactly one the client registered is an error
-// page (never a redirect: it could send the browser anywhere); every other
-// fault is an authzError for the client.
+// page; every other fault is an authzError, which is shown as a page too.
 func (s *Server) parseAuthz(r *http.Request, q url.Values) (*authzRequest, *authzError, error) {
 	for _, k := range authzParams {
 		if len(q[k]) > 1 {
@@ -89,11 +98,6 @@ func (s *Server) redirectBack(w http.ResponseWriter, r *http.Request, a *authzRe
 	http.Redirect(w, r, u.String(), http.StatusSeeOther)
 }
 
-func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, a *authzRequest, e *authzError) error {
-	s.redirectBack(w, r, a, url.Values{"error": {e.code}, "error_description": {e.desc}})
-	return nil
-}
-
 // consentPage is the data of the consent page.
 type consentPage struct {
 	pageBase
@@ -120,14 +124,16 @@ var tierHelp = map[string]string{
 }
 
 // authorize shows the consent page: after the checks of parseAuthz, and
-// with a signed-in browser (the sign-in form comes back here).
+// with a signed-in browser (the sign-in form comes back here). A fault of
+// the request is an error page, signed in or not: nothing redirects to the
+// client before the approver has seen the consent page.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request) error {
 	a, aerr, err := s.parseAuthz(r, r.URL.Query())
 	if err != nil {
 		return err
 	}
 	if aerr != nil {
-		return s.redirectError(w, r, a, aerr)
+		return aerr.page()
 	}
 	b, err := s.browserOf(r.Context(), r)
 	if err != nil {
@@ -167,18 +173,21 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 }
 
 // consent takes the approver's decision. The page wrapper has checked the
-// Host and the Origin, signedIn the session and the CSRF token.
+// Host and the Origin, signedIn the session and the CSRF token. Only the
+// decision goes back to the client: the consent page was shown for a
+// request without faults, so a form with one did not come from it.
 func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) error {
 	a, aerr, err := s.parseAuthz(r, r.PostForm)
 	if err != nil {
 		return err
 	}
 	if aerr != nil {
-		return s.redirectError(w, r, a, aerr)
+		return aerr.page()
 	}
 	if r.PostFormValue("decision") != "allow" {
 		s.log.Info("oauth consent refused", "client_id", a.Client.ID, "approver", b.approver.Username)
-		return s.redirectError(w, r, a, &authzError{"access_denied", "the approver refused the request"})
+		s.redirectBack(w, r, a, url.Values{"error": {"access_denied"}, "error_description": {"the approver refused the request"}})
+		return nil
 	}
 	account := r.PostFormValue("account")
 	if account == "" {

@@ -348,26 +348,51 @@ func TestOAuthHostile(t *testing.T) {
 				t.Errorf("%s: %d, Location %q; want an error page", name, r.status, r.header.Get("Location"))
 			}
 		}
-		// An error redirect to the registered URI for the rest.
+		// The rest is an error page too, before and after sign-in, for a
+		// client whose redirect URI is a phishing page: nothing goes back
+		// to the client before the approver has seen the consent page.
+		phish := e.registerClient("https://evil.example/phish-login")
 		for name, tc := range map[string]struct {
 			mod  func(url.Values)
 			code string
 		}{
-			"no PKCE":        {func(q url.Values) { q.Del("code_challenge") }, "invalid_request"},
-			"plain PKCE":     {func(q url.Values) { q.Set("code_challenge_method", "plain") }, "invalid_request"},
-			"no state":       {func(q url.Values) { q.Del("state") }, "invalid_request"},
-			"no resource":    {func(q url.Values) { q.Del("resource") }, "invalid_target"},
-			"another server": {func(q url.Values) { q.Set("resource", "https://other.example/mcp") }, "invalid_target"},
-			"token response": {func(q url.Values) { q.Set("response_type", "token") }, "unsupported_response_type"},
-			"unknown scope":  {func(q url.Values) { q.Set("scope", "admin") }, "invalid_scope"},
+			"no PKCE":           {func(q url.Values) { q.Del("code_challenge") }, "invalid_request"},
+			"plain PKCE":        {func(q url.Values) { q.Set("code_challenge_method", "plain") }, "invalid_request"},
+			"no state":          {func(q url.Values) { q.Del("state") }, "invalid_request"},
+			"no resource":       {func(q url.Values) { q.Del("resource") }, "invalid_target"},
+			"another server":    {func(q url.Values) { q.Set("resource", "https://other.example/mcp") }, "invalid_target"},
+			"token response":    {func(q url.Values) { q.Set("response_type", "token") }, "unsupported_response_type"},
+			"response_type x":   {func(q url.Values) { q.Set("response_type", "x") }, "unsupported_response_type"},
+			"unknown scope":     {func(q url.Values) { q.Set("scope", "admin") }, "invalid_scope"},
+			"no response_type":  {func(q url.Values) { q.Del("response_type") }, "unsupported_response_type"},
+			"a challenge short": {func(q url.Values) { q.Set("code_challenge", "abc") }, "invalid_request"},
 		} {
-			q := e.authzQuery(c)
+			q := e.authzQuery(phish)
+			q.Set("redirect_uri", "https://evil.example/phish-login")
 			tc.mod(q)
-			r := e.get("/oauth/authorize?"+q.Encode(), e.as(alice.id))
-			loc, _ := url.Parse(r.header.Get("Location"))
-			if r.status != http.StatusSeeOther || !strings.HasPrefix(loc.String(), oaCallback+"?") || loc.Query().Get("error") != tc.code || loc.Query().Get("code") != "" {
-				t.Errorf("%s: %d to %q, want an error redirect with %s", name, r.status, loc, tc.code)
+			for who, mods := range map[string][]ibMod{"signed out": nil, "signed in": {e.as(alice.id)}} {
+				r := e.get("/oauth/authorize?"+q.Encode(), mods...)
+				if r.status != http.StatusBadRequest || r.header.Get("Location") != "" || !strings.Contains(r.body, "cannot be used ("+tc.code+":") ||
+					!strings.Contains(r.body, `href="/static/app.css"`) || strings.Contains(r.body, "evil.example") {
+					t.Errorf("%s, %s: %d, Location %q; want the server's error page naming %s:\n%s", name, who, r.status, r.header.Get("Location"), tc.code, r.body)
+				}
 			}
+			// A consent form with the fault, as if from the page: the
+			// same page, no redirect, no grant.
+			form := url.Values{"csrf": {alice.csrf}, "decision": {"allow"}, "tier": {"read"}}
+			for k, v := range q {
+				form[k] = v
+			}
+			for _, decision := range []string{"allow", "deny"} {
+				form.Set("decision", decision)
+				r := e.post("/oauth/authorize", form, e.as(alice.id))
+				if r.status != http.StatusBadRequest || r.header.Get("Location") != "" || !strings.Contains(r.body, "cannot be used ("+tc.code+":") {
+					t.Errorf("%s, consent form (%s): %d, Location %q; want the error page", name, decision, r.status, r.header.Get("Location"))
+				}
+			}
+		}
+		if grants, _ := e.store.Grants(e.ctx, ""); len(grants) != 0 {
+			t.Errorf("faulty authorization requests made %d grants", len(grants))
 		}
 	})
 
