@@ -307,28 +307,49 @@ type AllowInput struct {
 	// UserAgent and ClientAddr describe the browser that allowed, which
 	// the consent signs in.
 	UserAgent, ClientAddr string
+	// Proof is the approver's fresh proof of this consent: a password
+	// typed again, or a passkey assertion of exactly it.
+	Proof *ConsentProof
 }
 
-// Allow creates a grant of the account for the client, the session that
-// signs the consenting browser in for that account, and an authorization
-// code. It returns the code and the session's secret id. Errors:
-// EINVALID, EFORBIDDEN when the approver is not a member of the account.
-func (o *OAuth) Allow(ctx context.Context, in AllowInput) (code, sessionID string, g *countersign.Grant, err error) {
+// CheckAllow refuses what Allow would refuse before it looks at the
+// proof: no tier, an unknown one, an account the approver is not a member
+// of. The consent page checks it before it checks a password, so that a
+// mistake in the form costs no sign-in attempt. Errors: EINVALID,
+// EFORBIDDEN.
+func (o *OAuth) CheckAllow(ctx context.Context, in AllowInput) error {
 	if len(in.Tiers) == 0 {
-		return "", "", nil, countersign.Errorf(countersign.EINVALID, "Choose at least one tier the connection may use.")
+		return countersign.Errorf(countersign.EINVALID, "Choose at least one tier the connection may use.")
 	}
 	for _, t := range in.Tiers {
 		if !slices.Contains(GrantTiers, t) {
-			return "", "", nil, countersign.Errorf(countersign.EINVALID, "Unknown tier.")
+			return countersign.Errorf(countersign.EINVALID, "Unknown tier.")
 		}
 	}
 	accounts, err := o.Store.MembershipAccounts(ctx, in.Approver.ApproverID)
 	if err != nil {
-		return "", "", nil, err
+		return err
 	}
 	if !slices.ContainsFunc(accounts, func(a *countersign.Account) bool { return a.ID == in.AccountID }) {
-		return "", "", nil, countersign.Errorf(countersign.EFORBIDDEN, "You are not an approver of that account.")
+		return countersign.Errorf(countersign.EFORBIDDEN, "You are not an approver of that account.")
 	}
+	return nil
+}
+
+// Allow creates a grant of the account for the client, the session that
+// signs the consenting browser in for that account, and an authorization
+// code. It needs the approver's fresh proof (in.Proof). It returns the
+// code and the session's secret id. Errors: EINVALID, EFORBIDDEN when the
+// approver is not a member of the account or gave no proof of this
+// consent (ErrConsentProof).
+func (o *OAuth) Allow(ctx context.Context, in AllowInput) (code, sessionID string, g *countersign.Grant, err error) {
+	if err := o.CheckAllow(ctx, in); err != nil {
+		return "", "", nil, err
+	}
+	if err := in.proven(); err != nil {
+		return "", "", nil, err
+	}
+	in.Tiers = normalTiers(in.Tiers)
 	now := o.Clock.Now()
 	g = &countersign.Grant{
 		ID: countersign.NewID("grt_"), AccountID: in.AccountID, ClientID: in.Client.ID, ClientName: in.Client.Name,

@@ -27,7 +27,7 @@ func BenchmarkBearerCheck(b *testing.B) {
 	}
 	verifier := strings.Repeat("v", 43)
 	code, _, _, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
-		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
 	if err != nil {
 		b.Fatal(err)
 	}

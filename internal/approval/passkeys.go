@@ -128,11 +128,13 @@ func (p *Passkeys) userOf(ctx context.Context, approverID string) (*user, error)
 }
 
 // ceremonyData is what the store keeps of a ceremony: the library's
-// session data and, for a step-up, what the challenge was made of.
+// session data and, for a step-up or a consent, what the challenge was
+// made of.
 type ceremonyData struct {
 	Session webauthn.SessionData `json:"session"`
 	Name    string               `json:"name,omitempty"`
 	StepUp  *stepUpBinding       `json:"step_up,omitempty"`
+	Consent *consentChallenge    `json:"consent,omitempty"`
 }
 
 // open stores a ceremony and returns its handle, which only the browser

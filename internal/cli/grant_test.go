@@ -44,7 +44,7 @@ func TestGrantListRevoke(t *testing.T) {
 	ann, _ := store.ApproverByUsername(ctx, "ann")
 	verifier := strings.Repeat("v", 43)
 	code, sessionID, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: "ann", AccountID: one.ID},
-		AccountID: one.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+		AccountID: one.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ann.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func TestServeMCPTakesAccessTokens(t *testing.T) {
 		}
 		verifier := strings.Repeat("v", 43)
 		code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
-			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
 		if err != nil {
 			t.Fatal(err)
 		}

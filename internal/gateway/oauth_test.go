@@ -155,8 +155,9 @@ func newCallback(t *testing.T) *callback {
 }
 
 // consentInBrowser is the human's part of an authorization: open the URL,
-// sign in when asked, leave out the tiers in without, allow, and hand over
-// what the browser brought to the callback.
+// sign in when asked, leave out the tiers in without, allow with the
+// password typed again, and hand over what the browser brought to the
+// callback.
 func consentInBrowser(ctx context.Context, cb *callback, authURL, username string, without ...string) (*auth.AuthorizationResult, error) {
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -179,7 +180,10 @@ func consentInBrowser(ctx context.Context, cb *callback, authURL, username strin
 			return nil, fmt.Errorf("leave out %s: %w", tier, err)
 		}
 	}
-	if err := chromedp.Do(sctx, chromedp.Click(chromedp.CSS(`button[value="allow"]`))); err != nil {
+	// Allowing asks for the password again.
+	if err := chromedp.Do(sctx,
+		chromedp.SendKeys(chromedp.ID("consent-password"), oauthPassword),
+		chromedp.Click(chromedp.ID("allow-password"))); err != nil {
 		return nil, fmt.Errorf("allow: %w", err)
 	}
 	select {
@@ -416,7 +420,8 @@ func (h *harness) grantToken(tb testing.TB, tiers ...string) string {
 	ann, _ := h.store.ApproverByUsername(h.ctx, "grantor")
 	verifier := strings.Repeat("v", 43)
 	code, _, _, err := o.Allow(h.ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID},
-		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: tiers})
+		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: tiers,
+		Proof: approval.PasswordProof(ann.ID)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -107,6 +107,9 @@ type consentPage struct {
 	Params       []param  // the request, carried through the form
 	Tiers        []tierChoice
 	Error        string
+	// Password and Passkey say how the approver can prove the consent:
+	// by typing the password again, or with a passkey.
+	Password, Passkey bool
 }
 
 type param struct{ Name, Value string }
@@ -153,6 +156,9 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 	}
 	u, _ := url.Parse(a.RedirectURI)
 	p := consentPage{pageBase: base, ClientName: a.Client.Name, RedirectHost: u.Host, Asked: a.Scope, Error: msg}
+	if p.Password, p.Passkey, err = s.proofsOf(r.Context(), b); err != nil {
+		return err
+	}
 	for _, k := range authzParams {
 		if v := r.FormValue(k); v != "" {
 			p.Params = append(p.Params, param{k, v})
@@ -160,7 +166,10 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 	}
 	for _, t := range approval.GrantTiers {
 		checked := slices.Contains(a.Scope, t)
-		if len(a.Scope) == 0 {
+		switch {
+		case r.Method == http.MethodPost:
+			checked = slices.Contains(r.PostForm["tier"], t) // the page again: as the approver left it
+		case len(a.Scope) == 0:
 			checked = t == "read" || t == "write"
 		}
 		p.Tiers = append(p.Tiers, tierChoice{Name: t, Help: tierHelp[t], Checked: checked})
@@ -189,15 +198,17 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) err
 		s.redirectBack(w, r, a, url.Values{"error": {"access_denied"}, "error_description": {"the approver refused the request"}})
 		return nil
 	}
-	account := r.PostFormValue("account")
-	if account == "" {
-		account = b.session.AccountID
+	in := s.allowInput(r, b, a)
+	if err := s.oauth.CheckAllow(r.Context(), in); countersign.ErrorCode(err) == countersign.EINVALID {
+		return s.renderConsent(w, r, b, a, countersign.ErrorMessage(err), http.StatusBadRequest)
+	} else if err != nil {
+		return err
 	}
-	tiers := r.PostForm["tier"]
-	code, sessionID, g, err := s.oauth.Allow(r.Context(), approval.AllowInput{
-		Approver: b.approver, AccountID: account, Client: a.Client, RedirectURI: a.RedirectURI, Challenge: a.Challenge,
-		Tiers: tiers, UserAgent: r.UserAgent(), ClientAddr: s.clientAddr(r),
-	})
+	in.Proof, err = s.consentProof(r, b, in)
+	if err != nil {
+		return s.refuseConsent(w, r, b, a, err)
+	}
+	code, sessionID, g, err := s.oauth.Allow(r.Context(), in)
 	if countersign.ErrorCode(err) == countersign.EINVALID {
 		return s.renderConsent(w, r, b, a, countersign.ErrorMessage(err), http.StatusBadRequest)
 	} else if err != nil {
@@ -210,7 +221,8 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) err
 		return err
 	}
 	s.setSessionCookie(w, sessionID, s.sessions.Clock.Now().Add(approval.SessionTTL))
-	s.log.Info("oauth grant allowed", "grant", g.ID, "client_id", a.Client.ID, "approver", b.approver.Username, "tiers", strings.Join(g.Tiers, ","))
+	s.log.Info("oauth grant allowed", "grant", g.ID, "client_id", a.Client.ID, "approver", b.approver.Username, "tiers", strings.Join(g.Tiers, ","),
+		"proof", in.Proof.Method)
 	s.redirectBack(w, r, a, url.Values{"code": {code}})
 	return nil
 }

@@ -93,7 +93,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	}
 	verifier := strings.Repeat("v", 43)
 	code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
-		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,11 +82,13 @@ func (e *ibEnv) authzQuery(c oaClient) url.Values {
 func (e *ibEnv) consent(s ibSession, q url.Values, mods ...ibMod) (string, *http.Cookie) {
 	e.t.Helper()
 	page := e.get("/oauth/authorize?"+q.Encode(), e.as(s.id)).want(e.t, "consent page", http.StatusOK)
-	form := url.Values{"csrf": {ibCSRF(e.t, page.body)}, "decision": {"allow"}, "tier": {"read", "write"}}
+	form := url.Values{"csrf": {ibCSRF(e.t, page.body)}, "decision": {"allow"}, "tier": {"read", "write"}, "password": {ibPassword}}
 	for k, v := range q {
 		form[k] = v
 	}
-	r := e.post("/oauth/authorize", form, append([]ibMod{e.as(s.id)}, mods...)...)
+	// From an address of its own: the password counts against the
+	// sign-in limits.
+	r := e.post("/oauth/authorize", form, append([]ibMod{e.as(s.id), ibFrom(e.nextAddr())}, mods...)...)
 	if r.status != http.StatusSeeOther {
 		e.t.Fatalf("allow: %d %s", r.status, r.body)
 	}
@@ -399,7 +401,7 @@ func TestOAuthHostile(t *testing.T) {
 	t.Run("consent POST", func(t *testing.T) {
 		q := e.authzQuery(c)
 		page := e.get("/oauth/authorize?"+q.Encode(), e.as(alice.id)).want(t, "consent page", http.StatusOK)
-		form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}}
+		form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "password": {ibPassword}}
 		for k, v := range q {
 			form[k] = v
 		}
@@ -633,7 +635,7 @@ func TestOAuthAccounts(t *testing.T) {
 	if !strings.Contains(page.body, `name="account"`) {
 		t.Fatal("the consent page offers no choice of account to an approver of two")
 	}
-	form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "account": {e.acme.ID}}
+	form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "account": {e.acme.ID}, "password": {ibPassword}}
 	for k, v := range q {
 		form[k] = v
 	}
@@ -729,11 +731,11 @@ func TestConsentEscapes(t *testing.T) {
 func (e *ibEnv) consentAs(s ibSession, q url.Values) string {
 	e.t.Helper()
 	page := e.get("/oauth/authorize?"+q.Encode(), e.as(s.id)).want(e.t, "consent page", http.StatusOK)
-	form := url.Values{"csrf": {ibCSRF(e.t, page.body)}, "decision": {"allow"}, "tier": {"read"}}
+	form := url.Values{"csrf": {ibCSRF(e.t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "password": {ibPassword}}
 	for k, v := range q {
 		form[k] = v
 	}
-	r := e.post("/oauth/authorize", form, e.as(s.id))
+	r := e.post("/oauth/authorize", form, e.as(s.id), ibFrom(e.nextAddr()))
 	if loc, _ := url.Parse(r.header.Get("Location")); r.status != http.StatusSeeOther || loc.Query().Get("state") != q.Get("state") || loc.Query().Get("code") == "" {
 		e.t.Fatalf("allow: %d to %s", r.status, r.header.Get("Location"))
 	}

@@ -143,32 +143,39 @@ func (s *Server) beginRegistration(w http.ResponseWriter, r *http.Request, b *br
 // confirmPassword asks the approver's password again before a passkey is
 // added. A session cookie proves a browser signed in, not that a human is
 // at it: an agent driving the browser could add a passkey of its own (a
-// virtual authenticator) and answer every step-up with it. The check
-// counts against the sign-in limits of the address and the username, as a
-// sign-in does. A passkey-only approver has no password to type: another
-// passkey comes through an enrolment link of the CLI.
+// virtual authenticator) and answer every step-up with it. A passkey-only
+// approver has no password to type: another passkey comes through an
+// enrolment link of the CLI.
 func (s *Server) confirmPassword(r *http.Request, b *browser) error {
-	ctx := r.Context()
-	ap, err := s.cfg.Store.ApproverByID(ctx, b.approver.ApproverID)
+	ap, err := s.cfg.Store.ApproverByID(r.Context(), b.approver.ApproverID)
 	if err != nil {
 		return err
 	}
 	if ap.PasswordHash == "" {
 		return countersign.Errorf(countersign.EFORBIDDEN, "You sign in with passkeys only, so another passkey is added with a one-time link: run countersign approver enrol --username %s on the server.", ap.Username)
 	}
+	return s.passwordAgain(r, ap, "add a passkey")
+}
+
+// passwordAgain checks the password a signed-in approver's form carries,
+// before something a session cookie alone must not do (to add a passkey,
+// to allow a connection: what says which). The check counts against the
+// sign-in limits of the address and the username, as a sign-in does, so
+// an agent at the browser guesses no faster than at the sign-in form.
+func (s *Server) passwordAgain(r *http.Request, ap *countersign.Approver, what string) error {
 	ticket, err := s.signins.admit(s.clientAddr(r), ap.Username, "", s.cfg.Clock.Now())
 	if err != nil {
 		return err
 	}
-	ok, err := approval.CheckPasswordTurn(ctx, ap.PasswordHash, r.PostFormValue("password"),
+	ok, err := approval.CheckPasswordTurn(r.Context(), ap.PasswordHash, r.PostFormValue("password"),
 		approval.PasswordTurn{Slots: s.sessions.Slots, Wait: s.sessions.SlotWait})
 	s.signins.settle(ticket, err == nil && !ok, err == nil)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		s.log.Info("passkey registration refused: wrong password", "approver", ap.Username, "client", s.clientAddr(r))
-		return countersign.Errorf(countersign.EUNAUTHORIZED, "Wrong password. Type the password you sign in with to add a passkey.")
+		s.log.Info("password confirmation refused: wrong password", "to", what, "approver", ap.Username, "client", s.clientAddr(r))
+		return countersign.Errorf(countersign.EUNAUTHORIZED, "Wrong password. Type the password you sign in with to %s.", what)
 	}
 	return nil
 }

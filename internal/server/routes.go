@@ -76,6 +76,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /oauth/revoke", s.oauthAPI(s.oauthRate, s.revoke))
 	mux.HandleFunc("GET /oauth/authorize", s.page(s.authorize))
 	mux.HandleFunc("POST /oauth/authorize", s.page(s.signedIn(s.consent)))
+	mux.HandleFunc("POST /oauth/authorize/passkey", s.page(s.jsonPage(s.signedIn(s.beginConsentPasskey))))
 
 	// File transfer (ADR 0008): upload pages and downloads, behind the
 	// same sessions.

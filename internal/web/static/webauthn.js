@@ -1,7 +1,8 @@
 // Passkey ceremonies of the inbox: adding a passkey, signing in with one,
-// and confirming an approval with one. A form marked data-webauthn asks
-// the server for a challenge (data-begin), hands it to the browser's
-// authenticator, and submits itself with the answer in two hidden fields.
+// and confirming an approval or the consent to a connection with one. A
+// form marked data-webauthn asks the server for a challenge (data-begin),
+// hands it to the browser's authenticator, and submits itself with the
+// answer in two hidden fields.
 // The server checks everything; without this script those forms are
 // refused with a page that says why.
 "use strict";
@@ -120,6 +121,9 @@ function webauthnForms() {
   for (const form of document.querySelectorAll("form[data-webauthn]")) {
     form.addEventListener("submit", (ev) => {
       if (form.dataset.answered) return;
+      // A button marked data-webauthn-skip sends the form as it is (the
+      // consent's password instead of a passkey).
+      if (ev.submitter && ev.submitter.hasAttribute("data-webauthn-skip")) return;
       ev.preventDefault();
       if (form.dataset.busy) return;
       form.dataset.busy = "1";
