@@ -74,6 +74,67 @@ func needsHuman(what, uri string, t Tier, verb string) error {
 		what, uri, t, verb)}
 }
 
+// completable decides whether a key of the policy may complete the
+// template of e. The template's own tier decides as it would for a read;
+// then, since a completion names what exists where the template reaches
+// (a listing of a protected folder), every tier a URI it completes could
+// have must be one the key reads without a human: the tier of each rule
+// and template that could match such a URI. A rule's or template's text is compared up
+// to its first wildcard or expression, which errs on the side of refusing.
+func (g *Gateway) completable(pol Policy, e *resourceEntry) error {
+	if !pol.Sees(e.tier) {
+		return mcp.ResourceNotFoundError(e.exposed)
+	}
+	if pol.Confirms(e.tier) {
+		return needsHuman("resource template", e.exposed, e.tier, "completed")
+	}
+	reach := g.reachableTiers(e)
+	for t := range numTiers {
+		if reach.Has(t) && (!pol.Sees(t) || pol.Confirms(t)) {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
+				"the resource template %s can complete URIs that this key may not read without a human's approval; countersign does not complete it",
+				e.exposed)}
+		}
+	}
+	return nil
+}
+
+// reachableTiers are the tiers a URI the template of e expands to could
+// have.
+func (g *Gateway) reachableTiers(e *resourceEntry) TierSet {
+	names := []string{e.up.cfg.Name + "/" + literal(e.tmpl.URITemplate, "{"), literal(e.exposed, "{")}
+	reaches := func(prefix string) bool {
+		for _, n := range names {
+			if strings.HasPrefix(n, prefix) || strings.HasPrefix(prefix, n) {
+				return true
+			}
+		}
+		return false
+	}
+	set := Tiers(e.tier)
+	for _, r := range g.cfg.ResourceRules {
+		if reaches(literal(strings.TrimSuffix(r.Match, "**"), "*?[\\")) {
+			set |= Tiers(max(e.tier, r.Tier))
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, o := range g.templates {
+		if reaches(literal(o.exposed, "{")) {
+			set |= Tiers(max(e.tier, o.tier))
+		}
+	}
+	return set
+}
+
+// literal is s up to the first of the characters stops.
+func literal(s, stops string) string {
+	if i := strings.IndexAny(s, stops); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
 // notNormal says what keeps uri from the normal form of RFC 3986 (section
 // 6.2.2), or "" when it is in it: a lower-case scheme and host, escapes
 // in upper case and only where needed, and no dot or empty segments. It

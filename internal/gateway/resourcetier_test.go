@@ -254,3 +254,49 @@ func TestResourceTemplateSubscriptions(t *testing.T) {
 		t.Errorf("the upstream got %v", rich.got)
 	}
 }
+
+// TestCompletionTiers: a completion is refused where the read or the prompt
+// it completes would be: a template of a tier that needs a human, one
+// under which a rule gives such a tier (its completions would name what
+// lies there), a prompt the key cannot get; the others complete.
+func TestCompletionTiers(t *testing.T) {
+	t.Parallel()
+	h, rich := richHarness(t, []string{"file:///srv/secret/{name}"}, secretRule)
+	agent, reader, ci := h.connect(clientOpts{}), h.connect(clientOpts{key: "agent2"}), h.connect(clientOpts{key: "ci"})
+	complete := func(cs *mcp.ClientSession, typ, ref, arg string) ([]string, error) {
+		r := &mcp.CompleteReference{Type: typ, URI: ref}
+		if typ == "ref/prompt" {
+			r = &mcp.CompleteReference{Type: typ, Name: ref}
+		}
+		res, err := cs.Complete(t.Context(), &mcp.CompleteParams{Ref: r, Argument: mcp.CompleteParamsArgument{Name: arg, Value: ""}})
+		if err != nil {
+			return nil, err
+		}
+		return res.Completion.Values, nil
+	}
+
+	_, err := complete(agent, "ref/resource", "file:///srv/secret/{name}", "name")
+	wantRefused(t, "agent completes the secret folder", err, jsonrpc.CodeInvalidRequest, needsHuman)
+	_, err = complete(reader, "ref/resource", "file:///srv/secret/{name}", "name")
+	wantUnknown(t, "read-tier key completes the secret folder", "file:///srv/secret/{name}", err)
+	for name, cs := range map[string]*mcp.ClientSession{"agent": agent, "read-tier key": reader} {
+		_, err := complete(cs, "ref/resource", "file:///{+path}", "path")
+		wantRefused(t, name+" completes file:///{+path}", err, jsonrpc.CodeInvalidRequest, "may not read without a human")
+		if got, err := complete(cs, "ref/resource", "file:///srv/public/{name}", "name"); err != nil || strings.Join(got, ",") != "a.txt" {
+			t.Errorf("%s completes the public folder: %v %v", name, got, err)
+		}
+	}
+	if rich.reached("complete file:///{+path}") || rich.reached("complete file:///srv/secret/{name}") {
+		t.Errorf("the upstream got %v", rich.got)
+	}
+
+	if got, err := complete(agent, "ref/prompt", "greet", "name"); err != nil || strings.Join(got, ",") != "alice,albert,bob" {
+		t.Errorf("agent completes greet: %v %v", got, err)
+	}
+	_, getErr := ci.GetPrompt(t.Context(), &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "x"}})
+	_, err = complete(ci, "ref/prompt", "greet", "name")
+	get, got := rpcError(t, "get greet", getErr), rpcError(t, "complete greet", err)
+	if get != nil && got != nil && (get.Code != got.Code || get.Message != got.Message || get.Message != "unknown prompt") {
+		t.Errorf("a key that gets %d %q completes greet: %d %q", get.Code, get.Message, got.Code, got.Message)
+	}
+}
