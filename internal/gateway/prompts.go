@@ -64,6 +64,16 @@ func (g *Gateway) syncPrompts(lists []upstreamLists) {
 	}
 }
 
+// unknownPrompt is the answer for a prompt that does not exist for a key.
+func unknownPrompt() error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
+}
+
+// promptsFor reports whether a key with the policy gets prompts: they are
+// of the read tier, and a prompt has no result that could wait for a
+// human.
+func promptsFor(pol Policy) bool { return pol.Sees(TierRead) && !pol.Confirms(TierRead) }
+
 // getPrompt gets the prompt from its upstream, for a key that may read.
 func (g *Gateway) getPrompt(e *promptEntry) mcp.PromptHandler {
 	return func(ctx context.Context, req *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
@@ -71,8 +81,8 @@ func (g *Gateway) getPrompt(e *promptEntry) mcp.PromptHandler {
 		if err != nil {
 			return nil, err
 		}
-		if !g.policy(p).Sees(TierRead) || g.policy(p).Confirms(TierRead) {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
+		if !promptsFor(g.policy(p)) {
+			return nil, unknownPrompt()
 		}
 		cs, err := e.up.current()
 		if err != nil {
@@ -90,7 +100,9 @@ func (g *Gateway) getPrompt(e *promptEntry) mcp.PromptHandler {
 
 // complete routes completion/complete to the upstream that owns the prompt
 // or the resource template; one that offers no completions completes
-// nothing.
+// nothing. A completion is refused where getting the prompt or reading
+// through the template would be (completable): what it suggests is what
+// exists there.
 func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.CompleteResult, error) {
 	p, err := g.principal(req)
 	if err != nil {
@@ -103,16 +115,19 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 		g.mu.Lock()
 		e, ok := g.prompts[ref.Name]
 		g.mu.Unlock()
-		if !ok || !g.policy(p).Sees(TierRead) {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown prompt"}
+		if !ok || !promptsFor(g.policy(p)) {
+			return nil, unknownPrompt()
 		}
 		up, ref.Name = e.up, e.prompt.Name
 	case "ref/resource":
 		g.mu.Lock()
 		e, ok := g.templates[ref.URI]
 		g.mu.Unlock()
-		if !ok || !g.policy(p).Sees(e.tier) {
+		if !ok {
 			return nil, mcp.ResourceNotFoundError(ref.URI)
+		}
+		if err := g.completable(g.policy(p), e); err != nil {
+			return nil, err
 		}
 		up, ref.URI = e.up, e.tmpl.URITemplate
 	default:

@@ -31,8 +31,10 @@ type resourceEntry struct {
 
 // ResourceTierRule sets the tier of every resource (and template) whose
 // URI matches: "upstream/URI" or the URI as exposed, with the wildcards of
-// path.Match, or a prefix when the pattern ends in "**". A resource no rule
-// matches is of the read tier.
+// path.Match, or a prefix when the pattern ends in "**" ("…/**" covers the
+// folder itself too). A URI read through a template is matched as itself.
+// A resource no rule matches is of the read tier; of several, the highest
+// tier wins.
 type ResourceTierRule struct {
 	Match string `toml:"match"`
 	Tier  Tier   `toml:"tier"`
@@ -40,21 +42,26 @@ type ResourceTierRule struct {
 
 func (r ResourceTierRule) matches(name string) bool {
 	if p, ok := strings.CutSuffix(r.Match, "**"); ok {
-		return strings.HasPrefix(name, p)
+		// Reading a folder lists what is under it.
+		folder, ok := strings.CutSuffix(p, "/")
+		return strings.HasPrefix(name, p) || ok && name == folder
 	}
 	ok, _ := path.Match(r.Match, name)
 	return ok
 }
 
-// resourceTier is the tier of a resource or template: the first matching
-// rule's, else read.
+// resourceTier is the tier the rules give a resource or template: the
+// highest of those that match, else read. Highest, not first: a broad
+// rule listed before a narrow one must not lower what the narrow one
+// protects.
 func (g *Gateway) resourceTier(u *upstream, uri, exposed string) Tier {
+	t := TierRead
 	for _, r := range g.cfg.ResourceRules {
-		if r.matches(u.cfg.Name+"/"+uri) || r.matches(exposed) {
-			return r.Tier
+		if r.Tier > t && (r.matches(u.cfg.Name+"/"+uri) || r.matches(exposed)) {
+			t = r.Tier
 		}
 	}
-	return TierRead
+	return t
 }
 
 // resourcePrefix is what a colliding URI of u is exposed under.
@@ -83,7 +90,6 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 			if !g.addable(e, nextRes) {
 				continue
 			}
-			e.tier = g.resourceTier(u, r.URI, e.exposed)
 			nextRes[e.exposed] = e
 		}
 		for _, t := range lists[i].templates {
@@ -98,6 +104,11 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 			e.tier = g.resourceTier(u, t.URITemplate, e.exposed)
 			nextTmpl[e.exposed] = e
 		}
+	}
+	// A resource a template reaches too is of the higher tier of the two,
+	// as a read of its URI through the template would be.
+	for _, e := range nextRes {
+		e.tier = g.uriTier(e.up, e.res.URI, e.exposed, nextTmpl)
 	}
 	g.mu.Lock()
 	oldRes, oldTmpl := g.resources, g.templates
@@ -186,28 +197,14 @@ func (e *resourceEntry) upstreamURI(exposed string) (string, bool) {
 	return strings.CutPrefix(exposed, e.prefix)
 }
 
-// readResource reads a resource of the entry from its upstream. A resource
-// of a tier the key lacks does not exist for it; one of a tier the key's
-// policy confirms is refused, since reading it would hand its contents
-// over before a human said yes, and a read has no result that could wait.
+// readResource reads a resource of the entry from its upstream, if the
+// key may (readable): reading a resource of a tier it confirms would hand
+// its contents over before a human said yes.
 func (g *Gateway) readResource(e *resourceEntry) mcp.ResourceHandler {
 	return func(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
-		p, err := g.principal(req)
+		uri, err := g.readable(req, e, req.Params.URI, "read")
 		if err != nil {
 			return nil, err
-		}
-		pol := g.policy(p)
-		if !pol.Sees(e.tier) {
-			return nil, mcp.ResourceNotFoundError(req.Params.URI)
-		}
-		if pol.Confirms(e.tier) {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: fmt.Sprintf(
-				"the resource %s is of the %s tier, which needs a human's approval for this key; countersign asks only for tool calls, so it is not read",
-				req.Params.URI, e.tier)}
-		}
-		uri, ok := e.upstreamURI(req.Params.URI)
-		if !ok {
-			return nil, mcp.ResourceNotFoundError(req.Params.URI)
 		}
 		cs, err := e.up.current()
 		if err != nil {
@@ -351,20 +348,22 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 }
 
 // subscribable finds the resource of a subscription that the caller may
-// read, and its upstream's URI.
+// read (readable), and its upstream's URI.
 func (g *Gateway) subscribable(req mcp.Request, exposed string) (*resourceEntry, string, error) {
-	p, err := g.principal(req)
+	e, ok := g.resourceFor(exposed)
+	if !ok {
+		if _, err := g.principal(req); err != nil {
+			return nil, "", err
+		}
+		return nil, "", mcp.ResourceNotFoundError(exposed)
+	}
+	uri, err := g.readable(req, e, exposed, "subscribed to")
 	if err != nil {
 		return nil, "", err
-	}
-	e, ok := g.resourceFor(exposed)
-	if !ok || !g.policy(p).Sees(e.tier) {
-		return nil, "", mcp.ResourceNotFoundError(exposed)
 	}
 	if e.up.snapshot().caps.Resources == nil || !e.up.snapshot().caps.Resources.Subscribe {
 		return nil, "", &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("the MCP server %q offers no subscriptions", e.up.cfg.Name)}
 	}
-	uri, _ := e.upstreamURI(exposed)
 	return e, uri, nil
 }
 
