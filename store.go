@@ -185,3 +185,12 @@ type AuditEvent struct {
 	Actor  string // "key:<id>", "approver:<username>", "system"
 	Detail string // a short JSON object with the binding or the reason
 }
+
+// WriteHealth is implemented by a store that knows whether it can write at
+// the moment: the SQLite store, whose disk may fill up. The health check
+// answers 503 with the reason while it cannot.
+type WriteHealth interface {
+	// WriteError returns why the store cannot write now, in words fit for
+	// anyone to read (no path, no internal detail), or "" when it can.
+	WriteError() string
+}

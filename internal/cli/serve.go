@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // serveConfig is the configuration of countersign serve: each field is a
@@ -54,6 +55,8 @@ type serveConfig struct {
 	// replicaURL is where other replicas reach this one, for the files it
 	// holds (PostgreSQL only; default http://ADDR).
 	replicaURL string
+	// maxLogMB bounds the SQLite store's write-ahead log, in MiB.
+	maxLogMB int
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -68,7 +71,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// The heap of a server under load is a few megabytes live: without a
 	// floor the collector would run dozens of times a second.
 	defer gctune.Default(gctune.ServeFloor)()
-	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log)
+	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log,
+		sqlite.WithMaxLog(int64(cfg.maxLogMB)<<20))
 	if err != nil {
 		return err
 	}
@@ -159,6 +163,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	filesTTL := fs.String("files-ttl", envOr(env, "COUNTERSIGN_FILES_TTL", "30m"), "how long uploads and download links live (COUNTERSIGN_FILES_TTL)")
 	filesMax := fs.String("files-max-mb", env.Getenv("COUNTERSIGN_FILES_MAX_MB"), "MiB for every account's uploads and links together; default 256 on disk, 64 in memory (COUNTERSIGN_FILES_MAX_MB)")
 	fs.StringVar(&cfg.replicaURL, "replica-url", env.Getenv("COUNTERSIGN_REPLICA_URL"), "with PostgreSQL: the URL where other replicas reach this one for the files it holds (COUNTERSIGN_REPLICA_URL; default http://ADDR)")
+	maxLog := fs.String("sqlite-log-mb", envOr(env, "COUNTERSIGN_SQLITE_LOG_MB", "32"), "with SQLite: MiB the write-ahead log may take before it is copied into the database and truncated, 1 to 64 (COUNTERSIGN_SQLITE_LOG_MB)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -188,6 +193,9 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	}
 	if cfg.maxPending, err = strconv.Atoi(*maxPending); err != nil || cfg.maxPending < 1 || cfg.maxPending > 10000 {
 		return nil, fmt.Errorf("%w: max pending %q must be a number from 1 to 10000", ErrUsage, *maxPending)
+	}
+	if cfg.maxLogMB, err = strconv.Atoi(*maxLog); err != nil || cfg.maxLogMB < 1 || cfg.maxLogMB > 64 {
+		return nil, fmt.Errorf("%w: SQLite log MB %q must be a number of MiB from 1 to 64", ErrUsage, *maxLog)
 	}
 	if cfg.rateLimit, err = strconv.Atoi(*rate); err != nil || cfg.rateLimit < 0 {
 		return nil, fmt.Errorf("%w: rate limit %q must be a number of requests per minute, 0 for none", ErrUsage, *rate)
