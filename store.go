@@ -194,3 +194,27 @@ type WriteHealth interface {
 	// anyone to read (no path, no internal detail), or "" when it can.
 	WriteError() string
 }
+
+// StoreStats is what a store tells an operator about itself, for /metrics.
+type StoreStats struct {
+	// WriteFailures counts the writes that failed since the store was
+	// opened, by cause: disk_full, io, read_only, corrupt, busy,
+	// connection, other.
+	WriteFailures map[string]int64
+	// LogBytes is the size of the store's write-ahead log and MaxLogBytes
+	// its bound (SQLite); both 0 for a store without a log of its own.
+	LogBytes, MaxLogBytes int64
+	// Checkpoints counts the copies of the log into the database since
+	// the store was opened, and CheckpointTime is the time they took, all
+	// together (SQLite).
+	Checkpoints    int64
+	CheckpointTime time.Duration
+	// OldestUndelivered is when the oldest notification still waiting to
+	// be delivered was made; zero when none waits.
+	OldestUndelivered time.Time
+}
+
+// StatsReporter is implemented by a store that reports StoreStats.
+type StatsReporter interface {
+	StoreStats(ctx context.Context) (StoreStats, error)
+}

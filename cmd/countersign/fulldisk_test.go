@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +89,14 @@ func TestFullDisk(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the log is over its bound of 1 MiB: %v %v", fi.Size(), err)
 		}
+	}
+
+	_, metrics := call(t, "GET", s.URL+"/metrics", "", "")
+	m := regexp.MustCompile(`(?m)^countersign_store_write_failures_total\{cause="disk_full"\} ([0-9]+)$`).FindSubmatch(metrics)
+	if m == nil {
+		t.Errorf("the metrics count no write failed for a full disk:\n%s", metrics)
+	} else if n, _ := strconv.Atoi(string(m[1])); n < failed {
+		t.Errorf("%d creates failed; the metrics count %d writes failed for a full disk", failed, n)
 	}
 
 	logs := s.stderr.String()
