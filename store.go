@@ -218,3 +218,12 @@ type StoreStats struct {
 type StatsReporter interface {
 	StoreStats(ctx context.Context) (StoreStats, error)
 }
+
+// HistoryPruner is implemented by a store that can forget old history.
+type HistoryPruner interface {
+	// PruneRequests removes at most limit finished requests (neither
+	// pending nor approved) created before before, oldest first, with
+	// their links, auto-approve windows, coverages and notifications, and
+	// returns how many it removed. The audit log keeps every entry.
+	PruneRequests(ctx context.Context, before time.Time, limit int) (int, error)
+}

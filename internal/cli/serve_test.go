@@ -36,7 +36,7 @@ func TestParseServeDefaults(t *testing.T) {
 	}
 	want := serveConfig{addr: "127.0.0.1:8080", data: "countersign-data", ttl: 10 * time.Minute,
 		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text", stepUp: approval.DefaultStepUp,
-		filesTTL: 30 * time.Minute, maxLogMB: 32}
+		filesTTL: 30 * time.Minute, maxLogMB: 32, retentionDays: 90}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults %+v, want %+v", *cfg, want)
 	}
@@ -58,6 +58,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		"COUNTERSIGN_FILES_MAX_MB":    "512",
 		"COUNTERSIGN_REPLICA_URL":     "http://10.0.0.5:8080",
 		"COUNTERSIGN_SQLITE_LOG_MB":   "8",
+		"COUNTERSIGN_RETENTION_DAYS":  "0",
 	}
 	env, _, _ := testEnv(vars)
 	cfg, err := parseServe(env, nil)
@@ -123,6 +124,8 @@ func TestParseServeBadValues(t *testing.T) {
 		{"files ttl word", nil, []string{"--files-ttl", "long"}, `files TTL "long"`},
 		{"files space below two uploads", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "39"}, nil, `files max MB "39"`},
 		{"files space word", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "lots"}, nil, `files max MB "lots"`},
+		{"retention negative", map[string]string{"COUNTERSIGN_RETENTION_DAYS": "-1"}, nil, `retention days "-1"`},
+		{"retention word", nil, []string{"--retention-days", "90d"}, `retention days "90d"`},
 		{"sqlite log zero", map[string]string{"COUNTERSIGN_SQLITE_LOG_MB": "0"}, nil, `SQLite log MB "0"`},
 		{"sqlite log too big", nil, []string{"--sqlite-log-mb", "65"}, `SQLite log MB "65"`},
 		{"argument", nil, []string{"now"}, `unexpected argument "now"`},

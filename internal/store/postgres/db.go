@@ -110,6 +110,9 @@ func Open(ctx context.Context, url string, log *slog.Logger, opts ...Option) (*D
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "countersign"
 	}
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
+	}
 	listen := cfg.ConnConfig.Copy()
 	listen.RuntimeParams["application_name"] = cfg.ConnConfig.RuntimeParams["application_name"] + " listener"
 

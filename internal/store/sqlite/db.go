@@ -57,6 +57,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		NewTxState: func() engine.TxState { return &auditTx{key: o.key} },
 		MaxLog:     o.maxLog,
 		Log:        o.log,
+		Trace:      o.trace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)

@@ -19,6 +19,7 @@ type options struct {
 	keyExisted bool
 	maxLog     int64
 	log        *slog.Logger
+	trace      func(query string) // engine.Config.Trace, for tests
 }
 
 // WithSecretKey opens the store with the server's secret key, which wraps

@@ -83,6 +83,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxStatus", testOutboxStatus},
 		{"OutboxClaimRace", testOutboxClaimRace},
 		{"StoreStats", testStoreStats},
+		{"PruneRequests", testPruneRequests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -60,6 +60,10 @@ type Config struct {
 	// Log receives the start and the end of each episode in which the
 	// store cannot write (a full disk, say); nil discards.
 	Log *slog.Logger
+	// Trace, when set, is told the text of every statement any
+	// connection runs, before it runs: the tests of the store's query
+	// plans collect them. It must be safe for concurrent use.
+	Trace func(query string)
 }
 
 // DefaultMaxLog is the bound of the write-ahead log when Config.MaxLog is
@@ -122,7 +126,7 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 		maxLog = DefaultMaxLog
 	}
 	maxLog = max(maxLog, pageSize)
-	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite, c.BusyTimeout, maxLog), rowChanges: rowChanges})
+	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite, c.BusyTimeout, maxLog), rowChanges: rowChanges, trace: c.Trace})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -142,7 +146,7 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 
 	// The read pool opens after the writer has switched the file to WAL,
 	// which a query-only connection could not do.
-	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead, c.BusyTimeout, maxLog)})
+	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead, c.BusyTimeout, maxLog), trace: c.Trace})
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
 	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint, c.BusyTimeout, maxLog)})
