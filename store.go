@@ -191,3 +191,45 @@ type AuditEvent struct {
 	Actor  string // "key:<id>", "approver:<username>", "system"
 	Detail string // a short JSON object with the binding or the reason
 }
+
+// WriteHealth is implemented by a store that knows whether it can write at
+// the moment: the SQLite store, whose disk may fill up. The health check
+// answers 503 with the reason while it cannot.
+type WriteHealth interface {
+	// WriteError returns why the store cannot write now, in words fit for
+	// anyone to read (no path, no internal detail), or "" when it can.
+	WriteError() string
+}
+
+// StoreStats is what a store tells an operator about itself, for /metrics.
+type StoreStats struct {
+	// WriteFailures counts the writes that failed since the store was
+	// opened, by cause: disk_full, io, read_only, corrupt, busy,
+	// connection, other.
+	WriteFailures map[string]int64
+	// LogBytes is the size of the store's write-ahead log and MaxLogBytes
+	// its bound (SQLite); both 0 for a store without a log of its own.
+	LogBytes, MaxLogBytes int64
+	// Checkpoints counts the copies of the log into the database since
+	// the store was opened, and CheckpointTime is the time they took, all
+	// together (SQLite).
+	Checkpoints    int64
+	CheckpointTime time.Duration
+	// OldestUndelivered is when the oldest notification still waiting to
+	// be delivered was made; zero when none waits.
+	OldestUndelivered time.Time
+}
+
+// StatsReporter is implemented by a store that reports StoreStats.
+type StatsReporter interface {
+	StoreStats(ctx context.Context) (StoreStats, error)
+}
+
+// HistoryPruner is implemented by a store that can forget old history.
+type HistoryPruner interface {
+	// PruneRequests removes at most limit finished requests (neither
+	// pending nor approved) created before before, oldest first, with
+	// their links, auto-approve windows, coverages and notifications, and
+	// returns how many it removed. The audit log keeps every entry.
+	PruneRequests(ctx context.Context, before time.Time, limit int) (int, error)
+}

@@ -55,7 +55,7 @@ func (k storeKey) file(dir string) string {
 // store, or one an earlier version wrote. A store already sealed is never
 // given a new key: the file just made is removed again and the message
 // says to restore the one that sealed it.
-func openSQLite(ctx context.Context, dir string, k storeKey) (countersign.Store, error) {
+func openSQLite(ctx context.Context, dir string, k storeKey, extra ...sqlite.Option) (countersign.Store, error) {
 	path := k.file(dir)
 	key, err := secretkey.Load(path)
 	existed, created := err == nil, false
@@ -70,7 +70,7 @@ func openSQLite(ctx context.Context, dir string, k storeKey) (countersign.Store,
 	if err != nil {
 		return nil, err
 	}
-	opts := []sqlite.Option{sqlite.WithSecretKey(key)}
+	opts := append([]sqlite.Option{sqlite.WithSecretKey(key)}, extra...)
 	if existed && k.path == "" {
 		// The data directory's own key file, made by an earlier start,
 		// which sealed the store then: a store that lost its record of

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // serveConfig is the configuration of countersign serve: each field is a
@@ -54,6 +55,10 @@ type serveConfig struct {
 	// replicaURL is where other replicas reach this one, for the files it
 	// holds (PostgreSQL only; default http://ADDR).
 	replicaURL string
+	// maxLogMB bounds the SQLite store's write-ahead log, in MiB.
+	maxLogMB int
+	// retentionDays is how long finished requests are kept; 0: for ever.
+	retentionDays int
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -68,7 +73,8 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	// The heap of a server under load is a few megabytes live: without a
 	// floor the collector would run dozens of times a second.
 	defer gctune.Default(gctune.ServeFloor)()
-	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log)
+	store, storeName, closeStore, err := openServeStore(ctx, cfg.data, cfg.dbURL, storeKey{path: cfg.keyFile, notice: env.Stderr}, log,
+		sqlite.WithMaxLog(int64(cfg.maxLogMB)<<20))
 	if err != nil {
 		return err
 	}
@@ -123,6 +129,10 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
 	go svc.RunSweeper(sweepCtx)
+	if p, ok := store.(countersign.HistoryPruner); ok && cfg.retentionDays > 0 {
+		ret := &approval.Retention{Store: p, Clock: countersign.SystemClock{}, Age: time.Duration(cfg.retentionDays) * 24 * time.Hour, Log: log}
+		go ret.Run(sweepCtx)
+	}
 	stopFollow := followReplicas(svc, store, log)
 	defer stopFollow()
 	stopNotify := startNotifyWorker(store, public, log)
@@ -159,6 +169,8 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	filesTTL := fs.String("files-ttl", envOr(env, "COUNTERSIGN_FILES_TTL", "30m"), "how long uploads and download links live (COUNTERSIGN_FILES_TTL)")
 	filesMax := fs.String("files-max-mb", env.Getenv("COUNTERSIGN_FILES_MAX_MB"), "MiB for every account's uploads and links together; default 256 on disk, 64 in memory (COUNTERSIGN_FILES_MAX_MB)")
 	fs.StringVar(&cfg.replicaURL, "replica-url", env.Getenv("COUNTERSIGN_REPLICA_URL"), "with PostgreSQL: the URL where other replicas reach this one for the files it holds (COUNTERSIGN_REPLICA_URL; default http://ADDR)")
+	retention := fs.String("retention-days", envOr(env, "COUNTERSIGN_RETENTION_DAYS", "90"), "days finished requests are kept, with their links and notifications (the audit log keeps every entry); 0 keeps them for ever (COUNTERSIGN_RETENTION_DAYS)")
+	maxLog := fs.String("sqlite-log-mb", envOr(env, "COUNTERSIGN_SQLITE_LOG_MB", "32"), "with SQLite: MiB the write-ahead log may take before it is copied into the database and truncated, 1 to 64 (COUNTERSIGN_SQLITE_LOG_MB)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -188,6 +200,12 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	}
 	if cfg.maxPending, err = strconv.Atoi(*maxPending); err != nil || cfg.maxPending < 1 || cfg.maxPending > 10000 {
 		return nil, fmt.Errorf("%w: max pending %q must be a number from 1 to 10000", ErrUsage, *maxPending)
+	}
+	if cfg.maxLogMB, err = strconv.Atoi(*maxLog); err != nil || cfg.maxLogMB < 1 || cfg.maxLogMB > 64 {
+		return nil, fmt.Errorf("%w: SQLite log MB %q must be a number of MiB from 1 to 64", ErrUsage, *maxLog)
+	}
+	if cfg.retentionDays, err = strconv.Atoi(*retention); err != nil || cfg.retentionDays < 0 || cfg.retentionDays > 36500 {
+		return nil, fmt.Errorf("%w: retention days %q must be a number of days from 0 (keep for ever) to 36500", ErrUsage, *retention)
 	}
 	if cfg.rateLimit, err = strconv.Atoi(*rate); err != nil || cfg.rateLimit < 0 {
 		return nil, fmt.Errorf("%w: rate limit %q must be a number of requests per minute, 0 for none", ErrUsage, *rate)

@@ -36,7 +36,7 @@ func TestParseServeDefaults(t *testing.T) {
 	}
 	want := serveConfig{addr: "127.0.0.1:8080", data: "countersign-data", ttl: 10 * time.Minute,
 		maxPending: 5, rateLimit: 1200, logLevel: "info", logFormat: "text", stepUp: approval.DefaultStepUp,
-		filesTTL: 30 * time.Minute}
+		filesTTL: 30 * time.Minute, maxLogMB: 32, retentionDays: 90}
 	if !reflect.DeepEqual(*cfg, want) {
 		t.Errorf("defaults %+v, want %+v", *cfg, want)
 	}
@@ -57,6 +57,8 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		"COUNTERSIGN_FILES_TTL":       "45m",
 		"COUNTERSIGN_FILES_MAX_MB":    "512",
 		"COUNTERSIGN_REPLICA_URL":     "http://10.0.0.5:8080",
+		"COUNTERSIGN_SQLITE_LOG_MB":   "8",
+		"COUNTERSIGN_RETENTION_DAYS":  "0",
 	}
 	env, _, _ := testEnv(vars)
 	cfg, err := parseServe(env, nil)
@@ -65,7 +67,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 	}
 	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
 		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp,
-		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080"}
+		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080", maxLogMB: 8}
 	var proxies []string
 	for _, p := range cfg.proxies {
 		proxies = append(proxies, p.String())
@@ -122,6 +124,10 @@ func TestParseServeBadValues(t *testing.T) {
 		{"files ttl word", nil, []string{"--files-ttl", "long"}, `files TTL "long"`},
 		{"files space below two uploads", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "39"}, nil, `files max MB "39"`},
 		{"files space word", map[string]string{"COUNTERSIGN_FILES_MAX_MB": "lots"}, nil, `files max MB "lots"`},
+		{"retention negative", map[string]string{"COUNTERSIGN_RETENTION_DAYS": "-1"}, nil, `retention days "-1"`},
+		{"retention word", nil, []string{"--retention-days", "90d"}, `retention days "90d"`},
+		{"sqlite log zero", map[string]string{"COUNTERSIGN_SQLITE_LOG_MB": "0"}, nil, `SQLite log MB "0"`},
+		{"sqlite log too big", nil, []string{"--sqlite-log-mb", "65"}, `SQLite log MB "65"`},
 		{"argument", nil, []string{"now"}, `unexpected argument "now"`},
 	}
 	for _, tt := range tests {

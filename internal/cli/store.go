@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/datadir"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // openStore opens the SQLite store of the data directory, creating it on
@@ -28,11 +29,13 @@ func openStore(ctx context.Context, dir string, log *slog.Logger) (countersign.S
 // on first use, with the secret key k names (see openSQLite). Every
 // command that opens a data directory comes through here: the directory is
 // tightened, or refused, first (datadir.Prepare), each change said in log.
-func openStoreKey(ctx context.Context, dir string, k storeKey, log *slog.Logger) (countersign.Store, error) {
+// log also hears when the store cannot write (a full disk) and when it
+// can again; opts are added to the store's options.
+func openStoreKey(ctx context.Context, dir string, k storeKey, log *slog.Logger, opts ...sqlite.Option) (countersign.Store, error) {
 	if err := datadir.Prepare(dir, log); err != nil {
 		return nil, err
 	}
-	return openSQLite(ctx, dir, k)
+	return openSQLite(ctx, dir, k, append([]sqlite.Option{sqlite.WithLog(log)}, opts...)...)
 }
 
 // openDatabase opens the PostgreSQL store at url, migrating it, with the
@@ -184,8 +187,8 @@ func describeURL(s string) string {
 // database URL is set, else SQLite in the data directory, which the server
 // then holds alone (lockData) until it calls closeStore. Either opens with
 // the secret key k names. It returns the store and a name for the log,
-// without any secret.
-func openServeStore(ctx context.Context, dir, databaseURL string, k storeKey, log *slog.Logger) (store countersign.Store, name string, closeStore func(), err error) {
+// without any secret. opts are the SQLite store's.
+func openServeStore(ctx context.Context, dir, databaseURL string, k storeKey, log *slog.Logger, opts ...sqlite.Option) (store countersign.Store, name string, closeStore func(), err error) {
 	if databaseURL != "" {
 		s, err := openDatabase(ctx, databaseURL, k, log)
 		if err != nil {
@@ -202,7 +205,7 @@ func openServeStore(ctx context.Context, dir, databaseURL string, k storeKey, lo
 	if err != nil {
 		return nil, "", nil, err
 	}
-	s, err := openStoreKey(ctx, dir, k, log)
+	s, err := openStoreKey(ctx, dir, k, log, opts...)
 	if err != nil {
 		release()
 		return nil, "", nil, err

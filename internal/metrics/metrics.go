@@ -1,7 +1,14 @@
 // Package metrics keeps the few counters, gauges and histograms the server
-// exposes, and writes them in the Prometheus text format. It is small enough
-// that the Prometheus client library, and its dependencies, are not needed.
+// exposes, and writes them in the Prometheus text format. The server's own
+// are counted here, on every request's path, with fixed label arrays and no
+// allocation; the Go runtime's and the process's are Prometheus' own
+// collectors (runtime.go), since measuring GC pauses, file descriptors and
+// memory as every Go service reports them is that library's field.
 package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 import (
 	"fmt"
@@ -13,18 +20,21 @@ import (
 	"sync"
 )
 
-// Registry holds metrics in the order they were registered.
+// Registry holds metrics in the order they were registered, then the
+// collectors' (see Register).
 type Registry struct {
-	mu      sync.Mutex
-	metrics []writer
+	mu         sync.Mutex
+	metrics    []writer
+	collectors *prometheus.Registry
 }
 
 type writer interface {
 	write(w io.Writer)
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{} }
+// NewRegistry returns a registry that holds the Go runtime's and the
+// process's metrics.
+func NewRegistry() *Registry { return &Registry{collectors: newCollectors()} }
 
 func (r *Registry) add(m writer) {
 	r.mu.Lock()
@@ -40,6 +50,7 @@ func (r *Registry) Write(w io.Writer) {
 	for _, m := range ms {
 		m.write(w)
 	}
+	r.writeCollected(w)
 }
 
 // maxLabels is how many labels a CounterVec may have.

@@ -34,7 +34,14 @@ d_seconds_bucket{le="+Inf"} 3
 d_seconds_sum 5.55
 d_seconds_count 3
 `
-	if b.String() != want {
-		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	// The registry's own metrics come first, as registered; the Go
+	// runtime's and the process's follow.
+	if got := b.String(); !strings.HasPrefix(got, want) {
+		t.Fatalf("got\n%s\nwant first\n%s", got, want)
+	}
+	for _, name := range []string{"go_goroutines", "go_gc_duration_seconds", "go_memstats_heap_alloc_bytes", "process_open_fds", "process_resident_memory_bytes"} {
+		if !strings.Contains(b.String(), "\n# TYPE "+name+" ") {
+			t.Errorf("no %s after the registry's own metrics", name)
+		}
 	}
 }

@@ -52,6 +52,11 @@ func (s *Server) writeAPIError(w http.ResponseWriter, r *http.Request, err error
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{errorDetail{Code: countersign.EUNAVAILABLE, Message: "the request was cancelled"}})
 		return
 	}
+	if reason, ok := s.cannotWrite(r, err); ok {
+		w.Header().Set("Retry-After", retryAfter(cannotWriteRetry))
+		writeJSON(w, http.StatusServiceUnavailable, errorBody{errorDetail{Code: countersign.EUNAVAILABLE, Message: reason + "; try again later."}})
+		return
+	}
 	if code == countersign.EINTERNAL {
 		id := countersign.NewID("")[:10]
 		s.log.Error("internal error", "error_id", id, "route", r.Pattern, "err", err)

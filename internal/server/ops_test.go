@@ -87,6 +87,36 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestRuntimeAndStoreMetrics: /metrics carries the Go runtime's and the
+// process's metrics as Prometheus' own collectors name them, and the
+// store's: failed writes by cause, whether it writes, its log and
+// checkpoints, and the age of the oldest undelivered notification.
+func TestRuntimeAndStoreMetrics(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	s.create(s.keyA)
+	body := string(s.call("GET", "/metrics", "", "").body)
+	for _, re := range []string{
+		`(?m)^# TYPE go_goroutines gauge\ngo_goroutines [1-9][0-9]*$`,
+		`(?m)^go_memstats_heap_alloc_bytes [0-9.e+]+$`,
+		`(?m)^# TYPE go_gc_duration_seconds summary$`,
+		`(?m)^go_gc_duration_seconds_count [0-9]+$`,
+		`(?m)^process_open_fds [1-9][0-9]*$`,
+		`(?m)^process_resident_memory_bytes [0-9.e+]+$`,
+		`(?m)^# TYPE countersign_store_write_failures_total counter\ncountersign_store_write_failures_total\{cause="disk_full"\} 0$`,
+		`(?m)^countersign_store_writable 1$`,
+		`(?m)^countersign_store_log_bytes [0-9.e+]+$`,
+		`(?m)^countersign_store_log_max_bytes 3.3554432e\+07$`,
+		`(?m)^countersign_store_checkpoints_total [0-9.e+]+$`,
+		`(?m)^countersign_store_checkpoint_seconds_total [0-9.e+-]+$`,
+		`(?m)^countersign_outbox_oldest_undelivered_seconds 0$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(body) {
+			t.Errorf("metrics lack %s", re)
+		}
+	}
+}
+
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
 	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.RatePerMinute = 1 })

@@ -124,6 +124,10 @@ func (s *Server) writePageError(w http.ResponseWriter, r *http.Request, err erro
 		s.log.Debug("client gone", "route", r.Pattern, "err", err)
 		code, status, msg = countersign.EUNAVAILABLE, http.StatusServiceUnavailable, "The request was cancelled."
 	}
+	if reason, ok := s.cannotWrite(r, err); ok {
+		code, status, msg = countersign.EUNAVAILABLE, http.StatusServiceUnavailable, reason+"; try again later."
+		w.Header().Set("Retry-After", retryAfter(cannotWriteRetry))
+	}
 	if code == countersign.EINTERNAL {
 		id := countersign.NewID("")[:10]
 		s.log.Error("internal error", "error_id", id, "route", r.Pattern, "err", err)

@@ -149,6 +149,11 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 		log.Warn("passkeys are off", "reason", err.Error())
 	}
 	s.ceremonies = newCeremonyLimiter()
+	if st, ok := cfg.Store.(countersign.StatsReporter); ok {
+		// A second server on the same registry (tests) finds the
+		// store's metrics there already.
+		reg.Register(metrics.NewStoreCollector(st))
+	}
 	s.handler = s.routes()
 	return s, nil
 }

@@ -80,6 +80,8 @@ type DB struct {
 	key        *countersign.SecretKey
 	ipad, opad []byte
 	keyedFrom  atomic.Int64 // the first keyed audit entry; 0: none is
+
+	failures writeFailures // writes that failed, by cause (stats.go)
 }
 
 // Open connects to the database at url (postgres://… or key=value), applies
@@ -107,6 +109,9 @@ func Open(ctx context.Context, url string, log *slog.Logger, opts ...Option) (*D
 	}
 	if _, ok := cfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "countersign"
+	}
+	if o.tracer != nil {
+		cfg.ConnConfig.Tracer = o.tracer
 	}
 	listen := cfg.ConnConfig.Copy()
 	listen.RuntimeParams["application_name"] = cfg.ConnConfig.RuntimeParams["application_name"] + " listener"
@@ -164,6 +169,7 @@ func (db *DB) update(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		db.pool.Reset()
 		_, err = db.updateOnce(ctx, fn)
 	}
+	db.failures.observe(err)
 	return err
 }
 

@@ -15,6 +15,9 @@ type Option func(*options)
 
 type options struct {
 	key *countersign.SecretKey
+	// tracer sees every statement the pool's connections run (tests of
+	// query plans); nil: none.
+	tracer pgx.QueryTracer
 }
 
 // WithSecretKey opens the store with the server's secret key, which wraps

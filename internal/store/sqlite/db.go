@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -18,7 +19,10 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-var _ countersign.Store = (*DB)(nil)
+var (
+	_ countersign.Store       = (*DB)(nil)
+	_ countersign.WriteHealth = (*DB)(nil)
+)
 
 // DB is a countersign.Store on one SQLite file.
 type DB struct {
@@ -51,6 +55,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 		// The writer keeps the head of the audit chain for each group
 		// of changes, and writes it once (see auditTx).
 		NewTxState: func() engine.TxState { return &auditTx{key: o.key} },
+		MaxLog:     o.maxLog,
+		Log:        o.log,
+		Trace:      o.trace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -62,6 +69,27 @@ func Open(ctx context.Context, path string, opts ...Option) (*DB, error) {
 	}
 	return db, nil
 }
+
+// WithMaxLog bounds the write-ahead log to n bytes (see
+// engine.Config.MaxLog); 0 keeps engine.DefaultMaxLog.
+func WithMaxLog(n int64) Option {
+	return func(o *options) { o.maxLog = n }
+}
+
+// WithLog sends the store's own events to log: the start and the end of a
+// time in which it cannot write (a full disk, say). Without it they are
+// discarded.
+func WithLog(log *slog.Logger) Option {
+	return func(o *options) { o.log = log }
+}
+
+// WriteError returns why the store cannot write now, or "" when it can
+// (see countersign.WriteHealth).
+func (db *DB) WriteError() string { return db.eng.WriteError() }
+
+// EngineStats returns what the engine has done since Open: checkpoints,
+// the log's size, failed writes by cause.
+func (db *DB) EngineStats() engine.Stats { return db.eng.Stats() }
 
 // Close stops the writer, after the group it is committing, and closes the
 // connections. Changes asked for afterwards fail.

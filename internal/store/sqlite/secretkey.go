@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -16,6 +17,9 @@ type Option func(*options)
 type options struct {
 	key        *countersign.SecretKey
 	keyExisted bool
+	maxLog     int64
+	log        *slog.Logger
+	trace      func(query string) // engine.Config.Trace, for tests
 }
 
 // WithSecretKey opens the store with the server's secret key, which wraps

@@ -84,6 +84,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxEnqueue", testOutboxEnqueue},
 		{"OutboxStatus", testOutboxStatus},
 		{"OutboxClaimRace", testOutboxClaimRace},
+		{"StoreStats", testStoreStats},
+		{"PruneRequests", testPruneRequests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/url"
 	"os"
 	"strings"
@@ -51,7 +52,28 @@ type Config struct {
 	// NewTxState, when set, makes the state of each write transaction
 	// (see TxState); nil: the changes keep none.
 	NewTxState func() TxState
+	// MaxLog bounds the write-ahead log, in bytes: past it the
+	// checkpointer copies the whole log into the file and truncates it,
+	// and SQLite trims the log to it whenever the log starts over. Zero
+	// means DefaultMaxLog; it is at least one page.
+	MaxLog int64
+	// Log receives the start and the end of each episode in which the
+	// store cannot write (a full disk, say); nil discards.
+	Log *slog.Logger
+	// Trace, when set, is told the text of every statement any
+	// connection runs, before it runs: the tests of the store's query
+	// plans collect them. It must be safe for concurrent use.
+	Trace func(query string)
 }
+
+// DefaultMaxLog is the bound of the write-ahead log when Config.MaxLog is
+// zero. Under load with readers always on the file, SQLite's own
+// checkpoints cannot start the log over, and it grows until the disk is
+// full; a small disk must hold the file and this much beside it.
+const DefaultMaxLog = 32 << 20
+
+// pageSize is SQLite's default page size, which the store keeps.
+const pageSize = 4096
 
 // DB is one open SQLite file: its connections, its writer and its change
 // counter.
@@ -69,8 +91,15 @@ type DB struct {
 	groups  atomic.Int64 // transactions the writer has run
 
 	committed   chan struct{} // a token from the writer: there is work for the checkpointer
+	urgent      chan struct{} // a token from a write that failed for space: truncate the log now
 	ckptStopped chan struct{} // closed by the checkpointer when it has stopped
 	checkpoints atomic.Int64  // checkpoints run
+	ckptNanos   atomic.Int64  // time spent in them
+	truncations atomic.Int64  // checkpoints that truncated the log
+
+	path   string
+	maxLog int64
+	health health
 
 	changes *changeCounter // moved by every change to what caches hold; nil: nothing is cached
 
@@ -92,7 +121,12 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 		return nil, err
 	}
 	rowChanges := new(atomic.Uint64)
-	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite, c.BusyTimeout), rowChanges: rowChanges})
+	maxLog := c.MaxLog
+	if maxLog <= 0 {
+		maxLog = DefaultMaxLog
+	}
+	maxLog = max(maxLog, pageSize)
+	write := sql.OpenDB(&connector{dsn: dsn(path, roleWrite, c.BusyTimeout, maxLog), rowChanges: rowChanges, trace: c.Trace})
 	// One writer: SQLite allows no more, and queueing in database/sql is
 	// cheaper and fairer than spinning on SQLITE_BUSY.
 	write.SetMaxOpenConns(1)
@@ -112,10 +146,10 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 
 	// The read pool opens after the writer has switched the file to WAL,
 	// which a query-only connection could not do.
-	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead, c.BusyTimeout)})
+	read := sql.OpenDB(&connector{dsn: dsn(path, roleRead, c.BusyTimeout, maxLog), trace: c.Trace})
 	read.SetMaxOpenConns(readConns)
 	read.SetMaxIdleConns(readConns)
-	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint, c.BusyTimeout)})
+	ckpt := sql.OpenDB(&connector{dsn: dsn(path, roleCheckpoint, c.BusyTimeout, maxLog)})
 	ckpt.SetMaxOpenConns(1)
 	ckpt.SetMaxIdleConns(1)
 	ckpt.SetConnMaxLifetime(0)
@@ -143,6 +177,10 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 	if newState == nil {
 		newState = func() TxState { return noState{} }
 	}
+	log := c.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	db := &DB{
 		rowChanges:  rowChanges,
 		rowHook:     hook,
@@ -155,8 +193,15 @@ func Open(ctx context.Context, path string, c Config) (*DB, error) {
 		closing:     make(chan struct{}),
 		stopped:     make(chan struct{}),
 		committed:   make(chan struct{}, 1),
+		urgent:      make(chan struct{}, 1),
 		ckptStopped: make(chan struct{}),
+		path:        path,
+		maxLog:      maxLog,
+		health:      health{log: log},
 	}
+	// A log left past its bound by an earlier process (one that ran out
+	// of space, say) is copied and truncated before the first change.
+	db.boundLog()
 	go db.writer()
 	go db.checkpointer(checkpointEvery)
 	return db, nil
@@ -206,6 +251,15 @@ type Stats struct {
 	Queued       int   // changes waiting for the writer
 	Transactions int64 // write transactions begun; a group run again begins another
 	Checkpoints  int64 // checkpoints the checkpointer ran
+	// CheckpointTime is the time the checkpoints took, all together;
+	// Truncations counts those that truncated the log.
+	CheckpointTime time.Duration
+	Truncations    int64
+	// LogBytes is the size of the write-ahead log now; MaxLog its bound.
+	LogBytes, MaxLog int64
+	// WriteFailures counts the changes that failed for an error of
+	// SQLite's since Open, by cause (Cause*).
+	WriteFailures map[string]int64
 	// CountsRows is whether the write connection counts the rows it
 	// changes: then a change that fails having changed none leaves the
 	// others of its group alone (see UpdateUncached).
@@ -215,10 +269,15 @@ type Stats struct {
 // Stats returns what the engine has done so far.
 func (db *DB) Stats() Stats {
 	return Stats{
-		Queued:       len(db.writes),
-		Transactions: db.groups.Load(),
-		Checkpoints:  db.checkpoints.Load(),
-		CountsRows:   db.rowHook,
+		Queued:         len(db.writes),
+		Transactions:   db.groups.Load(),
+		Checkpoints:    db.checkpoints.Load(),
+		CheckpointTime: time.Duration(db.ckptNanos.Load()),
+		Truncations:    db.truncations.Load(),
+		LogBytes:       db.logSize(),
+		MaxLog:         db.maxLog,
+		WriteFailures:  db.health.failures(),
+		CountsRows:     db.rowHook,
 	}
 }
 
@@ -237,7 +296,7 @@ const defaultBusyTimeout = 5 * time.Second
 
 // dsn builds the data source name of one pool. Pragmas go in the DSN so that
 // every connection the pool opens, now or after a reconnect, gets them.
-func dsn(path string, r role, busy time.Duration) string {
+func dsn(path string, r role, busy time.Duration, maxLog int64) string {
 	if busy <= 0 {
 		busy = defaultBusyTimeout
 	}
@@ -247,6 +306,9 @@ func dsn(path string, r role, busy time.Duration) string {
 	// NORMAL in WAL mode loses nothing when the process is killed; only a
 	// power cut can lose the last commits.
 	q.Add("_pragma", "synchronous(NORMAL)")
+	// Whichever connection starts the log over trims its file to the
+	// bound, so that the space a burst took is given back.
+	q.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", maxLog))
 	switch r {
 	case roleRead:
 		q.Add("_pragma", "query_only(1)")
@@ -256,7 +318,7 @@ func dsn(path string, r role, busy time.Duration) string {
 		// does so itself only when the log has grown far past what the
 		// checkpointer leaves: when the checkpointer cannot keep up, or
 		// a reader holds an old snapshot for long.
-		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages))
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", writerCheckpointPages(maxLog)))
 		q.Set("_txlock", "immediate")
 	}
 	// A file: URI with the path escaped, so that a '?' or '#' in a
@@ -284,34 +346,90 @@ func checkWAL(ctx context.Context, db *sql.DB) error {
 const checkpointEvery = 100 * time.Millisecond
 
 // writerCheckpointPages is the size of the log, in pages, at which the writer
-// checkpoints itself (SQLite's default is 1,000).
-const writerCheckpointPages = 20000
+// checkpoints itself (SQLite's default is 1,000): 20,000, or fewer when the
+// log's bound is smaller, so that the writer copies before the bound is
+// passed even when the checkpointer lags.
+func writerCheckpointPages(maxLog int64) int {
+	return int(min(20000, max(1, maxLog/pageSize)))
+}
 
 // checkpointer copies committed pages from the log into the database file,
 // at most once every interval and only after commits, until Close. A
 // passive checkpoint neither waits for nor blocks the writer or readers;
-// what a reader still needs stays in the log for the next one.
+// what a reader still needs stays in the log for the next one. When the
+// log has passed its bound all the same (readers always on the file keep
+// SQLite from starting it over), or a write failed for space, a
+// truncating checkpoint waits for the readers and empties it. While the
+// store cannot write, it tries again every retryEvery, with a probe write.
 func (db *DB) checkpointer(interval time.Duration) {
 	defer close(db.ckptStopped)
 	t := time.NewTimer(interval)
 	t.Stop()
+	var retry <-chan time.Time
 	for {
 		select {
 		case <-db.committed:
+			t.Reset(interval)
+			select {
+			case <-t.C:
+			case <-db.closing:
+				return
+			}
+			// An error (a full disk, say) leaves the pages in the
+			// log: the next commit brings the next try.
+			db.checkpoint(`PRAGMA wal_checkpoint(PASSIVE)`)
+			db.boundLog()
+		case <-db.urgent:
+			db.truncate()
+		case <-retry:
+			retry = nil
+			db.truncate()
+			db.probe(context.Background())
 		case <-db.closing:
 			return
 		}
-		t.Reset(interval)
-		select {
-		case <-t.C:
-		case <-db.closing:
-			return
+		// The next try is a second after the last, however many
+		// commits (of changes that write nothing) come meanwhile.
+		if !db.health.failing.Load() {
+			retry = nil
+		} else if retry == nil {
+			retry = time.After(retryEvery)
 		}
-		// An error (a full disk, say) leaves the pages in the log: the
-		// next commit brings the next try, and the writer's own
-		// checkpoint bounds the log meanwhile.
-		if _, err := db.ckpt.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err == nil {
-			db.checkpoints.Add(1)
-		}
+	}
+}
+
+// retryEvery is how often the checkpointer tries to write while the store
+// cannot.
+const retryEvery = time.Second
+
+// checkpoint runs one checkpoint statement on the checkpoint connection,
+// counting it and its time. It reports whether the checkpoint did all it
+// was asked: one that waited for readers or the writer in vain says so in
+// its first column, with no error.
+func (db *DB) checkpoint(stmt string) bool {
+	start := time.Now()
+	var busy, logged, copied int64
+	err := db.ckpt.QueryRowContext(context.Background(), stmt).Scan(&busy, &logged, &copied)
+	if err != nil {
+		return false
+	}
+	db.ckptNanos.Add(int64(time.Since(start)))
+	db.checkpoints.Add(1)
+	return busy == 0
+}
+
+// boundLog truncates the log when it has passed its bound.
+func (db *DB) boundLog() {
+	if db.logSize() > db.maxLog {
+		db.truncate()
+	}
+}
+
+// truncate copies the whole log into the database file and truncates the
+// log to nothing. It waits for readers, and holds off the writer while it
+// copies, each at most the busy timeout.
+func (db *DB) truncate() {
+	if db.checkpoint(`PRAGMA wal_checkpoint(TRUNCATE)`) {
+		db.truncations.Add(1)
 	}
 }

@@ -75,8 +75,8 @@ func TestCheckpointer(t *testing.T) {
 	if err := db.write.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&pages); err != nil {
 		t.Fatal(err)
 	}
-	if pages != writerCheckpointPages {
-		t.Fatalf("the writer checkpoints itself at %d pages, want %d", pages, writerCheckpointPages)
+	if pages != writerCheckpointPages(DefaultMaxLog) {
+		t.Fatalf("the writer checkpoints itself at %d pages, want %d", pages, writerCheckpointPages(DefaultMaxLog))
 	}
 	if err := db.UpdateCached(ctx, func(ctx context.Context, tx Querier) error {
 		_, err := tx.ExecContext(ctx, `CREATE TABLE t (n INTEGER PRIMARY KEY)`)

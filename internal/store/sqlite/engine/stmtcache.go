@@ -31,6 +31,8 @@ type connector struct {
 	// rowChanges, when set, counts every row its connections insert,
 	// update or delete (SQLite's pre-update hook).
 	rowChanges *atomic.Uint64
+	// trace, when set, is told the text of every statement run.
+	trace func(query string)
 }
 
 func (c *connector) Connect(context.Context) (driver.Conn, error) {
@@ -49,7 +51,11 @@ func (c *connector) Connect(context.Context) (driver.Conn, error) {
 		n := c.rowChanges
 		h.RegisterPreUpdateHook(func(sqlite.SQLitePreUpdateData) { n.Add(1) })
 	}
-	return newCachingConn(inner)
+	cc, err := newCachingConn(inner)
+	if err == nil {
+		cc.(*cachingConn).trace = c.trace
+	}
+	return cc, err
 }
 
 func (c *connector) Driver() driver.Driver { return &c.drv }
@@ -83,6 +89,7 @@ func newCachingConn(c driver.Conn) (driver.Conn, error) {
 type cachingConn struct {
 	innerConn
 	stmts map[string]*cachedStmt
+	trace func(query string) // see connector
 }
 
 type cachedStmt struct {
@@ -100,6 +107,9 @@ type cachedStmt struct {
 // or nil when query must run unprepared: a script of several statements,
 // a full cache, or a statement in use.
 func (c *cachingConn) stmt(ctx context.Context, query string) (*cachedStmt, error) {
+	if c.trace != nil {
+		c.trace(query)
+	}
 	if s, ok := c.stmts[query]; ok {
 		if !s.busy.CompareAndSwap(false, true) {
 			return nil, nil

@@ -75,6 +75,18 @@ func (db *DB) run(ctx context.Context, fn func(ctx context.Context, tx Querier) 
 	case <-db.closing:
 		return ErrClosed
 	}
+	err := db.wait(ctx, j)
+	if db.health.observe(err) {
+		select {
+		case db.urgent <- struct{}{}:
+		default: // the checkpointer has its token already
+		}
+	}
+	return err
+}
+
+// wait waits for the outcome of j, queued.
+func (db *DB) wait(ctx context.Context, j *writeJob) error {
 	select {
 	case err := <-j.done:
 		return err

@@ -1,0 +1,95 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// testPruneRequests: old finished requests go, oldest first and no more
+// than asked, with their links, windows, coverages and notifications;
+// pending and approved ones stay however old, and so do recent finished
+// ones; the audit log keeps every entry and its chain verifies.
+func testPruneRequests(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	p, ok := s.(countersign.HistoryPruner)
+	if !ok {
+		t.Fatal("the store cannot prune its history")
+	}
+	c := mustChannel(t, f, "n8n", countersign.ChannelWebhook)
+	at := func(d time.Duration, action string) *countersign.Request {
+		r := newRequest(f.key, action, `{"n":"`+action+`"}`, action)
+		r.CreatedAt, r.ExpiresAt = Base.Add(d), Base.Add(d+10*time.Minute)
+		return create(t, s, r, r.CreatedAt)
+	}
+	denied := at(0, "denied")
+	deny(t, s, denied.ID, Base.Add(time.Minute))
+	consumed := at(time.Second, "consumed")
+	if _, err := s.Transition(ctx, countersign.Transition{
+		ID: consumed.ID, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusApproved,
+		Now: Base.Add(time.Minute), DecidedBy: "approver:alice",
+		Window: &countersign.AutoApproveWindow{ID: countersign.NewID("win_"), AccountID: f.account.ID, KeyID: f.key.ID,
+			SessionID: "sess-1", Kind: countersign.KindTool, Action: "consumed", Until: Base.Add(2 * time.Minute), CreatedAt: Base.Add(time.Minute)},
+	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, countersign.Transition{ID: consumed.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: Base.Add(time.Minute)}, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	linked := newRequest(f.key, "expired", `{"n":"expired"}`, "expired")
+	linked.CreatedAt, linked.ExpiresAt = Base.Add(2*time.Second), Base.Add(5*time.Minute)
+	linked.Links = []countersign.Link{{Hash: sha("link token"), Action: "approve"}}
+	create(t, s, linked, linked.CreatedAt)
+	if _, err := s.ExpireRequests(ctx, linked.ID, Base.Add(6*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: consumed.ID, RequestID: denied.ID, CreatedAt: Base.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enqueue(ctx, []countersign.OutboxItem{item(c, denied.ID, countersign.EventDecided)}, Base.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	pending := at(3*time.Second, "pending")
+	approved := at(4*time.Second, "approved")
+	approve(t, s, approved.ID, Base.Add(time.Minute))
+	recent := at(100*24*time.Hour, "recent")
+	deny(t, s, recent.ID, Base.Add(100*24*time.Hour+time.Minute))
+	_, entries := Verify(t, s)
+
+	cutoff := Base.Add(90 * 24 * time.Hour)
+	if n, err := p.PruneRequests(ctx, cutoff, 2); err != nil || n != 2 {
+		t.Fatalf("PruneRequests(limit 2) = %d, %v; want 2", n, err)
+	}
+	if _, err := s.Request(ctx, linked.ID); err != nil {
+		t.Errorf("the third oldest finished request went before the older two: %v", err)
+	}
+	if n, err := p.PruneRequests(ctx, cutoff, 100); err != nil || n != 1 {
+		t.Fatalf("PruneRequests again = %d, %v; want the last old one", n, err)
+	}
+	if n, err := p.PruneRequests(ctx, cutoff, 100); err != nil || n != 0 {
+		t.Fatalf("PruneRequests with nothing old = %d, %v", n, err)
+	}
+	for _, r := range []*countersign.Request{denied, consumed, linked} {
+		_, err := s.Request(ctx, r.ID)
+		wantCode(t, "a pruned "+r.Action+" request", err, countersign.ENOTFOUND)
+	}
+	for _, r := range []*countersign.Request{pending, approved, recent} {
+		if _, err := s.Request(ctx, r.ID); err != nil {
+			t.Errorf("the %s request was pruned: %v", r.Action, err)
+		}
+	}
+	_, err := s.Link(ctx, sha("link token"))
+	wantCode(t, "a pruned request's link", err, countersign.ENOTFOUND)
+	if w, err := s.ActiveWindows(ctx, f.key.ID, "sess-1", countersign.KindTool, "consumed", Base); err != nil || len(w) != 0 {
+		t.Errorf("a pruned approval's window: %v, %v", w, err)
+	}
+	if got := claim(t, s, Base.Add(time.Hour), 10); len(got) != 0 {
+		t.Errorf("a pruned request's notification is still due: %v", ids(got))
+	}
+	if problems, n := Verify(t, s); len(problems) != 0 || n != entries {
+		t.Errorf("audit log after pruning: %d entries (want %d), problems %v", n, entries, problems)
+	}
+}
