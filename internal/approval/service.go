@@ -168,6 +168,9 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if err := validText("action", in.Action, maxAction, true); err != nil {
 		return nil, err
 	}
+	if err := checkFacts(in); err != nil {
+		return nil, err
+	}
 	if len(in.Arguments) > maxArguments {
 		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
 	}
@@ -225,6 +228,8 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		Preview:     in.Preview,
 		PreviewHash: Hash([]byte(in.Preview)),
 		RiskReasons: append([]string{}, in.RiskReasons...),
+		Tier:        in.Tier,
+		Protected:   in.Protected || protectedByReason(in.RiskReasons),
 		Context:     c,
 		Status:      countersign.StatusPending,
 		CreatedAt:   now,
@@ -322,6 +327,32 @@ func validText(name, v string, max int, required bool) error {
 		// on it; other control characters are shown visibly wherever a
 		// human reads them.
 		return countersign.Errorf(countersign.EINVALID, "%s must not contain NUL", name)
+	}
+	return nil
+}
+
+// protectedByReason reports whether a risk reason says that a delete
+// touches a protected path, as the seed's client and rm wrappers and
+// hooks older than the protected field say it. It can only add the fact,
+// never take it away: a client that leaves the reason out still sends
+// the field, and a reason is never what lets an approval through.
+func protectedByReason(reasons []string) bool {
+	for _, r := range reasons {
+		if strings.HasPrefix(r, "protected path:") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFacts checks the typed facts of a new request: a known tier, and
+// only on an MCP request.
+func checkFacts(in countersign.CreateInput) error {
+	switch {
+	case in.Tier != "" && !in.Tier.Valid():
+		return countersign.Errorf(countersign.EINVALID, "tier must be one of read, write, commit, external")
+	case in.Tier != "" && in.Kind != countersign.KindMCP:
+		return countersign.Errorf(countersign.EINVALID, "tier goes only with kind mcp")
 	}
 	return nil
 }

@@ -85,6 +85,7 @@ func createInput(in *Input, call *Call, v Verdict, deadline time.Time) api.Creat
 		Arguments:   arguments(in.ToolInput),
 		Preview:     preview(in, call, v),
 		RiskReasons: riskReasons(v.Reasons),
+		Protected:   v.Protected,
 		Context:     api.Context{User: rc.User, Host: rc.Hostname, Cwd: call.Cwd, SessionID: in.SessionID},
 		TTLSeconds:  ttl,
 		Scope:       v.Scope,

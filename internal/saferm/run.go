@@ -198,7 +198,7 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	var req *api.Request
 	err := f.call(ctx, func(ctx context.Context) (err error) {
 		req, _, err = f.c.Create(ctx, api.CreateInput{
-			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
+			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons, Protected: a.Protected,
 			Context:   api.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd, SessionID: f.session},
 			CoveredBy: f.coveredBy,
 		})
