@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -35,10 +36,13 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The service refuses such an action now; a request stored before it
+	// did is still listed, shown as it is.
 	const action = "rm -rf / \x1b[2K\x1b[1Gharmless\a\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff"
-	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); err != nil {
-		t.Fatal(err)
+	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); countersign.ErrorCode(err) != countersign.EINVALID {
+		t.Fatalf("Create of a hidden action: %v, want EINVALID", err)
 	}
+	storeRequest(t, w, agent, &countersign.Request{Kind: countersign.KindRm, Action: action})
 	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +60,19 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	}
 	if want := `rm -rf / \x1b[2K\x1b[1Gharmless\x07\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff`; !strings.Contains(out, want) {
 		t.Errorf("list does not show %s:\n%s", want, out)
+	}
+}
+
+// storeRequest stores r for the agent as it is, past the service's checks,
+// as a request stored by an older version is.
+func storeRequest(t *testing.T, w *testutil.World, agent countersign.Agent, r *countersign.Request) {
+	t.Helper()
+	now := w.Clock.Now()
+	r.ID, r.AccountID, r.KeyID, r.KeyName = countersign.NewOrderedID("req_"), agent.AccountID, agent.KeyID, agent.KeyName
+	r.Reference, r.Status, r.CreatedAt, r.ExpiresAt = countersign.NewReference(), countersign.StatusPending, now, now.Add(10*time.Minute)
+	r.ArgsHash, r.PreviewHash, r.Preview = approval.Hash([]byte("{}")), approval.Hash([]byte(r.Action)), r.Action
+	if _, _, err := w.Store.CreateRequest(w.Ctx, r, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID, Detail: "{}"}); err != nil {
+		t.Fatal(err)
 	}
 }
 
