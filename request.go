@@ -25,6 +25,30 @@ func (k Kind) Valid() bool {
 	return false
 }
 
+// Tier is the class of an MCP tool by what a call of it can do, as the MCP
+// gateway judged it: read, write, commit (changes something for good) or
+// external (reaches the outside world). A request of kind mcp carries its
+// call's tier as a typed fact, so that the rules of who may approve it
+// (step-up, windows) never read the risk reasons written for humans.
+type Tier string
+
+// The tiers, lowest first.
+const (
+	TierRead     Tier = "read"
+	TierWrite    Tier = "write"
+	TierCommit   Tier = "commit"
+	TierExternal Tier = "external"
+)
+
+// Valid reports whether t is one of the known tiers.
+func (t Tier) Valid() bool {
+	switch t {
+	case TierRead, TierWrite, TierCommit, TierExternal:
+		return true
+	}
+	return false
+}
+
 // Status is where a request is in its lifecycle.
 type Status string
 
@@ -90,6 +114,13 @@ type Scope struct {
 	// server: a window covers no request with a class the approved one
 	// lacked.
 	Classes []string `json:"classes,omitempty"`
+	// Tier and Protected are, in the scope of an auto-approve window, the
+	// typed facts of the request that opened it (see Request), set by the
+	// server when the window opens: a window covers no request of another
+	// tier and no protected request unless the approved one was. A
+	// request's own scope leaves them empty; its fields hold them.
+	Tier      Tier `json:"tier,omitempty"`
+	Protected bool `json:"protected,omitempty"`
 }
 
 // RequestContext is where the agent was when it asked.
@@ -114,13 +145,21 @@ type Request struct {
 	Preview     string          // what the human sees
 	PreviewHash string          // hex SHA-256 of Preview
 	RiskReasons []string
-	Context     RequestContext
-	Status      Status
-	CreatedAt   time.Time
-	ExpiresAt   time.Time
-	DecidedAt   time.Time // zero until decided
-	DecidedBy   string    // approver username, or DecidedByAutoApprove
-	Reason      string    // the deny reason or the answer to the agent
+	// Tier is the MCP tier of a request of kind mcp; empty for other
+	// kinds, and for an mcp request stored before tiers were kept, whose
+	// tier is unknown: the rules that key on a tier treat it as the
+	// riskiest.
+	Tier Tier
+	// Protected reports that the action touches a protected path (the
+	// rm wrapper's and the hook's judgement of a delete).
+	Protected bool
+	Context   RequestContext
+	Status    Status
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	DecidedAt time.Time // zero until decided
+	DecidedBy string    // approver username, or DecidedByAutoApprove
+	Reason    string    // the deny reason or the answer to the agent
 	// AutoApproveUntil is set on an approval that opened an auto-approve
 	// window.
 	AutoApproveUntil time.Time
@@ -192,11 +231,15 @@ type CreateInput struct {
 	Arguments   json.RawMessage // any JSON value; canonicalised before hashing
 	Preview     string          // empty: built from the action and arguments
 	RiskReasons []string
-	Context     RequestContext
-	TTL         time.Duration // zero: the server's default
-	Seed        json.RawMessage
-	SeedID      string
-	Links       []Link
+	// Tier is the MCP tier of the call, for kind mcp only (see Request).
+	Tier Tier
+	// Protected says the action touches a protected path.
+	Protected bool
+	Context   RequestContext
+	TTL       time.Duration // zero: the server's default
+	Seed      json.RawMessage
+	SeedID    string
+	Links     []Link
 	// Scope is the shape of the action as the agent states it (commands
 	// and paths; see Scope). The server checks it and adds the classes.
 	Scope *Scope

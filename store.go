@@ -66,7 +66,8 @@ type Store interface {
 	// inserting, in the same transaction, it looks for a pending twin of
 	// r that has not expired at now: a request of the same key with the
 	// same binding (kind, action, argument hash, preview hash), the same
-	// risk reasons and context, and the same TTL within TwinTTLSlack (see
+	// risk reasons, typed facts (tier, protected) and context, and the
+	// same TTL within TwinTTLSlack (see
 	// RequestTTL). It returns that one instead, with created false.
 	// Otherwise, when the account already has
 	// maxPending pending requests that have not expired at now, it fails
@@ -111,7 +112,7 @@ type Store interface {
 	Transition(ctx context.Context, t Transition, ev AuditEvent) (*Request, error)
 	// ConsumeApproved takes an approval without an id: it finds an approved
 	// request of keyID with this binding (kind, action, argument hash,
-	// preview hash, and no SeedID) that has not expired at now, turns it
+	// preview hash, the tier, and no SeedID) that has not expired at now, turns it
 	// into consumed with ConsumedAt now, and writes ev for it, in one
 	// conditional statement, so that of callers racing for one approval
 	// exactly one gets it. When several match, the one decided first (then
@@ -120,7 +121,7 @@ type Store interface {
 	// different never matches. It returns the consumed request. The MCP
 	// gateway uses it when a model retries a call that a human approved in
 	// the inbox. Errors: ENOTFOUND when no request matches.
-	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, now time.Time, ev AuditEvent) (*Request, error)
+	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, tier Tier, now time.Time, ev AuditEvent) (*Request, error)
 	// ExpireRequests marks every live request whose expiry is at or before
 	// now (all of them, or only id when id is not empty) as expired, writes
 	// an audit entry for each, and returns those it expired, by id.

@@ -22,6 +22,8 @@ type Request struct {
 	Preview          string          `json:"preview"`
 	PreviewHash      string          `json:"preview_hash"`
 	RiskReasons      []string        `json:"risk_reasons"`
+	Tier             string          `json:"tier,omitempty"`
+	Protected        bool            `json:"protected,omitempty"`
 	Context          Context         `json:"context"`
 	Key              string          `json:"key"`
 	Status           string          `json:"status"`
@@ -51,8 +53,14 @@ type CreateInput struct {
 	Arguments   json.RawMessage `json:"arguments,omitempty"`
 	Preview     string          `json:"preview,omitempty"`
 	RiskReasons []string        `json:"risk_reasons,omitempty"`
-	Context     Context         `json:"context"`
-	TTLSeconds  int             `json:"ttl_seconds,omitempty"`
+	// Tier is an MCP call's tier (read, write, commit or external), for
+	// kind mcp: the server's rules of who may approve read it, not the
+	// risk reasons.
+	Tier string `json:"tier,omitempty"`
+	// Protected says the action touches a protected path.
+	Protected  bool    `json:"protected,omitempty"`
+	Context    Context `json:"context"`
+	TTLSeconds int     `json:"ttl_seconds,omitempty"`
 	// Scope is the shape of the action: what an auto-approve window opened
 	// on the request may let through (see the server's README).
 	Scope *Scope `json:"scope,omitempty"`

@@ -46,8 +46,8 @@ func TestReadmeWalkthrough(t *testing.T) {
 
 	// The approver sees it.
 	list := b.mustRun(approver, "list")
-	if !regexp.MustCompile(`(?m)^REF\s+STATUS\s+KIND\s+KEY\s+EXPIRES\s+ACTION$`).MatchString(list) ||
-		!regexp.MustCompile(`(?m)^`+r.Reference+`\s+pending\s+rm\s+laptop\s+\S+\s+rm -rf /var/www/old$`).MatchString(list) {
+	if !regexp.MustCompile(`(?m)^REF\s+STATUS\s+KIND\s+TIER\s+KEY\s+EXPIRES\s+ACTION$`).MatchString(list) ||
+		!regexp.MustCompile(`(?m)^`+r.Reference+`\s+pending\s+rm\s+-\s+laptop\s+\S+\s+rm -rf /var/www/old$`).MatchString(list) {
 		t.Errorf("countersign list:\n%s", list)
 	}
 
@@ -75,7 +75,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 	expectError(t, http.StatusNotFound, "not_found", "GET", s.URL+"/api/v1/requests/"+r.ID, fs.key, "")
 
 	all := b.mustRun(approver, "list", "--status", "all")
-	if !regexp.MustCompile(`(?m)^` + r.Reference + `\s+consumed\s+rm\s+laptop\s+-\s+rm -rf /var/www/old$`).MatchString(all) {
+	if !regexp.MustCompile(`(?m)^` + r.Reference + `\s+consumed\s+rm\s+-\s+laptop\s+-\s+rm -rf /var/www/old$`).MatchString(all) {
 		t.Errorf("countersign list --status all:\n%s", all)
 	}
 	if pending := b.mustRun(approver, "list"); pending != "no requests\n" {

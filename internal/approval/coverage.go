@@ -78,6 +78,8 @@ func coversDelete(h, r *countersign.Request) bool {
 		return false
 	case rs.Files > hs.Files || rs.Bytes > hs.Bytes || (rs.FilesCapped && !hs.FilesCapped):
 		return false // grown since the human saw it
+	case r.Protected && !h.Protected:
+		return false // a protected path the human was not told of
 	}
 	for _, c := range rs.Classes {
 		if unbounded(c) || !slices.Contains(hs.Classes, c) {

@@ -154,6 +154,81 @@ func TestCreateInvalid(t *testing.T) {
 	}
 }
 
+// TestCreateRefusesHiddenText: a text of a request that a human reads
+// (action, preview, each risk reason, the context, covered_by, a seed id)
+// holding a control or format character is refused with a clear error,
+// and nothing is stored, whoever calls (the gateway calls the service in
+// process); a preview keeps its line breaks and tabs, and honest text
+// (accents, emoji with their variation selectors) passes. The typed facts
+// are checked too.
+func TestCreateRefusesHiddenText(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	base := func(change func(in *countersign.CreateInput)) countersign.CreateInput {
+		in := countersign.CreateInput{Kind: countersign.KindMCP, Action: "write_file", Arguments: json.RawMessage(`{"path":"/srv/a"}`),
+			Preview: "write /srv/a", Tier: countersign.TierCommit, RiskReasons: []string{"tier: commit"}}
+		change(&in)
+		return in
+	}
+	for _, tt := range []struct {
+		name, field string
+		in          countersign.CreateInput
+	}{
+		{"the gateway's old tier reason", "each risk reason", base(func(in *countersign.CreateInput) { in.RiskReasons = []string{"tier: \x02"} })},
+		{"a C1 control in a reason", "each risk reason", base(func(in *countersign.CreateInput) { in.RiskReasons = []string{"ok\u0085"} })},
+		{"a line break in a reason", "each risk reason", base(func(in *countersign.CreateInput) { in.RiskReasons = []string{"a\nb"} })},
+		{"an escape in the action", "action", base(func(in *countersign.CreateInput) { in.Action = "write\x1b[2K_file" })},
+		{"a tab in the action", "action", base(func(in *countersign.CreateInput) { in.Action = "write\tfile" })},
+		{"a bidi override in the action", "action", base(func(in *countersign.CreateInput) { in.Action = "\u202eelif_etirw" })},
+		{"a carriage return in the preview", "preview", base(func(in *countersign.CreateInput) { in.Preview = "ls\rrm -rf /" })},
+		{"a zero-width space in the preview", "preview", base(func(in *countersign.CreateInput) { in.Preview = "rm -rf /s\u200brv" })},
+		{"a bidi isolate in the preview", "preview", base(func(in *countersign.CreateInput) { in.Preview = "a\u2066b" })},
+		{"DEL in the preview", "preview", base(func(in *countersign.CreateInput) { in.Preview = "a\x7fb" })},
+		{"a line separator in the preview", "preview", base(func(in *countersign.CreateInput) { in.Preview = "a\u2028b" })},
+		{"a format character in the cwd", "context.cwd", base(func(in *countersign.CreateInput) { in.Context.Cwd = "/srv/\u200d" })},
+		{"an escape in the host", "context.host", base(func(in *countersign.CreateInput) { in.Context.Host = "box\x1b]0;x\x07" })},
+		{"a line break in the user", "context.user", base(func(in *countersign.CreateInput) { in.Context.User = "ada\nroot" })},
+		{"a soft hyphen in the session", "context.session_id", base(func(in *countersign.CreateInput) { in.Context.SessionID = "s\u00ad1" })},
+		{"a control in covered_by", "covered_by", base(func(in *countersign.CreateInput) {
+			in.Kind, in.Tier, in.CoveredBy = countersign.KindRm, "", "req_\x01"
+		})},
+		{"a control in the seed id", "seed id", base(func(in *countersign.CreateInput) { in.SeedID = "delete:\x0b" })},
+		{"an unknown tier", "tier", base(func(in *countersign.CreateInput) { in.Tier = "\x02" })},
+		{"a tier word of no tier", "tier", base(func(in *countersign.CreateInput) { in.Tier = "dangerous" })},
+		{"a tier on another kind", "tier", base(func(in *countersign.CreateInput) { in.Kind = countersign.KindTool })},
+	} {
+		before := e.auditCount()
+		_, _, err := e.svc.Create(e.ctx, e.keyA, tt.in)
+		wantCode(t, tt.name, err, countersign.EINVALID)
+		if msg := countersign.ErrorMessage(err); !strings.HasPrefix(msg, tt.field+" ") {
+			t.Errorf("%s: the error %q does not name %s", tt.name, msg, tt.field)
+		}
+		if got := e.auditCount(); got != before {
+			t.Errorf("%s: a refused request was stored (audit log %d → %d)", tt.name, before, got)
+		}
+	}
+	list, err := e.svc.List(e.ctx, e.alice, countersign.RequestFilter{})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("after the refusals the inbox holds %d requests (%v), want none", len(list), err)
+	}
+
+	// What is honest passes: a preview of several lines with tabs, accents,
+	// emoji and their variation selectors, escapes written as text.
+	ok := base(func(in *countersign.CreateInput) {
+		in.Preview = "Tool:\twrite_file\nContent: Grüße ❤\ufe0f \\x1b as text\n"
+		in.RiskReasons = []string{approval.TierReason(countersign.TierCommit)}
+	})
+	r := e.create(e.keyA, ok)
+	if r.Tier != countersign.TierCommit || r.Preview != ok.Preview || r.RiskReasons[0] != "tier: commit" {
+		t.Fatalf("stored %q %q %q", r.Tier, r.Preview, r.RiskReasons)
+	}
+	// A default preview escapes what canonical JSON keeps in strings.
+	d := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindGeneric, Action: "deploy", Arguments: json.RawMessage(`{"note":"a\u202eb"}`)})
+	if !strings.Contains(d.Preview, `a\u202eb`) {
+		t.Errorf("the default preview %q does not escape U+202E", d.Preview)
+	}
+}
+
 func TestPendingLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})

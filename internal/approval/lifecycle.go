@@ -257,7 +257,7 @@ func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 		t.Window = &countersign.AutoApproveWindow{
 			ID: countersign.NewID("win_"), AccountID: r.AccountID, KeyID: r.KeyID, SessionID: r.Context.SessionID,
 			Kind: r.Kind, Action: WindowAction(r.Kind, r.Action), Until: now.Add(time.Duration(d.AutoApproveMinutes) * time.Minute),
-			CreatedAt: now, RequestID: r.ID, Scope: r.Scope,
+			CreatedAt: now, RequestID: r.ID, Scope: windowScope(r),
 		}
 		detail["auto_approve_minutes"] = d.AutoApproveMinutes
 	}

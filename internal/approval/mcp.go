@@ -9,7 +9,7 @@ import (
 
 // TakeApproval uses an approval without its id: it consumes an approved,
 // unexpired request of the agent's own key whose binding (kind, action,
-// argument hash, preview hash) is the one of in, in one conditional store
+// argument hash, preview hash) and tier are the ones of in, in one conditional store
 // step, and returns it. The MCP gateway calls it when a model retries a
 // call that a human approved in the inbox: the model holds no request id,
 // only the call, and the retry must take the approval once, and only with
@@ -18,6 +18,9 @@ import (
 func (s *Service) TakeApproval(ctx context.Context, agent countersign.Agent, in countersign.CreateInput) (*countersign.Request, error) {
 	if in.Kind == "" {
 		in.Kind = countersign.KindGeneric
+	}
+	if err := checkFacts(in); err != nil {
+		return nil, err
 	}
 	args, err := Canonical(in.Arguments)
 	if err != nil {
@@ -31,7 +34,7 @@ func (s *Service) TakeApproval(ctx context.Context, agent countersign.Agent, in 
 		"kind": string(in.Kind), "action": in.Action, "args_hash": argsHash,
 		"preview_hash": previewHash, "via": "retry",
 	})
-	r, err := s.store.ConsumeApproved(ctx, agent.KeyID, in.Kind, in.Action, argsHash, previewHash, s.clock.Now(),
+	r, err := s.store.ConsumeApproved(ctx, agent.KeyID, in.Kind, in.Action, argsHash, previewHash, in.Tier, s.clock.Now(),
 		countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: string(detail)})
 	if err != nil {
 		return nil, sameNotFound(err)

@@ -13,7 +13,7 @@ import (
 // mcpCall is an MCP call as the gateway asks about it.
 func mcpCall(tool, args string) countersign.CreateInput {
 	return countersign.CreateInput{Kind: countersign.KindMCP, Action: tool, Arguments: json.RawMessage(args),
-		Preview: "Tool: " + tool + "\n" + args}
+		Preview: "Tool: " + tool + "\n" + args, Tier: countersign.TierWrite}
 }
 
 func TestTakeApproval(t *testing.T) {
@@ -41,6 +41,14 @@ func TestTakeApproval(t *testing.T) {
 	other.Preview += " (shaped)"
 	_, err = e.svc.TakeApproval(e.ctx, e.keyA, other)
 	wantCode(t, "TakeApproval(another preview)", err, countersign.ENOTFOUND)
+	// The tier is part of what is taken: an approval of the call filed
+	// as of another tier (or of none) is not one of a commit call.
+	for _, tier := range []countersign.Tier{countersign.TierCommit, ""} {
+		higher := call
+		higher.Tier = tier
+		_, err = e.svc.TakeApproval(e.ctx, e.keyA, higher)
+		wantCode(t, "TakeApproval(tier "+string(tier)+")", err, countersign.ENOTFOUND)
+	}
 	if n := e.auditCount(); n != before {
 		t.Errorf("refused takes wrote %d audit entries", n-before)
 	}

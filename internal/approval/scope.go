@@ -170,6 +170,11 @@ func covers(w *countersign.AutoApproveWindow, r *countersign.Request) bool {
 	if ws == nil || rs == nil {
 		return false // a window or a request from before scopes: asked
 	}
+	// The typed facts first: the same known tier, and nothing protected
+	// unless the approved request was.
+	if UnknownTier(r) || r.Tier != ws.Tier || (r.Protected && !ws.Protected) {
+		return false
+	}
 	for _, c := range rs.Classes {
 		if unbounded(c) || !slices.Contains(ws.Classes, c) {
 			return false
@@ -196,6 +201,19 @@ func covers(w *countersign.AutoApproveWindow, r *countersign.Request) bool {
 		}
 	}
 	return true
+}
+
+// windowScope is the scope a window opened on r keeps: r's shape, with its
+// typed facts (tier, protected), against which covers checks later
+// requests. A request without a scope gives none: its window covers
+// nothing.
+func windowScope(r *countersign.Request) *countersign.Scope {
+	if r.Scope == nil {
+		return nil
+	}
+	sc := *r.Scope
+	sc.Tier, sc.Protected = r.Tier, r.Protected
+	return &sc
 }
 
 // withinAny reports whether p is one of the roots or lies under one.
@@ -230,7 +248,7 @@ func DescribeWindow(r *countersign.Request) WindowTerms {
 	switch {
 	case r.Context.SessionID == "":
 		return WindowTerms{Lead: "This request names no agent session, so no window can be opened on it."}
-	case sc == nil, bash && len(sc.Commands) == 0, r.Kind == countersign.KindRm && len(sc.Paths) == 0:
+	case sc == nil, bash && len(sc.Commands) == 0, r.Kind == countersign.KindRm && len(sc.Paths) == 0, UnknownTier(r):
 		return WindowTerms{Lead: "What this request does cannot be checked against later ones, so a window on it would let nothing else through: approve it once."}
 	}
 	for _, c := range sc.Classes {
@@ -262,6 +280,9 @@ func DescribeWindow(r *countersign.Request) WindowTerms {
 		t.Conditions = append(t.Conditions, "touch only within "+strings.Join(sc.Paths, ", "))
 	case bash:
 		t.Conditions = append(t.Conditions, "delete nothing")
+	}
+	if r.Tier != "" {
+		t.Conditions = append(t.Conditions, "are of the tier "+string(r.Tier))
 	}
 	if len(sc.Classes) == 0 {
 		t.Conditions = append(t.Conditions, "give no reason to ask at all")

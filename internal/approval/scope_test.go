@@ -208,6 +208,8 @@ func TestHookApprovalCoversNothingElse(t *testing.T) {
 	grownBytes := wrapperRm("s1", h.ID, 3, 101, "/src/build")
 	newReason := wrapperRm("s1", h.ID, 3, 100, "/src/build")
 	newReason.RiskReasons = append(newReason.RiskReasons, "protected path: /src/build")
+	protected := wrapperRm("s1", h.ID, 3, 100, "/src/build")
+	protected.Protected = true // a protected path the hook's request did not name
 	cases := []struct {
 		name  string
 		agent countersign.Agent
@@ -222,6 +224,7 @@ func TestHookApprovalCoversNothingElse(t *testing.T) {
 		{"more files", e.keyA, grown},
 		{"more bytes", e.keyA, grownBytes},
 		{"a new risk", e.keyA, newReason},
+		{"a protected path the reasons do not name", e.keyA, protected},
 		{"another session", e.keyA, wrapperRm("s2", h.ID, 3, 100, "/src/build")},
 		{"no session", e.keyA, wrapperRm("", h.ID, 3, 100, "/src/build")},
 		{"another key", e.keyB, wrapperRm("s1", h.ID, 3, 100, "/src/build")},
@@ -260,6 +263,19 @@ func TestDescribeWindow(t *testing.T) {
 		if d := approval.DescribeWindow(e.create(e.keyA, in)); d.Opens || d.Lead == "" || len(d.Conditions) != 0 {
 			t.Errorf("%s: %+v, want no window, and why", name, d)
 		}
+	}
+	// An MCP call's window says its tier; one of an unknown tier opens
+	// none (covers never lets a request of an unknown tier through).
+	call := func(tier countersign.Tier) *countersign.Request {
+		in := e.toolCall("send_mail", "s1")
+		in.Kind, in.Tier = countersign.KindMCP, tier
+		return e.create(e.keyA, in)
+	}
+	if d := approval.DescribeWindow(call(countersign.TierExternal)); !d.Opens || !slices.Contains(d.Conditions, "are of the tier external") {
+		t.Errorf("terms of a window on an external call: %+v", d)
+	}
+	if d := approval.DescribeWindow(call("")); d.Opens || len(d.Conditions) != 0 {
+		t.Errorf("terms of a window on a call of an unknown tier: %+v, want none", d)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/limit"
 	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // Config holds the limits of the lifecycle.
@@ -165,7 +166,10 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if !in.Kind.Valid() {
 		return nil, countersign.Errorf(countersign.EINVALID, "kind must be one of rm, tool, mcp, generic")
 	}
-	if err := validText("action", in.Action, maxAction, true); err != nil {
+	if err := humanText("action", in.Action, maxAction, true, false); err != nil {
+		return nil, err
+	}
+	if err := checkFacts(in); err != nil {
 		return nil, err
 	}
 	if len(in.Arguments) > maxArguments {
@@ -178,20 +182,20 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if in.Preview == "" {
 		in.Preview = DefaultPreview(in.Action, args)
 	}
-	if err := validText("preview", in.Preview, maxPreview, true); err != nil {
+	if err := humanText("preview", in.Preview, maxPreview, true, true); err != nil {
 		return nil, err
 	}
 	if len(in.RiskReasons) > maxRiskReasons {
 		return nil, countersign.Errorf(countersign.EINVALID, "at most %d risk reasons", maxRiskReasons)
 	}
 	for _, reason := range in.RiskReasons {
-		if err := validText("each risk reason", reason, maxRiskReason, true); err != nil {
+		if err := humanText("each risk reason", reason, maxRiskReason, true, false); err != nil {
 			return nil, err
 		}
 	}
 	c := in.Context
 	for name, v := range map[string]string{"context.user": c.User, "context.host": c.Host, "context.cwd": c.Cwd, "context.session_id": c.SessionID} {
-		if err := validText(name, v, maxContext, false); err != nil {
+		if err := humanText(name, v, maxContext, false, false); err != nil {
 			return nil, err
 		}
 	}
@@ -205,7 +209,10 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if err != nil {
 		return nil, err
 	}
-	if err := validText("covered_by", in.CoveredBy, 100, false); err != nil {
+	if err := humanText("covered_by", in.CoveredBy, 100, false, false); err != nil {
+		return nil, err
+	}
+	if err := humanText("seed id", in.SeedID, 200, false, false); err != nil {
 		return nil, err
 	}
 	if in.CoveredBy != "" && in.Kind != countersign.KindRm {
@@ -225,6 +232,8 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		Preview:     in.Preview,
 		PreviewHash: Hash([]byte(in.Preview)),
 		RiskReasons: append([]string{}, in.RiskReasons...),
+		Tier:        in.Tier,
+		Protected:   in.Protected || protectedByReason(in.RiskReasons),
 		Context:     c,
 		Status:      countersign.StatusPending,
 		CreatedAt:   now,
@@ -288,7 +297,9 @@ func WindowAction(kind countersign.Kind, action string) string {
 // action and its arguments, indented, cut to MaxPreview with a visible
 // mark. The canonical text itself is indented, so that numbers and strings
 // read exactly as sent and no < or & turns into a \u escape; building it
-// costs the size of the arguments, however deep they nest.
+// costs the size of the arguments, however deep they nest. Characters
+// that would hide or reorder text, which canonical JSON keeps in strings,
+// are written as escapes (visible.String).
 func DefaultPreview(action string, canonicalArgs json.RawMessage) string {
 	if string(canonicalArgs) == "{}" {
 		return action
@@ -296,7 +307,7 @@ func DefaultPreview(action string, canonicalArgs json.RawMessage) string {
 	if len(action)+1+64 > MaxPreview {
 		return limit.Text(action, MaxPreview) // refused for its action anyway
 	}
-	return action + "\n" + limit.IndentJSON(canonicalArgs, MaxPreview-len(action)-1)
+	return limit.Text(visible.String(action+"\n"+limit.IndentJSON(canonicalArgs, MaxPreview-len(action)-1)), MaxPreview)
 }
 
 // ArgumentsText is the arguments as pages show them: the canonical JSON
@@ -322,6 +333,54 @@ func validText(name, v string, max int, required bool) error {
 		// on it; other control characters are shown visibly wherever a
 		// human reads them.
 		return countersign.Errorf(countersign.EINVALID, "%s must not contain NUL", name)
+	}
+	return nil
+}
+
+// humanText checks a text of a request that a human reads, as validText
+// does, and refuses control and format characters in it
+// (visible.FindControl), but for the line breaks and tabs of a text of
+// several lines (lines). Escaped on every surface, they would still reach
+// the rules and the stored record as something other than what the human
+// reads; refused, what is stored is what is shown. Every caller goes
+// through here, the gateway in process too.
+func humanText(name, v string, max int, required, lines bool) error {
+	if err := validText(name, v, max, required); err != nil {
+		return err
+	}
+	if i, r := visible.FindControl(v, lines); i >= 0 {
+		allowed := ""
+		if lines {
+			allowed = " other than line breaks and tabs"
+		}
+		return countersign.Errorf(countersign.EINVALID, "%s must not contain control or format characters%s (it holds %U at byte %d); send such characters escaped, as text",
+			name, allowed, r, i)
+	}
+	return nil
+}
+
+// protectedByReason reports whether a risk reason says that a delete
+// touches a protected path, as the seed's client and rm wrappers and
+// hooks older than the protected field say it. It can only add the fact,
+// never take it away: a client that leaves the reason out still sends
+// the field, and a reason is never what lets an approval through.
+func protectedByReason(reasons []string) bool {
+	for _, r := range reasons {
+		if strings.HasPrefix(r, "protected path:") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFacts checks the typed facts of a new request: a known tier, and
+// only on an MCP request.
+func checkFacts(in countersign.CreateInput) error {
+	switch {
+	case in.Tier != "" && !in.Tier.Valid():
+		return countersign.Errorf(countersign.EINVALID, "tier must be one of read, write, commit, external")
+	case in.Tier != "" && in.Kind != countersign.KindMCP:
+		return countersign.Errorf(countersign.EINVALID, "tier goes only with kind mcp")
 	}
 	return nil
 }

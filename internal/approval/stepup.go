@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,17 +18,21 @@ import (
 
 // StepUpRule names requests whose approval needs a fresh passkey
 // assertion. Every field set must match; an empty field matches anything.
+// A rule matches typed facts of the request, which the server stores as
+// its fields, never the wording of its risk reasons, which are written
+// for humans and which an agent chooses.
 type StepUpRule struct {
 	Kind countersign.Kind
-	// Tier is an MCP tool's tier, as the gateway records it among the
-	// risk reasons ("tier: commit").
-	Tier string
+	// Tier is an MCP call's tier (Request.Tier). An MCP request whose
+	// tier is unknown (stored before tiers were kept) matches every tier:
+	// it fails closed.
+	Tier countersign.Tier
 	// Tool is a glob over the action (the tool or command); * matches any
 	// run of characters.
 	Tool string
-	// Reason is a glob one of the risk reasons must match, such as
-	// "protected path: *".
-	Reason string
+	// Protected, when set, matches only requests that touch a protected
+	// path (Request.Protected).
+	Protected bool
 }
 
 // StepUpPolicy says which approvals need a passkey: those of requests a
@@ -39,23 +44,33 @@ type StepUpPolicy struct {
 }
 
 // DefaultStepUp is the policy when the operator names none: MCP commit and
-// external tiers, rm of protected paths, and every auto-approve window.
+// external tiers, deletes of protected paths, and every auto-approve
+// window.
 var DefaultStepUp = StepUpPolicy{
 	Rules: []StepUpRule{
-		{Kind: countersign.KindMCP, Tier: "commit"},
-		{Kind: countersign.KindMCP, Tier: "external"},
-		// rm of a protected path, by the rm wrapper (kind rm) or the
-		// Claude Code hook (kind tool): both give this reason.
-		{Reason: "protected path: *"},
+		{Kind: countersign.KindMCP, Tier: countersign.TierCommit},
+		{Kind: countersign.KindMCP, Tier: countersign.TierExternal},
+		// A delete of a protected path, by the rm wrapper (kind rm) or
+		// the Claude Code hook (kind tool): both say so.
+		{Protected: true},
 	},
 	Windows: true,
 }
 
+// legacyProtectedReason is the reason glob that rules written before
+// rules matched typed facts used for deletes of protected paths: it reads
+// as protected=true.
+var legacyProtectedReason = []string{"protected path: *", "protected path:*"}
+
 // ParseStepUp reads a policy: rules separated by ";", each a list of
 // field=value separated by ",", with the fields kind, tier, tool and
-// reason; the rule "window" stands for every auto-approve window; "none"
-// is the empty policy and "default" DefaultStepUp.
-// Example: "kind=mcp,tier=commit; kind=tool,tool=Bash; window".
+// protected (only "true"); the rule "window" stands for every
+// auto-approve window; "none" is the empty policy and "default"
+// DefaultStepUp. The field reason of older policies is read only as
+// "reason=protected path: *", which is protected=true: a rule on any
+// other wording of a risk reason is refused, since rules match facts, not
+// what an agent wrote.
+// Example: "kind=mcp,tier=commit; kind=tool,tool=Bash; protected=true; window".
 func ParseStepUp(s string) (StepUpPolicy, error) {
 	switch strings.TrimSpace(s) {
 	case "", "default":
@@ -66,44 +81,64 @@ func ParseStepUp(s string) (StepUpPolicy, error) {
 	var p StepUpPolicy
 	for _, rule := range strings.Split(s, ";") {
 		rule = strings.TrimSpace(rule)
-		if rule == "" {
+		switch rule {
+		case "":
 			continue
-		}
-		if rule == "window" || rule == "windows" {
+		case "window", "windows":
 			p.Windows = true
 			continue
-		}
-		if rule == "default" {
+		case "default":
 			p.Rules = append(p.Rules, DefaultStepUp.Rules...)
 			p.Windows = true
 			continue
 		}
-		var r StepUpRule
-		for _, field := range strings.Split(rule, ",") {
-			k, v, ok := strings.Cut(strings.TrimSpace(field), "=")
-			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-			if !ok || v == "" {
-				return StepUpPolicy{}, fmt.Errorf("step-up rule %q: %q is not field=value", rule, field)
-			}
-			switch k {
-			case "kind":
-				if !countersign.Kind(v).Valid() {
-					return StepUpPolicy{}, fmt.Errorf("step-up rule %q: no kind %q (rm, tool, mcp, generic)", rule, v)
-				}
-				r.Kind = countersign.Kind(v)
-			case "tier":
-				r.Tier = v
-			case "tool":
-				r.Tool = v
-			case "reason":
-				r.Reason = v
-			default:
-				return StepUpPolicy{}, fmt.Errorf("step-up rule %q: no field %q (kind, tier, tool, reason)", rule, k)
-			}
+		r, err := parseStepUpRule(rule)
+		if err != nil {
+			return StepUpPolicy{}, err
 		}
 		p.Rules = append(p.Rules, r)
 	}
 	return p, nil
+}
+
+// parseStepUpRule reads one rule of field=value pairs.
+func parseStepUpRule(rule string) (StepUpRule, error) {
+	var r StepUpRule
+	for _, field := range strings.Split(rule, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(field), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || v == "" {
+			return r, fmt.Errorf("step-up rule %q: %q is not field=value", rule, field)
+		}
+		switch k {
+		case "kind":
+			if !countersign.Kind(v).Valid() {
+				return r, fmt.Errorf("step-up rule %q: no kind %q (rm, tool, mcp, generic)", rule, v)
+			}
+			r.Kind = countersign.Kind(v)
+		case "tier":
+			if !countersign.Tier(v).Valid() {
+				return r, fmt.Errorf("step-up rule %q: no tier %q (read, write, commit, external)", rule, v)
+			}
+			r.Tier = countersign.Tier(v)
+		case "tool":
+			r.Tool = v
+		case "protected":
+			if v != "true" {
+				return r, fmt.Errorf("step-up rule %q: protected can only be true (leave it out to match any request)", rule)
+			}
+			r.Protected = true
+		case "reason":
+			if !slices.Contains(legacyProtectedReason, v) {
+				return r, fmt.Errorf("step-up rule %q: reason=%q can no longer be used: rules match facts of a request, not the wording of its risk reasons; "+
+					"use kind, tier, tool or protected=true (reason=protected path: * reads as protected=true)", rule, v)
+			}
+			r.Protected = true
+		default:
+			return r, fmt.Errorf("step-up rule %q: no field %q (kind, tier, tool, protected)", rule, k)
+		}
+	}
+	return r, nil
 }
 
 // Active reports whether the policy asks a passkey for anything.
@@ -137,27 +172,26 @@ func (rule StepUpRule) matches(r *countersign.Request) bool {
 	if rule.Tool != "" && !glob(rule.Tool, r.Action) {
 		return false
 	}
-	if rule.Tier != "" && !anyReason(r, func(s string) bool { return s == TierReason(rule.Tier) }) {
+	if rule.Tier != "" && r.Tier != rule.Tier && !UnknownTier(r) {
 		return false
 	}
-	if rule.Reason != "" && !anyReason(r, func(s string) bool { return glob(rule.Reason, s) }) {
+	if rule.Protected && !r.Protected {
 		return false
 	}
 	return true
 }
 
-// TierReason is the risk reason by which an MCP request carries its tool's
-// tier, so that the human sees it and the step-up policy can match it.
-func TierReason(tier string) string { return "tier: " + tier }
-
-func anyReason(r *countersign.Request, f func(string) bool) bool {
-	for _, s := range r.RiskReasons {
-		if f(s) {
-			return true
-		}
-	}
-	return false
+// UnknownTier reports whether r is an MCP request whose tier is not known:
+// one stored before tiers were kept, or asked without one. Every rule on
+// tiers treats it as the riskiest.
+func UnknownTier(r *countersign.Request) bool {
+	return r.Kind == countersign.KindMCP && r.Tier == ""
 }
+
+// TierReason is the risk reason by which an MCP request shows its call's
+// tier to the human, in words: "tier: commit". The rules read the
+// request's Tier, never this text.
+func TierReason(t countersign.Tier) string { return "tier: " + string(t) }
 
 // glob matches s against a pattern where * is any run of characters and
 // everything else is itself.

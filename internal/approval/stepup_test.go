@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,19 +10,21 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 )
 
-// TestStepUpPolicy: the approvals the default policy names are refused
-// without a verification of exactly that decision, deny stays possible,
-// and a plain request is approved as before.
+// TestStepUpPolicy: the approvals the default policy names, by the typed
+// facts of a request (its kind, tier, protection) and never by the
+// wording of its risk reasons, are refused without a verification of
+// exactly that decision; deny stays possible, and a plain request is
+// approved as before.
 func TestStepUpPolicy(t *testing.T) {
 	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
-	mcp := func(tier string) countersign.CreateInput {
+	mcp := func(tier countersign.Tier, reasons ...string) countersign.CreateInput {
 		in := e.toolCall("files.write", "s1")
-		in.Kind, in.RiskReasons = countersign.KindMCP, []string{approval.TierReason(tier)}
+		in.Kind, in.Tier, in.RiskReasons = countersign.KindMCP, tier, reasons
 		return in
 	}
-	rm := func(reason string) countersign.CreateInput {
+	rm := func(protected bool, reason string) countersign.CreateInput {
 		in := e.toolCall("rm -rf x", "s1")
-		in.Kind, in.RiskReasons = countersign.KindRm, []string{reason}
+		in.Kind, in.Protected, in.RiskReasons = countersign.KindRm, protected, []string{reason}
 		return in
 	}
 	for _, tt := range []struct {
@@ -30,14 +33,20 @@ func TestStepUpPolicy(t *testing.T) {
 		minutes int
 		needs   bool
 	}{
-		{"mcp commit", mcp("commit"), 0, true},
-		{"mcp external", mcp("external"), 0, true},
-		{"mcp write", mcp("write"), 0, false},
-		{"rm of a protected path", rm("protected path: /etc (inside /)"), 0, true},
-		{"rm of many files", rm("recursive delete of 120 files"), 0, false},
+		{"mcp commit", mcp(countersign.TierCommit, approval.TierReason(countersign.TierCommit)), 0, true},
+		{"mcp external", mcp(countersign.TierExternal, approval.TierReason(countersign.TierExternal)), 0, true},
+		{"mcp commit, whatever its reasons say", mcp(countersign.TierCommit, "tier: read"), 0, true},
+		{"mcp external without reasons", mcp(countersign.TierExternal), 0, true},
+		{"mcp of an unknown tier", mcp("", "tier: write"), 0, true},
+		{"mcp write", mcp(countersign.TierWrite, approval.TierReason(countersign.TierWrite)), 0, false},
+		{"mcp write whose reasons say commit", mcp(countersign.TierWrite, "tier: commit"), 0, false},
+		{"rm of a protected path", rm(true, "protected path: /etc (inside /)"), 0, true},
+		{"rm of a protected path, said only by an older client's reason", rm(false, "protected path: /etc (inside /)"), 0, true},
+		{"rm of a protected path without the reason", rm(true, "recursive deletion (-r/-R)"), 0, true},
+		{"rm of many files", rm(false, "recursive delete of 120 files"), 0, false},
 		{"the hook's rm of a protected path", func() countersign.CreateInput {
 			in := e.toolCall("Bash", "s3")
-			in.RiskReasons = []string{"protected path: ~/.ssh"}
+			in.Protected, in.RiskReasons = true, []string{"protected path: ~/.ssh"}
 			return in
 		}(), 0, true},
 		{"a window on a plain tool", e.toolCall("Bash", "s1"), 5, true},
@@ -102,21 +111,25 @@ func TestStepUpPolicy(t *testing.T) {
 		{Decision: countersign.DecisionRespond, Text: "no"},
 		{Decision: countersign.DecisionStop},
 	} {
-		r := e.create(e.keyA, mcp("commit"))
+		r := e.create(e.keyA, mcp(countersign.TierCommit))
 		if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, d); err != nil {
 			t.Fatalf("%s of a step-up request: %v", d.Decision, err)
 		}
 	}
 }
 
-// TestParseStepUp: rules of the policy setting, and its mistakes.
+// TestParseStepUp: rules of the policy setting, and its mistakes. The
+// reason field of older settings is read as protected=true where it said
+// that, and refused where it named other wording.
 func TestParseStepUp(t *testing.T) {
-	p, err := approval.ParseStepUp("kind=tool, tool=mcp__*__delete*; reason=protected path: *; window")
+	p, err := approval.ParseStepUp("kind=tool, tool=mcp__*__delete*; protected=true; kind=mcp,tier=commit; window")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Rules) != 2 || !p.Windows || p.Rules[0].Kind != countersign.KindTool || p.Rules[0].Tool != "mcp__*__delete*" {
-		t.Fatalf("parsed %+v", p)
+	want := []approval.StepUpRule{{Kind: countersign.KindTool, Tool: "mcp__*__delete*"}, {Protected: true},
+		{Kind: countersign.KindMCP, Tier: countersign.TierCommit}}
+	if !slices.Equal(p.Rules, want) || !p.Windows {
+		t.Fatalf("parsed %+v, want %+v and windows", p, want)
 	}
 	tool := &countersign.Request{Kind: countersign.KindTool, Action: "mcp__fs__delete_file"}
 	if !p.Matches(tool) {
@@ -125,12 +138,43 @@ func TestParseStepUp(t *testing.T) {
 	if p.Matches(&countersign.Request{Kind: countersign.KindTool, Action: "mcp__fs__read"}) {
 		t.Error("the tool glob matches mcp__fs__read")
 	}
+	for _, tt := range []struct {
+		r    countersign.Request
+		want bool
+	}{
+		{countersign.Request{Kind: countersign.KindRm, Protected: true}, true},
+		{countersign.Request{Kind: countersign.KindRm, RiskReasons: []string{"protected path: /etc"}}, false},
+		{countersign.Request{Kind: countersign.KindMCP, Tier: countersign.TierCommit}, true},
+		{countersign.Request{Kind: countersign.KindMCP, Tier: countersign.TierWrite, RiskReasons: []string{"tier: commit"}}, false},
+		{countersign.Request{Kind: countersign.KindMCP}, true}, // an unknown tier fails closed
+		{countersign.Request{Kind: countersign.KindGeneric}, false},
+	} {
+		if got := p.Matches(&tt.r); got != tt.want {
+			t.Errorf("Matches(%+v) = %v, want %v", tt.r, got, tt.want)
+		}
+	}
+	for _, old := range []string{"reason=protected path: *", "kind=rm, reason=protected path:*"} {
+		p, err := approval.ParseStepUp(old)
+		if err != nil || len(p.Rules) != 1 || !p.Rules[0].Protected {
+			t.Errorf("ParseStepUp(%q) = %+v, %v; want a rule on protected", old, p, err)
+		}
+	}
 	if none, _ := approval.ParseStepUp("none"); none.Active() {
 		t.Error(`"none" is active`)
 	}
-	for _, bad := range []string{"kind=disk", "colour=red", "kind"} {
-		if _, err := approval.ParseStepUp(bad); err == nil {
-			t.Errorf("ParseStepUp(%q) passed", bad)
+	for bad, says := range map[string]string{
+		"kind=disk":                   "no kind",
+		"colour=red":                  "no field",
+		"kind":                        "not field=value",
+		"tier=dangerous":              "no tier",
+		"tier=\x02":                   "no tier",
+		"protected=false":             "protected can only be true",
+		"reason=tier: commit":         "no longer",
+		"kind=tool,reason=*rm -rf*":   "no longer",
+		"reason=protected path: /etc": "no longer",
+	} {
+		if _, err := approval.ParseStepUp(bad); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("ParseStepUp(%q) = %v, want an error saying %q", bad, err, says)
 		}
 	}
 }

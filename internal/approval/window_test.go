@@ -110,6 +110,10 @@ func TestAutoApproveWindowRm(t *testing.T) {
 	protected := rm("s1", "/src/build/x")
 	protected.RiskReasons = append(protected.RiskReasons, "protected path: /src/build/x")
 	e.wantAutoApproved("a risk the approved delete lacked", e.keyA, protected, false)
+	// Protection is a fact the window checks, whatever the reasons say.
+	quiet := rm("s1", "/src/build/y")
+	quiet.Protected = true
+	e.wantAutoApproved("a protected delete whose reasons do not say so", e.keyA, quiet, false)
 	noTargets := rm("s1")
 	e.wantAutoApproved("a delete that names no targets", e.keyA, noTargets, false)
 	e.wantAutoApproved("rm of another session", e.keyA, rm("s2", "/src/build/c"), false)
@@ -123,16 +127,19 @@ func TestAutoApproveWindowRm(t *testing.T) {
 func TestAutoApproveWindowOfOneTool(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{MaxPending: 50})
-	in := e.toolCall("mcp__github__create_issue", "s1")
-	in.Kind = countersign.KindMCP
-	e.openWindow(e.create(e.keyA, in), 1)
+	mcp := func(tool string, tier countersign.Tier) countersign.CreateInput {
+		in := e.toolCall(tool, "s1")
+		in.Kind, in.Tier = countersign.KindMCP, tier
+		return in
+	}
+	e.openWindow(e.create(e.keyA, mcp("mcp__github__create_issue", countersign.TierWrite)), 1)
 
-	same := e.toolCall("mcp__github__create_issue", "s1")
-	same.Kind = countersign.KindMCP
-	e.wantAutoApproved("same mcp tool", e.keyA, same, true)
-	other := e.toolCall("mcp__github__delete_repo", "s1")
-	other.Kind = countersign.KindMCP
-	e.wantAutoApproved("another tool of the same server", e.keyA, other, false)
+	e.wantAutoApproved("same mcp tool", e.keyA, mcp("mcp__github__create_issue", countersign.TierWrite), true)
+	e.wantAutoApproved("another tool of the same server", e.keyA, mcp("mcp__github__delete_repo", countersign.TierWrite), false)
+	// The tier is a fact the window checks: the same tool, now of a
+	// higher tier (its rule changed), or of an unknown one, is asked.
+	e.wantAutoApproved("same mcp tool, of a higher tier", e.keyA, mcp("mcp__github__create_issue", countersign.TierExternal), false)
+	e.wantAutoApproved("same mcp tool, of an unknown tier", e.keyA, mcp("mcp__github__create_issue", ""), false)
 	e.wantAutoApproved("tool kind, same name", e.keyA, e.toolCall("mcp__github__create_issue", "s1"), false)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // asker asks a human through the countersign server and turns the answer
@@ -85,7 +86,8 @@ func createInput(in *Input, call *Call, v Verdict, deadline time.Time) api.Creat
 		Arguments:   arguments(in.ToolInput),
 		Preview:     preview(in, call, v),
 		RiskReasons: riskReasons(v.Reasons),
-		Context:     api.Context{User: rc.User, Host: rc.Hostname, Cwd: call.Cwd, SessionID: in.SessionID},
+		Protected:   v.Protected,
+		Context:     api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(call.Cwd), SessionID: visible.Line(in.SessionID)},
 		TTLSeconds:  ttl,
 		Scope:       v.Scope,
 	}

@@ -57,6 +57,10 @@ type Verdict struct {
 	// Unchecked is set when the analysis could not finish (the call is
 	// too large, too deep or too slow to check): the call is denied.
 	Unchecked bool
+	// Protected is set when a delete of the call touches a protected
+	// path: the request says so as a fact, which the server's rules of
+	// who may approve it (a passkey) read.
+	Protected bool
 }
 
 // part is the judgement of one thing a call does: one shell command, one
@@ -139,6 +143,9 @@ func (p *Policy) combine(parts []part, c *Call) Verdict {
 			v.Details = appendNew(v.Details, pt.details...)
 			v.Default = v.Default || byDefault
 		}
+	}
+	for _, pt := range parts {
+		v.Protected = v.Protected || (pt.deleted != nil && pt.deleted.Protected)
 	}
 	return v
 }

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // Limits that keep a request within the server's (32 KiB of arguments,
@@ -61,7 +62,10 @@ func preview(in *Input, call *Call, v Verdict) string {
 			fmt.Fprintf(&b, "%s\n", d)
 		}
 	}
-	return clip(strings.TrimRight(b.String(), "\n"), maxPreview)
+	// What Claude Code sends may hold characters that would hide or
+	// reorder text (a carriage return, a direction override): they are
+	// written as escapes, which the server requires.
+	return clip(visible.String(strings.TrimRight(b.String(), "\n")), maxPreview)
 }
 
 // toolTitle names a tool for a human: MCP tools by server and tool.
@@ -130,7 +134,7 @@ func riskReasons(rs []string) []string {
 		if i == maxReasons {
 			break
 		}
-		out = append(out, clip(r, maxReason))
+		out = append(out, clip(visible.Line(r), maxReason))
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,48 @@ func TestArgumentsSmallUnchanged(t *testing.T) {
 	}
 	if got := clip("ééé", 5); got != "é…" {
 		t.Errorf("clip = %q", got)
+	}
+}
+
+// TestRequestTextAndFacts: what Claude Code sent reaches the server with
+// its hidden characters written as escapes, which the server requires (a
+// Write of text with a carriage return and a direction override is asked
+// about, not refused), and a delete of a protected path says so as a
+// fact of the request, which the server's rules read.
+func TestRequestTextAndFacts(t *testing.T) {
+	w := newWorld(t)
+	srv := newTestServer(t)
+	w.env["COUNTERSIGN_URL"], w.env["COUNTERSIGN_KEY"] = srv.URL, srv.agentKey
+	ask := func(tool string, toolInput map[string]string) *client.Request {
+		t.Helper()
+		input, _ := json.Marshal(map[string]any{"session_id": "s", "cwd": w.project, "hook_event_name": "PreToolUse",
+			"tool_name": tool, "tool_input": toolInput})
+		done := make(chan *client.Request, 1)
+		go func() {
+			r := srv.pending(t)
+			if r != nil {
+				srv.decide(t, r, client.Decision{Decision: "deny"})
+			}
+			done <- r
+		}()
+		var out bytes.Buffer
+		code := Run(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(input), Stdout: &out, Stderr: &out,
+			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
+		if code != 0 || !strings.Contains(out.String(), `"permissionDecision":"deny"`) || !strings.Contains(out.String(), "denied") {
+			t.Fatalf("%s: exit %d: %s", tool, code, out.String())
+		}
+		r := <-done
+		if r == nil {
+			t.Fatalf("%s: no request", tool)
+		}
+		return r
+	}
+	r := ask("Write", map[string]string{"file_path": "/etc/motd", "content": "hello\r\nworld \u202eexe.txt"})
+	if !strings.Contains(r.Preview, `hello\x0d`) || !strings.Contains(r.Preview, `\u202eexe.txt`) || strings.ContainsAny(r.Preview, "\r\u202e") || r.Protected {
+		t.Errorf("the Write's request: protected %v, preview %q", r.Protected, r.Preview)
+	}
+	r = ask("Bash", map[string]string{"command": "rm -rf ~/.ssh"})
+	if !r.Protected || !slices.ContainsFunc(r.RiskReasons, func(s string) bool { return strings.HasPrefix(s, "protected path:") }) {
+		t.Errorf("the delete of ~/.ssh: protected %v, reasons %q", r.Protected, r.RiskReasons)
 	}
 }

@@ -178,6 +178,11 @@ func TestShellShapes(t *testing.T) {
 			if tt.reason != "" && !strings.Contains(strings.Join(v.Reasons, "\n"), tt.reason) {
 				t.Errorf("%q: reasons %q lack %q", tt.cmd, v.Reasons, tt.reason)
 			}
+			// A delete of a protected path is a fact of the verdict,
+			// which the request carries, not only a reason.
+			if says := strings.Contains(strings.Join(v.Reasons, "\n"), "protected path:"); v.Protected != says {
+				t.Errorf("%q: protected %v, reasons %q", tt.cmd, v.Protected, v.Reasons)
+			}
 		})
 	}
 }

@@ -116,15 +116,27 @@ func runList(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REF\tSTATUS\tKIND\tKEY\tEXPIRES\tACTION")
+	fmt.Fprintln(tw, "REF\tSTATUS\tKIND\tTIER\tKEY\tEXPIRES\tACTION")
 	for _, r := range list {
 		expires := time.Until(r.ExpiresAt).Round(time.Second).String()
 		if r.Status != "pending" && r.Status != "approved" {
 			expires = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, oneLine(r.Key, 40), expires, oneLine(r.Action, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, tierWord(r), oneLine(r.Key, 40), expires, oneLine(r.Action, 80))
 	}
 	return tw.Flush()
+}
+
+// tierWord is the TIER column: an MCP call's tier in words, "unknown" for
+// an MCP request stored before tiers were kept, "-" for other kinds.
+func tierWord(r *client.Request) string {
+	switch {
+	case r.Tier != "":
+		return oneLine(r.Tier, 20)
+	case r.Kind == "mcp":
+		return "unknown"
+	}
+	return "-"
 }
 
 func runApprove(ctx context.Context, env *Env, args []string) error {

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -35,10 +37,13 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The service refuses such an action now; a request stored before it
+	// did is still listed, shown as it is.
 	const action = "rm -rf / \x1b[2K\x1b[1Gharmless\a\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff"
-	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); err != nil {
-		t.Fatal(err)
+	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: action}); countersign.ErrorCode(err) != countersign.EINVALID {
+		t.Fatalf("Create of a hidden action: %v, want EINVALID", err)
 	}
+	storeRequest(t, w, agent, &countersign.Request{Kind: countersign.KindRm, Action: action})
 	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +61,64 @@ func TestListShowsHiddenCharacters(t *testing.T) {
 	}
 	if want := `rm -rf / \x1b[2K\x1b[1Gharmless\x07\nls \u202etxt.exe \u00ad\u200b\u2060\ufeff`; !strings.Contains(out, want) {
 		t.Errorf("list does not show %s:\n%s", want, out)
+	}
+}
+
+// storeRequest stores r for the agent as it is, past the service's checks,
+// as a request stored by an older version is.
+func storeRequest(t *testing.T, w *testutil.World, agent countersign.Agent, r *countersign.Request) {
+	t.Helper()
+	now := w.Clock.Now()
+	r.ID, r.AccountID, r.KeyID, r.KeyName = countersign.NewOrderedID("req_"), agent.AccountID, agent.KeyID, agent.KeyName
+	r.Reference, r.Status, r.CreatedAt, r.ExpiresAt = countersign.NewReference(), countersign.StatusPending, now, now.Add(10*time.Minute)
+	r.ArgsHash, r.PreviewHash, r.Preview = approval.Hash([]byte("{}")), approval.Hash([]byte(r.Action)), r.Action
+	if _, _, err := w.Store.CreateRequest(w.Ctx, r, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID, Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestListShowsTier: countersign list shows an MCP call's tier in words,
+// "unknown" for an MCP request stored without one, and "-" for the
+// other kinds.
+func TestListShowsTier(t *testing.T) {
+	t.Parallel()
+	w := testutil.NewWorld(t)
+	ctx, token := w.Ctx, w.Token("alice", "acme")
+	log := slog.New(slog.DiscardHandler)
+	reg := metrics.NewRegistry()
+	hub := approval.NewHub()
+	svc := approval.New(w.Store, w.Clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
+	agent, err := w.Auth.Agent(ctx, w.KeyA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range []countersign.CreateInput{
+		{Kind: countersign.KindMCP, Action: "write_file", Tier: countersign.TierCommit, RiskReasons: []string{"tier: commit"}},
+		{Kind: countersign.KindMCP, Action: "send_mail", Tier: countersign.TierExternal, RiskReasons: []string{"tier: external"}},
+		{Kind: countersign.KindMCP, Action: "old_call"},
+		{Kind: countersign.KindRm, Action: "rm -rf /srv/old"},
+	} {
+		if _, _, err := svc.Create(ctx, agent, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: "127.0.0.1"}}, svc, w.Auth, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+	env, stdout, stderr := testEnv(map[string]string{"XDG_CONFIG_HOME": t.TempDir()})
+	if code := Run(ctx, env, []string{"list", "--server", ts.URL, "--token", token}); code != 0 {
+		t.Fatalf("list = %d: %s", code, stderr)
+	}
+	out := stdout.String()
+	for _, row := range []string{`(?m)^REF\s+STATUS\s+KIND\s+TIER\s+KEY\s+EXPIRES\s+ACTION$`,
+		`\s+pending\s+mcp\s+commit\s+a\s+\S+\s+write_file\n`, `\s+pending\s+mcp\s+external\s+a\s+\S+\s+send_mail\n`,
+		`\s+pending\s+mcp\s+unknown\s+a\s+\S+\s+old_call\n`, `\s+pending\s+rm\s+-\s+a\s+\S+\s+rm -rf /srv/old\n`} {
+		if !regexp.MustCompile(row).MatchString(out) {
+			t.Errorf("list has no row %s:\n%s", row, out)
+		}
 	}
 }
 

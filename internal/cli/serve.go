@@ -165,7 +165,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.logLevel, "log-level", envOr(env, "COUNTERSIGN_LOG_LEVEL", "info"), "debug, info, warn or error (COUNTERSIGN_LOG_LEVEL)")
 	fs.StringVar(&cfg.logFormat, "log-format", envOr(env, "COUNTERSIGN_LOG_FORMAT", "text"), "text or json (COUNTERSIGN_LOG_FORMAT)")
 	notifyConfig := fs.String("notify-config", env.Getenv("COUNTERSIGN_NOTIFY_CONFIG"), "TOML file of notification channels, applied at start (COUNTERSIGN_NOTIFY_CONFIG)")
-	stepUp := fs.String("step-up", env.Getenv("COUNTERSIGN_STEP_UP"), `approvals that need a passkey: rules "kind=mcp,tier=commit; kind=rm,reason=protected path: *; window", or "none" (COUNTERSIGN_STEP_UP; default: MCP commit and external tiers, rm of protected paths, every auto-approve window)`)
+	stepUp := fs.String("step-up", env.Getenv("COUNTERSIGN_STEP_UP"), `approvals that need a passkey: rules "kind=mcp,tier=commit; kind=rm,protected=true; window", or "none" (COUNTERSIGN_STEP_UP; default: MCP commit and external tiers, deletes of protected paths, every auto-approve window)`)
 	filesTTL := fs.String("files-ttl", envOr(env, "COUNTERSIGN_FILES_TTL", "30m"), "how long uploads and download links live (COUNTERSIGN_FILES_TTL)")
 	filesMax := fs.String("files-max-mb", env.Getenv("COUNTERSIGN_FILES_MAX_MB"), "MiB for every account's uploads and links together; default 256 on disk, 64 in memory (COUNTERSIGN_FILES_MAX_MB)")
 	fs.StringVar(&cfg.replicaURL, "replica-url", env.Getenv("COUNTERSIGN_REPLICA_URL"), "with PostgreSQL: the URL where other replicas reach this one for the files it holds (COUNTERSIGN_REPLICA_URL; default http://ADDR)")

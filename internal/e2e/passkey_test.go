@@ -148,7 +148,7 @@ func press(sel string) chromedp.Action[chromedp.Void] {
 
 func commitCall(n string) client.CreateInput {
 	return client.CreateInput{Kind: "mcp", Action: "files.delete", Arguments: []byte(`{"path":"` + n + `"}`),
-		Preview: "delete " + n, RiskReasons: []string{approval.TierReason("commit")}}
+		Preview: "delete " + n, RiskReasons: []string{approval.TierReason(countersign.TierCommit)}, Tier: "commit"}
 }
 
 // hookJS, run in a request's page, holds the page's passkey prompt until

@@ -40,8 +40,11 @@ type pendingCall struct {
 	Preview     string
 	PreviewHash string
 	SessionID   string
-	// Reasons are the request's risk reasons: the tool's tier, so that
-	// the human sees it and the server's step-up policy can match it.
+	// Tier is the tool's tier, a fact of the request that the server's
+	// rules (step-up, windows) and the binding of a retry read.
+	Tier countersign.Tier
+	// Reasons are the request's risk reasons: the tool's tier in words,
+	// for the human.
 	Reasons []string
 }
 
@@ -97,7 +100,7 @@ type serviceApprovals struct {
 
 func (s *serviceApprovals) input(c *pendingCall) countersign.CreateInput {
 	return countersign.CreateInput{Kind: countersign.KindMCP, Action: c.Tool, Arguments: c.Args, Preview: c.Preview,
-		RiskReasons: c.Reasons, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
+		RiskReasons: c.Reasons, Tier: c.Tier, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
 }
 
 func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, error) {
@@ -222,7 +225,7 @@ func (a *clientApprovals) take(ctx context.Context, _ Principal, c *pendingCall,
 
 func (a *clientApprovals) input(c *pendingCall) client.CreateInput {
 	return client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
-		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Context: client.Context{SessionID: c.SessionID},
+		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Tier: string(c.Tier), Context: client.Context{SessionID: c.SessionID},
 		TTLSeconds: int(approvalTTL / time.Second)}
 }
 

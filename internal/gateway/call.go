@@ -169,7 +169,7 @@ func (g *Gateway) pendingCall(ctx context.Context, req *mcp.CallToolRequest, e *
 	}
 	c := &pendingCall{Tool: e.name, Args: args, ArgsHash: approval.Hash(args),
 		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown),
-		Reasons: []string{approval.TierReason(string(e.tier))}}
+		Tier:    e.tier.Fact(), Reasons: []string{approval.TierReason(e.tier.Fact())}}
 	// The uploads it names, by kind, size and SHA-256 (fileargs.go).
 	_, ups, err := g.uploadsOf(ctx, req, p, e, req.Params.Arguments)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -46,7 +47,16 @@ func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 	hub := approval.NewHub()
 	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
 	const preview = "send_mail to=a@example.com\u00ad\u200b\u2060\ufeff \u202etxt.exe\U000e0041 \x1b[2K"
-	r, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindMCP, Action: "send_mail", Preview: preview})
+	// The service refuses such a preview now; a request stored before it
+	// did is still shown on the page, escaped.
+	if _, _, err := svc.Create(ctx, agent, countersign.CreateInput{Kind: countersign.KindMCP, Action: "send_mail", Preview: preview}); countersign.ErrorCode(err) != countersign.EINVALID {
+		t.Fatalf("Create with hidden characters: %v, want EINVALID", err)
+	}
+	now := time.Now()
+	r, _, err := store.CreateRequest(ctx, &countersign.Request{ID: countersign.NewOrderedID("req_"), AccountID: agent.AccountID, KeyID: agent.KeyID,
+		KeyName: agent.KeyName, Reference: countersign.NewReference(), Kind: countersign.KindMCP, Action: "send_mail", Arguments: []byte("{}"),
+		ArgsHash: approval.Hash([]byte("{}")), Preview: preview, PreviewHash: approval.Hash([]byte(preview)), Status: countersign.StatusPending,
+		CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID, Detail: "{}"})
 	if err != nil {
 		t.Fatal(err)
 	}

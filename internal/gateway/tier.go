@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/countersign/countersign"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,6 +31,11 @@ func (t Tier) String() string {
 	}
 	return fmt.Sprintf("tier(%d)", uint8(t))
 }
+
+// Fact is the tier as a request carries it (countersign.Tier): its name.
+// A tier is never converted with string(t), which, t being a number,
+// makes a control character, not the name.
+func (t Tier) Fact() countersign.Tier { return countersign.Tier(t.String()) }
 
 // ParseTier reads a tier's name.
 func ParseTier(s string) (Tier, error) {

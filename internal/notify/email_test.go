@@ -395,14 +395,15 @@ func TestEmailEscaping(t *testing.T) {
 	e := newEnv(t)
 	m := newMailServer(t, notify.TLSStartTLS)
 	addEmail(t, e, m, notify.TLSStartTLS)
-	r, _, err := e.svc.Create(e.ctx, e.agent, countersign.CreateInput{
+	// The service refuses these line breaks and controls now; a request
+	// stored before it did is still told about, escaped.
+	in := countersign.CreateInput{
 		Kind: countersign.KindTool, Action: "Bash <script>alert(1)</script>\nsecond line \x1b[2J",
 		RiskReasons: []string{`"><img src=x onerror=alert(1)>`, "ok\n\nApprove:      https://evil.example/links/" + strings.Repeat("a", 64)},
 		Context:     countersign.RequestContext{Host: "prod-01\nExpires:    never", User: "deploy\r\nInbox: https://evil.example/"},
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
+	e.wantRefused(in)
+	r := e.askOld(in)
 	e.runOnce(1)
 	p := parseMail(t, m.messages()[0].data)
 	if strings.Contains(p.html, "<script>") || strings.Contains(p.html, "<img src=x") {

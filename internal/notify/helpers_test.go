@@ -137,6 +137,45 @@ func (e *env) ask(action string) *countersign.Request {
 	return r
 }
 
+// askOld stores what the agent asked as a version that did not yet refuse
+// hidden characters stored it, past the service's checks, with the
+// notifications the service would give it: the messages of such a request
+// still go out, rendered when they are sent, and must show it escaped.
+func (e *env) askOld(in countersign.CreateInput) *countersign.Request {
+	e.t.Helper()
+	args, err := approval.Canonical(in.Arguments)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if in.Preview == "" {
+		in.Preview = in.Action
+	}
+	now := e.clock.Now()
+	r := &countersign.Request{ID: countersign.NewOrderedID("req_"), AccountID: e.agent.AccountID, KeyID: e.agent.KeyID, KeyName: e.agent.KeyName,
+		Kind: in.Kind, Action: in.Action, Arguments: args, ArgsHash: approval.Hash(args), Preview: in.Preview,
+		PreviewHash: approval.Hash([]byte(in.Preview)), RiskReasons: in.RiskReasons, Context: in.Context,
+		Status: countersign.StatusPending, CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
+	if r.Outbox, r.Links, err = notify.NewNotifier(e.store).Announce(e.ctx, r); err != nil {
+		e.t.Fatal(err)
+	}
+	r.Reference = countersign.NewReference()
+	got, _, err := e.store.CreateRequest(e.ctx, r, 0, now, countersign.AuditEvent{Event: "created", Actor: "key:" + e.agent.KeyID, Detail: "{}"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+// wantRefused fails unless the service refuses in for its control or
+// format characters.
+func (e *env) wantRefused(in countersign.CreateInput) {
+	e.t.Helper()
+	_, _, err := e.svc.Create(e.ctx, e.agent, in)
+	if countersign.ErrorCode(err) != countersign.EINVALID || !strings.Contains(countersign.ErrorMessage(err), "control or format characters") {
+		e.t.Fatalf("Create of hidden text: %v, want it refused", err)
+	}
+}
+
 // runOnce runs the worker once and wants n items claimed.
 func (e *env) runOnce(n int) {
 	e.t.Helper()

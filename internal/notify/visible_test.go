@@ -29,13 +29,21 @@ func wantShown(t *testing.T, what, text string) {
 	}
 }
 
+// hiddenRequest is a request of the action hiddenAction, which the service
+// refuses now; one stored before it did is still told about.
+func hiddenRequest(e *env) *countersign.Request {
+	in := countersign.CreateInput{Kind: countersign.KindRm, Action: hiddenAction, RiskReasons: []string{"recursive deletion (-r/-R)"}}
+	e.wantRefused(in)
+	return e.askOld(in)
+}
+
 // TestEmailShowsHiddenCharacters: both parts of an e-mail show every
 // hidden character of the action as an escape.
 func TestEmailShowsHiddenCharacters(t *testing.T) {
 	e := newEnv(t)
 	m := newMailServer(t, notify.TLSStartTLS)
 	addEmail(t, e, m, notify.TLSStartTLS)
-	e.ask(hiddenAction)
+	hiddenRequest(e)
 	e.runOnce(1)
 	p := parseMail(t, m.messages()[0].data)
 	wantShown(t, "the text part", p.text)
@@ -50,7 +58,7 @@ func TestNtfyShowsHiddenCharacters(t *testing.T) {
 	ntfy := &ntfyServer{topic: "countersign-x8k2", token: "tk_abcdefghijklmnop"}
 	rcv := newReceiver(t, ntfy)
 	addNtfy(t, e, rcv.URL(), ntfy.topic, ntfy.token)
-	r := e.ask(hiddenAction)
+	r := hiddenRequest(e)
 	e.runOnce(1)
 	published, _ := ntfy.messages()
 	if len(published) != 1 {

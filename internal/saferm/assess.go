@@ -46,6 +46,9 @@ type Assessment struct {
 	Recursive       bool
 	Force           bool
 	NeedsApproval   bool // not blocked, not exempt, and at least one reason
+	// Protected is set when a target is, lies in or holds a protected
+	// path: the request carries it as a fact for the server's rules.
+	Protected bool
 }
 
 // Verdict is what the wrapper does with an assessed command.
@@ -138,7 +141,9 @@ func (a *Assessor) judge(ctx context.Context, res *Assessment, flags RmFlags, en
 		res.reason("--no-preserve-root")
 	}
 	for _, t := range res.Targets {
-		res.reason(protectionReason(t, env.protected))
+		why := protectionReason(t, env.protected)
+		res.Protected = res.Protected || why != ""
+		res.reason(why)
 	}
 	for _, n := range notes {
 		res.reason(n)

@@ -245,6 +245,9 @@ func TestAssessProtected(t *testing.T) {
 			if tt.want != "" && !res.NeedsApproval {
 				t.Error("a protected path must ask")
 			}
+			if res.Protected != (tt.want != "") {
+				t.Errorf("Protected = %v, want %v", res.Protected, tt.want != "")
+			}
 		})
 	}
 }

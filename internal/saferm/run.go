@@ -198,8 +198,10 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	var req *api.Request
 	err := f.call(ctx, func(ctx context.Context) (err error) {
 		req, _, err = f.c.Create(ctx, api.CreateInput{
-			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons,
-			Context:   api.Context{User: rc.User, Host: rc.Hostname, Cwd: rc.Cwd, SessionID: f.session},
+			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons, Protected: a.Protected,
+			// What a human reads is sent with its hidden characters
+			// escaped, as the server requires.
+			Context:   api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(rc.Cwd), SessionID: visible.Line(f.session)},
 			CoveredBy: f.coveredBy,
 		})
 		return err

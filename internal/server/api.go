@@ -108,6 +108,8 @@ type createInput struct {
 	Arguments   json.RawMessage            `json:"arguments"`
 	Preview     string                     `json:"preview"`
 	RiskReasons []string                   `json:"risk_reasons"`
+	Tier        countersign.Tier           `json:"tier"`
+	Protected   bool                       `json:"protected"`
 	Context     countersign.RequestContext `json:"context"`
 	TTLSeconds  int                        `json:"ttl_seconds"`
 	Scope       *scopeInput                `json:"scope"`
@@ -138,7 +140,7 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent cou
 	}
 	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
 		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
-		RiskReasons: in.RiskReasons, Context: in.Context, TTL: ttl(in.TTLSeconds),
+		RiskReasons: in.RiskReasons, Tier: in.Tier, Protected: in.Protected, Context: in.Context, TTL: ttl(in.TTLSeconds),
 		Scope: in.Scope.scope(), CoveredBy: in.CoveredBy,
 	})
 	if err != nil {
@@ -243,7 +245,7 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 }
 
 // takeApproval consumes an approved request of the key with the binding of
-// the body (kind, action, arguments, preview), once: a client that lost
+// the body (kind, action, arguments, preview) and its tier, once: a client that lost
 // the id (a restarted MCP gateway) still finds the approval the human
 // gave, and no other key's.
 func (s *Server) takeApproval(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
@@ -252,7 +254,7 @@ func (s *Server) takeApproval(w http.ResponseWriter, r *http.Request, agent coun
 		return err
 	}
 	req, err := s.service.TakeApproval(r.Context(), agent, countersign.CreateInput{
-		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview})
+		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview, Tier: in.Tier})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // claudePayload is the body of POST /api/claude-events.
@@ -89,10 +90,12 @@ func claudeInput(raw json.RawMessage) (any, error) {
 // its indentation grows with its depth at every line.
 func claudePreview(tool string, input any) string {
 	if s, ok := input.(string); ok {
-		return limit.Text(tool+"\n"+s, approval.MaxPreview)
+		// Characters that would hide or reorder text are written as
+		// escapes, as the service requires.
+		return limit.Text(visible.String(tool+"\n"+s), approval.MaxPreview)
 	}
 	b, _ := json.Marshal(input)
-	return limit.Text(tool+"\n"+limit.IndentJSON(b, approval.MaxPreview-len(tool)-1), approval.MaxPreview)
+	return limit.Text(visible.String(tool+"\n"+limit.IndentJSON(b, approval.MaxPreview-len(tool)-1)), approval.MaxPreview)
 }
 
 // resolvedBy is the seed's resolved_by: "auto_approve", "email" for a link,

@@ -18,6 +18,8 @@ type requestJSON struct {
 	Preview          string                     `json:"preview"`
 	PreviewHash      string                     `json:"preview_hash"`
 	RiskReasons      []string                   `json:"risk_reasons"`
+	Tier             countersign.Tier           `json:"tier,omitempty"`
+	Protected        bool                       `json:"protected"`
 	Context          countersign.RequestContext `json:"context"`
 	Key              string                     `json:"key"`
 	Status           countersign.Status         `json:"status"`
@@ -45,7 +47,7 @@ func (s *Server) requestJSON(r *countersign.Request) requestJSON {
 	return requestJSON{
 		ID: r.ID, Reference: countersign.FormatReference(r.Reference), Kind: r.Kind, Action: r.Action,
 		Arguments: args, ArgsHash: r.ArgsHash, Preview: r.Preview, PreviewHash: r.PreviewHash,
-		RiskReasons: reasons, Context: r.Context, Key: r.KeyName, Status: r.Status,
+		RiskReasons: reasons, Tier: r.Tier, Protected: r.Protected, Context: r.Context, Key: r.KeyName, Status: r.Status,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
 		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,
 		AutoApproveUntil: timePtr(r.AutoApproveUntil), ConsumedAt: timePtr(r.ConsumedAt),

@@ -22,7 +22,7 @@ func pkSetup(t *testing.T) *ibEnv {
 // pkCommit is an MCP call of the commit tier, as the gateway asks for it.
 func pkCommit(n string) client.CreateInput {
 	return client.CreateInput{Kind: "mcp", Action: "files.delete", Arguments: []byte(`{"path":"` + n + `"}`),
-		Preview: "delete " + n, RiskReasons: []string{approval.TierReason("commit")}}
+		Preview: "delete " + n, RiskReasons: []string{approval.TierReason(countersign.TierCommit)}, Tier: "commit"}
 }
 
 // TestStepUpRefusesScripts: a signed-in browser's cookie and CSRF token,

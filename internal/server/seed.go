@@ -15,6 +15,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // The seed-compatible routes keep the paths, fields and status codes of the
@@ -111,7 +112,9 @@ func (s *Server) createDeleteRequest(w http.ResponseWriter, r *http.Request) err
 }
 
 // deletePreview is what a human sees of a seed delete request, cut to
-// approval.MaxPreview with a visible mark.
+// approval.MaxPreview with a visible mark. The seed's client sends its
+// paths as they are: characters that would hide or reorder text are
+// written as escapes (visible.String), as the service requires.
 func deletePreview(p *deletePayload) string {
 	var b strings.Builder
 	b.WriteString(p.Command)
@@ -128,7 +131,7 @@ func deletePreview(p *deletePayload) string {
 	if p.FileCount > 0 {
 		b.WriteString("\n\nFiles: " + strconv.Itoa(p.FileCount))
 	}
-	return limit.Text(b.String(), approval.MaxPreview)
+	return limit.Text(visible.String(b.String()), approval.MaxPreview)
 }
 
 // sameSeed reports whether a stored seed body and a new one are the same

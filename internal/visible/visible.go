@@ -45,6 +45,38 @@ func Hidden(r rune) bool {
 		r == utf8.RuneError
 }
 
+// Control reports whether r is a control or format character: a C0 or C1
+// control or DEL (Cc), a format character (Cf: bidirectional controls,
+// zero-width characters, the soft hyphen, tags), or a line or paragraph
+// separator. Such a character in a text an agent asks a human to judge
+// can erase, rewrite or reorder what the human reads, or make the rules
+// that read it see something else; the approval service refuses it (see
+// FindControl). The other characters Hidden escapes (variation
+// selectors, fillers, U+FFFD) are shown escaped but not refused: they
+// occur in honest text, such as emoji.
+func Control(r rune) bool {
+	if r >= 0x20 && r < 0x7f {
+		return false
+	}
+	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+}
+
+// FindControl returns the byte offset and the character of the first
+// control or format character of s (see Control), or -1. With lines set,
+// line breaks ("\n") and tabs are allowed: the text is one of several
+// lines, such as a preview.
+func FindControl(s string, lines bool) (int, rune) {
+	for i, r := range s {
+		if lines && (r == '\n' || r == '\t') {
+			continue
+		}
+		if Control(r) {
+			return i, r
+		}
+	}
+	return -1, 0
+}
+
 // String returns s with every hidden character (see Hidden) escaped, for a
 // surface that shows several lines: line breaks ("\n") and tabs stay as
 // they are. Escapes are written as Go writes them: \x1b below U+0080,

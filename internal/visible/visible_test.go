@@ -81,3 +81,41 @@ func TestVisibleEveryFormatCharacter(t *testing.T) {
 		}
 	}
 }
+
+// TestControl: the characters a text meant for a human may not hold are
+// every control (C0, DEL, C1), every format character and the line and
+// paragraph separators, all of them escaped by String too; line breaks
+// and tabs pass only in a text of several lines.
+func TestControl(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		want := unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp)
+		if Control(r) != want {
+			t.Fatalf("Control(%U) = %v, want %v", r, !want, want)
+		}
+		if want && !Hidden(r) {
+			t.Fatalf("%U is refused but not escaped", r)
+		}
+	}
+	for _, tt := range []struct {
+		in    string
+		lines bool
+		at    int
+		r     rune
+	}{
+		{"rm -rf build/ → ok", false, -1, 0},
+		{"emoji ❤\ufe0f and Grüße", false, -1, 0},
+		{"a\tb", false, 1, '\t'},
+		{"a\tb\nc", true, -1, 0},
+		{"one\ntwo", false, 3, '\n'},
+		{"tier: \x02", false, 6, 2},
+		{"ok\r\nnext", true, 2, '\r'},
+		{"é\u202egnp.exe", true, 2, 0x202e},
+		{"a\u200bb", false, 1, 0x200b},
+		{"NEL\u0085", true, 3, 0x85},
+		{"x\u2028y", true, 1, 0x2028},
+	} {
+		if at, r := FindControl(tt.in, tt.lines); at != tt.at || r != tt.r {
+			t.Errorf("FindControl(%q, %v) = %d, %U; want %d, %U", tt.in, tt.lines, at, r, tt.at, tt.r)
+		}
+	}
+}

@@ -21,9 +21,9 @@ const keyLock = 0x6373_6b63
 // turns (an advisory lock), so that the second sees what the first took
 // and gets the next approval, if any, as with SQLite's single writer.
 // Errors: ENOTFOUND when no request matches.
-func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
+func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, tier countersign.Tier, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
 	notFound := countersign.ErrNoApprovedMatch()
-	if hasNUL(keyID, string(kind), action, argsHash, previewHash) {
+	if hasNUL(keyID, string(kind), action, argsHash, previewHash, string(tier)) {
 		return nil, notFound
 	}
 	var got *countersign.Request
@@ -39,17 +39,17 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 				UPDATE requests SET status = 'consumed', consumed_at = $1
 				WHERE status = 'approved' AND expires_at > $1 AND id = (
 					SELECT id FROM requests
-					WHERE key_id = $2 AND kind = $3 AND action = $4 AND args_hash = $5 AND preview_hash = $6
+					WHERE key_id = $2 AND kind = $3 AND action = $4 AND args_hash = $5 AND preview_hash = $6 AND tier = $7
 					  AND seed_id = '' AND status = 'approved' AND expires_at > $1
 					ORDER BY decided_at, created_at, id LIMIT 1)
 				RETURNING `+requestColumns,
-				nanos(now), keyID, string(kind), action, argsHash, previewHash))
+				nanos(now), keyID, string(kind), action, argsHash, previewHash, string(tier)))
 			if errors.Is(err, pgx.ErrNoRows) {
 				var left bool
 				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM requests
-					WHERE key_id = $2 AND kind = $3 AND action = $4 AND args_hash = $5 AND preview_hash = $6
+					WHERE key_id = $2 AND kind = $3 AND action = $4 AND args_hash = $5 AND preview_hash = $6 AND tier = $7
 					  AND seed_id = '' AND status = 'approved' AND expires_at > $1)`,
-					nanos(now), keyID, string(kind), action, argsHash, previewHash).Scan(&left); err != nil {
+					nanos(now), keyID, string(kind), action, argsHash, previewHash, string(tier)).Scan(&left); err != nil {
 					return fmt.Errorf("consume approved request: %w", err)
 				}
 				if left {

@@ -23,7 +23,7 @@ const notifyChannel = "countersign"
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id, arguments_text, scope`
+	consumed_at, seed, seed_id, arguments_text, scope, tier, protected`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -108,9 +108,10 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 		WHERE key_id = $1 AND kind = $2 AND action = $3 AND args_hash = $4 AND preview_hash = $5
 		  AND status = 'pending' AND expires_at > $6 AND seed_id = $7
 		  AND risk_reasons = $8 AND context = $9 AND expires_at - created_at BETWEEN $10 AND $11
+		  AND tier = $12 AND protected = $13
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
-		reasons, rctx, lo, hi)
+		reasons, rctx, lo, hi, string(r.Tier), r.Protected)
 	limited := countersign.PendingLimit(r, maxPending) > 0
 	if limited {
 		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
@@ -241,11 +242,12 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 		ret = ` RETURNING ` + requestColumns
 	}
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`+ret,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`+ret,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), r.Context.SessionID)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), string(r.Tier), r.Protected,
+		r.Context.SessionID)
 	return nil
 }
 
@@ -371,19 +373,19 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 // unwrapped, for the caller to turn into ENOTFOUND.
 func scanRequest(s pgx.Row) (*countersign.Request, error) {
 	var r countersign.Request
-	var kind, status, args, reasons, rctx, seed, scope string
+	var kind, status, args, reasons, rctx, seed, scope, tier string
 	var created, expires, decided, autoUntil, consumed int64
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &kind, &r.Action,
 		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &status,
 		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
-		&consumed, &seed, &r.SeedID, &r.ArgumentsText, &scope)
+		&consumed, &seed, &r.SeedID, &r.ArgumentsText, &scope, &tier, &r.Protected)
 	if err != nil {
 		return nil, err
 	}
 	if r.Scope, err = countersign.DecodeScope(scope); err != nil {
 		return nil, fmt.Errorf("decode scope of %s: %w", r.ID, err)
 	}
-	r.Kind, r.Status = countersign.Kind(kind), countersign.Status(status)
+	r.Kind, r.Status, r.Tier = countersign.Kind(kind), countersign.Status(status), countersign.Tier(tier)
 	if err := json.Unmarshal([]byte(reasons), &r.RiskReasons); err != nil {
 		return nil, fmt.Errorf("decode risk reasons of %s: %w", r.ID, err)
 	}

@@ -362,11 +362,11 @@ func requestInsert(r *countersign.Request) (string, []any, error) {
 		return "", nil, err
 	}
 	return `INSERT INTO requests (` + requestColumns + `)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		[]any{r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 			string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, r.Status,
 			nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-			nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope)}, nil
+			nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), r.Tier, r.Protected}, nil
 }
 
 // requestJSON encodes a request's risk reasons and context as

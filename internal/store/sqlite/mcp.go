@@ -14,7 +14,7 @@ import (
 // UPDATE names its row by a subquery and checks the status again, so it is
 // one conditional statement: of two callers, exactly one gets the approval.
 // Errors: ENOTFOUND when no request matches.
-func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
+func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersign.Kind, action, argsHash, previewHash string, tier countersign.Tier, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
 	var got *countersign.Request
 	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		var id string
@@ -22,11 +22,11 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 			UPDATE requests SET status = 'consumed', consumed_at = ?
 			WHERE status = 'approved' AND expires_at > ? AND id = (
 				SELECT id FROM requests INDEXED BY requests_live_binding
-				WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
+				WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ? AND tier = ?
 				  AND seed_id = '' AND status IN ('pending', 'approved') AND status = 'approved' AND expires_at > ?
 				ORDER BY decided_at, created_at, id LIMIT 1)
 			RETURNING id`,
-			nanos(now), nanos(now), keyID, kind, action, argsHash, previewHash, nanos(now)).Scan(&id)
+			nanos(now), nanos(now), keyID, kind, action, argsHash, previewHash, tier, nanos(now)).Scan(&id)
 		if err == sql.ErrNoRows {
 			return countersign.ErrNoApprovedMatch()
 		} else if err != nil {

@@ -14,7 +14,7 @@ import (
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id, arguments_text, scope`
+	consumed_at, seed, seed_id, arguments_text, scope, tier, protected`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -143,11 +143,12 @@ func twinAndPending(ctx context.Context, tx querier, r *countersign.Request, enc
 			WHERE key_id = ? AND kind = ? AND action = ? AND args_hash = ? AND preview_hash = ?
 			  AND status IN ('pending', 'approved') AND status = 'pending' AND expires_at > ? AND seed_id = ?
 			  AND risk_reasons = ? AND context = ? AND expires_at - created_at BETWEEN ? AND ?
+			  AND tier = ? AND protected = ?
 			ORDER BY created_at DESC, id DESC LIMIT 1),
 		(SELECT COUNT(*) FROM (SELECT 1 FROM requests INDEXED BY requests_account_pending
 			WHERE account_id = ? AND status = 'pending' AND expires_at > ? LIMIT ?))`,
 		r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
-		string(enc.reasons), string(enc.context), lo, hi,
+		string(enc.reasons), string(enc.context), lo, hi, r.Tier, r.Protected,
 		r.AccountID, nanos(now), limit).Scan(&twin, &n)
 	if err != nil {
 		return "", 0, fmt.Errorf("look for identical request: %w", err)
@@ -209,11 +210,11 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 // the row back would, without reading it.
 func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope, r.Tier, r.Protected)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
@@ -336,7 +337,7 @@ func scanRequestRow(s scanner) (*requestRow, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
 		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
 		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
-		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope)
+		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope, &r.Tier, &r.Protected)
 	if err != nil {
 		return nil, err
 	}

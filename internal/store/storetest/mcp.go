@@ -11,14 +11,14 @@ import (
 // mcpRequest returns a pending MCP request of key with the binding.
 func mcpRequest(key *countersign.AgentKey, action, args, preview string) *countersign.Request {
 	r := newRequest(key, action, args, preview)
-	r.Kind = countersign.KindMCP
+	r.Kind, r.Tier = countersign.KindMCP, countersign.TierCommit
 	return r
 }
 
 // consumeApproved calls ConsumeApproved with the binding of r.
 func consumeApproved(t *testing.T, s countersign.Store, keyID string, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	t.Helper()
-	return s.ConsumeApproved(t.Context(), keyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, now,
+	return s.ConsumeApproved(t.Context(), keyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, now,
 		countersign.AuditEvent{Event: "consumed", Actor: "key:" + keyID, Detail: `{"via":"retry"}`})
 }
 
@@ -35,13 +35,17 @@ func testConsumeApproved(t *testing.T, open Opener) {
 	approved := approve(t, s, r.ID, Base.Add(time.Second))
 	seq, _, _ := s.AuditHead(ctx)
 
-	// Nothing but the same key and the whole binding matches.
+	// Nothing but the same key and the whole binding and tier matches: a
+	// retry of a commit call takes no approval of the same call filed as
+	// of another tier, or of none.
 	misses := map[string]func(m *countersign.Request) string{
 		"another key":     func(m *countersign.Request) string { return f.key2.ID },
 		"another kind":    func(m *countersign.Request) string { m.Kind = countersign.KindTool; return f.key.ID },
 		"another action":  func(m *countersign.Request) string { m.Action = "fs_delete"; return f.key.ID },
 		"other arguments": func(m *countersign.Request) string { m.ArgsHash = sha(`{"path":"/b"}`); return f.key.ID },
 		"another preview": func(m *countersign.Request) string { m.PreviewHash = sha("write /b"); return f.key.ID },
+		"another tier":    func(m *countersign.Request) string { m.Tier = countersign.TierRead; return f.key.ID },
+		"no tier":         func(m *countersign.Request) string { m.Tier = ""; return f.key.ID },
 	}
 	for name, change := range misses {
 		m := *approved

@@ -17,7 +17,7 @@ func testRequestRoundTrip(t *testing.T, open Opener) {
 	// Every field set, with nanoseconds, as an auto-approved request is
 	// stored.
 	full := newRequest(f.key, "Bash", `{"command":"rm -rf /tmp/x","n":1.5}`, "rm -rf /tmp/x")
-	full.Kind = countersign.KindMCP
+	full.Kind, full.Tier, full.Protected = countersign.KindMCP, countersign.TierExternal, true
 	full.RiskReasons = []string{"recursive", "outside the project"}
 	full.Status = countersign.StatusApproved
 	full.CreatedAt = Base.Add(1)
@@ -117,10 +117,12 @@ func testDedupe(t *testing.T, open Opener) {
 }
 
 // testTwin: a pending request stands in for a new one only when it
-// matches everything the human sees: risk reasons, context and TTL too.
-// Whoever can read a key could otherwise make the exact binding a hook is
-// about to ask for, with reassuring reasons, another host and a long
-// life, and have the hook wait on that one.
+// matches everything the human sees and every fact the rules read: risk
+// reasons, context, TTL, tier and protection too. Whoever can read a key
+// could otherwise make the exact binding a hook or the gateway is about
+// to ask for, with reassuring reasons, another host, a long life, a lower
+// tier or no protected path (and so no passkey to approve it), and have
+// the client wait on that one.
 func testTwin(t *testing.T, open Opener) {
 	f := newFixture(t, open)
 	s, ctx := f.s, t.Context()
@@ -130,16 +132,26 @@ func testTwin(t *testing.T, open Opener) {
 		r.CreatedAt, r.ExpiresAt = at, at.Add(ttl)
 		return r
 	}
-	planted := map[string]func(r *countersign.Request){
-		"risk reasons": func(r *countersign.Request) { r.RiskReasons = []string{"routine cleanup"} },
-		"no reasons":   func(r *countersign.Request) { r.RiskReasons = nil },
-		"host":         func(r *countersign.Request) { r.Context.Host = "build-server" },
-		"session":      func(r *countersign.Request) { r.Context.SessionID = "sess-other" },
-		"user":         func(r *countersign.Request) { r.Context.User = "root" },
-		"cwd":          func(r *countersign.Request) { r.Context.Cwd = "/tmp" },
-		"longer ttl":   func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Hour) },
-		"ttl 2s more":  func(r *countersign.Request) { r.ExpiresAt = r.ExpiresAt.Add(2 * time.Second) },
-		"shorter ttl":  func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Minute) },
+	mcp := func(tier countersign.Tier) func(r *countersign.Request) {
+		return func(r *countersign.Request) { r.Kind, r.Tier = countersign.KindMCP, tier }
+	}
+	protected := func(r *countersign.Request) { r.Protected = true }
+	// Each case changes the planted request, and some the real ask too.
+	planted := map[string][2]func(r *countersign.Request){
+		"risk reasons":  {func(r *countersign.Request) { r.RiskReasons = []string{"routine cleanup"} }},
+		"no reasons":    {func(r *countersign.Request) { r.RiskReasons = nil }},
+		"host":          {func(r *countersign.Request) { r.Context.Host = "build-server" }},
+		"session":       {func(r *countersign.Request) { r.Context.SessionID = "sess-other" }},
+		"user":          {func(r *countersign.Request) { r.Context.User = "root" }},
+		"cwd":           {func(r *countersign.Request) { r.Context.Cwd = "/tmp" }},
+		"longer ttl":    {func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Hour) }},
+		"ttl 2s more":   {func(r *countersign.Request) { r.ExpiresAt = r.ExpiresAt.Add(2 * time.Second) }},
+		"shorter ttl":   {func(r *countersign.Request) { r.ExpiresAt = r.CreatedAt.Add(time.Minute) }},
+		"lower tier":    {mcp(countersign.TierRead), mcp(countersign.TierCommit)},
+		"no tier":       {mcp(""), mcp(countersign.TierExternal)},
+		"higher tier":   {mcp(countersign.TierExternal), mcp(countersign.TierCommit)},
+		"not protected": {func(*countersign.Request) {}, protected},
+		"protected":     {protected},
 	}
 	for what, change := range planted {
 		t.Run(what, func(t *testing.T) {
@@ -147,17 +159,23 @@ func testTwin(t *testing.T, open Opener) {
 			s := f.s
 			p := newRequest(f.key, "Bash", args, preview)
 			p.CreatedAt, p.ExpiresAt = Base, Base.Add(10*time.Minute)
-			change(p)
+			change[0](p)
 			create(t, s, p, Base)
 			// The real ask, a few seconds later, for ten minutes.
 			r := newRequest(f.key, "Bash", args, preview)
 			r.CreatedAt, r.ExpiresAt = Base.Add(5*time.Second), Base.Add(5*time.Second+10*time.Minute)
+			if change[1] != nil {
+				change[1](r)
+			}
 			got, created, err := s.CreateRequest(t.Context(), r, 10, r.CreatedAt, createdEvent(r))
 			if err != nil || !created || got.ID != r.ID {
 				t.Fatalf("after a pending request with another %s: got %v, created %v, err %v; want the new request %s", what, got, created, err, r.ID)
 			}
 			same(t, "the new request", got.RiskReasons, r.RiskReasons)
 			same(t, "the new request", got.Context, r.Context)
+			if got.Tier != r.Tier || got.Protected != r.Protected {
+				t.Errorf("the new request has tier %q, protected %v; want %q, %v", got.Tier, got.Protected, r.Tier, r.Protected)
+			}
 			if !got.ExpiresAt.Equal(r.ExpiresAt) {
 				t.Errorf("the new request expires at %v, want %v", got.ExpiresAt, r.ExpiresAt)
 			}
