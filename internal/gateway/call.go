@@ -69,9 +69,7 @@ func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *tool
 		return notRun("%s did not run: %s.", e.name, describe(ferr)), nil
 	}
 	defer removeFiles()
-	running := g.pass.begin(ctx, e.up, req)
 	res, err := e.up.call(ctx, e.tool.Name, args, token)
-	running()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // cancelled by the client: nobody reads an answer

@@ -13,3 +13,7 @@ func SetLevelTimeout(t interface{ Cleanup(func()) }, d time.Duration) {
 // SetStopWait sets how long the configuration's command upstreams have to
 // exit once their stdin is closed, before they are signalled.
 func SetStopWait(c *Config, d time.Duration) { c.stopWait = d }
+
+// Dropped returns how many log messages and requests of upstreams went to
+// no client.
+func (g *Gateway) Dropped() uint64 { return g.pass.dropped.Load() }

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv("COUNTERSIGN_FIXTURE") == "stdio" {
 		s := fixtureServer(os.Getenv("FIXTURE_NAME"), os.Getenv("FIXTURE_LOG"))
+		if os.Getenv("FIXTURE_ASK") != "" {
+			addAsking(s, os.Getenv("FIXTURE_LOG"))
+		}
 		if err := s.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, "fixture:", err)
 		}

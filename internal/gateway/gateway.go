@@ -158,11 +158,11 @@ func newGateway(o options) (*Gateway, error) {
 				"and once they approved, call the same tool again with exactly the same arguments.",
 		})
 	g.server.AddSendingMiddleware(g.quietUntilInitialized)
-	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback)
+	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback, g.operations)
 	for _, uc := range o.cfg.Upstreams {
 		g.upstreams = append(g.upstreams, newUpstream(uc, o.cfg.stopWait, o.log, o.stderr, upstreamHooks{
 			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
-			connected: g.upstreamConnected, requests: g.addPassthrough}))
+			stamp: g.pass.stamp, connected: g.upstreamConnected, requests: g.addPassthrough}))
 	}
 	return g, nil
 }

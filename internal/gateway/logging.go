@@ -6,22 +6,18 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Log messages of the upstreams (notifications/message) go to clients by
-// the rule of their requests (passthrough.go): an upstream's session is
-// shared by every client of the gateway, and nothing on the wire says which
-// call a log message belongs to. So on /mcp a message is passed on only
-// when exactly one call runs on the upstream as it is read, to the session
-// of that call, on that call's stream, and only while the call runs; it
-// reaches the client before the call's result. Any other message is
-// dropped, never sent to another key's or account's client on a guess.
-// The stdio gateway has one client, which also gets the messages sent
-// outside its calls.
+// the rule of their requests (inflight.go): to the client of the one
+// operation a message belongs to, on that operation's stream, and only
+// while it runs; it reaches the client before the operation's result. Any
+// other message is dropped and counted, never sent to another key's or
+// account's client on a guess. The stdio gateway has one client, which
+// also gets the messages that belong to none of its operations.
 //
 // Each client gets only the messages at or above the level it set
 // (logging/setLevel, or the level in a request's _meta in 2026-07-28): the
@@ -29,10 +25,10 @@ import (
 // level any connected client set, and set again as they change, as their
 // sessions end, and when it reconnects.
 
-// logHook takes an upstream's log message.
-type logHook = func(u *upstream, p *mcp.LoggingMessageParams)
+// logHook takes an upstream's log message and what it belongs to.
+type logHook = func(u *upstream, p *mcp.LoggingMessageParams, a attribution)
 
-// logQueue bounds the log messages of one call that wait for its client;
+// logQueue bounds the log messages of one operation that wait for its client;
 // more are dropped.
 const logQueue = 256
 
@@ -50,31 +46,39 @@ func logMessageOf(msg jsonrpc.Message) *mcp.LoggingMessageParams {
 	return &p
 }
 
-// taps take the notifications of an upstream that are handled in their
-// order on the wire (tapConn, sseTap): progress (progressRoutes), and log
-// messages, which go to the call that runs when they are read.
+// taps take what an upstream sends besides its answers, in its order on
+// the wire (tapConn, sseTap): progress (progressRoutes), log messages,
+// and the requests that are passed on, which are stamped with what they
+// belong to (inflight.go).
 type taps struct {
 	progress func(*mcp.ProgressNotificationParams)
-	logged   func(*mcp.LoggingMessageParams)
+	logged   func(*mcp.LoggingMessageParams, attribution)
+	stamp    func(*jsonrpc.Request, attribution)
 }
 
 // taps returns the upstream's taps.
 func (u *upstream) taps() taps {
-	t := taps{progress: u.hooks.progress}
+	t := taps{progress: u.hooks.progress, stamp: u.hooks.stamp}
 	if u.hooks.logged != nil {
-		t.logged = func(p *mcp.LoggingMessageParams) { u.hooks.logged(u, p) }
+		t.logged = func(p *mcp.LoggingMessageParams, a attribution) { u.hooks.logged(u, p, a) }
 	}
 	return t
 }
 
-// take hands a message to its tap, if it has one.
-func (t taps) take(msg jsonrpc.Message) {
+// take hands a message to its tap, if it has one. attribute tells what
+// the message belongs to; it is asked only for a log message or a
+// request.
+func (t taps) take(msg jsonrpc.Message, attribute func() attribution) {
 	if p := progressOf(msg); p != nil {
 		if t.progress != nil {
 			t.progress(p)
 		}
-	} else if p := logMessageOf(msg); p != nil && t.logged != nil {
-		t.logged(p)
+	} else if p := logMessageOf(msg); p != nil {
+		if t.logged != nil {
+			t.logged(p, attribute())
+		}
+	} else if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() && stamped[req.Method] && t.stamp != nil {
+		t.stamp(req, attribute())
 	}
 }
 
@@ -90,46 +94,43 @@ func logs(c *mcp.ServerCapabilities) bool { return c.Logging != nil }
 func withoutLogging(c *mcp.ServerCapabilities) { c.Logging = nil }
 
 // upstreamLogged takes an upstream's log message as its connection reads
-// it, before any message read after it (taps): the calls running on the
-// upstream then are those it can belong to. It never blocks.
-func (g *Gateway) upstreamLogged(u *upstream, p *mcp.LoggingMessageParams) {
+// it, before any message read after it (taps), with what it belongs to.
+// It never blocks.
+func (g *Gateway) upstreamLogged(u *upstream, p *mcp.LoggingMessageParams, a attribution) {
 	msg := *p
 	if msg.Logger == "" {
 		msg.Logger = u.cfg.Name
 	} else {
 		msg.Logger = u.cfg.Name + "/" + msg.Logger
 	}
-	g.pass.mu.Lock()
-	calls := g.pass.running[u]
-	if len(calls) == 1 {
-		for c := range calls {
+	if c := a.call; c != nil {
+		g.pass.mu.Lock()
+		if !c.ended {
 			queued := c.queueLog(&msg, g.fixed != nil)
 			g.pass.mu.Unlock()
 			if !queued {
-				g.droppedLog(u, "the call's queue is full")
+				g.droppedLog(u, "the operation's queue is full")
 			}
 			return
 		}
+		g.pass.mu.Unlock()
+		a.why = whyEnded
 	}
-	g.pass.mu.Unlock()
-	switch {
-	case g.fixed != nil:
+	if g.fixed != nil {
 		go func() {
 			for ss := range g.server.Sessions() {
 				_ = ss.Log(context.Background(), &msg)
 			}
 		}()
-	case len(calls) > 1:
-		g.droppedLog(u, "several calls run on it")
-	default:
-		g.droppedLog(u, "it came outside any call of a client")
+		return
 	}
+	g.droppedLog(u, a.why)
 }
 
 // droppedLog counts a log message of u that went to no client; the
 // message itself is not logged: it may be any key's.
 func (g *Gateway) droppedLog(u *upstream, why string) {
-	n := g.levels.dropped.Add(1)
+	n := g.pass.dropped.Add(1)
 	u.log.Debug("upstream log message passed on to no client", "why", why, "dropped", n)
 }
 
@@ -189,7 +190,6 @@ type logLevels struct {
 	// applied is the level each upstream's session was set to, under
 	// applyMu.
 	applied map[*upstream]appliedLevel
-	dropped atomic.Uint64
 }
 
 type appliedLevel struct {

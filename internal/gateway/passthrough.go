@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"weak"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -15,35 +16,42 @@ import (
 )
 
 // Requests from upstreams (sampling/createMessage, elicitation/create,
-// roots/list) go to the client of the one call that runs on the upstream
-// when it asks, and the client's answer goes back. An upstream's session is
-// shared by every client of the gateway, and nothing on the wire says which
-// call a request belongs to; so a request is passed on only when exactly
-// one call runs on the upstream, to the session of that call, on that
-// call's stream, and only while the call runs. Anything else, and a client
-// that did not declare the capability or cannot take a request from the
-// server (2026-07-28, stateless), gets an MCP error: a request is never
-// sent to another key's or account's client on a guess. Log messages of
-// the upstreams go by the same rule (logging.go).
+// roots/list) go to the client of the one operation they belong to
+// (inflight.go), on that operation's stream, and only while it runs; the
+// client's answer goes back. Anything else, and a client that did not
+// declare the capability or cannot take a request from the server
+// (2026-07-28, stateless), gets an MCP error: a request is never sent to
+// another key's or account's client on a guess. Log messages of the
+// upstreams go by the same rule (logging.go).
 //
 // The stdio gateway has exactly one client: roots/list, which upstreams
 // ask outside calls (after initialize or roots/list_changed), goes to it
 // whether or not a call runs, bound to none.
 type passthrough struct {
 	mu sync.Mutex
-	// running are the calls forwarded to each upstream that have not
-	// returned.
-	running map[*upstream]map[*runningCall]bool
+	// byToken are the running operations that a request of an upstream was
+	// stamped with, by their token (inflight.go).
+	byToken map[string]*runningCall
+	// dropped counts the log messages and requests of upstreams that went
+	// to no client.
+	dropped atomic.Uint64
 }
 
-// runningCall is one call forwarded to an upstream: its client's session
-// and the context of the client's request, which ends with it.
+// runningCall is one operation of a client that the gateway forwards to an
+// upstream (inflight.go): its client's session and the context of the
+// client's request, which ends with it.
 type runningCall struct {
 	ctx context.Context
 	ss  *mcp.ServerSession
 	// metaLevel: the request carried a log level in its _meta
 	// (2026-07-28).
 	metaLevel bool
+	// ended: the client has its answer, or cancelled; under
+	// passthrough.mu. Nothing of the upstream is passed on to it after.
+	ended bool
+	// token is what requests of the upstream that belong to the operation
+	// are stamped with; "" until the first. Under passthrough.mu.
+	token string
 	// logs queues the upstream's log messages for the client (see
 	// logging.go), under passthrough.mu; nil until the first. delivered
 	// is closed once they are.
@@ -165,84 +173,45 @@ func (s *sessionSet) len() int {
 	return n
 }
 
-// begin records a call forwarded to u until the returned function runs,
-// which returns once the log messages queued for the call reached its
-// client (or the call's context ended).
-func (p *passthrough) begin(ctx context.Context, u *upstream, req *mcp.CallToolRequest) func() {
-	if req.Session == nil {
-		return func() {}
-	}
-	_, level := req.Params.GetMeta()[mcp.MetaKeyLogLevel]
-	c := &runningCall{ctx: ctx, ss: req.Session, metaLevel: level}
-	p.mu.Lock()
-	if p.running == nil {
-		p.running = map[*upstream]map[*runningCall]bool{}
-	}
-	if p.running[u] == nil {
-		p.running[u] = map[*runningCall]bool{}
-	}
-	p.running[u][c] = true
-	p.mu.Unlock()
-	return func() {
-		p.mu.Lock()
-		delete(p.running[u], c)
-		if len(p.running[u]) == 0 {
-			delete(p.running, u)
-		}
-		if c.logs != nil {
-			close(c.logs) // under mu: nothing is queued on it after this
-		}
-		p.mu.Unlock()
-		if c.delivered != nil {
-			<-c.delivered
-		}
-	}
-}
-
-// notPassed is the MCP error of a request from an upstream that the gateway
-// does not pass on.
-func notPassed(u *upstream, method, why string) error {
+// notPassed counts a request of an upstream that the gateway does not
+// pass on, and returns the MCP error to answer it with. The request itself
+// is not logged: it may be any key's.
+func (g *Gateway) notPassed(u *upstream, method, why string) error {
+	n := g.pass.dropped.Add(1)
+	u.log.Debug("upstream request passed on to no client", "method", method, "why", why, "dropped", n)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: fmt.Sprintf("countersign does not pass %s of the MCP server %q on: %s", method, u.cfg.Name, why)}
 }
 
-// attribute returns the one running call of u whose client is to answer
-// method, or the error to answer the upstream with. declared reports
-// whether the client declared the capability.
-func (g *Gateway) attribute(u *upstream, method string, declared func(*mcp.ClientCapabilities) bool, outsideCalls bool) (*runningCall, error) {
-	g.pass.mu.Lock()
-	var calls []*runningCall
-	for c := range g.pass.running[u] {
-		calls = append(calls, c)
-	}
-	g.pass.mu.Unlock()
-	var c *runningCall
-	switch {
-	case outsideCalls && g.fixed != nil:
+// attribute returns the running operation whose client is to answer
+// method, a request of u stamped with meta (the stamp is taken off), or
+// the error to answer the upstream with; a request not passed on is
+// counted. declared reports whether the client declared the capability.
+func (g *Gateway) attribute(u *upstream, method string, meta mcp.Meta, declared func(*mcp.ClientCapabilities) bool, outsideCalls bool) (*runningCall, error) {
+	a := g.pass.claim(meta)
+	c := a.call
+	if outsideCalls && g.fixed != nil {
 		// Roots are the client's, not a call's: not bound to a call that
 		// happens to run, which may end before the client answers.
+		c = nil
 		for ss := range g.server.Sessions() {
 			if c != nil {
-				return nil, notPassed(u, method, "it has several clients")
+				return nil, g.notPassed(u, method, "it has several clients")
 			}
 			c = &runningCall{ctx: context.Background(), ss: ss}
 		}
 		if c == nil {
-			return nil, notPassed(u, method, "no client is connected")
+			return nil, g.notPassed(u, method, "no client is connected")
 		}
-	case len(calls) == 1:
-		c = calls[0]
-	case len(calls) > 1:
-		return nil, notPassed(u, method, "several calls run on it, and the request cannot be told apart by call")
-	default:
-		return nil, notPassed(u, method, "it came outside any call of a client")
+	} else if c == nil {
+		return nil, g.notPassed(u, method, a.why)
 	}
 	ip := c.ss.InitializeParams()
 	if ip == nil || ip.ProtocolVersion >= newProtocolVersion {
-		return nil, notPassed(u, method, "the client's protocol has no requests from the server")
+		return nil, g.notPassed(u, method, "the client's protocol has no requests from the server")
 	}
 	if ip.Capabilities == nil || !declared(ip.Capabilities) {
-		return nil, notPassed(u, method, "the client did not declare the capability")
+		return nil, g.notPassed(u, method, "the client did not declare the capability")
 	}
 	return c, nil
 }
@@ -266,12 +235,12 @@ func (g *Gateway) addPassthrough(u *upstream, _ *mcp.ClientOptions) mcp.Middlewa
 }
 
 // sampleFor passes an upstream's sampling/createMessage on to the client
-// of the running call.
+// of the operation it belongs to.
 func (g *Gateway) sampleFor(ctx context.Context, u *upstream, req *mcp.CreateMessageWithToolsRequest) (*mcp.CreateMessageWithToolsResult, error) {
 	if req == nil || req.Params == nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "sampling/createMessage needs params"}
 	}
-	c, err := g.attribute(u, "sampling/createMessage", func(k *mcp.ClientCapabilities) bool { return k.Sampling != nil }, false)
+	c, err := g.attribute(u, "sampling/createMessage", req.Params.Meta, func(k *mcp.ClientCapabilities) bool { return k.Sampling != nil }, false)
 	if err != nil {
 		return nil, err
 	}
@@ -281,15 +250,15 @@ func (g *Gateway) sampleFor(ctx context.Context, u *upstream, req *mcp.CreateMes
 }
 
 // elicitFor passes an upstream's form elicitation on to the client of the
-// running call, marked as the upstream's. It runs in place of the SDK's
+// operation it belongs to, marked as the upstream's. It runs in place of the SDK's
 // client handler, whose check of the schema refuses titled multi-select
 // enums with "type": "string" on their items, which the specification
 // allows; the client's session checks the answer against the schema.
 func (g *Gateway) elicitFor(ctx context.Context, u *upstream, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 	if req == nil || req.Params == nil || (req.Params.Mode != "" && req.Params.Mode != "form") || req.Params.URL != "" {
-		return nil, notPassed(u, "elicitation/create", "only form elicitation is passed on")
+		return nil, g.notPassed(u, "elicitation/create", "only form elicitation is passed on")
 	}
-	c, err := g.attribute(u, "elicitation/create", formElicitation, false)
+	c, err := g.attribute(u, "elicitation/create", req.Params.Meta, formElicitation, false)
 	if err != nil {
 		return nil, err
 	}
@@ -364,16 +333,17 @@ func (g *Gateway) requestsMiddleware(u *upstream) mcp.Middleware {
 			default:
 				return next(ctx, method, req)
 			}
-			c, err := g.attribute(u, method, func(k *mcp.ClientCapabilities) bool { return k.RootsV2 != nil }, true)
+			var params *mcp.ListRootsParams
+			var meta mcp.Meta
+			if r, ok := req.(*mcp.ListRootsRequest); ok && r.Params != nil {
+				params, meta = r.Params, r.Params.Meta
+			}
+			c, err := g.attribute(u, method, meta, func(k *mcp.ClientCapabilities) bool { return k.RootsV2 != nil }, true)
 			if err != nil {
 				return nil, err
 			}
 			ctx, done := c.within(ctx)
 			defer done()
-			var params *mcp.ListRootsParams
-			if r, ok := req.(*mcp.ListRootsRequest); ok {
-				params = r.Params
-			}
 			return c.ss.ListRoots(ctx, params)
 		}
 	}

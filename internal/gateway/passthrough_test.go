@@ -156,7 +156,7 @@ func TestUpstreamRequestsRefused(t *testing.T) {
 		mineAsked = &sampler{}
 		mine = h.connect(clientOpts{version: "2025-11-25", more: mineAsked.handler})
 		res := call(t, mine, "trigger-sampling-request", map[string]any{"prompt": "p"})
-		const why = "several calls run on it, and the request cannot be told apart by call"
+		const why = "several operations run on it, and what it sent cannot be told apart by operation"
 		if !strings.Contains(textOf(res), why) && attempt < 4 {
 			select {
 			case err := <-long:

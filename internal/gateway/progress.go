@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -112,13 +113,24 @@ func progressOf(msg jsonrpc.Message) *mcp.ProgressNotificationParams {
 	return &p
 }
 
-// tapped reports whether an event's data may hold a tapped notification.
+// tapped reports whether an event's data may hold a message the taps
+// take.
 func tapped(data []byte) bool {
-	return bytes.Contains(data, []byte("notifications/progress")) || bytes.Contains(data, []byte("notifications/message"))
+	for _, m := range tappedMethods {
+		if bytes.Contains(data, m) {
+			return true
+		}
+	}
+	return false
 }
 
-// tapTransport hands every tapped notification of a stdio upstream to tap
-// as the connection reads it, before any message read after it.
+var tappedMethods = [][]byte{[]byte("notifications/progress"), []byte("notifications/message"),
+	[]byte("sampling/createMessage"), []byte("elicitation/create"), []byte("roots/list")}
+
+// tapTransport hands what a stdio upstream sends besides its answers to
+// tap as the connection reads it, before any message read after it, and
+// keeps the requests in flight on the connection (flights), which tell
+// what a message read belongs to.
 type tapTransport struct {
 	mcp.Transport
 	tap taps
@@ -134,18 +146,45 @@ func (t *tapTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 
 type tapConn struct {
 	mcp.Connection
-	tap taps
+	tap     taps
+	flights flights
 }
 
 func (c *tapConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
-	c.tap.take(msg)
-	return msg, err
+	if err != nil {
+		c.flights.closed()
+		return msg, err
+	}
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		c.flights.answered(resp.ID)
+		return msg, nil
+	}
+	c.tap.take(msg, c.flights.attribution)
+	return msg, nil
+}
+
+// Write keeps a request in flight from before it is written: its answer
+// may be read before Write returns.
+func (c *tapConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok || !req.IsCall() {
+		return c.Connection.Write(ctx, msg)
+	}
+	c.flights.sent(req.ID, operationOf(ctx))
+	err := c.Connection.Write(ctx, msg)
+	if err != nil {
+		c.flights.answered(req.ID)
+	}
+	return err
 }
 
 // sseTapTransport does what tapTransport does for an HTTP upstream, on the
 // bytes of its event streams: the SDK's streamable connection must not be
 // wrapped (it has unexported methods of its own that the SDK looks for).
+// A request's POST, and the GET that resumes its stream, carry the
+// request's context, and so the operation it was sent for: what comes on
+// that stream belongs to it.
 type sseTapTransport struct {
 	base http.RoundTripper
 	tap  taps
@@ -154,74 +193,146 @@ type sseTapTransport struct {
 func (t *sseTapTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(r)
 	if err == nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		resp.Body = &sseTap{ReadCloser: resp.Body, tap: t.tap}
+		o := operationOf(r.Context())
+		attribute := o.attribution
+		if o == nil && r.Method == http.MethodGet {
+			attribute = func() attribution { return attribution{why: whyStream} }
+		}
+		resp.Body = newSSETap(resp.Body, t.tap, attribute)
 	}
 	return resp, err
 }
 
-// maxTapEvent bounds the event the tap keeps while it is read; a longer
+// maxTapEvent bounds the event the tap holds while it is read; a longer
 // one (a large result) is passed on without being looked at.
 const maxTapEvent = 1 << 20
 
-// sseTap reads server-sent events as they pass and taps the tapped
-// notifications among them before the reader gets their bytes.
+// sseTap passes server-sent events on, event by event, once it has handed
+// the messages the taps take among them to the taps (and stamped the
+// requests, whose data it passes on as stamped). Lines other than data
+// pass at once; an event's data lines are held until the event ends.
 type sseTap struct {
-	io.ReadCloser
-	tap      taps
-	line     []byte
-	data     []byte
-	overlong bool // the current event is over maxTapEvent
+	body io.ReadCloser
+	in   *bufio.Reader
+	tap  taps
+	// attribute tells what the stream's messages belong to.
+	attribute func() attribution
+	out       []byte // what the reader gets next
+	err       error  // the body's, once out is read
+	line      []byte // the line being read
+	held      []byte // the event's data lines, as they came
+	data      []byte // their values, joined
+	name      string // the event's type
+	// passing: the rest of an event too long to hold passes as it came;
+	// inLine: in the middle of one of its lines.
+	passing, inLine bool
 }
+
+func newSSETap(body io.ReadCloser, tap taps, attribute func() attribution) *sseTap {
+	return &sseTap{body: body, in: bufio.NewReader(body), tap: tap, attribute: attribute}
+}
+
+func (t *sseTap) Close() error { return t.body.Close() }
 
 func (t *sseTap) Read(p []byte) (int, error) {
-	n, err := t.ReadCloser.Read(p)
-	t.feed(p[:n])
-	return n, err
+	for len(t.out) == 0 && t.err == nil {
+		t.step()
+	}
+	if len(t.out) == 0 {
+		return 0, t.err
+	}
+	n := copy(p, t.out)
+	t.out = t.out[n:]
+	return n, nil
 }
 
-func (t *sseTap) feed(b []byte) {
-	for len(b) > 0 {
-		i := bytes.IndexByte(b, '\n')
-		if i < 0 {
-			t.add(b)
-			return
-		}
-		t.add(b[:i])
-		t.endLine()
-		b = b[i+1:]
+// step reads on to the end of a line, or what the buffer holds of it.
+func (t *sseTap) step() {
+	b, err := t.in.ReadSlice('\n')
+	partial := err == bufio.ErrBufferFull
+	if len(b) > 0 {
+		t.take(b, partial || err != nil)
+	}
+	if err != nil && !partial {
+		// What is held goes out as it came, and then the end.
+		t.out = append(append(t.out, t.held...), t.line...)
+		t.held, t.line, t.err = nil, nil, err
 	}
 }
 
-func (t *sseTap) add(b []byte) {
-	if len(t.line)+len(b) > maxTapEvent {
-		t.overlong, t.line = true, t.line[:0]
+// take takes the bytes of a line; partial: the line goes on.
+func (t *sseTap) take(b []byte, partial bool) {
+	if t.passing {
+		t.out = append(t.out, b...)
+		if !t.inLine && !partial && len(trimEOL(b)) == 0 {
+			t.passing = false // the long event ended
+		}
+		t.inLine = partial
 		return
 	}
 	t.line = append(t.line, b...)
+	if len(t.held)+len(t.line) > maxTapEvent {
+		t.out = append(append(t.out, t.held...), t.line...)
+		ended := !partial && len(trimEOL(t.line)) == 0
+		t.held, t.data, t.line, t.name = t.held[:0], t.data[:0], t.line[:0], ""
+		t.passing, t.inLine = !ended, partial
+		return
+	}
+	if !partial {
+		t.endLine()
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	return bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
 }
 
 // endLine takes a complete line: a data line adds to the event, an empty
-// one ends it.
+// one ends it, any other passes.
 func (t *sseTap) endLine() {
-	line := bytes.TrimSuffix(t.line, []byte("\r"))
-	t.line = t.line[:0]
+	line := trimEOL(t.line)
 	switch {
 	case len(line) == 0:
-		if len(t.data) > 0 && !t.overlong && tapped(t.data) {
-			if msg, err := jsonrpc.DecodeMessage(t.data); err == nil {
-				t.tap.take(msg)
-			}
-		}
-		t.data, t.overlong = t.data[:0], false
+		t.out = append(append(t.out, t.event()...), t.line...)
+		t.held, t.data, t.name = t.held[:0], t.data[:0], ""
 	case bytes.HasPrefix(line, []byte("data:")):
 		v := bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))
-		if len(t.data)+len(v) > maxTapEvent {
-			t.overlong = true
-			return
-		}
-		if len(t.data) > 0 {
+		if len(t.held) > 0 {
 			t.data = append(t.data, '\n')
 		}
 		t.data = append(t.data, v...)
+		t.held = append(t.held, t.line...)
+	default:
+		if v, ok := bytes.CutPrefix(line, []byte("event:")); ok {
+			t.name = string(bytes.TrimPrefix(v, []byte(" ")))
+		}
+		t.out = append(t.out, t.line...)
 	}
+	t.line = t.line[:0]
+}
+
+// event returns the data lines of the event that ended: as they came, or
+// a request of the upstream, stamped, on one line.
+func (t *sseTap) event() []byte {
+	if len(t.data) == 0 || (t.name != "" && t.name != "message") || !tapped(t.data) {
+		return t.held // the SDK passes on no message of another type
+	}
+	msg, err := jsonrpc.DecodeMessage(t.data)
+	if err != nil {
+		return t.held
+	}
+	req, isReq := msg.(*jsonrpc.Request)
+	before := []byte(nil)
+	if isReq {
+		before = req.Params
+	}
+	t.tap.take(msg, t.attribute)
+	if !isReq || bytes.Equal(before, req.Params) {
+		return t.held
+	}
+	b, err := jsonrpc.EncodeMessage(req)
+	if err != nil {
+		return t.held
+	}
+	return append(append([]byte("data: "), b...), '\n')
 }

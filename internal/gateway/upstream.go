@@ -77,6 +77,9 @@ type upstreamHooks struct {
 	// logged: the upstream sent a log message (see logging.go), handed
 	// over in its order on the wire.
 	logged logHook
+	// stamp marks a request of the upstream, as its connection reads it,
+	// with what it belongs to (see inflight.go).
+	stamp func(*jsonrpc.Request, attribution)
 	// connected: a session of the upstream is up.
 	connected func(u *upstream)
 	// requests sets the client up to pass its server's requests on (see
