@@ -110,6 +110,9 @@ func TestMain(m *testing.M) {
 	if shared.profile != "" {
 		os.RemoveAll(shared.profile)
 	}
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
 }
 
