@@ -61,6 +61,8 @@ type eventStore struct {
 	seq      uint64
 	// limits, the constants above but in tests
 	maxSession, maxStreams, maxTotal int
+	// closed, when set, hears of every session that ended.
+	closed func(sessionID string)
 }
 
 type sessionEvents struct {
@@ -236,9 +238,12 @@ func parseEventID(id string) (stream string, index int, ok bool) {
 // SessionClosed implements mcp.EventStore: the session's events go.
 func (s *eventStore) SessionClosed(_ context.Context, sessionID string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if se := s.sessions[sessionID]; se != nil {
 		s.removeSession(se)
+	}
+	s.mu.Unlock()
+	if s.closed != nil {
+		s.closed(sessionID)
 	}
 	return nil
 }
