@@ -21,7 +21,11 @@ import (
 // `countersign serve --mcp-config FILE`:
 //
 //	hold = "45s"                  # how long a retry waits for a decision in progress
-//	rate = 600                    # calls per minute and agent key (0: no limit)
+//	rate = 600                    # calls and new sessions per minute and agent key (0: no limit)
+//
+//	[sessions]                    # /mcp sessions (clients of 2025-11-25 and older)
+//	per_key = 64                  # live sessions of one agent key
+//	max = 4096                    # live sessions in all
 //
 //	[[upstream]]
 //	name = "fs"
@@ -76,7 +80,10 @@ type Config struct {
 	// Rate is how many calls (of tools, resources, prompts, completions,
 	// log levels) one agent key may make in a minute, with bursts of a sixth of it; 0:
 	// no limit. A call over it is a tool error that says when to retry.
+	// Opening a /mcp session counts as a call.
 	Rate int
+	// Sessions bound the sessions of /mcp (sessions.go).
+	Sessions SessionLimits
 	// Opener is the command that opens the local approval page (standalone
 	// only); empty: the system's opener.
 	Opener []string
@@ -131,7 +138,8 @@ type fileConfig struct {
 		Opener CommandLine `toml:"opener"`
 		Data   string      `toml:"data"`
 	} `toml:"standalone"`
-	Files FilesConfig `toml:"files"`
+	Files    FilesConfig  `toml:"files"`
+	Sessions fileSessions `toml:"sessions"`
 }
 
 type filePolicy struct {
@@ -156,7 +164,8 @@ const DefaultHold = 45 * time.Second
 // NewConfig returns the configuration before any file: no upstreams, the
 // default policy and hold.
 func NewConfig() *Config {
-	return &Config{Policy: DefaultPolicy(), Keys: map[string]Policy{}, Hold: DefaultHold, Rate: DefaultRate}
+	return &Config{Policy: DefaultPolicy(), Keys: map[string]Policy{}, Hold: DefaultHold, Rate: DefaultRate,
+		Sessions: SessionLimits{PerKey: DefaultSessionsPerKey, Max: DefaultSessions}}
 }
 
 // LoadConfig reads a configuration file. Unknown keys are refused, so that
@@ -180,6 +189,9 @@ func LoadConfig(file string) (*Config, error) {
 		if c.Rate = *f.Rate; c.Rate < 0 || c.Rate > 1_000_000 {
 			return nil, fmt.Errorf("%s: rate %d must be a number of calls per minute from 0 (no limit) to 1000000", file, c.Rate)
 		}
+	}
+	if err := c.Sessions.apply(f.Sessions); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	for _, u := range f.Upstreams {
 		switch u.Annotations {

@@ -65,6 +65,7 @@ type Gateway struct {
 	recent    recentAsks
 	holding   holds
 	limiter   *ratelimit.Keyed
+	sessions  *sessionRegistry // of /mcp (sessions.go)
 	now       func() time.Time
 	// xfer is file transfer (upload.go); nil: off.
 	xfer *transfer
@@ -134,6 +135,7 @@ func newGateway(o options) (*Gateway, error) {
 	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
 		now: clock.Now, tools: map[string]*toolEntry{}}
 	g.limiter = ratelimit.New(o.cfg.Rate)
+	g.sessions = newSessionRegistry(o.cfg.Sessions, g.now)
 	g.recent.m = map[string]recentAsk{}
 	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
 		&mcp.ServerOptions{

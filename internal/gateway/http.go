@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -40,7 +39,7 @@ type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, 
 // as bearer tokens. Clients of 2026-07-28 are served statelessly, as that
 // protocol has it; older clients get sessions (Mcp-Session-Id), the only
 // way to send them elicitation/create. A session is bound to the key that
-// opened it.
+// opened it, and sessions are bounded per key and in all (sessions.go).
 func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return g.server }
 	common := mcp.StreamableHTTPOptions{
@@ -54,9 +53,12 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	stateless.Stateless = true
 	stateless.PropagateRequestCancellation = true
 	stateful := common
-	stateful.SessionTimeout = 30 * time.Minute
+	stateful.SessionTimeout = sessionIdle
 	// Events carry ids, and a client resumes a stream it lost (resume.go).
+	// The end of a session, which the event store hears of, frees its
+	// place under the session limits (sessions.go).
 	events := newEventStore()
+	events.closed = g.sessions.closed
 	stateful.EventStore = events
 	statelessH := mcp.NewStreamableHTTPHandler(getServer, &stateless)
 	statefulH := mcp.NewStreamableHTTPHandler(getServer, &stateful)
@@ -69,10 +71,21 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 			return
 		}
 		var sw http.ResponseWriter = &foreignSession{ResponseWriter: w}
-		if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		switch id := r.Header.Get("Mcp-Session-Id"); {
+		case r.Method == http.MethodPost && id == "":
+			// A new session: within the key's rate and the limits.
+			release := g.openSession(w, r)
+			if release == nil {
+				return
+			}
+			defer release()
 			held := &heldPrime{ResponseWriter: sw}
 			defer held.release()
 			sw = held
+		case r.Method == http.MethodPost:
+			// A session with a request in flight is not closed for
+			// another one.
+			defer g.sessions.begin(id, keyOf(r.Context()))()
 		}
 		statefulH.ServeHTTP(sw, r)
 	})

@@ -259,6 +259,7 @@ func TestMCPSetLevelRated(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 6 }) // a burst of 1
 	cs, _ := logClient(h, "agent")
+	h.clock.Advance(10 * time.Second) // opening the session took the token
 	refused := 0
 	for i := range 10 {
 		level := mcp.LoggingLevel("debug")

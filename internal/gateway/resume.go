@@ -26,7 +26,9 @@ import (
 //     sessionCost and streamCost); past that the events of the key that
 //     holds the most go first, from its biggest session, so that one busy
 //     key, however many sessions it opens, never pushes out the events of
-//     the others;
+//     the others. Which key and session that is, heaps kept per key and
+//     over keys say in O(log n) (eventbounds.go): an append never scans
+//     the store under its lock;
 //   - a session's events go when it ends (DELETE, or the 30 minutes idle
 //     after which the SDK closes it).
 //
@@ -53,14 +55,21 @@ var errNotKept = errors.New("the events after this Last-Event-ID are not kept fo
 type eventStore struct {
 	mu       sync.Mutex
 	sessions map[string]*sessionEvents
+	keys     keyHeap // every key that keeps a session, the biggest first
+	byKey    map[string]*keyEvents
 	size     int // bytes accounted over all sessions
 	seq      uint64
 	// limits, the constants above but in tests
 	maxSession, maxStreams, maxTotal int
+	// closed, when set, hears of every session that ended.
+	closed func(sessionID string)
 }
 
 type sessionEvents struct {
-	key     string // the agent key that opened the session
+	id      string
+	key     string     // the agent key that opened the session
+	owner   *keyEvents // its key's accounting
+	index   int        // in owner.sessions
 	streams map[string]*streamEvents
 	opened  []*streamEvents // oldest first
 	size    int
@@ -75,7 +84,7 @@ type streamEvents struct {
 }
 
 func newEventStore() *eventStore {
-	return &eventStore{sessions: map[string]*sessionEvents{},
+	return &eventStore{sessions: map[string]*sessionEvents{}, byKey: map[string]*keyEvents{},
 		maxSession: maxSessionEvents, maxStreams: maxSessionStreams, maxTotal: maxStoredEvents}
 }
 
@@ -98,9 +107,7 @@ func (s *eventStore) Open(ctx context.Context, sessionID, streamID string) error
 	defer s.mu.Unlock()
 	se := s.sessions[sessionID]
 	if se == nil {
-		se = &sessionEvents{key: key, streams: map[string]*streamEvents{}, size: sessionCost}
-		s.sessions[sessionID] = se
-		s.size += sessionCost
+		se = s.addSession(sessionID, key)
 	}
 	if se.key != key {
 		return errors.New("a stream is opened only by the session's key")
@@ -111,8 +118,7 @@ func (s *eventStore) Open(ctx context.Context, sessionID, streamID string) error
 	st := &streamEvents{id: streamID}
 	se.streams[streamID] = st
 	se.opened = append(se.opened, st)
-	se.size += streamCost
-	s.size += streamCost
+	s.grow(se, streamCost)
 	for len(se.opened) > s.maxStreams {
 		s.dropStream(se, se.opened[0])
 	}
@@ -142,8 +148,7 @@ func (s *eventStore) Append(_ context.Context, sessionID, streamID string, data 
 	st.data = append(st.data, data)
 	st.seqs = append(st.seqs, s.seq)
 	st.next++
-	se.size += cost
-	s.size += cost
+	s.grow(se, cost)
 	s.trim(se)
 	return nil
 }
@@ -233,10 +238,12 @@ func parseEventID(id string) (stream string, index int, ok bool) {
 // SessionClosed implements mcp.EventStore: the session's events go.
 func (s *eventStore) SessionClosed(_ context.Context, sessionID string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if se := s.sessions[sessionID]; se != nil {
-		s.size -= se.size
-		delete(s.sessions, sessionID)
+		s.removeSession(se)
+	}
+	s.mu.Unlock()
+	if s.closed != nil {
+		s.closed(sessionID)
 	}
 	return nil
 }
@@ -249,23 +256,12 @@ func (s *eventStore) trim(se *sessionEvents) {
 			break
 		}
 	}
-	for s.size > s.maxTotal && len(s.sessions) > 0 {
+	for s.size > s.maxTotal && len(s.keys) > 0 {
 		// The key that holds the most, then its biggest session: a key
 		// that opens many sessions pushes out only its own.
-		perKey := map[string]int{}
-		for _, o := range s.sessions {
-			perKey[o.key] += o.size
-		}
-		var big *sessionEvents
-		var bigID string
-		for id, o := range s.sessions {
-			if big == nil || perKey[o.key] > perKey[big.key] || o.key == big.key && o.size > big.size {
-				big, bigID = o, id
-			}
-		}
+		big := s.keys[0].sessions[0]
 		if !s.dropOldest(big) {
-			s.size -= big.size
-			delete(s.sessions, bigID)
+			s.removeSession(big)
 		}
 	}
 }
@@ -292,10 +288,11 @@ func (s *eventStore) dropOldest(se *sessionEvents) bool {
 
 // dropEvents drops the first n events of st. s.mu is held.
 func (s *eventStore) dropEvents(se *sessionEvents, st *streamEvents, n int) {
+	freed := 0
 	for _, d := range st.data[:n] {
-		se.size -= len(d) + eventCost
-		s.size -= len(d) + eventCost
+		freed += len(d) + eventCost
 	}
+	s.grow(se, -freed)
 	clear(st.data[:n])
 	st.data, st.seqs = st.data[n:], st.seqs[n:]
 	st.first += n
@@ -312,8 +309,7 @@ func (s *eventStore) dropStream(se *sessionEvents, st *streamEvents) {
 			break
 		}
 	}
-	se.size -= streamCost
-	s.size -= streamCost
+	s.grow(se, -streamCost)
 }
 
 // resumeCheck answers a GET whose Last-Event-ID cannot be resumed with 400

@@ -45,8 +45,9 @@ func (s *Server) mcpEndpoint() http.Handler {
 		// Calls of an agent key have the gateway's rate, answered as tool
 		// errors that the model reads; the API's rate of this address
 		// counts only requests without a valid key here, so that guessing
-		// keys is slowed down and a busy agent never gets a 429, which its
-		// client's transport would throw.
+		// keys is slowed down and a busy agent's calls never get a 429,
+		// which its client's transport would throw. (Opening sessions
+		// faster than the key's rate does: the gateway's session limits.)
 		addr := s.clientAddr(r)
 		if limited, retry := s.limiter.Blocked(addr, time.Now()); limited {
 			s.writeAPIError(w, r, &countersign.Error{Code: countersign.ELIMIT,
