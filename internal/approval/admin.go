@@ -266,5 +266,5 @@ func (a *Admin) RemovePasskey(ctx context.Context, username, idOrName string) er
 	if err != nil {
 		return err
 	}
-	return a.Store.RemovePasskey(ctx, ap.ID, idOrName)
+	return a.Store.RemovePasskey(ctx, ap.ID, idOrName, false)
 }

@@ -69,6 +69,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Membership", testMembershipRemoval},
 		{"ServerKey", testServerKey},
 		{"Passkeys", testPasskeys},
+		{"LastPasskey", testLastPasskey},
+		{"LastPasskeyRace", testLastPasskeyRace},
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
