@@ -36,7 +36,7 @@ func (e *ibEnv) session(username string) ibSession {
 func TestLastPasskeyRace(t *testing.T) {
 	t.Parallel()
 	e := pkSetup(t)
-	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
+	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := e.session("alice")

@@ -111,7 +111,7 @@ func testPasskeys(t *testing.T, open Opener) {
 		Name: "key", CreatedAt: Base}); err != nil {
 		t.Fatalf("CreatePasskey: %v", err)
 	}
-	if err := s.RemoveApprover(ctx, bob.ID); err != nil {
+	if _, err := s.RemoveApprover(ctx, bob.ID, Base); err != nil {
 		t.Fatalf("RemoveApprover with a passkey: %v", err)
 	}
 	_, err = s.PasskeyByCredentialID(ctx, []byte{6})

@@ -161,7 +161,8 @@ func testRefusalWords(t *testing.T, open Opener) {
 	wantError(t, "SwitchSessionAccount to no account", s.SwitchSessionAccount(ctx, sess.Hash, "acc_missing"), countersign.ENOTFOUND, "no such account")
 	wantError(t, "SwitchSessionAccount to another's account", s.SwitchSessionAccount(ctx, sess.Hash, other.ID),
 		countersign.ENOTFOUND, "no such account")
-	wantError(t, "RemoveMembership of no membership", s.RemoveMembership(ctx, alice.ID, other.ID, Base),
+	_, err = s.RemoveMembership(ctx, alice.ID, other.ID, Base)
+	wantError(t, "RemoveMembership of no membership", err,
 		countersign.ENOTFOUND, "the approver is not a member of that account")
 	_, _, err = s.SessionByHash(ctx, sha("nope"), Base)
 	wantError(t, "SessionByHash(unknown)", err, countersign.ENOTFOUND, "session not found")

@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
+		{"GrantEndsWithApprover", testGrantEndsWithApprover},
 		{"RedeemRace", testRedeemRace},
 		{"TokenPruning", testTokenPruning},
 		{"Seed", testSeed},
