@@ -112,8 +112,10 @@ type OAuthStore interface {
 
 	// CreateGrant stores a grant with its agent key, the browser session
 	// the consent signed in (nil: none) and the authorization code it
-	// issued, in one transaction. Errors: ENOTFOUND for an unknown account
-	// or approver.
+	// issued, in one transaction, while the approver is a member of the
+	// account: a grant never outlives the membership that allowed it.
+	// Errors: ENOTFOUND for an unknown account or approver, EFORBIDDEN
+	// (ErrGrantNotMember) when the approver is not a member.
 	CreateGrant(ctx context.Context, g *Grant, key *AgentKey, sess *Session, code *OAuthToken) error
 	// Grant returns a grant by id, revoked or not. Errors: ENOTFOUND.
 	Grant(ctx context.Context, id string) (*Grant, error)

@@ -59,9 +59,13 @@ type PasskeyStore interface {
 	// assertion), unless both are 0 (an authenticator without a counter).
 	// Errors: ENOTFOUND, ECONFLICT.
 	UsePasskey(ctx context.Context, id string, signCount uint32, now time.Time) error
-	// RemovePasskey removes a passkey of the approver by id or name.
-	// Errors: ENOTFOUND.
-	RemovePasskey(ctx context.Context, approverID, idOrName string) error
+	// RemovePasskey removes a passkey of the approver by id or name. With
+	// keepLast, it removes it only while the approver keeps a way to sign
+	// in (a password, or another passkey), checked in the statement that
+	// removes it, so that of removals racing for an approver's passkeys
+	// at least one passkey stays; otherwise it fails with ECONFLICT
+	// (ErrLastPasskey) and changes nothing. Errors: ENOTFOUND, ECONFLICT.
+	RemovePasskey(ctx context.Context, approverID, idOrName string, keepLast bool) error
 
 	// CreateCeremony stores a ceremony in flight, and forgets those
 	// expired at now.

@@ -156,6 +156,12 @@ func ErrNoPasskey(idOrName string) *Error {
 	return Errorf(ENOTFOUND, "no passkey %q", idOrName)
 }
 
+// ErrLastPasskey is the conflict of removing the last passkey of an
+// approver who has no password: it would lock the approver out.
+func ErrLastPasskey() *Error {
+	return Errorf(ECONFLICT, "this is the only passkey of an approver without a password: removing it would lock the approver out")
+}
+
 // ErrNoCeremony is the ENOTFOUND of a passkey ceremony that was never
 // begun, or was taken already.
 func ErrNoCeremony() *Error {

@@ -50,14 +50,23 @@ type SessionStore interface {
 	DeleteSessions(ctx context.Context, approverID string) (int, error)
 
 	// SetPassword replaces an approver's password hash and ends its
-	// sessions. Errors: ENOTFOUND.
-	SetPassword(ctx context.Context, approverID, passwordHash string) error
+	// sessions. Unless keepGrants, it revokes at at, in the same
+	// transaction, every live grant the approver allowed, in every
+	// account, as RevokeGrant does, with an audit entry each
+	// (RevokedPasswordReset). It returns the ids of the grants it revoked.
+	// Errors: ENOTFOUND.
+	SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) (revoked []string, err error)
 	// RemoveMembership takes an approver out of an account, ending its
-	// sessions and revoking its tokens there. Errors: ENOTFOUND.
-	RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error
-	// RemoveApprover removes an approver with its memberships, sessions and
-	// tokens. Errors: ENOTFOUND.
-	RemoveApprover(ctx context.Context, approverID string) error
+	// sessions and revoking its tokens there, and, in the same
+	// transaction, every live grant it allowed there, as RevokeGrant does,
+	// with an audit entry each (RevokedApproverRemoved). It returns the ids
+	// of the grants it revoked. Errors: ENOTFOUND.
+	RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) (revoked []string, err error)
+	// RemoveApprover removes an approver with its memberships, sessions,
+	// tokens and passkeys, and revokes at at, in the same transaction,
+	// every live grant it allowed, as RemoveMembership does. It returns the
+	// ids of the grants it revoked. Errors: ENOTFOUND.
+	RemoveApprover(ctx context.Context, approverID string, at time.Time) (revoked []string, err error)
 	// MembershipAccounts returns the accounts an approver belongs to, by
 	// name.
 	MembershipAccounts(ctx context.Context, approverID string) ([]*Account, error)

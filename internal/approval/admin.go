@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"regexp"
+	"slices"
 	"sync"
 
 	"github.com/countersign/countersign"
@@ -167,63 +168,95 @@ func (a *Admin) pickAccount(ctx context.Context, memberOf []string, account stri
 
 // SetPassword gives an approver a new password, which must pass
 // ValidPassword as CreateApprover's does. The approver's browser sessions
-// end. Errors: EINVALID, ENOTFOUND.
-func (a *Admin) SetPassword(ctx context.Context, username, password string) (*countersign.Approver, error) {
+// end, and so do the grants it allowed, unless keepGrants: a password
+// reset is what an operator does when the approver's credential may be in
+// someone else's hands, and a grant allowed with it would outlive it. It
+// returns the grants it revoked, or with keepGrants the live grants it
+// kept. Errors: EINVALID, ENOTFOUND.
+func (a *Admin) SetPassword(ctx context.Context, username, password string, keepGrants bool) (*countersign.Approver, []string, error) {
 	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := ValidPassword(password); err != nil {
+		return nil, nil, err
+	}
+	grants, err := a.resetPassword(ctx, ap, HashPassword(password), keepGrants)
+	return ap, grants, err
+}
+
+// resetPassword stores a new password hash and ends or keeps the
+// approver's grants, returning the ones revoked or kept.
+func (a *Admin) resetPassword(ctx context.Context, ap *countersign.Approver, hash string, keepGrants bool) ([]string, error) {
+	revoked, err := a.Store.SetPassword(ctx, ap.ID, hash, keepGrants, a.now().Now())
+	if err != nil || !keepGrants {
+		return revoked, err
+	}
+	return a.liveGrants(ctx, ap.ID)
+}
+
+// liveGrants lists the ids of the live grants an approver allowed, in
+// every account, oldest first as the store returns those it revokes.
+func (a *Admin) liveGrants(ctx context.Context, approverID string) ([]string, error) {
+	all, err := a.Store.Grants(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidPassword(password); err != nil {
-		return nil, err
+	ids := []string{}
+	for _, g := range slices.Backward(all) {
+		if g.ApproverID == approverID && !g.Revoked() {
+			ids = append(ids, g.ID)
+		}
 	}
-	if err := a.Store.SetPassword(ctx, ap.ID, HashPassword(password)); err != nil {
-		return nil, err
-	}
-	return ap, nil
+	return ids, nil
 }
 
 // DisablePassword makes an approver passkey-only and returns how many
-// passkeys it signs in with. It refuses an approver without a passkey, who
-// could then never sign in. The approver's browser sessions end. Errors:
-// ENOTFOUND, ECONFLICT.
-func (a *Admin) DisablePassword(ctx context.Context, username string) (int, error) {
+// passkeys it signs in with, and the grants revoked (or with keepGrants
+// kept), as SetPassword does. It refuses an approver without a passkey,
+// who could then never sign in. The approver's browser sessions end.
+// Errors: ENOTFOUND, ECONFLICT.
+func (a *Admin) DisablePassword(ctx context.Context, username string, keepGrants bool) (int, []string, error) {
 	ap, err := a.Store.ApproverByUsername(ctx, username)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	list, err := a.Store.Passkeys(ctx, ap.ID)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if len(list) == 0 {
-		return 0, countersign.Errorf(countersign.ECONFLICT, "%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
+		return 0, nil, countersign.Errorf(countersign.ECONFLICT, "%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
 	}
-	if err := a.Store.SetPassword(ctx, ap.ID, ""); err != nil {
-		return 0, err
+	grants, err := a.resetPassword(ctx, ap, "", keepGrants)
+	if err != nil {
+		return 0, nil, err
 	}
-	return len(list), nil
+	return len(list), grants, nil
 }
 
-// RemoveApprover deletes an approver with its memberships, sessions and
-// tokens. Errors: ENOTFOUND.
-func (a *Admin) RemoveApprover(ctx context.Context, username string) error {
+// RemoveApprover deletes an approver with its memberships, sessions,
+// tokens and passkeys, and revokes the grants it allowed, which it
+// returns. Errors: ENOTFOUND.
+func (a *Admin) RemoveApprover(ctx context.Context, username string) ([]string, error) {
 	ap, err := a.Store.ApproverByUsername(ctx, username)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return a.Store.RemoveApprover(ctx, ap.ID)
+	return a.Store.RemoveApprover(ctx, ap.ID, a.now().Now())
 }
 
 // RemoveMembership takes an approver out of one account, ending its
-// sessions and tokens there. Errors: ENOTFOUND.
-func (a *Admin) RemoveMembership(ctx context.Context, username, account string) error {
+// sessions, tokens and the grants it allowed there, which it returns.
+// Errors: ENOTFOUND.
+func (a *Admin) RemoveMembership(ctx context.Context, username, account string) ([]string, error) {
 	ap, err := a.Store.ApproverByUsername(ctx, username)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	acc, err := a.Store.AccountByName(ctx, account)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	return a.Store.RemoveMembership(ctx, ap.ID, acc.ID, a.now().Now())
 }
@@ -266,5 +299,5 @@ func (a *Admin) RemovePasskey(ctx context.Context, username, idOrName string) er
 	if err != nil {
 		return err
 	}
-	return a.Store.RemovePasskey(ctx, ap.ID, idOrName)
+	return a.Store.RemovePasskey(ctx, ap.ID, idOrName, false)
 }

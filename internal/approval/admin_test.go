@@ -46,16 +46,16 @@ func TestAdminSetPassword(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})
 	before := e.hashOf("alice")
-	_, err := e.admin.SetPassword(e.ctx, "nobody", "a long enough password")
+	_, _, err := e.admin.SetPassword(e.ctx, "nobody", "a long enough password", false)
 	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
-	_, err = e.admin.SetPassword(e.ctx, "alice", "short")
+	_, _, err = e.admin.SetPassword(e.ctx, "alice", "short", false)
 	wantCode(t, "short password", err, countersign.EINVALID)
-	_, err = e.admin.SetPassword(e.ctx, "alice", strings.Repeat("x", 1025))
+	_, _, err = e.admin.SetPassword(e.ctx, "alice", strings.Repeat("x", 1025), false)
 	wantCode(t, "password over 1024 bytes", err, countersign.EINVALID)
 	if got := e.hashOf("alice"); got != before {
 		t.Fatal("a refused password changed the stored hash")
 	}
-	ap, err := e.admin.SetPassword(e.ctx, "alice", "a new long password")
+	ap, _, err := e.admin.SetPassword(e.ctx, "alice", "a new long password", false)
 	if err != nil || ap.Username != "alice" {
 		t.Fatalf("SetPassword = %+v, %v", ap, err)
 	}
@@ -70,15 +70,15 @@ func TestAdminSetPassword(t *testing.T) {
 func TestAdminDisablePassword(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})
-	_, err := e.admin.DisablePassword(e.ctx, "alice")
+	_, _, err := e.admin.DisablePassword(e.ctx, "alice", false)
 	wantCode(t, "approver without a passkey", err, countersign.ECONFLICT)
 	if e.hashOf("alice") == "" {
 		t.Fatal("a refused disable turned the password off")
 	}
-	_, err = e.admin.DisablePassword(e.ctx, "nobody")
+	_, _, err = e.admin.DisablePassword(e.ctx, "nobody", false)
 	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
 	e.passkey(e.alice.ApproverID, "laptop")
-	n, err := e.admin.DisablePassword(e.ctx, "alice")
+	n, _, err := e.admin.DisablePassword(e.ctx, "alice", false)
 	if err != nil || n != 1 {
 		t.Fatalf("DisablePassword = %d, %v; want 1 passkey", n, err)
 	}
@@ -123,8 +123,10 @@ func TestAdminRevokeAndRemove(t *testing.T) {
 	wantCode(t, "unknown grant", e.admin.RevokeGrant(e.ctx, "acme", "grt_nope"), countersign.ENOTFOUND)
 	wantCode(t, "over-long grant id", e.admin.RevokeGrant(e.ctx, "acme", strings.Repeat("g", 101)), countersign.ENOTFOUND)
 	wantCode(t, "grant of an unknown account", e.admin.RevokeGrant(e.ctx, "nope", "grt_nope"), countersign.ENOTFOUND)
-	wantCode(t, "membership alice lacks", e.admin.RemoveMembership(e.ctx, "alice", "other"), countersign.ENOTFOUND)
-	wantCode(t, "unknown approver", e.admin.RemoveApprover(e.ctx, "nobody"), countersign.ENOTFOUND)
+	_, err = e.admin.RemoveMembership(e.ctx, "alice", "other")
+	wantCode(t, "membership alice lacks", err, countersign.ENOTFOUND)
+	_, err = e.admin.RemoveApprover(e.ctx, "nobody")
+	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
 	if _, err := e.auth.Agent(e.ctx, key); err != nil {
 		t.Fatalf("a refused revocation revoked the key: %v", err)
 	}
@@ -144,7 +146,7 @@ func TestAdminRevokeAndRemove(t *testing.T) {
 	wantCode(t, "revoked token", err, countersign.EUNAUTHORIZED)
 	// The CLI may remove a passkey-only approver's last passkey: it is
 	// the way back for one who lost them all.
-	if err := e.store.SetPassword(e.ctx, e.alice.ApproverID, ""); err != nil {
+	if _, err := e.store.SetPassword(e.ctx, e.alice.ApproverID, "", false, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.admin.RemovePasskey(e.ctx, "alice", pk.ID); err != nil {
@@ -154,13 +156,13 @@ func TestAdminRevokeAndRemove(t *testing.T) {
 		t.Errorf("passkeys after removal = %d, %v", len(list), err)
 	}
 
-	if err := e.admin.RemoveMembership(e.ctx, "bob", "other"); err != nil {
+	if _, err := e.admin.RemoveMembership(e.ctx, "bob", "other"); err != nil {
 		t.Fatal(err)
 	}
 	if accounts, err := e.store.Memberships(e.ctx, e.bob.ApproverID); err != nil || len(accounts) != 0 {
 		t.Errorf("bob's memberships after removal = %v, %v", accounts, err)
 	}
-	if err := e.admin.RemoveApprover(e.ctx, "alice"); err != nil {
+	if _, err := e.admin.RemoveApprover(e.ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = e.store.ApproverByUsername(e.ctx, "alice")

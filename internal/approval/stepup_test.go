@@ -183,7 +183,7 @@ func TestParseStepUp(t *testing.T) {
 // wrong password is, with the same message, whatever is typed.
 func TestPasskeyOnlyPassword(t *testing.T) {
 	e := newEnv(t, approval.Config{})
-	if err := e.store.SetPassword(e.ctx, e.alice.ApproverID, ""); err != nil {
+	if _, err := e.store.SetPassword(e.ctx, e.alice.ApproverID, "", false, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := &approval.Sessions{Store: e.store, Clock: e.clock}

@@ -8,8 +8,9 @@ import (
 )
 
 // runApproverChange is "approver passwd" and "approver remove". A new
-// password ends the approver's browser sessions; removal ends its sessions
-// and tokens, in one account (--account) or everywhere.
+// password ends the approver's browser sessions and the grants it allowed
+// (unless --keep-grants); removal ends its sessions, tokens and grants, in
+// one account (--account) or everywhere.
 func runApproverChange(ctx context.Context, env *Env, sub string, args []string) error {
 	fs := newFlags(env, "approver "+sub)
 	where := storeFlags(env, fs)
@@ -17,6 +18,7 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	account := fs.String("account", "", "remove: only from this account")
 	stdin := fs.Bool("password-stdin", false, "passwd: read the new password from standard input instead of generating one")
 	disable := fs.Bool("disable", false, "passwd: turn the password off, so that the approver signs in only with a passkey")
+	keep := fs.Bool("keep-grants", false, "passwd: keep the OAuth grants the approver allowed (by default they are revoked)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -27,6 +29,9 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	if *disable && *stdin {
 		return fmt.Errorf("%w: --disable takes no password", ErrUsage)
 	}
+	if *keep && sub != "passwd" {
+		return fmt.Errorf("%w: --keep-grants is for approver passwd; removing an approver always revokes its grants", ErrUsage)
+	}
 	store, err := where.open(ctx, nil)
 	if err != nil {
 		return err
@@ -35,26 +40,64 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 	admin := &approval.Admin{Store: store}
 	switch {
 	case sub == "passwd" && *disable:
-		return disablePassword(ctx, env, admin, *username)
+		return disablePassword(ctx, env, admin, *username, *keep)
 	case sub == "passwd":
-		return setPassword(ctx, env, admin, *username, *stdin)
+		return setPassword(ctx, env, admin, *username, *stdin, *keep)
 	case *account != "":
-		if err := admin.RemoveMembership(ctx, *username, *account); err != nil {
+		revoked, err := admin.RemoveMembership(ctx, *username, *account)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(env.Stdout, "removed %s from account %s; its sessions and tokens there have ended\n", *username, *account)
+		fmt.Fprintf(env.Stdout, "removed approver %s from %s with its sessions, tokens and %s\n", *username, *account, grantCount(revoked))
+		printGrants(env, "revoked", revoked)
 		return nil
 	}
-	if err := admin.RemoveApprover(ctx, *username); err != nil {
+	revoked, err := admin.RemoveApprover(ctx, *username)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "removed approver %s with its sessions and tokens\n", *username)
+	fmt.Fprintf(env.Stdout, "removed approver %s with its sessions, tokens, passkeys and %s\n", *username, grantCount(revoked))
+	printGrants(env, "revoked", revoked)
 	return nil
+}
+
+// grantCount says how many grants: "no grants", "1 grant", "2 grants".
+func grantCount(ids []string) string {
+	switch len(ids) {
+	case 0:
+		return "no grants"
+	case 1:
+		return "1 grant"
+	}
+	return fmt.Sprintf("%d grants", len(ids))
+}
+
+// printGrants names the grants an approver change revoked or kept, one a
+// line, and what that means.
+func printGrants(env *Env, what string, ids []string) {
+	for _, id := range ids {
+		fmt.Fprintf(env.Stdout, "%s grant %s\n", what, id)
+	}
+	switch {
+	case len(ids) == 0:
+	case what == "revoked":
+		fmt.Fprintln(env.Stdout, "their tokens no longer work and the browsers their consent signed in are signed out")
+	default:
+		fmt.Fprintln(env.Stdout, "they still work; revoke one with countersign grant revoke --account A ID")
+	}
+}
+
+// grantsAfterReset says what a new password did to the approver's grants.
+func grantsAfterReset(ids []string, keep bool) (phrase, what string) {
+	if keep {
+		return "; " + grantCount(ids) + " it allowed kept (--keep-grants)", "kept"
+	}
+	return " and " + grantCount(ids) + " it allowed revoked", "revoked"
 }
 
 // setPassword gives an approver a new password, read from standard input
 // or generated and shown once.
-func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username string, stdin bool) error {
+func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username string, stdin, keep bool) error {
 	password, generated := approval.NewPassword(), true
 	if stdin {
 		line, err := readPasswordLine(env.Stdin)
@@ -63,11 +106,13 @@ func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username 
 		}
 		password, generated = line, false
 	}
-	ap, err := admin.SetPassword(ctx, username, password)
+	ap, grants, err := admin.SetPassword(ctx, username, password, keep)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "new password for %s; its browser sessions have ended\n", ap.Username)
+	phrase, what := grantsAfterReset(grants, keep)
+	fmt.Fprintf(env.Stdout, "new password for %s; its browser sessions have ended%s\n", ap.Username, phrase)
+	printGrants(env, what, grants)
 	if generated {
 		fmt.Fprintf(env.Stdout, "password (shown once): %s\n", password)
 	}
@@ -76,12 +121,14 @@ func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username 
 
 // disablePassword makes an approver passkey-only. A password sign-in of a
 // passkey-only approver fails as a wrong password does.
-func disablePassword(ctx context.Context, env *Env, admin *approval.Admin, username string) error {
-	n, err := admin.DisablePassword(ctx, username)
+func disablePassword(ctx context.Context, env *Env, admin *approval.Admin, username string, keep bool) error {
+	n, grants, err := admin.DisablePassword(ctx, username, keep)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "password of %s turned off: it signs in only with its %d passkeys; its browser sessions have ended\n", username, n)
+	phrase, what := grantsAfterReset(grants, keep)
+	fmt.Fprintf(env.Stdout, "password of %s turned off: it signs in only with its %d passkeys; its browser sessions have ended%s\n", username, n, phrase)
+	printGrants(env, what, grants)
 	fmt.Fprintf(env.Stdout, "to turn it on again: countersign approver passwd --username %s\n", username)
 	return nil
 }

@@ -352,7 +352,7 @@ func TestInboxSessionRevocation(t *testing.T) {
 	t.Run("removed from the account", func(t *testing.T) {
 		e := ibSetup(t)
 		alice, bob := e.signIn("alice"), e.signIn("bob")
-		if err := e.store.RemoveMembership(e.ctx, e.alice.ID, e.acme.ID, time.Now()); err != nil {
+		if _, err := e.store.RemoveMembership(e.ctx, e.alice.ID, e.acme.ID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if e.signedIn(alice.id) {
@@ -365,7 +365,7 @@ func TestInboxSessionRevocation(t *testing.T) {
 	t.Run("new password", func(t *testing.T) {
 		e := ibSetup(t)
 		alice, bob := e.signIn("alice"), e.signIn("bob")
-		if err := e.store.SetPassword(e.ctx, e.alice.ID, testutil.PasswordHash()); err != nil {
+		if _, err := e.store.SetPassword(e.ctx, e.alice.ID, testutil.PasswordHash(), false, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if e.signedIn(alice.id) {

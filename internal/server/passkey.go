@@ -202,25 +202,19 @@ func (s *Server) finishRegistration(w http.ResponseWriter, r *http.Request, b *b
 
 // removePasskey removes one of the approver's passkeys. The last passkey
 // of a passkey-only approver stays: removing it would lock the approver
-// out, which only the CLI on the server may do.
+// out, which only the CLI on the server may do. The store checks that in
+// the statement that removes, so that removals at once cannot take the
+// last two.
 func (s *Server) removePasskey(w http.ResponseWriter, r *http.Request, b *browser) error {
-	ctx := r.Context()
-	list, err := s.cfg.Store.Passkeys(ctx, b.approver.ApproverID)
-	if err != nil {
-		return err
-	}
-	ap, err := s.cfg.Store.ApproverByID(ctx, b.approver.ApproverID)
-	if err != nil {
-		return err
-	}
-	if ap.PasswordHash == "" && len(list) <= 1 {
+	err := s.cfg.Store.RemovePasskey(r.Context(), b.approver.ApproverID, r.PathValue("id"), true)
+	switch countersign.ErrorCode(err) {
+	case "":
+	case countersign.ENOTFOUND:
+		return s.renderPasskeys(w, r, b, http.StatusNotFound, "You have no such passkey.", "")
+	case countersign.ECONFLICT:
 		return s.renderPasskeys(w, r, b, http.StatusConflict,
 			"This is your only passkey and you have no password: removing it would lock you out. Add another passkey first.", "")
-	}
-	err = s.cfg.Store.RemovePasskey(ctx, b.approver.ApproverID, r.PathValue("id"))
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		return s.renderPasskeys(w, r, b, http.StatusNotFound, "You have no such passkey.", "")
-	} else if err != nil {
+	default:
 		return err
 	}
 	s.log.Info("passkey removed", "approver", b.approver.Username, "passkey", r.PathValue("id"))

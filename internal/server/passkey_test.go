@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
@@ -121,7 +122,7 @@ func TestPasskeyRoutesRefuse(t *testing.T) {
 func TestPasskeyOnlySignIn(t *testing.T) {
 	t.Parallel()
 	e := pkSetup(t)
-	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
+	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	wrong := e.post("/signin", url.Values{"username": {"bob"}, "password": {"not it"}}, ibFrom(e.nextAddr()))
@@ -190,7 +191,7 @@ func TestPasskeyRegistrationNeedsPassword(t *testing.T) {
 		t.Errorf("the passkeys page asks for no password")
 	}
 
-	if err := e.store.SetPassword(e.ctx, e.alice.ID, ""); err != nil {
+	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ap, err := e.store.ApproverByID(e.ctx, e.alice.ID)

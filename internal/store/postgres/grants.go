@@ -151,6 +151,9 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 	g.ID = orID(g.ID, "grt_")
 	g.KeyID, g.KeyName = key.ID, key.Name
 	return db.update(ctx, func(tx pgx.Tx) error {
+		if err := grantMember(ctx, tx, g.ApproverID, g.AccountID); err != nil {
+			return err
+		}
 		if err := insertAgentKey(ctx, tx, key); err != nil {
 			return err
 		}

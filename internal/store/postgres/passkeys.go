@@ -141,21 +141,42 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 	})
 }
 
-// RemovePasskey implements countersign.PasskeyStore.
-func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
+// RemovePasskey implements countersign.PasskeyStore. With keepLast, the
+// DELETE itself checks that the approver keeps a password or a passkey it
+// does not remove. Under READ COMMITTED two such DELETEs of different
+// passkeys would each see the other's passkey still there; locking the
+// approver first orders them, and the second DELETE, a statement begun
+// after the first committed, sees what it removed.
+func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string, keepLast bool) error {
 	if hasNUL(approverID, idOrName) {
 		return countersign.ErrNoPasskey(idOrName)
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = $1 AND (id = $2 OR name = $2)`,
-			approverID, idOrName)
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM approvers WHERE id = $1 FOR UPDATE`, approverID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return countersign.ErrNoPasskey(idOrName)
+		} else if err != nil {
+			return fmt.Errorf("remove passkey: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = $1 AND (id = $2 OR name = $2)
+			AND (NOT $3 OR EXISTS (SELECT 1 FROM approvers a WHERE a.id = $1 AND a.password_hash <> '')
+				OR EXISTS (SELECT 1 FROM webauthn_credentials o WHERE o.approver_id = $1 AND o.id <> $2 AND o.name <> $2))`,
+			approverID, idOrName, keepLast)
 		if err != nil {
 			return fmt.Errorf("remove passkey: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
-			return countersign.ErrNoPasskey(idOrName)
+		if tag.RowsAffected() > 0 {
+			return nil
 		}
-		return nil
+		err = tx.QueryRow(ctx, `SELECT 1 FROM webauthn_credentials WHERE approver_id = $1 AND (id = $2 OR name = $2)`,
+			approverID, idOrName).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return countersign.ErrNoPasskey(idOrName)
+		} else if err != nil {
+			return fmt.Errorf("remove passkey: %w", err)
+		}
+		return countersign.ErrLastPasskey()
 	})
 }
 

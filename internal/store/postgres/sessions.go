@@ -153,11 +153,12 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 }
 
 // SetPassword implements countersign.SessionStore.
-func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) error {
+func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) ([]string, error) {
 	if hasNUL(approverID) {
-		return countersign.NotFound("approver")
+		return nil, countersign.NotFound("approver")
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	var revoked []string
+	err := db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE approvers SET password_hash = $1 WHERE id = $2`, passwordHash, approverID)
 		if err != nil {
 			return fmt.Errorf("set password: %w", badText(err))
@@ -168,16 +169,22 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE approver_id = $1`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)
 		}
-		return nil
+		if keepGrants {
+			return nil
+		}
+		revoked, err = db.revokeApproverGrants(ctx, tx, approverID, "", countersign.RevokedPasswordReset, at)
+		return err
 	})
+	return revoked, err
 }
 
 // RemoveMembership implements countersign.SessionStore.
-func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
 	if hasNUL(approverID, accountID) {
-		return countersign.ErrNotMember()
+		return nil, countersign.ErrNotMember()
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	var revoked []string
+	err := db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM memberships WHERE approver_id = $1 AND account_id = $2`, approverID, accountID)
 		if err != nil {
 			return fmt.Errorf("remove membership: %w", err)
@@ -192,16 +199,28 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 			WHERE approver_id = $1 AND account_id = $2 AND revoked_at = 0`, approverID, accountID, nanos(at)); err != nil {
 			return fmt.Errorf("remove membership: %w", err)
 		}
-		return nil
+		revoked, err = db.revokeApproverGrants(ctx, tx, approverID, accountID, countersign.RevokedApproverRemoved, at)
+		return err
 	})
+	return revoked, err
 }
 
-// RemoveApprover implements countersign.SessionStore.
-func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
+// RemoveApprover implements countersign.SessionStore. It locks the
+// approver first, as RemovePasskey does, so that the two wait for each
+// other instead of deadlocking.
+func (db *DB) RemoveApprover(ctx context.Context, approverID string, at time.Time) ([]string, error) {
 	if hasNUL(approverID) {
-		return countersign.NotFound("approver")
+		return nil, countersign.NotFound("approver")
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	var revoked []string
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM approvers WHERE id = $1 FOR UPDATE`, approverID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return countersign.NotFound("approver")
+		} else if err != nil {
+			return fmt.Errorf("remove approver: %w", err)
+		}
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = $1`,
 			`DELETE FROM webauthn_credentials WHERE approver_id = $1`,
@@ -219,8 +238,10 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 		if tag.RowsAffected() != 1 {
 			return countersign.NotFound("approver")
 		}
-		return nil
+		revoked, err = db.revokeApproverGrants(ctx, tx, approverID, "", countersign.RevokedApproverRemoved, at)
+		return err
 	})
+	return revoked, err
 }
 
 // MembershipAccounts implements countersign.SessionStore.

@@ -109,7 +109,7 @@ func TestCacheChanges(t *testing.T) {
 	if _, cs, _ := f.read(t); len(cs) != 1 || string(cs[0].Config) != `{"url":"https://hooks.example.com/b"}` {
 		t.Fatalf("channels after an update here: %+v", cs)
 	}
-	if err := f.db.RemoveMembership(ctx, f.approver.ID, f.account.ID, time.Now()); err != nil {
+	if _, err := f.db.RemoveMembership(ctx, f.approver.ID, f.account.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.read(t); countersign.ErrorCode(err) != countersign.ENOTFOUND {

@@ -130,6 +130,9 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 	g.ID = orID(g.ID, "grt_")
 	g.KeyID, g.KeyName = key.ID, key.Name
 	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+		if err := grantMember(ctx, tx, g.ApproverID, g.AccountID); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			key.ID, key.AccountID, key.Name, key.Hash, key.Hint, nanos(key.CreatedAt), 0, []byte{})
 		if isForeignKey(err) {

@@ -124,19 +124,37 @@ func (db *DB) UsePasskey(ctx context.Context, id string, signCount uint32, now t
 	})
 }
 
-// RemovePasskey implements countersign.PasskeyStore.
-func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string) error {
+// RemovePasskey implements countersign.PasskeyStore. With keepLast, the
+// DELETE itself checks that the approver keeps a password or a passkey it
+// does not remove, so the check and the removal are one statement.
+func (db *DB) RemovePasskey(ctx context.Context, approverID, idOrName string, keepLast bool) error {
 	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = ? AND (id = ? OR name = ?)`,
-			approverID, idOrName, idOrName)
+		res, err := tx.ExecContext(ctx, `DELETE FROM webauthn_credentials WHERE approver_id = ? AND (id = ? OR name = ?)
+			AND (NOT ? OR EXISTS (SELECT 1 FROM approvers a WHERE a.id = ? AND a.password_hash <> '')
+				OR EXISTS (SELECT 1 FROM webauthn_credentials o WHERE o.approver_id = ? AND o.id <> ? AND o.name <> ?))`,
+			approverID, idOrName, idOrName, keepLast, approverID, approverID, idOrName, idOrName)
 		if err != nil {
 			return fmt.Errorf("remove passkey: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return countersign.ErrNoPasskey(idOrName)
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
 		}
-		return nil
+		return noPasskeyRemoved(ctx, tx, approverID, idOrName)
 	})
+}
+
+// noPasskeyRemoved says why a removal removed nothing: the passkey is
+// there, so it was the approver's last way to sign in; or it is not.
+func noPasskeyRemoved(ctx context.Context, tx querier, approverID, idOrName string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM webauthn_credentials WHERE approver_id = ? AND (id = ? OR name = ?)`,
+		approverID, idOrName, idOrName).Scan(&one)
+	if err == sql.ErrNoRows {
+		return countersign.ErrNoPasskey(idOrName)
+	} else if err != nil {
+		return fmt.Errorf("remove passkey: %w", err)
+	}
+	return countersign.ErrLastPasskey()
 }
 
 // CreateCeremony implements countersign.PasskeyStore.

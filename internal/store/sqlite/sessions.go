@@ -130,8 +130,9 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 }
 
 // SetPassword implements countersign.SessionStore.
-func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) error {
-	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) ([]string, error) {
+	var revoked []string
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE id = ?`, passwordHash, approverID)
 		if err != nil {
 			return fmt.Errorf("set password: %w", err)
@@ -142,13 +143,19 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string) 
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)
 		}
-		return nil
+		if keepGrants {
+			return nil
+		}
+		revoked, err = revokeApproverGrants(ctx, tx, approverID, "", countersign.RevokedPasswordReset, at)
+		return err
 	})
+	return revoked, err
 }
 
 // RemoveMembership implements countersign.SessionStore.
-func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
-	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
+	var revoked []string
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID)
 		if err != nil {
 			return fmt.Errorf("remove membership: %w", err)
@@ -164,13 +171,16 @@ func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string
 				return fmt.Errorf("remove membership: %w", err)
 			}
 		}
-		return nil
+		revoked, err = revokeApproverGrants(ctx, tx, approverID, accountID, countersign.RevokedApproverRemoved, at)
+		return err
 	})
+	return revoked, err
 }
 
 // RemoveApprover implements countersign.SessionStore.
-func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
-	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+func (db *DB) RemoveApprover(ctx context.Context, approverID string, at time.Time) ([]string, error) {
+	var revoked []string
+	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = ?`,
 			`DELETE FROM webauthn_credentials WHERE approver_id = ?`,
@@ -188,8 +198,10 @@ func (db *DB) RemoveApprover(ctx context.Context, approverID string) error {
 		if n, _ := res.RowsAffected(); n != 1 {
 			return countersign.NotFound("approver")
 		}
-		return nil
+		revoked, err = revokeApproverGrants(ctx, tx, approverID, "", countersign.RevokedApproverRemoved, at)
+		return err
 	})
+	return revoked, err
 }
 
 // MembershipAccounts implements countersign.SessionStore.

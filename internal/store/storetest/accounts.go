@@ -197,7 +197,7 @@ func testApproverTokens(t *testing.T, open Opener) {
 	}
 
 	// Leaving the account revokes the approver's tokens there.
-	if err := s.RemoveMembership(ctx, a.ID, acc.ID, Base.Add(time.Minute)); err != nil {
+	if _, err := s.RemoveMembership(ctx, a.ID, acc.ID, Base.Add(time.Minute)); err != nil {
 		t.Fatalf("RemoveMembership: %v", err)
 	}
 	_, _, err = s.ApproverTokenByHash(ctx, tok.Hash)

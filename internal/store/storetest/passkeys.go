@@ -97,21 +97,21 @@ func testPasskeys(t *testing.T, open Opener) {
 		t.Fatalf("%d racing uses of one counter value passed, want 1", won)
 	}
 
-	wantCode(t, "RemovePasskey of another approver's", s.RemovePasskey(ctx, bob.ID, "laptop"), countersign.ENOTFOUND)
-	if err := s.RemovePasskey(ctx, alice.ID, "laptop"); err != nil {
+	wantCode(t, "RemovePasskey of another approver's", s.RemovePasskey(ctx, bob.ID, "laptop", true), countersign.ENOTFOUND)
+	if err := s.RemovePasskey(ctx, alice.ID, "laptop", true); err != nil {
 		t.Fatalf("RemovePasskey by name: %v", err)
 	}
-	if err := s.RemovePasskey(ctx, alice.ID, "pk_2"); err != nil {
+	if err := s.RemovePasskey(ctx, alice.ID, "pk_2", false); err != nil {
 		t.Fatalf("RemovePasskey by id: %v", err)
 	}
-	wantCode(t, "RemovePasskey again", s.RemovePasskey(ctx, alice.ID, "pk_2"), countersign.ENOTFOUND)
+	wantCode(t, "RemovePasskey again", s.RemovePasskey(ctx, alice.ID, "pk_2", false), countersign.ENOTFOUND)
 
 	// Removing an approver removes its passkeys.
 	if err := s.CreatePasskey(ctx, &countersign.Passkey{ID: "pk_6", ApproverID: bob.ID, CredentialID: []byte{6}, PublicKey: []byte{1},
 		Name: "key", CreatedAt: Base}); err != nil {
 		t.Fatalf("CreatePasskey: %v", err)
 	}
-	if err := s.RemoveApprover(ctx, bob.ID); err != nil {
+	if _, err := s.RemoveApprover(ctx, bob.ID, Base); err != nil {
 		t.Fatalf("RemoveApprover with a passkey: %v", err)
 	}
 	_, err = s.PasskeyByCredentialID(ctx, []byte{6})

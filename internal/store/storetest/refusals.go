@@ -161,7 +161,8 @@ func testRefusalWords(t *testing.T, open Opener) {
 	wantError(t, "SwitchSessionAccount to no account", s.SwitchSessionAccount(ctx, sess.Hash, "acc_missing"), countersign.ENOTFOUND, "no such account")
 	wantError(t, "SwitchSessionAccount to another's account", s.SwitchSessionAccount(ctx, sess.Hash, other.ID),
 		countersign.ENOTFOUND, "no such account")
-	wantError(t, "RemoveMembership of no membership", s.RemoveMembership(ctx, alice.ID, other.ID, Base),
+	_, err = s.RemoveMembership(ctx, alice.ID, other.ID, Base)
+	wantError(t, "RemoveMembership of no membership", err,
 		countersign.ENOTFOUND, "the approver is not a member of that account")
 	_, _, err = s.SessionByHash(ctx, sha("nope"), Base)
 	wantError(t, "SessionByHash(unknown)", err, countersign.ENOTFOUND, "session not found")
@@ -275,7 +276,7 @@ func testRefusalWords(t *testing.T, open Opener) {
 	wantError(t, "CreatePasskey of no approver", s.CreatePasskey(ctx, &pk3), countersign.ENOTFOUND, "approver not found")
 	wantError(t, "UsePasskey with an old counter", s.UsePasskey(ctx, pk.ID, 3, Base), countersign.ECONFLICT,
 		"the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
-	wantError(t, "RemovePasskey of no passkey", s.RemovePasskey(ctx, alice.ID, "phone"), countersign.ENOTFOUND, `no passkey "phone"`)
+	wantError(t, "RemovePasskey of no passkey", s.RemovePasskey(ctx, alice.ID, "phone", true), countersign.ENOTFOUND, `no passkey "phone"`)
 	_, err = s.PasskeyByCredentialID(ctx, []byte{9})
 	wantError(t, "PasskeyByCredentialID(missing)", err, countersign.ENOTFOUND, "passkey not found")
 	cer := &countersign.Ceremony{Hash: sha("c1"), Purpose: "stepup", ApproverID: alice.ID, Data: "{}", ExpiresAt: Base.Add(time.Minute)}

@@ -96,7 +96,7 @@ func testSessions(t *testing.T, open Opener) {
 
 	// A new password ends the approver's sessions.
 	again := newSession(t, s, bob, one, Base)
-	if err := s.SetPassword(ctx, bob.ID, "new hash"); err != nil {
+	if _, err := s.SetPassword(ctx, bob.ID, "new hash", false, Base); err != nil {
 		t.Fatalf("SetPassword: %v", err)
 	}
 	_, _, err = s.SessionByHash(ctx, again.Hash, Base)
@@ -104,7 +104,8 @@ func testSessions(t *testing.T, open Opener) {
 	if a, _ := s.ApproverByUsername(ctx, "bob"); a == nil || a.PasswordHash != "new hash" {
 		t.Fatalf("password hash after SetPassword = %+v", a)
 	}
-	wantCode(t, "SetPassword of a missing approver", s.SetPassword(ctx, "apr_missing", "h"), countersign.ENOTFOUND)
+	_, err = s.SetPassword(ctx, "apr_missing", "h", false, Base)
+	wantCode(t, "SetPassword of a missing approver", err, countersign.ENOTFOUND)
 }
 
 func testMembershipRemoval(t *testing.T, open Opener) {
@@ -118,7 +119,7 @@ func testMembershipRemoval(t *testing.T, open Opener) {
 	if err != nil || len(accounts) != 2 || accounts[0].Name != "one" || accounts[1].Name != "two" {
 		t.Fatalf("MembershipAccounts = %+v, %v", accounts, err)
 	}
-	if err := s.RemoveMembership(ctx, alice.ID, one.ID, Base); err != nil {
+	if _, err := s.RemoveMembership(ctx, alice.ID, one.ID, Base); err != nil {
 		t.Fatalf("RemoveMembership: %v", err)
 	}
 	_, _, err = s.SessionByHash(ctx, inOne.Hash, Base)
@@ -126,16 +127,18 @@ func testMembershipRemoval(t *testing.T, open Opener) {
 	if _, _, err := s.SessionByHash(ctx, inTwo.Hash, Base); err != nil {
 		t.Fatalf("session in the other account: %v", err)
 	}
-	wantCode(t, "RemoveMembership again", s.RemoveMembership(ctx, alice.ID, one.ID, Base), countersign.ENOTFOUND)
+	_, err = s.RemoveMembership(ctx, alice.ID, one.ID, Base)
+	wantCode(t, "RemoveMembership again", err, countersign.ENOTFOUND)
 
-	if err := s.RemoveApprover(ctx, alice.ID); err != nil {
+	if _, err := s.RemoveApprover(ctx, alice.ID, Base); err != nil {
 		t.Fatalf("RemoveApprover: %v", err)
 	}
 	_, _, err = s.SessionByHash(ctx, inTwo.Hash, Base)
 	wantCode(t, "session after RemoveApprover", err, countersign.ENOTFOUND)
 	_, err = s.ApproverByUsername(ctx, "alice")
 	wantCode(t, "ApproverByUsername after RemoveApprover", err, countersign.ENOTFOUND)
-	wantCode(t, "RemoveApprover again", s.RemoveApprover(ctx, alice.ID), countersign.ENOTFOUND)
+	_, err = s.RemoveApprover(ctx, alice.ID, Base)
+	wantCode(t, "RemoveApprover again", err, countersign.ENOTFOUND)
 }
 
 func testServerKey(t *testing.T, open Opener) {

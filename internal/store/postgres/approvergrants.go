@@ -1,0 +1,57 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// revokeApproverGrants revokes, in tx, every live grant the approver
+// allowed in the account (in every account when accountID is empty), as
+// revokeGrant does, and writes an audit entry for each with the reason. It
+// returns the ids of the grants it revoked, oldest first. It locks the
+// grants first, then their keys, in the order RevokeGrant does.
+func (db *DB) revokeApproverGrants(ctx context.Context, tx pgx.Tx, approverID, accountID, reason string, at time.Time) ([]string, error) {
+	type grantRow struct{ id, account string }
+	rows, err := collect(ctx, tx, func(r pgx.Row) (g grantRow, err error) {
+		return g, r.Scan(&g.id, &g.account)
+	}, `SELECT id, account_id FROM grants
+		WHERE approver_id = $1 AND ($2 = '' OR account_id = $2) AND revoked_at = 0
+		ORDER BY created_at, id FOR UPDATE`, approverID, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list the approver's grants: %w", err)
+	}
+	ids := []string{}
+	var items []auditItem
+	for _, g := range rows {
+		if err := revokeGrant(ctx, tx, g.account, g.id, at); err != nil {
+			return nil, err
+		}
+		ids = append(ids, g.id)
+		items = append(items, auditItem{accountID: g.account, ev: countersign.GrantRevokedEvent(g.id, reason)})
+	}
+	if len(items) == 0 {
+		return ids, nil
+	}
+	return ids, db.appendAudit(ctx, tx, at, items...)
+}
+
+// grantMember checks, in the transaction that stores a grant, that its
+// approver is still a member of its account. FOR SHARE orders it with a
+// removal of the membership: one that deleted the row first makes this
+// find nothing; one that comes second waits for the grant's commit, and
+// then revokes it.
+func grantMember(ctx context.Context, tx pgx.Tx, approverID, accountID string) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM memberships WHERE approver_id = $1 AND account_id = $2 FOR SHARE`, approverID, accountID).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return countersign.ErrGrantNotMember()
+	} else if err != nil {
+		return fmt.Errorf("check the grant's approver: %w", err)
+	}
+	return nil
+}
