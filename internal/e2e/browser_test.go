@@ -7,6 +7,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -374,7 +375,13 @@ func TestBrowserInbox(t *testing.T) {
 	}
 
 	// What an agent sends is shown as text, never run as markup.
-	const evil = `echo "<script>window.__pwned=1</script>" '"><img src=x onerror="window.__pwned=2">' ` + "\x1b[31mred\x1b[0m"
+	// A terminal escape in what a human reads is refused outright, so
+	// that nothing reaches the page that could hide or recolour the rest.
+	const evil = `echo "<script>window.__pwned=1</script>" '"><img src=x onerror="window.__pwned=2">'`
+	var refused *client.Error
+	if _, _, err := e.agent.Create(agentCtx, client.CreateInput{Kind: "tool", Action: evil + " \x1b[31mred\x1b[0m"}); !errors.As(err, &refused) || refused.Status != 400 {
+		t.Errorf("an action with a terminal escape: %v, want 400", err)
+	}
 	xss, _, err := e.agent.Create(agentCtx, client.CreateInput{
 		Kind: "tool", Action: evil, Preview: evil, RiskReasons: []string{"<script>window.__pwned=3</script>"},
 		Context: client.Context{Cwd: "/tmp/<script>window.__pwned=4</script>", SessionID: "sess-1"},
@@ -396,7 +403,7 @@ func TestBrowserInbox(t *testing.T) {
 			t.Errorf("%s: window.__pwned is %s: the agent's markup ran", page, v)
 		}
 		text := eval[string](t, ctx, "document.body.innerText")
-		for _, want := range []string{"<script>window.__pwned=1</script>", `"><img src=x onerror="window.__pwned=2">`, `\x1b[31mred\x1b[0m`} {
+		for _, want := range []string{"<script>window.__pwned=1</script>", `"><img src=x onerror="window.__pwned=2">`} {
 			if !strings.Contains(text, want) {
 				t.Errorf("%s: the visible text lacks %q:\n%s", page, want, text)
 			}
