@@ -392,6 +392,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	for _, q := range []string{
 		`DROP INDEX requests_account_status_created`, `DROP INDEX requests_account_reference`, // 17, history
 		`DROP INDEX requests_done_created`, `DROP INDEX auto_approve_windows_request`, `DROP INDEX outbox_request`,
+		`DROP TABLE idempotency`,
 		`DROP TABLE oauth_tokens`, `DROP TABLE grants`, `DROP TABLE oauth_clients`, // 13, OAuth grants
 		`DROP INDEX sessions_grant`, `ALTER TABLE sessions DROP COLUMN grant_id`,
 		`DROP TABLE webauthn_credentials`, `DROP TABLE webauthn_ceremonies`, // 12, passkeys
