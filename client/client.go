@@ -6,7 +6,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -59,7 +62,7 @@ var ErrUnreachable = api.ErrUnreachable
 // Create asks for a decision. created is false when an identical live
 // request of the same key was returned instead.
 func (c *Client) Create(ctx context.Context, in CreateInput) (r *Request, created bool, err error) {
-	status, err := c.do(ctx, http.MethodPost, "/api/v1/requests", in, &r)
+	status, err := c.doIdempotent(ctx, http.MethodPost, "/api/v1/requests", in, &r)
 	r, err = checked(r, err, "", "")
 	return r, err == nil && status == http.StatusCreated, err
 }
@@ -101,7 +104,7 @@ func (c *Client) Wait(ctx context.Context, id string, wait time.Duration) (*Requ
 // Consume uses an approval, once.
 func (c *Client) Consume(ctx context.Context, id string) (*Request, error) {
 	var r *Request
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/consume", nil, &r)
+	_, err := c.doIdempotent(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(id)+"/consume", nil, &r)
 	return checked(r, err, id, "consumed")
 }
 
@@ -141,12 +144,57 @@ func (c *Client) List(ctx context.Context, status string, limit int) ([]*Request
 // Decide records a decision on a request, named by id or reference code.
 func (c *Client) Decide(ctx context.Context, idOrRef string, d Decision) (*Request, error) {
 	var r *Request
-	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(idOrRef)+"/decision", d, &r)
+	_, err := c.doIdempotent(ctx, http.MethodPost, "/api/v1/requests/"+url.PathEscape(idOrRef)+"/decision", d, &r)
 	return checked(r, err, "", "")
 }
 
+// retryPauses are the pauses before the second and third tries of a call
+// whose connection was lost.
+var retryPauses = []time.Duration{200 * time.Millisecond, time.Second}
+
+// doIdempotent sends a change with an Idempotency-Key of its own and, when
+// the connection is lost before an answer came (the server restarted, a
+// proxy dropped it), sends it again with the same key: the server answers
+// a retry of a change it made with the first answer and changes nothing,
+// so a consumption whose answer was lost is not taken for another's.
+func (c *Client) doIdempotent(ctx context.Context, method, path string, in, out any) (int, error) {
+	key := newIdempotencyKey()
+	for try := 0; ; try++ {
+		status, err := c.send(ctx, method, path, key, in, out)
+		var lost *lostConnection
+		if !errors.As(err, &lost) || try == len(retryPauses) {
+			return status, err
+		}
+		select {
+		case <-time.After(retryPauses[try]):
+		case <-ctx.Done():
+			return status, err
+		}
+	}
+}
+
+// newIdempotencyKey returns 128 random bits, hex.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// lostConnection is a call whose connection failed before its answer
+// was read: whether the server acted on it is not known.
+type lostConnection struct{ err error }
+
+func (e *lostConnection) Error() string { return e.err.Error() }
+func (e *lostConnection) Unwrap() error { return e.err }
+
 // do sends one API call and decodes the answer into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	return c.send(ctx, method, path, "", in, out)
+}
+
+// send sends one API call, with the Idempotency-Key when not empty, and
+// decodes the answer into out.
+func (c *Client) send(ctx context.Context, method, path, key string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -164,14 +212,17 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Credential)
 	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return 0, &lostConnection{fmt.Errorf("%w: %v", ErrUnreachable, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return resp.StatusCode, fmt.Errorf("%w: reading the answer: %v", ErrUnreachable, err)
+		return resp.StatusCode, &lostConnection{fmt.Errorf("%w: reading the answer: %v", ErrUnreachable, err)}
 	}
 	if resp.StatusCode >= 300 {
 		var e struct {

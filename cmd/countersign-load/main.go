@@ -64,6 +64,7 @@ type options struct {
 
 	// cycles
 	agents   int
+	history  int // cycles: finished requests put in the store first
 	deciders int
 	duration time.Duration
 	warmup   time.Duration
@@ -103,6 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.replicas, "replicas", 1, "cycles: servers on the one --database-url; agent i waits on replica i mod N and is decided on replica i+1 mod N")
 	fs.Var(&o.serverEnv, "server-env", "NAME=VALUE added to the server's environment, such as GOGC=50 (repeatable)")
 	fs.IntVar(&o.agents, "agents", 50, "cycles: concurrent agents")
+	fs.IntVar(&o.history, "history", 0, "cycles, SQLite: finished requests put in the store before the run (a setup step, straight into the file), and the pending list measured after it")
 	fs.IntVar(&o.deciders, "deciders", 0, "cycles: concurrent approver goroutines (default: one per agent)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "cycles: measured duration")
 	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "cycles: unmeasured warm-up before the measured duration")
@@ -161,6 +163,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func (o *options) check() error {
 	if o.timeout < time.Second || o.timeout > 2*time.Hour {
 		return errors.New("--timeout must be from 1s to 2h")
+	}
+	if o.history < 0 || o.history > 10_000_000 || (o.history > 0 && (o.databaseURL != "" || o.scenario != "cycles")) {
+		return errors.New("--history must be from 0 to 10000000, and more than 0 only with SQLite and --scenario cycles")
 	}
 	if o.replicas < 1 || o.replicas > 8 || (o.replicas > 1 && (o.databaseURL == "" || o.scenario != "cycles")) {
 		return errors.New("--replicas must be from 1 to 8, and more than 1 only with --database-url and --scenario cycles")
@@ -257,7 +262,7 @@ func runScenario(ctx context.Context, o *options, out *printer, stderr io.Writer
 		map[bool]string{false: "sqlite", true: "postgres"}[o.databaseURL != ""], o.replicas)
 	switch o.scenario {
 	case "cycles":
-		err = runCycles(ctx, o, srv, out)
+		err = runCyclesWithHistory(ctx, o, srv, out)
 	case "wake":
 		err = runWake(ctx, o, srv, out)
 	case "idle":
@@ -333,4 +338,26 @@ func formatValue(v float64) string {
 	default:
 		return fmt.Sprintf("%.3f", v)
 	}
+}
+
+// runCyclesWithHistory puts o.history finished requests in the store
+// first, when asked, then runs the cycles, then measures the pending list.
+func runCyclesWithHistory(ctx context.Context, o *options, srv *server, out *printer) error {
+	if o.history > 0 {
+		took, err := addHistory(ctx, srv, o.history)
+		if err != nil {
+			return err
+		}
+		out.comment("history: %d finished requests added in %s", o.history, took.Round(time.Millisecond))
+	}
+	out.count("history_requests", int64(o.history))
+	if err := runCycles(ctx, o, srv, out); err != nil {
+		return err
+	}
+	list, err := measurePendingList(ctx, srv, 200)
+	if err != nil {
+		return err
+	}
+	out.latencies("pending_list", list)
+	return nil
 }

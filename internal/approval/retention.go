@@ -21,7 +21,8 @@ const (
 
 // Retention prunes the finished requests (denied, consumed, expired and
 // the rest; never pending or approved ones) older than Age, with their
-// links, windows and notifications. The audit log keeps every entry.
+// links, windows and notifications, and the Idempotency-Keys older than a
+// day. The audit log keeps every entry. An Age of 0 keeps every request.
 type Retention struct {
 	Store countersign.HistoryPruner
 	Clock countersign.Clock
@@ -32,7 +33,16 @@ type Retention struct {
 // Prune removes every finished request created before now less Age, a
 // batch at a time, and returns how many it removed.
 func (r *Retention) Prune(ctx context.Context) (int, error) {
-	before := r.Clock.Now().Add(-r.Age)
+	now := r.Clock.Now()
+	if is, ok := r.Store.(countersign.IdempotencyStore); ok {
+		if _, err := is.PruneIdempotency(ctx, now.Add(-countersign.IdempotencyWindow)); err != nil {
+			return 0, err
+		}
+	}
+	if r.Age <= 0 {
+		return 0, nil
+	}
+	before := now.Add(-r.Age)
 	total := 0
 	for {
 		n, err := r.Store.PruneRequests(ctx, before, pruneBatch)

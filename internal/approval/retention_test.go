@@ -32,4 +32,9 @@ func TestRetention(t *testing.T) {
 	if n, err := r.Prune(e.ctx); err != nil || n != 0 {
 		t.Errorf("Prune again = %d, %v; want nothing", n, err)
 	}
+	keep := &approval.Retention{Store: e.store, Clock: e.clock, Log: slog.New(slog.DiscardHandler)}
+	if n, err := keep.Prune(e.ctx); err != nil || n != 0 {
+		t.Errorf("Prune with no age = %d, %v; want every request kept", n, err)
+	}
+	e.stored(young.ID)
 }

@@ -393,6 +393,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`,                             // 18, stop marks (coverages goes whole below)
 		`DROP INDEX requests_account_status_created`, `DROP INDEX requests_account_reference`, // 17, history
 		`DROP INDEX requests_done_created`, `DROP INDEX auto_approve_windows_request`, `DROP INDEX outbox_request`,
+		`DROP TABLE idempotency`,
 		`ALTER TABLE requests DROP COLUMN tier`, `ALTER TABLE requests DROP COLUMN protected`, // 14, the facts of requests
 		`DROP TABLE oauth_tokens`, `DROP TABLE grants`, `DROP TABLE oauth_clients`, // 13, OAuth grants
 		`DROP INDEX sessions_grant`, `ALTER TABLE sessions DROP COLUMN grant_id`,

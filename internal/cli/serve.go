@@ -129,7 +129,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	defer stopSweep()
 	go svc.RunSweeper(sweepCtx)
-	if p, ok := store.(countersign.HistoryPruner); ok && cfg.retentionDays > 0 {
+	if p, ok := store.(countersign.HistoryPruner); ok {
 		ret := &approval.Retention{Store: p, Clock: countersign.SystemClock{}, Age: time.Duration(cfg.retentionDays) * 24 * time.Hour, Log: log}
 		go ret.Run(sweepCtx)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -138,20 +139,17 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent cou
 	if err := decodeJSON(w, r, &in, false); err != nil {
 		return err
 	}
-	req, created, err := s.service.Create(r.Context(), agent, countersign.CreateInput{
-		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
-		RiskReasons: in.RiskReasons, Tier: in.Tier, Protected: in.Protected, Context: in.Context, TTL: ttl(in.TTLSeconds),
-		Scope: in.Scope.scope(), CoveredBy: in.CoveredBy,
+	return s.idempotent(w, r, agentPrincipal(agent), countersign.IdemCreate, "", in, func(ctx context.Context) (*countersign.Request, int, error) {
+		req, created, err := s.service.Create(ctx, agent, countersign.CreateInput{
+			Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview,
+			RiskReasons: in.RiskReasons, Tier: in.Tier, Protected: in.Protected, Context: in.Context, TTL: ttl(in.TTLSeconds),
+			Scope: in.Scope.scope(), CoveredBy: in.CoveredBy,
+		})
+		if created {
+			return req, http.StatusCreated, err
+		}
+		return req, http.StatusOK, err // an identical live request was returned
 	})
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK // an identical live request was returned
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, s.requestJSON(req))
-	return nil
 }
 
 // ttl turns ttl_seconds into a duration without overflow: a number too
@@ -236,12 +234,11 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err
 	}
-	req, err := s.service.Consume(r.Context(), agent, r.PathValue("id"))
-	if err != nil {
-		return err
-	}
-	s.writeRequest(w, req)
-	return nil
+	id := r.PathValue("id")
+	return s.idempotent(w, r, agentPrincipal(agent), countersign.IdemConsume, id, nil, func(ctx context.Context) (*countersign.Request, int, error) {
+		req, err := s.service.Consume(ctx, agent, id)
+		return req, http.StatusOK, err
+	})
 }
 
 // takeApproval consumes an approved request of the key with the binding of
@@ -315,12 +312,11 @@ func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap counte
 	if err := decodeJSON(w, r, &in, false); err != nil {
 		return err
 	}
-	req, err := s.service.Decide(r.Context(), ap, r.PathValue("id"), countersign.DecisionInput{
-		Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes,
+	id := r.PathValue("id")
+	return s.idempotent(w, r, approverPrincipal(ap), countersign.IdemDecision, id, in, func(ctx context.Context) (*countersign.Request, int, error) {
+		req, err := s.service.Decide(ctx, ap, id, countersign.DecisionInput{
+			Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes,
+		})
+		return req, http.StatusOK, err
 	})
-	if err != nil {
-		return err
-	}
-	s.writeRequest(w, req)
-	return nil
 }

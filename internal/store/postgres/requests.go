@@ -48,6 +48,9 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 
 func createRequest(p *pipe, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
 	twin, waiting, err := checkCreate(p, r, maxPending, now)
+	if err == nil && twin != nil {
+		err = recordTwin(p, twin, now)
+	}
 	if err != nil || twin != nil {
 		return twin, false, err
 	}
@@ -196,6 +199,10 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 	outboxIDs := queueOutbox(batch, r.OutboxItems(), r.CreatedAt)
 	queueNotify(batch, r.ID, r.AccountID)
 	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
+	idem := countersign.IdempotencyFrom(p.ctx)
+	if idem != nil && idem.Op == countersign.IdemCreate {
+		queueIdempotent(batch, idem, r, true, now)
+	}
 
 	br := p.sendCommit(batch)
 	got, err := scanRequest(br.QueryRow())
@@ -217,6 +224,11 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 	}
 	if err := auditResults(br, 1); err != nil {
 		return nil, err
+	}
+	if idem != nil && idem.Op == countersign.IdemCreate {
+		if err := idempotentResult(br); err != nil {
+			return nil, err
+		}
 	}
 	if err := commitResult(br); err != nil {
 		return nil, err

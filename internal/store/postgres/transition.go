@@ -72,6 +72,10 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 		queueNotify(batch, it.requestID, it.accountID)
 	}
 	p.db.queueAudit(batch, t.Now, items...)
+	idem := countersign.IdempotencyFrom(p.ctx)
+	if idem != nil && idem.Records(t.To) {
+		queueIdempotent(batch, idem, got, false, t.Now)
+	}
 	br := p.sendCommit(batch)
 	if t.Window != nil {
 		if _, err := br.Exec(); isUnique(err) {
@@ -92,6 +96,11 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 	}
 	if err := auditResults(br, len(items)); err != nil {
 		return nil, err
+	}
+	if idem != nil && idem.Records(t.To) {
+		if err := idempotentResult(br); err != nil {
+			return nil, err
+		}
 	}
 	if err := commitResult(br); err != nil {
 		return nil, err

@@ -52,6 +52,9 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	}
 	if twinID != "" {
 		twin, err := getRequest(ctx, tx, twinID)
+		if i := countersign.IdempotencyFrom(ctx); err == nil && i != nil && i.Op == countersign.IdemCreate {
+			err = recordIdempotent(ctx, tx, twin, false, now)
+		}
 		return twin, false, err
 	}
 	if limit > 0 && pending >= limit {
@@ -84,6 +87,11 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	}
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
 		return nil, false, err
+	}
+	if i := countersign.IdempotencyFrom(ctx); i != nil && i.Op == countersign.IdemCreate {
+		if err := recordIdempotent(ctx, tx, got, true, now); err != nil {
+			return nil, false, err
+		}
 	}
 	return got, true, nil
 }

@@ -68,6 +68,13 @@ func transition(ctx context.Context, tx querier, t countersign.Transition, updat
 			return nil, err
 		}
 	}
+	if i := countersign.IdempotencyFrom(ctx); i != nil && i.Records(t.To) {
+		left := row.r
+		left.ExpiresAt, left.DecidedAt, left.AutoApproveUntil, left.ConsumedAt = fromNanos(row.expires), fromNanos(row.decided), fromNanos(row.autoUntil), fromNanos(row.consumed)
+		if err := recordIdempotent(ctx, tx, &left, false, t.Now); err != nil {
+			return nil, err
+		}
+	}
 	return row, nil
 }
 

@@ -89,6 +89,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxClaimRace", testOutboxClaimRace},
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
+		{"Idempotency", testIdempotency},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

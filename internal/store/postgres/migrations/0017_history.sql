@@ -19,3 +19,24 @@ CREATE INDEX auto_approve_windows_request ON auto_approve_windows (request_id);
 -- matched with have "C".
 CREATE INDEX outbox_request ON outbox (request_id COLLATE "C");
 CREATE INDEX coverages_request ON coverages (request_id);
+
+-- A change asked for with an Idempotency-Key, recorded in the change's own
+-- transaction: a retry with the key gets the first answer. Kept a day.
+CREATE TABLE idempotency (
+	principal          TEXT COLLATE "C" NOT NULL,
+	key                TEXT COLLATE "C" NOT NULL,
+	op                 TEXT NOT NULL,
+	fingerprint        TEXT NOT NULL,
+	request_id         TEXT COLLATE "C" NOT NULL,
+	created            BOOLEAN NOT NULL,
+	status             TEXT NOT NULL,
+	expires_at         BIGINT NOT NULL,
+	decided_at         BIGINT NOT NULL,
+	decided_by         TEXT NOT NULL,
+	reason             TEXT NOT NULL,
+	auto_approve_until BIGINT NOT NULL,
+	consumed_at        BIGINT NOT NULL,
+	created_at         BIGINT NOT NULL,
+	PRIMARY KEY (principal, key)
+);
+CREATE INDEX idempotency_created ON idempotency (created_at);

@@ -17,3 +17,24 @@ CREATE INDEX requests_done_created ON requests (created_at) WHERE status NOT IN 
 CREATE INDEX auto_approve_windows_request ON auto_approve_windows (request_id);
 CREATE INDEX outbox_request ON outbox (request_id);
 CREATE INDEX coverages_request ON coverages (request_id);
+
+-- A change asked for with an Idempotency-Key, recorded in the change's own
+-- transaction: a retry with the key gets the first answer. Kept a day.
+CREATE TABLE idempotency (
+	principal          TEXT NOT NULL,
+	key                TEXT NOT NULL,
+	op                 TEXT NOT NULL,
+	fingerprint        TEXT NOT NULL,
+	request_id         TEXT NOT NULL,
+	created            INTEGER NOT NULL,
+	status             TEXT NOT NULL,
+	expires_at         INTEGER NOT NULL,
+	decided_at         INTEGER NOT NULL,
+	decided_by         TEXT NOT NULL,
+	reason             TEXT NOT NULL,
+	auto_approve_until INTEGER NOT NULL,
+	consumed_at        INTEGER NOT NULL,
+	created_at         INTEGER NOT NULL,
+	PRIMARY KEY (principal, key)
+);
+CREATE INDEX idempotency_created ON idempotency (created_at);
