@@ -109,8 +109,8 @@ func TwinTTLRange(r *Request, now time.Time) (lo, hi int64) {
 
 // ApprovedByWindow reports whether r is stored approved because an
 // auto-approve window let it through: the store then checks, as it
-// inserts r, that the window is as it was read, since a stop in between
-// closed it (ErrWindowClosed).
+// inserts r, that the window is as it was read and that no stop of the
+// session ended it in between (ErrWindowClosed).
 func (r *Request) ApprovedByWindow() bool {
 	return r.Status == StatusApproved && r.DecidedBy == DecidedByAutoApprove
 }
@@ -119,6 +119,20 @@ func (r *Request) ApprovedByWindow() bool {
 // a stop of its session closed while the request was made.
 func ErrWindowClosed() *Error {
 	return Errorf(ECONFLICT, "the auto-approve window of this agent session closed while the request was made (the session was stopped); ask again")
+}
+
+// ApprovedByCoverage reports whether r is stored approved because an
+// approval of the Claude Code hook covered it: the store then checks, as
+// it inserts r, that r's claim on that approval was made and that no stop
+// of the session has come since (ErrSessionStopped).
+func (r *Request) ApprovedByCoverage() bool {
+	return r.Status == StatusApproved && r.DecidedBy == DecidedByCoverage
+}
+
+// ErrSessionStopped is the conflict of a delete whose covering approval a
+// stop of its session ended while the delete was asked.
+func ErrSessionStopped() *Error {
+	return Errorf(ECONFLICT, "the agent session was stopped while the request was made; ask again")
 }
 
 // Redeemable reports whether the OAuth token t may be redeemed at now

@@ -75,7 +75,12 @@ type Store interface {
 	// another; a SeedID already used fails with ECONFLICT, and so does a
 	// request approved by an auto-approve window (DecidedByAutoApprove)
 	// when no window of its key, session and kind has its
-	// AutoApproveUntil any more (a stop closed it meanwhile). The request's
+	// AutoApproveUntil any more or a stop of the session ended that window
+	// (ErrWindowClosed), and a delete approved by a hook approval
+	// (DecidedByCoverage) when it holds no claim on one (ClaimCoverage)
+	// or a stop of the session came after its claim (ErrSessionStopped):
+	// once a stop has returned, nothing it ended is let through, whatever
+	// time the request read before it. The request's
 	// Links are stored with it. Only requests with the same SeedID (empty
 	// for the v1 API) are identical.
 	CreateRequest(ctx context.Context, r *Request, maxPending int, now time.Time, ev AuditEvent) (got *Request, created bool, err error)
@@ -95,7 +100,8 @@ type Store interface {
 	// Transition moves a request from one of the statuses in t.From to
 	// t.To, only while it has not expired at t.Now, and writes ev. It
 	// returns the updated request. A stop also closes the windows of the
-	// request's key and session and ends every approval of them not yet
+	// request's key and session and marks them stopped (ActiveWindows
+	// finds none of them, at any time), ends every approval of them not yet
 	// consumed (status stopped, an audit entry each naming the stop), and
 	// leaves its consumed Bash approvals nothing to cover: a later
 	// ClaimCoverage of one fails with ECONFLICT.

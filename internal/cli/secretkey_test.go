@@ -390,6 +390,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
 	for _, q := range []string{
+		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`,                  // 18, the marks of a stop
 		`DROP TABLE oauth_tokens`, `DROP TABLE grants`, `DROP TABLE oauth_clients`, // 13, OAuth grants
 		`DROP INDEX sessions_grant`, `ALTER TABLE sessions DROP COLUMN grant_id`,
 		`DROP TABLE webauthn_credentials`, `DROP TABLE webauthn_ceremonies`, // 12, passkeys

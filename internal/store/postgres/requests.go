@@ -116,15 +116,13 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 		batch.Queue(`SELECT COUNT(*), MIN(expires_at) FROM requests
 			WHERE account_id = $1 AND status = 'pending' AND expires_at > $2`, r.AccountID, nanos(now))
 	}
-	// A request an auto-approve window let through: the window must be
-	// as it was read. A stop of the session takes the account's lock too
-	// (stopApprovals): stored before, it closed the window (its until
-	// changed); stored after, it ends this approval with the others.
-	byWindow := r.ApprovedByWindow()
-	if byWindow {
-		batch.Queue(`SELECT EXISTS (SELECT 1 FROM auto_approve_windows
-			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4)`,
-			r.KeyID, r.Context.SessionID, string(r.Kind), nanos(r.AutoApproveUntil))
+	// A request a window or a hook approval let through: no stop of the
+	// session may have come in between. A stop takes the account's lock
+	// too (stopApprovals): stored before, it marked the window or the
+	// claim; stored after, it ends this approval with the others.
+	held, heldArgs, refusal := letThroughCheck(r)
+	if held != "" {
+		batch.Queue(held, heldArgs...)
 	}
 	br := p.send(batch)
 	if _, err := br.Exec(); err != nil {
@@ -143,19 +141,38 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 			return nil, nil, fmt.Errorf("count pending requests: %w", err)
 		}
 	}
-	if byWindow {
-		var open bool
-		if err := br.QueryRow().Scan(&open); err != nil {
-			return nil, nil, fmt.Errorf("check the auto-approve window: %w", badText(err))
+	if held != "" {
+		var ok bool
+		if err := br.QueryRow().Scan(&ok); err != nil {
+			return nil, nil, fmt.Errorf("check what let the request through: %w", badText(err))
 		}
-		if !open {
-			return nil, nil, countersign.ErrWindowClosed()
+		if !ok {
+			return nil, nil, refusal
 		}
 	}
 	if err := br.Close(); err != nil {
 		return nil, nil, fmt.Errorf("look for identical request: %w", badText(err))
 	}
 	return twin, waiting, nil
+}
+
+// letThroughCheck is the query, with its arguments, that tells whether
+// what let r through at once still stands, and the refusal when it does
+// not; "" for a request that waits for a human. For a window: it is as it
+// was read and no stop marked it. For a hook approval: r's claim on it is
+// unmarked. The mark, not a time, decides, so a request whose clock read
+// a time before the stop is refused too.
+func letThroughCheck(r *countersign.Request) (string, []any, error) {
+	switch {
+	case r.ApprovedByWindow():
+		return `SELECT EXISTS (SELECT 1 FROM auto_approve_windows
+			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4 AND stopped_at = 0)`,
+			[]any{r.KeyID, r.Context.SessionID, string(r.Kind), nanos(r.AutoApproveUntil)}, countersign.ErrWindowClosed()
+	case r.ApprovedByCoverage():
+		return `SELECT EXISTS (SELECT 1 FROM coverages WHERE request_id = $1 AND stopped_at = 0)`,
+			[]any{r.ID}, countersign.ErrSessionStopped()
+	}
+	return "", nil, nil
 }
 
 // insertRequest, in one round trip, inserts r with its links and outbox

@@ -62,8 +62,10 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 	}
 	if t.EndsSession(got.Context.SessionID) {
 		// The session is told to stop altogether: no window of it
-		// approves anything after.
-		batch.Queue(`UPDATE auto_approve_windows SET until = $1 WHERE key_id = $2 AND session_id = $3 AND until > $1`,
+		// approves anything after, and none lets through a request
+		// still being made (its mark, letThroughCheck).
+		batch.Queue(`UPDATE auto_approve_windows SET until = LEAST(until, $1), stopped_at = $1
+			WHERE key_id = $2 AND session_id = $3 AND stopped_at = 0`,
 			nanos(t.Now), got.KeyID, got.Context.SessionID)
 	}
 	for _, it := range items {
@@ -114,11 +116,13 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 		RETURNING id, account_id`,
 		nanos(t.Now), t.DecidedBy, countersign.StoppedReason, got.KeyID, got.Context.SessionID, got.ID)
 	// The hook's used approvals of the session keep nothing to cover: a
-	// delete of the rm wrapper that names one after the stop is asked.
-	batch.Queue(`INSERT INTO coverages (approval_id, request_id, created_at)
-		SELECT id, $1, $2 FROM requests
+	// delete of the rm wrapper that names one after the stop is asked, and
+	// one that claimed it before is refused as it is stored
+	// (letThroughCheck).
+	batch.Queue(`INSERT INTO coverages (approval_id, request_id, created_at, stopped_at)
+		SELECT id, $1, $2, $2 FROM requests
 		WHERE key_id = $3 AND session_id = $4 AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
-		ON CONFLICT (approval_id) DO NOTHING`,
+		ON CONFLICT (approval_id) DO UPDATE SET stopped_at = EXCLUDED.stopped_at WHERE coverages.stopped_at = 0`,
 		got.ID, nanos(t.Now), got.KeyID, got.Context.SessionID)
 	br := p.send(batch)
 	if _, err := br.Exec(); err != nil {

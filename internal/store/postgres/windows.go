@@ -13,7 +13,8 @@ const windowColumns = `id, account_id, key_id, session_id, kind, action, until, 
 
 // ActiveWindows returns the auto-approve windows open at now for exactly
 // this key, session, kind and action, the one open longest first, at most
-// countersign.MaxActiveWindows.
+// countersign.MaxActiveWindows. A window a stop ended is never open, also
+// at a time before the stop.
 func (db *DB) ActiveWindows(ctx context.Context, keyID, sessionID string, kind countersign.Kind, action string, now time.Time) ([]*countersign.AutoApproveWindow, error) {
 	if hasNUL(keyID, sessionID, string(kind), action) {
 		return []*countersign.AutoApproveWindow{}, nil
@@ -22,7 +23,7 @@ func (db *DB) ActiveWindows(ctx context.Context, keyID, sessionID string, kind c
 	err := db.read(ctx, func(q querier) error {
 		rows, err := q.Query(ctx, `
 			SELECT `+windowColumns+` FROM auto_approve_windows
-			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND action = $4 AND until > $5
+			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND action = $4 AND until > $5 AND stopped_at = 0
 			ORDER BY until DESC, id DESC LIMIT $6`,
 			keyID, sessionID, string(kind), action, nanos(now), countersign.MaxActiveWindows)
 		if err != nil {

@@ -60,6 +60,9 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	if err := windowStillOpen(ctx, tx, r); err != nil {
 		return nil, false, err
 	}
+	if err := coverageStillHeld(ctx, tx, r); err != nil {
+		return nil, false, err
+	}
 	if r.ID == "" {
 		r.ID = countersign.NewOrderedID("req_")
 	}
@@ -86,22 +89,41 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 }
 
 // windowStillOpen checks, for a request an auto-approve window let
-// through, that the window is as it was read: a stop of the session that
-// was stored in between closed it (its until changed), and ended every
-// approval of the session but this one, which did not exist yet. Errors:
-// ECONFLICT.
+// through, that the window is as it was read and that no stop of the
+// session marked it since: a stop stored in between ended every approval
+// of the session but this one, which did not exist yet. The mark, not a
+// time, decides, so a request whose clock read a time before the stop is
+// refused too. Errors: ECONFLICT.
 func windowStillOpen(ctx context.Context, tx querier, r *countersign.Request) error {
 	if !r.ApprovedByWindow() {
 		return nil
 	}
 	var open bool
 	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM auto_approve_windows
-		WHERE key_id = ? AND session_id = ? AND kind = ? AND until = ?)`,
+		WHERE key_id = ? AND session_id = ? AND kind = ? AND until = ? AND stopped_at = 0)`,
 		r.KeyID, r.Context.SessionID, r.Kind, nanos(r.AutoApproveUntil)).Scan(&open); err != nil {
 		return fmt.Errorf("check the auto-approve window: %w", err)
 	}
 	if !open {
 		return countersign.ErrWindowClosed()
+	}
+	return nil
+}
+
+// coverageStillHeld checks, for a delete a hook approval covered, that
+// its claim on that approval stands and that no stop of the session
+// marked the claim since it was made. Errors: ECONFLICT.
+func coverageStillHeld(ctx context.Context, tx querier, r *countersign.Request) error {
+	if !r.ApprovedByCoverage() {
+		return nil
+	}
+	var held bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM coverages
+		WHERE request_id = ? AND stopped_at = 0)`, r.ID).Scan(&held); err != nil {
+		return fmt.Errorf("check the coverage: %w", err)
+	}
+	if !held {
+		return countersign.ErrSessionStopped()
 	}
 	return nil
 }

@@ -52,10 +52,11 @@ func transition(ctx context.Context, tx querier, t countersign.Transition, updat
 	}
 	if t.EndsSession(session) {
 		// The session is told to stop altogether: no window of it
-		// approves anything after.
-		if _, err := tx.ExecContext(ctx, `UPDATE auto_approve_windows SET until = ?
-			WHERE key_id = ? AND session_id = ? AND until > ?`,
-			nanos(t.Now), got.KeyID, session, nanos(t.Now)); err != nil {
+		// approves anything after, and none lets through a request
+		// still being made (its mark, windowStillOpen).
+		if _, err := tx.ExecContext(ctx, `UPDATE auto_approve_windows SET until = min(until, ?), stopped_at = ?
+			WHERE key_id = ? AND session_id = ? AND stopped_at = 0`,
+			nanos(t.Now), nanos(t.Now), got.KeyID, session); err != nil {
 			return nil, fmt.Errorf("close the session's auto-approve windows: %w", err)
 		}
 	}
@@ -111,13 +112,15 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 		return fmt.Errorf("end the session's approvals: %w", err)
 	}
 	// The hook's used approvals of the session keep nothing to cover: a
-	// delete of the rm wrapper that names one after the stop is asked.
-	if _, err := tx.ExecContext(ctx, `INSERT INTO coverages (approval_id, request_id, created_at)
-		SELECT id, ?, ? FROM requests
+	// delete of the rm wrapper that names one after the stop is asked, and
+	// one that claimed it before is refused as it is stored
+	// (coverageStillHeld).
+	if _, err := tx.ExecContext(ctx, `INSERT INTO coverages (approval_id, request_id, created_at, stopped_at)
+		SELECT id, ?, ?, ? FROM requests
 		WHERE key_id = ? AND status = 'consumed' AND kind = 'tool' AND action = 'Bash'
 		AND json_extract(context, '$.session_id') = ?
-		ON CONFLICT (approval_id) DO NOTHING`,
-		stop.ID, nanos(t.Now), stop.KeyID, session); err != nil {
+		ON CONFLICT (approval_id) DO UPDATE SET stopped_at = excluded.stopped_at WHERE coverages.stopped_at = 0`,
+		stop.ID, nanos(t.Now), nanos(t.Now), stop.KeyID, session); err != nil {
 		return fmt.Errorf("end the session's coverage: %w", err)
 	}
 	slices.SortFunc(list, func(x, y ended) int { return strings.Compare(x.id, y.id) })

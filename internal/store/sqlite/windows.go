@@ -12,11 +12,12 @@ const windowColumns = `id, account_id, key_id, session_id, kind, action, until, 
 
 // ActiveWindows returns the auto-approve windows open at now for exactly
 // this key, session, kind and action, the one open longest first, at most
-// countersign.MaxActiveWindows.
+// countersign.MaxActiveWindows. A window a stop ended is never open, also
+// at a time before the stop.
 func (db *DB) ActiveWindows(ctx context.Context, keyID, sessionID string, kind countersign.Kind, action string, now time.Time) ([]*countersign.AutoApproveWindow, error) {
 	rows, err := db.read.QueryContext(ctx, `
 		SELECT `+windowColumns+` FROM auto_approve_windows
-		WHERE key_id = ? AND session_id = ? AND kind = ? AND action = ? AND until > ?
+		WHERE key_id = ? AND session_id = ? AND kind = ? AND action = ? AND until > ? AND stopped_at = 0
 		ORDER BY until DESC, id DESC LIMIT ?`,
 		keyID, sessionID, kind, action, nanos(now), countersign.MaxActiveWindows)
 	if err != nil {

@@ -62,6 +62,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ExpireRequests", testExpireRequests},
 		{"Windows", testWindows},
 		{"StopEndsApprovals", testStopEndsApprovals},
+		{"StopRace", testStopRace},
+		{"StopInFlight", testStopInFlight},
 		{"Coverage", testCoverage},
 		{"AuditChain", testAuditChain},
 		{"AppendAudit", testAppendAudit},
