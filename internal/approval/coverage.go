@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/bashscope"
 )
 
 // applyCoverage approves a delete of the rm wrapper at once when the
 // approval of the Claude Code hook it names (coveredBy) was given for
 // exactly this delete: the same key and agent session, a Bash call the
-// hook consumed, the same resolved targets, holding no more files or bytes
+// hook consumed, the same resolved targets, each one a delete of the
+// command line the human saw (CoveredDeletes), holding no more files or bytes
 // than the human saw, no risk the hook's request lacked, within that
 // approval's lifetime, and no stop of the session since. The approval covers one delete at most; the claim
 // is recorded in the store before the request, and the request's audit
@@ -72,7 +74,7 @@ func coversDelete(h, r *countersign.Request) bool {
 		return false
 	case !r.CreatedAt.Before(h.ExpiresAt):
 		return false
-	case hs == nil || rs == nil || len(rs.Paths) == 0 || !slices.Equal(hs.Paths, rs.Paths):
+	case hs == nil || rs == nil || len(rs.Paths) == 0 || !slices.Equal(CoveredDeletes(h), rs.Paths):
 		return false
 	case rs.Files > hs.Files || rs.Bytes > hs.Bytes || (rs.FilesCapped && !hs.FilesCapped):
 		return false // grown since the human saw it
@@ -83,6 +85,26 @@ func coversDelete(h, r *countersign.Request) bool {
 		}
 	}
 	return true
+}
+
+// CoveredDeletes returns the paths of the one delete of the rm wrapper
+// that approving r once also lets run without asking again: for a Bash
+// call of the Claude Code hook in an agent session, the paths its scope
+// names, when each of them is a path the command line shown to the human
+// deletes (bashscope.Ties: an operand of rm or unlink, or a root of
+// find -delete, resolved against the request's working directory). The
+// server cannot look at the agent's files, so it checks the paths against
+// the words of the line: a path it cannot tie to the line, or a line it
+// cannot follow, makes the approval cover nothing (nil), and the delete
+// is asked again.
+func CoveredDeletes(r *countersign.Request) []string {
+	if r.Kind != countersign.KindTool || r.Action != "Bash" || r.Context.SessionID == "" || r.Scope == nil {
+		return nil
+	}
+	if !bashscope.Ties(bashCommand(r.Arguments), r.Context.Cwd, r.Scope.Paths) {
+		return nil
+	}
+	return r.Scope.Paths
 }
 
 // stoppedSince reports whether the human stopped r's agent session (of

@@ -23,35 +23,7 @@ import (
 // after the approval is.
 func TestApprovalCoversTheWrapper(t *testing.T) {
 	t.Parallel() // after the other tests, while the binaries build
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash to run the command in")
-	}
-	bin := binary(t, "countersign")
-	binDir := t.TempDir()
-	if err := os.Symlink(bin, filepath.Join(binDir, "rm")); err != nil {
-		t.Fatal(err)
-	}
-	w := newWorld(t)
-	w.writeConfig("poll_timeout = \"5s\"\n") // a delete that is asked and left alone ends soon
-	srv := newTestServer(t)
-	w.env["COUNTERSIGN_URL"], w.env["COUNTERSIGN_KEY"] = srv.URL, srv.agentKey
-	shell := func(command string) (string, int) {
-		cmd := exec.Command("bash", "-c", command)
-		cmd.Dir = w.project
-		cmd.Env = []string{"PATH=" + binDir + ":" + os.Getenv("PATH"), "HOME=" + w.home, "CLAUDECODE=1",
-			"COUNTERSIGN_URL=" + srv.URL, "COUNTERSIGN_KEY=" + srv.agentKey}
-		out, err := cmd.CombinedOutput()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return string(out), 0
-	}
+	w, srv, shell := coverRig(t)
 
 	// The hook asks, the human approves, and the line runs: rm is not
 	// asked again.
@@ -103,6 +75,110 @@ func TestApprovalCoversTheWrapper(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(w.project, "out", "b.o")); err != nil {
 		t.Errorf("the grown tree was deleted: %v", err)
+	}
+}
+
+// coverRig is a world with the real server and a shell that runs the
+// real binary as rm first in PATH, in the project, as Claude Code's shell
+// runs a line the hook allowed; the shell returns the output and the exit
+// code.
+func coverRig(t *testing.T) (*world, *testServer, func(command string) (string, int)) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash to run the command in")
+	}
+	bin := binary(t, "countersign")
+	binDir := t.TempDir()
+	if err := os.Symlink(bin, filepath.Join(binDir, "rm")); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t)
+	w.writeConfig("poll_timeout = \"5s\"\n") // a delete that is asked and left alone ends soon
+	srv := newTestServer(t)
+	w.env["COUNTERSIGN_URL"], w.env["COUNTERSIGN_KEY"] = srv.URL, srv.agentKey
+	shell := func(command string) (string, int) {
+		cmd := exec.Command("bash", "-c", command)
+		cmd.Dir = w.project
+		cmd.Env = []string{"PATH=" + binDir + ":" + os.Getenv("PATH"), "HOME=" + w.home, "CLAUDECODE=1",
+			"COUNTERSIGN_URL=" + srv.URL, "COUNTERSIGN_KEY=" + srv.agentKey}
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	return w, srv, shell
+}
+
+// TestForgedApprovalCoversNothing: an agent key asks, as if it were the
+// hook, for "ls -la" while naming another tree as the paths its line
+// deletes, with the wrapper's own risk reasons; the human approves what
+// the page shows. The wrapper's delete of that tree under the approval
+// is asked, and the tree stays. The hook's own approval of an rm of the
+// tree still covers the delete.
+func TestForgedApprovalCoversNothing(t *testing.T) {
+	t.Parallel() // after the other tests, while the binaries build
+	w, srv, shell := coverRig(t)
+	w.file("proj/victim/keep.txt", "precious\n")
+	victim := filepath.Join(w.project, "victim")
+	deny := func(text string) <-chan *client.Request {
+		done := make(chan *client.Request, 1)
+		go func() {
+			r := srv.pending(t)
+			if r != nil {
+				srv.decide(t, r, client.Decision{Decision: "deny", Text: text})
+			}
+			done <- r
+		}()
+		return done
+	}
+
+	// The wrapper's request for the delete, as the forger copies it.
+	asked := deny("seen")
+	if out, code := shell("rm -rf victim"); code != 1 {
+		t.Fatalf("the wrapper without an approval: exit %d, %s; want it asked and denied", code, out)
+	}
+	wrapper := <-asked
+	if wrapper == nil || wrapper.Kind != "rm" {
+		t.Fatalf("the wrapper's request: %+v", wrapper)
+	}
+
+	// The forged request: ls -la, naming the victim.
+	ctx := context.Background()
+	forged, _, err := srv.agent.Create(ctx, client.CreateInput{Kind: "tool", Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls -la"}`), Preview: "$ ls -la", RiskReasons: wrapper.RiskReasons,
+		Context: client.Context{SessionID: "sess-e2e", Cwd: w.project},
+		Scope:   &client.Scope{Commands: []string{"ls"}, Paths: []string{victim}, Files: 1 << 20, Bytes: 1 << 40}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.decide(t, forged, client.Decision{Decision: "approve"})
+	if _, err := srv.agent.Consume(ctx, forged.ID); err != nil {
+		t.Fatal(err)
+	}
+	asked = deny("forged")
+	out, code := shell("export COUNTERSIGN_APPROVAL=" + forged.ID + " COUNTERSIGN_SESSION=sess-e2e\nrm -rf " + victim)
+	if r := <-asked; code != 1 || r == nil || r.Kind != "rm" || !strings.Contains(out, "forged") ||
+		strings.Contains(out, "covered by the approval") {
+		t.Errorf("the wrapper under the forged approval: exit %d, asked %+v, output %s; want it asked and denied", code, r, out)
+	}
+	if _, err := os.Stat(filepath.Join(victim, "keep.txt")); err != nil {
+		t.Fatalf("the victim tree after the forged approval: %v", err)
+	}
+
+	// The hook's own request for the delete covers it.
+	out, code = shell(hookApproves(t, srv, w, "rm -rf victim"))
+	if code != 0 || !strings.Contains(out, "covered by the approval the Claude Code hook asked for") {
+		t.Errorf("the wrapper under the hook's approval of rm -rf victim: exit %d, %s; want it covered", code, out)
+	}
+	if _, err := os.Stat(victim); !os.IsNotExist(err) {
+		t.Errorf("the victim tree after the approved delete: %v", err)
 	}
 }
 
