@@ -23,6 +23,41 @@ type requestView struct {
 	// Window says what an auto-approve window opened on the request lets
 	// through.
 	Window approval.WindowTerms
+	// Covers says, for a pending Bash call, which delete of the rm wrapper
+	// approving it also lets run; nil for other requests.
+	Covers *coverView
+}
+
+// coverView is the delete of the rm wrapper that approving a Bash call
+// also lets run without asking again (approval.CoveredDeletes), as the
+// decision pages say it.
+type coverView struct {
+	// Covered: the paths are the delete's. Otherwise the approval covers
+	// no delete, and the paths are those the agent named that the
+	// command line does not delete.
+	Covered bool
+	Paths   []string // at most maxCoverShown
+	More    int      // how many paths more
+}
+
+// maxCoverShown bounds the paths a decision page lists.
+const maxCoverShown = 20
+
+// coversOf is the coverView of a pending Bash call, nil for any other
+// request: what approving it decides.
+func coversOf(r *countersign.Request) *coverView {
+	if r.Status != countersign.StatusPending || r.Kind != countersign.KindTool || r.Action != "Bash" {
+		return nil
+	}
+	c := &coverView{Paths: approval.CoveredDeletes(r)}
+	c.Covered = len(c.Paths) > 0
+	if !c.Covered && r.Scope != nil {
+		c.Paths = r.Scope.Paths
+	}
+	if n := len(c.Paths); n > maxCoverShown {
+		c.Paths, c.More = c.Paths[:maxCoverShown], n-maxCoverShown
+	}
+	return c
 }
 
 func viewOf(r *countersign.Request) *requestView {
@@ -34,6 +69,7 @@ func viewOf(r *countersign.Request) *requestView {
 		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
 	}
 	v.Window = approval.DescribeWindow(r)
+	v.Covers = coversOf(r)
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has
@@ -58,7 +94,7 @@ const (
 // visible mark.
 func rowOf(r *countersign.Request) *requestView {
 	v := viewOf(r)
-	v.Arguments = "" // not shown in the inbox
+	v.Arguments, v.Covers = "", nil // not shown in the inbox
 	preview := strings.SplitN(r.Preview, "\n", rowLines+1)
 	if len(preview) > rowLines {
 		preview[rowLines] = "…"
