@@ -124,9 +124,9 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	// session may have come in between. A stop takes the account's lock
 	// too (stopApprovals): stored before, it marked the window or the
 	// claim; stored after, it ends this approval with the others.
-	held, refusal := letThroughCheck(r)
+	held, heldArgs, refusal := letThroughCheck(r)
 	if held != "" {
-		batch.Queue(held, letThroughArgs(r)...)
+		batch.Queue(held, heldArgs...)
 	}
 	br := p.send(batch)
 	if _, err := br.Exec(); err != nil {
@@ -160,29 +160,23 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	return twin, waiting, nil
 }
 
-// letThroughCheck is the query that tells whether what let r through at
-// once still stands, and the refusal when it does not; "" for a request
-// that waits for a human. For a window: it is as it was read and no stop
-// marked it. For a hook approval: r's claim on it is unmarked. The mark,
-// not a time, decides, so a request whose clock read a time before the
-// stop is refused too.
-func letThroughCheck(r *countersign.Request) (string, error) {
+// letThroughCheck is the query, with its arguments, that tells whether
+// what let r through at once still stands, and the refusal when it does
+// not; "" for a request that waits for a human. For a window: it is as it
+// was read and no stop marked it. For a hook approval: r's claim on it is
+// unmarked. The mark, not a time, decides, so a request whose clock read
+// a time before the stop is refused too.
+func letThroughCheck(r *countersign.Request) (string, []any, error) {
 	switch {
 	case r.ApprovedByWindow():
 		return `SELECT EXISTS (SELECT 1 FROM auto_approve_windows
-			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4 AND stopped_at = 0)`, countersign.ErrWindowClosed()
+			WHERE key_id = $1 AND session_id = $2 AND kind = $3 AND until = $4 AND stopped_at = 0)`,
+			[]any{r.KeyID, r.Context.SessionID, string(r.Kind), nanos(r.AutoApproveUntil)}, countersign.ErrWindowClosed()
 	case r.ApprovedByCoverage():
-		return `SELECT EXISTS (SELECT 1 FROM coverages WHERE request_id = $1 AND stopped_at = 0)`, countersign.ErrSessionStopped()
+		return `SELECT EXISTS (SELECT 1 FROM coverages WHERE request_id = $1 AND stopped_at = 0)`,
+			[]any{r.ID}, countersign.ErrSessionStopped()
 	}
-	return "", nil
-}
-
-// letThroughArgs are the arguments of r's letThroughCheck query.
-func letThroughArgs(r *countersign.Request) []any {
-	if r.ApprovedByWindow() {
-		return []any{r.KeyID, r.Context.SessionID, string(r.Kind), nanos(r.AutoApproveUntil)}
-	}
-	return []any{r.ID}
+	return "", nil, nil
 }
 
 // insertRequest, in one round trip, inserts r with its links and outbox
