@@ -156,3 +156,30 @@ func testGrantEndsWithApprover(t *testing.T, open Opener) {
 		t.Errorf("the audit chain after the revocations: %v", problems)
 	}
 }
+
+// testKeyRevokeEndsGrant: revoking a grant's key revokes the grant with
+// what revoking the grant ends (its tokens, its consent's session), in the
+// same transaction, with an audit entry; revoking another key touches no
+// grant.
+func testKeyRevokeEndsGrant(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	alice := approverIn(t, s, "alice", f.account)
+	g, sess := liveGrant(t, s, f.account, alice, "k")
+	other, _ := liveGrant(t, s, f.account, alice, "o")
+	if err := s.RevokeAgentKey(ctx, f.account.ID, f.key.ID, Base); err != nil {
+		t.Fatalf("RevokeAgentKey of a plain key: %v", err)
+	}
+	at := Base.Add(time.Minute)
+	if err := s.RevokeAgentKey(ctx, f.account.ID, g.KeyName, at); err != nil {
+		t.Fatalf("RevokeAgentKey of a grant's key: %v", err)
+	}
+	wantGrantEnded(t, s, "after RevokeAgentKey", g, sess, "k", at)
+	wantGrantLive(t, s, "after RevokeAgentKey", other, "o")
+	wantCode(t, "RevokeAgentKey of the grant's key again", s.RevokeAgentKey(ctx, f.account.ID, g.KeyID, at), countersign.ECONFLICT)
+	entries := grantRevocations(t, s, sha("access-k"), sha("refresh-k"), sha("grant-session-k"))
+	if len(entries) != 1 {
+		t.Fatalf("%d grant_revoked entries, want 1: %+v", len(entries), entries)
+	}
+	wantRevocation(t, entries[0], g, countersign.RevokedKeyRevoked, at)
+}
