@@ -3,10 +3,12 @@ package countersign
 import "encoding/json"
 
 // Why a grant was revoked other than by its own revocation, as its audit
-// entry says: the grant ends with the approver who allowed it.
+// entry says: the grant ends with the approver who allowed it, and with its
+// key.
 const (
 	RevokedApproverRemoved = "approver removed"
 	RevokedPasswordReset   = "password reset"
+	RevokedKeyRevoked      = "key revoked"
 )
 
 // AuditGrantRevoked is the audit event of a grant revoked for reason. It

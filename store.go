@@ -33,8 +33,10 @@ type Store interface {
 	AgentKeyByHash(ctx context.Context, hash string) (*AgentKey, error)
 	// AgentKeys lists an account's keys.
 	AgentKeys(ctx context.Context, accountID string) ([]*AgentKey, error)
-	// RevokeAgentKey revokes a key of the account by id or name. Errors:
-	// ENOTFOUND, ECONFLICT if already revoked.
+	// RevokeAgentKey revokes a key of the account by id or name. The key of
+	// a grant revokes its grant in the same transaction, as RevokeGrant
+	// does (tokens, consent sessions), with an audit entry
+	// (RevokedKeyRevoked). Errors: ENOTFOUND, ECONFLICT if already revoked.
 	RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error
 
 	// CreateApprover adds an approver. Errors: ECONFLICT if the username is

@@ -261,14 +261,38 @@ func (a *Admin) RemoveMembership(ctx context.Context, username, account string) 
 	return a.Store.RemoveMembership(ctx, ap.ID, acc.ID, a.now().Now())
 }
 
-// RevokeAgentKey revokes an agent key of the named account by id or name.
-// Errors: ENOTFOUND, ECONFLICT.
-func (a *Admin) RevokeAgentKey(ctx context.Context, account, idOrName string) error {
+// RevokeAgentKey revokes an agent key of the named account by id or name;
+// a grant's key revokes its grant, as RevokeGrant does, and that grant is
+// returned (nil for the key of no grant). Errors: ENOTFOUND, ECONFLICT.
+func (a *Admin) RevokeAgentKey(ctx context.Context, account, idOrName string) (*countersign.Grant, error) {
 	acc, err := a.Store.AccountByName(ctx, account)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return a.Store.RevokeAgentKey(ctx, acc.ID, idOrName, a.now().Now())
+	grants, err := a.Store.Grants(ctx, acc.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Store.RevokeAgentKey(ctx, acc.ID, idOrName, a.now().Now()); err != nil {
+		return nil, err
+	}
+	return keyGrant(grants, idOrName), nil
+}
+
+// keyGrant finds the grant whose key idOrName names, as the store does:
+// an id wins over a name.
+func keyGrant(grants []*countersign.Grant, idOrName string) *countersign.Grant {
+	for _, g := range grants {
+		if g.KeyID == idOrName {
+			return g
+		}
+	}
+	for _, g := range grants {
+		if g.KeyName == idOrName {
+			return g
+		}
+	}
+	return nil
 }
 
 // RevokeApproverToken revokes an API token of the approver by id or name.

@@ -116,8 +116,10 @@ func TestAdminRevokeAndRemove(t *testing.T) {
 
 	// Nothing crosses accounts or approvers: each of these names a thing
 	// that exists, but not where it is asked for.
-	wantCode(t, "key of another account", e.admin.RevokeAgentKey(e.ctx, "other", "laptop"), countersign.ENOTFOUND)
-	wantCode(t, "key of an unknown account", e.admin.RevokeAgentKey(e.ctx, "nope", "laptop"), countersign.ENOTFOUND)
+	_, err = e.admin.RevokeAgentKey(e.ctx, "other", "laptop")
+	wantCode(t, "key of another account", err, countersign.ENOTFOUND)
+	_, err = e.admin.RevokeAgentKey(e.ctx, "nope", "laptop")
+	wantCode(t, "key of an unknown account", err, countersign.ENOTFOUND)
 	wantCode(t, "token of another approver", e.admin.RevokeApproverToken(e.ctx, "bob", "phone"), countersign.ENOTFOUND)
 	wantCode(t, "passkey of another approver", e.admin.RemovePasskey(e.ctx, "bob", pk.ID), countersign.ENOTFOUND)
 	wantCode(t, "unknown grant", e.admin.RevokeGrant(e.ctx, "acme", "grt_nope"), countersign.ENOTFOUND)
@@ -134,7 +136,7 @@ func TestAdminRevokeAndRemove(t *testing.T) {
 		t.Fatalf("a refused revocation revoked the token: %v", err)
 	}
 
-	if err := e.admin.RevokeAgentKey(e.ctx, "acme", "laptop"); err != nil {
+	if g, err := e.admin.RevokeAgentKey(e.ctx, "acme", "laptop"); err != nil || g != nil {
 		t.Fatal(err)
 	}
 	_, err = e.auth.Agent(e.ctx, key)

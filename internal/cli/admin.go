@@ -141,10 +141,14 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 		}
 		return tw.Flush()
 	case "revoke":
-		if err := admin.RevokeAgentKey(ctx, *account, rest[0]); err != nil {
+		g, err := admin.RevokeAgentKey(ctx, *account, rest[0])
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked agent key %s\n", rest[0])
+		if g != nil {
+			fmt.Fprintf(env.Stdout, "revoked its grant %s: its tokens no longer work and the browser its consent signed in is signed out\n", g.ID)
+		}
 	}
 	return nil
 }

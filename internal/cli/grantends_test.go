@@ -238,3 +238,25 @@ func TestGrantEndsWithApprover(t *testing.T) {
 	b.wantOutput("remove of an approver of no grants", []string{"removed approver bob with its sessions, tokens, passkeys and no grants"},
 		"", "approver", "remove", "--username", "bob")
 }
+
+// TestKeyRevokeEndsGrant: key revoke of a grant's key revokes the grant as
+// grant revoke does, and says so: the browser its consent signed in is
+// signed out and its tokens stop. Revoking a plain key says nothing of a
+// grant.
+func TestKeyRevokeEndsGrant(t *testing.T) {
+	t.Parallel()
+	b := newGrantBed(t)
+	g, other := b.allow("ann", "one"), b.allow("bob", "one")
+	if code, out := b.run("", "key", "create", "--account", "one", "--name", "plain"); code != 0 {
+		t.Fatalf("key create: %d %s", code, out)
+	}
+	b.wantOutput("key revoke of a plain key", []string{"revoked agent key plain"}, "", "key", "revoke", "--account", "one", "plain")
+	b.wantOutput("key revoke of a grant's key", []string{"revoked agent key " + g.grant.KeyName,
+		"revoked its grant " + g.grant.ID + ": its tokens no longer work and the browser its consent signed in is signed out"},
+		"", "key", "revoke", "--account", "one", g.grant.KeyName)
+	b.wantEnded("after key revoke", g)
+	b.wantLive("after another grant's key revoke", other)
+	if code, out := b.run("", "grant", "revoke", "--account", "one", g.grant.ID); code != 1 || !strings.Contains(out, "already revoked") {
+		t.Errorf("grant revoke after key revoke: exit %d, %s", code, out)
+	}
+}

@@ -116,3 +116,29 @@ func TestGrantEndsWithApprover(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyRevokeEndsConsent: revoking a grant's key (countersign key revoke
+// grant-…) does what revoking the grant does: the browser its consent
+// signed in is signed out, its tokens stop, and it reads as revoked. The
+// approver's own sign-in stays.
+func TestKeyRevokeEndsConsent(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t, oaMCP)
+	g := e.allowAs("alice")
+	own := e.session("alice")
+	if !e.signedIn(g.consent.Value) {
+		t.Fatal("the consent's browser is not signed in")
+	}
+	got, err := e.admin.RevokeAgentKey(e.ctx, "acme", g.grant.KeyName)
+	if err != nil || got == nil || got.ID != g.grant.ID {
+		t.Fatalf("RevokeAgentKey of the grant's key = %+v, %v; want grant %s", got, err, g.grant.ID)
+	}
+	e.wantEnded("after key revoke", g)
+	if !e.signedIn(own.id) {
+		t.Error("revoking a grant's key signed out a session that did not come from its consent")
+	}
+	page := e.get("/grants", e.as(own.id)).want(t, "grants page", http.StatusOK)
+	if strings.Contains(page.body, "/grants/"+g.grant.ID+"/revoke") {
+		t.Error("the grants page offers to revoke a grant whose key was revoked")
+	}
+}

@@ -40,6 +40,35 @@ func (db *DB) revokeApproverGrants(ctx context.Context, tx pgx.Tx, approverID, a
 	return ids, db.appendAudit(ctx, tx, at, items...)
 }
 
+// lockKeyGrant locks the grant whose key keyID is, if any, before the key
+// itself is locked: RevokeGrant locks a grant and then its key, and a
+// revocation of the key must take them in the same order, or the two could
+// wait on each other. It returns the grant's id and account, empty for
+// the key of no grant or of a grant already revoked.
+func lockKeyGrant(ctx context.Context, tx pgx.Tx, keyID string) (id, accountID string, err error) {
+	var revoked int64
+	err = tx.QueryRow(ctx, `SELECT id, account_id, revoked_at FROM grants WHERE key_id = $1 FOR UPDATE`, keyID).Scan(&id, &accountID, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && revoked != 0) {
+		return "", "", nil
+	} else if err != nil {
+		return "", "", fmt.Errorf("read the key's grant: %w", err)
+	}
+	return id, accountID, nil
+}
+
+// revokeKeyGrant revokes, in tx, the grant lockKeyGrant locked: a grant's
+// key revoked by itself must end what revoking the grant ends, its tokens
+// and the sessions its consent signed in.
+func (db *DB) revokeKeyGrant(ctx context.Context, tx pgx.Tx, id, accountID string, at time.Time) error {
+	if id == "" {
+		return nil
+	}
+	if err := revokeGrant(ctx, tx, accountID, id, at); err != nil {
+		return err
+	}
+	return db.appendAudit(ctx, tx, at, auditItem{accountID: accountID, ev: countersign.GrantRevokedEvent(id, countersign.RevokedKeyRevoked)})
+}
+
 // grantMember checks, in the transaction that stores a grant, that its
 // approver is still a member of its account. FOR SHARE orders it with a
 // removal of the membership: one that deleted the row first makes this

@@ -68,24 +68,32 @@ func (db *DB) AgentKeys(ctx context.Context, accountID string) ([]*countersign.A
 }
 
 // RevokeAgentKey revokes a key of the account by id or name; an id wins
-// over a name. Errors: ENOTFOUND, ECONFLICT if already revoked.
+// over a name. A grant's key revokes its grant with it. Errors: ENOTFOUND,
+// ECONFLICT if already revoked.
 func (db *DB) RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error {
 	return db.update(ctx, func(tx pgx.Tx) error {
-		return revokeAgentKey(ctx, tx, accountID, idOrName, at)
+		return db.revokeAgentKey(ctx, tx, accountID, idOrName, at)
 	})
 }
 
-func revokeAgentKey(ctx context.Context, tx pgx.Tx, accountID, idOrName string, at time.Time) error {
+func (db *DB) revokeAgentKey(ctx context.Context, tx pgx.Tx, accountID, idOrName string, at time.Time) error {
 	var id string
-	var revoked int64
-	// FOR UPDATE: of two revocations at once, the second sees the first's.
 	err := tx.QueryRow(ctx, `
-		SELECT id, revoked_at FROM agent_keys
+		SELECT id FROM agent_keys
 		WHERE account_id = $1 AND (id = $2 OR name = $2)
-		ORDER BY (id = $2) DESC LIMIT 1 FOR UPDATE`, accountID, idOrName).Scan(&id, &revoked)
+		ORDER BY (id = $2) DESC LIMIT 1`, accountID, idOrName).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return countersign.NotFound("agent key")
 	} else if err != nil {
+		return fmt.Errorf("read agent key: %w", err)
+	}
+	grantID, grantAccount, err := lockKeyGrant(ctx, tx, id)
+	if err != nil {
+		return err
+	}
+	// FOR UPDATE: of two revocations at once, the second sees the first's.
+	var revoked int64
+	if err := tx.QueryRow(ctx, `SELECT revoked_at FROM agent_keys WHERE id = $1 FOR UPDATE`, id).Scan(&revoked); err != nil {
 		return fmt.Errorf("read agent key: %w", err)
 	}
 	if revoked != 0 {
@@ -94,7 +102,7 @@ func revokeAgentKey(ctx context.Context, tx pgx.Tx, accountID, idOrName string, 
 	if _, err := tx.Exec(ctx, `UPDATE agent_keys SET revoked_at = $1 WHERE id = $2`, nanos(at), id); err != nil {
 		return fmt.Errorf("revoke agent key: %w", err)
 	}
-	return nil
+	return db.revokeKeyGrant(ctx, tx, grantID, grantAccount, at)
 }
 
 func scanAgentKey(s pgx.Row) (*countersign.AgentKey, error) {

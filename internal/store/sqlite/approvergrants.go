@@ -41,6 +41,20 @@ func revokeApproverGrants(ctx context.Context, tx querier, approverID, accountID
 	return ids, nil
 }
 
+// revokeKeyGrant revokes, in tx, the live grant whose key keyID is, if
+// any: a grant's key revoked by itself must end what revoking the grant
+// ends, its tokens and the sessions its consent signed in.
+func revokeKeyGrant(ctx context.Context, tx querier, keyID string, at time.Time) error {
+	var id, acc string
+	err := tx.QueryRowContext(ctx, `SELECT id, account_id FROM grants WHERE key_id = ? AND revoked_at = 0`, keyID).Scan(&id, &acc)
+	if err == sql.ErrNoRows {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("read the key's grant: %w", err)
+	}
+	return revokeGrantFor(ctx, tx, acc, id, countersign.RevokedKeyRevoked, at)
+}
+
 // revokeGrantFor revokes a grant of the account and records why in the
 // audit log, in tx.
 func revokeGrantFor(ctx context.Context, tx querier, accountID, id, reason string, at time.Time) error {

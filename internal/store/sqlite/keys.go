@@ -77,7 +77,8 @@ func (db *DB) AgentKeys(ctx context.Context, accountID string) ([]*countersign.A
 }
 
 // RevokeAgentKey revokes a key of the account by id or name; an id wins
-// over a name. Errors: ENOTFOUND, ECONFLICT if already revoked.
+// over a name. A grant's key revokes its grant with it. Errors: ENOTFOUND,
+// ECONFLICT if already revoked.
 func (db *DB) RevokeAgentKey(ctx context.Context, accountID, idOrName string, at time.Time) error {
 	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		return revokeAgentKey(ctx, tx, accountID, idOrName, at)
@@ -102,7 +103,7 @@ func revokeAgentKey(ctx context.Context, tx querier, accountID, idOrName string,
 	if _, err := tx.ExecContext(ctx, `UPDATE agent_keys SET revoked_at = ? WHERE id = ?`, nanos(at), id); err != nil {
 		return fmt.Errorf("revoke agent key: %w", err)
 	}
-	return nil
+	return revokeKeyGrant(ctx, tx, id, at)
 }
 
 func scanAgentKey(s scanner) (*countersign.AgentKey, error) {

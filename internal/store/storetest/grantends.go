@@ -156,3 +156,77 @@ func testGrantEndsWithApprover(t *testing.T, open Opener) {
 		t.Errorf("the audit chain after the revocations: %v", problems)
 	}
 }
+
+// testKeyRevokeEndsGrant: revoking a grant's key revokes the grant with
+// what revoking the grant ends (its tokens, its consent's session), in the
+// same transaction, with an audit entry; revoking another key touches no
+// grant.
+func testKeyRevokeEndsGrant(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	alice := approverIn(t, s, "alice", f.account)
+	g, sess := liveGrant(t, s, f.account, alice, "k")
+	other, _ := liveGrant(t, s, f.account, alice, "o")
+	if err := s.RevokeAgentKey(ctx, f.account.ID, f.key.ID, Base); err != nil {
+		t.Fatalf("RevokeAgentKey of a plain key: %v", err)
+	}
+	at := Base.Add(time.Minute)
+	if err := s.RevokeAgentKey(ctx, f.account.ID, g.KeyName, at); err != nil {
+		t.Fatalf("RevokeAgentKey of a grant's key: %v", err)
+	}
+	wantGrantEnded(t, s, "after RevokeAgentKey", g, sess, "k", at)
+	wantGrantLive(t, s, "after RevokeAgentKey", other, "o")
+	wantCode(t, "RevokeAgentKey of the grant's key again", s.RevokeAgentKey(ctx, f.account.ID, g.KeyID, at), countersign.ECONFLICT)
+	entries := grantRevocations(t, s, sha("access-k"), sha("refresh-k"), sha("grant-session-k"))
+	if len(entries) != 1 {
+		t.Fatalf("%d grant_revoked entries, want 1: %+v", len(entries), entries)
+	}
+	wantRevocation(t, entries[0], g, countersign.RevokedKeyRevoked, at)
+}
+
+// StaleGrants are three grants of one account, each with its consent's
+// session and its tokens, for a test of the migration that ends the grants
+// an older version left live: the backend's test revokes Key's key and
+// takes LeftApprover out of the account behind the store's back, as that
+// version did, then migrates again.
+type StaleGrants struct {
+	Key, Left, Live *countersign.Grant
+	LeftApprover    string
+	sessions        map[string]*countersign.Session
+}
+
+// NewStaleGrants stores the grants in s.
+func NewStaleGrants(t *testing.T, s countersign.Store) *StaleGrants {
+	t.Helper()
+	acc := mustAccount(t, s, "acme")
+	alice, bob := approverIn(t, s, "alice", acc), approverIn(t, s, "bob", acc)
+	g := &StaleGrants{LeftApprover: bob.ID, sessions: map[string]*countersign.Session{}}
+	var sess *countersign.Session
+	g.Key, sess = liveGrant(t, s, acc, alice, "key")
+	g.sessions["key"] = sess
+	g.Left, sess = liveGrant(t, s, acc, bob, "left")
+	g.sessions["left"] = sess
+	g.Live, sess = liveGrant(t, s, acc, alice, "live")
+	g.sessions["live"] = sess
+	return g
+}
+
+// Check checks s after the migration: the grant whose key was revoked at
+// keyRevokedAt is revoked then, the grant of the approver who left is
+// revoked at or after leftBy, each with its key, tokens and consent's
+// session; the live grant is untouched.
+func (g *StaleGrants) Check(t *testing.T, s countersign.Store, keyRevokedAt, leftBy time.Time) {
+	t.Helper()
+	wantGrantEnded(t, s, "migrated", g.Key, g.sessions["key"], "key", keyRevokedAt)
+	got, err := s.Grant(t.Context(), g.Left.ID)
+	if err != nil || got.RevokedAt.Before(leftBy) {
+		t.Errorf("the grant of an approver who left = %+v, %v; want revoked at or after %v", got, err, leftBy)
+	}
+	if got != nil {
+		wantGrantEnded(t, s, "migrated", g.Left, g.sessions["left"], "left", got.RevokedAt)
+	}
+	wantGrantLive(t, s, "migrated", g.Live, "live")
+	if _, _, err := s.SessionByHash(t.Context(), g.sessions["live"].Hash, Base); err != nil {
+		t.Errorf("the live grant's consent session after the migration: %v", err)
+	}
+}

@@ -257,8 +257,9 @@ func testRefusalWords(t *testing.T, open Opener) {
 	if err := s.RevokeAgentKey(ctx, f.account.ID, "grant-b", Base); err != nil {
 		t.Fatalf("RevokeAgentKey of a grant's key: %v", err)
 	}
+	// Revoking a grant's key revokes the grant, whose tokens go with it.
 	_, _, err = s.RedeemOAuthToken(ctx, sha("refresh-b"), countersign.TokenRefresh, Base, nil, nil)
-	wantError(t, "RedeemOAuthToken of a revoked grant", err, countersign.ENOTFOUND, "the grant was revoked")
+	wantError(t, "RedeemOAuthToken of a revoked grant", err, countersign.ENOTFOUND, "unknown token")
 	_, _, err = s.AccessToken(ctx, sha("nope"), Base)
 	wantError(t, "AccessToken(unknown)", err, countersign.ENOTFOUND, "access token not found")
 

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
 		{"GrantEndsWithApprover", testGrantEndsWithApprover},
+		{"KeyRevokeEndsGrant", testKeyRevokeEndsGrant},
 		{"RedeemRace", testRedeemRace},
 		{"TokenPruning", testTokenPruning},
 		{"Seed", testSeed},

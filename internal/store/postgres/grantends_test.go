@@ -1,0 +1,31 @@
+package postgres
+
+import (
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/storetest"
+)
+
+// TestMigrationEndsStaleGrants: migration 0015 revokes the grants an older
+// version left live, a grant whose key was revoked and a grant whose
+// approver left the account, with their tokens and consent sessions.
+func TestMigrationEndsStaleGrants(t *testing.T) {
+	url := pgtest.SchemaURL(t)
+	db, err := Open(t.Context(), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := storetest.NewStaleGrants(t, db)
+	revokedAt := storetest.Base.Add(time.Hour)
+	exec(t, db, `UPDATE agent_keys SET revoked_at = $1 WHERE id = $2`, revokedAt.UnixNano(), g.Key.KeyID)
+	exec(t, db, `DELETE FROM memberships WHERE approver_id = $1`, g.LeftApprover)
+	exec(t, db, `DELETE FROM schema_migrations WHERE version = 15`)
+	exec(t, db, `DROP INDEX grants_approver`)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	left := time.Now().Truncate(time.Second)
+	g.Check(t, openTest(t, url), revokedAt, left)
+}

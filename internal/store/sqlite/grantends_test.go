@@ -1,0 +1,32 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/store/storetest"
+)
+
+// TestMigrationEndsStaleGrants: migration 0015 revokes the grants an older
+// version left live, a grant whose key was revoked and a grant whose
+// approver left the account, with their tokens and consent sessions.
+func TestMigrationEndsStaleGrants(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "countersign.db")
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := storetest.NewStaleGrants(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawDB(t, path)
+	revokedAt := storetest.Base.Add(time.Hour)
+	exec(t, raw, `UPDATE agent_keys SET revoked_at = ? WHERE id = ?`, revokedAt.UnixNano(), g.Key.KeyID)
+	exec(t, raw, `DELETE FROM memberships WHERE approver_id = ?`, g.LeftApprover)
+	exec(t, raw, `DELETE FROM schema_migrations WHERE version = 15`)
+	exec(t, raw, `DROP INDEX grants_approver`)
+	left := time.Now().Truncate(time.Second)
+	g.Check(t, openTest(t, path), revokedAt, left)
+}
