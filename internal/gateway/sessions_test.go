@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,9 +16,10 @@ import (
 const initializeBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wire","version":"1"}}}`
 
 // refused sends initialize for key and fails unless it is refused with
-// status, Retry-After and a JSON-RPC error of code whose message holds
-// want; no session may be opened.
-func refused(t *testing.T, h *harness, key string, status int, retryAfter string, code int, want string) {
+// status, a Retry-After of at most retryAfter seconds (and at least one)
+// and a JSON-RPC error of code whose message holds want; no session may
+// be opened.
+func refused(t *testing.T, h *harness, key string, status, retryAfter, code int, want string) {
 	t.Helper()
 	s := &rawSession{t: t, base: h.base, client: bearer(h.keys[key])}
 	resp := s.post(t.Context(), initializeBody)
@@ -32,9 +34,10 @@ func refused(t *testing.T, h *harness, key string, status int, retryAfter string
 		} `json:"error"`
 	}
 	err := json.Unmarshal(body, &msg)
-	if resp.StatusCode != status || resp.Header.Get("Retry-After") != retryAfter || resp.Header.Get("Mcp-Session-Id") != "" ||
+	retry, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != status || retry < 1 || retry > retryAfter || resp.Header.Get("Mcp-Session-Id") != "" ||
 		err != nil || msg.JSONRPC != "2.0" || string(msg.ID) != "null" || msg.Error.Code != code || !strings.Contains(msg.Error.Message, want) {
-		t.Fatalf("initialize of %s: %d, Retry-After %q, session %q, body %s; want %d, Retry-After %s, error %d %q",
+		t.Fatalf("initialize of %s: %d, Retry-After %q, session %q, body %s; want %d, Retry-After up to %d, error %d %q",
 			key, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Mcp-Session-Id"), body, status, retryAfter, code, want)
 	}
 }
@@ -101,7 +104,7 @@ func TestSessionsPerKey(t *testing.T) {
 			s.post(t.Context(), fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, 10+i)).Body.Close()
 		}()
 	}
-	refused(t, h, "agent", http.StatusTooManyRequests, "5", -32030, "this agent key has 2 MCP sessions open, its limit")
+	refused(t, h, "agent", http.StatusTooManyRequests, 5, -32030, "this agent key has 2 MCP sessions open, its limit")
 	openRaw(t, h, "agent2") // another key still opens one
 	if n := gateway.LiveSessions(h.gw); n != 4 {
 		t.Errorf("%d live sessions after the refusal, want 4", n)
@@ -121,7 +124,7 @@ func TestSessionsTotal(t *testing.T) {
 	b := openRaw(t, h, "agent2")
 	b.use()
 	// No session is unused: retry when one may have ended, in a minute.
-	refused(t, h, "outsider", http.StatusServiceUnavailable, "60", -32030, "the server has 3 MCP sessions open, its limit")
+	refused(t, h, "outsider", http.StatusServiceUnavailable, 60, -32030, "the server has 3 MCP sessions open, its limit")
 	b2 := openRaw(t, h, "agent2")
 	closedSoon(t, b, "agent2's idle session")
 	for name, s := range map[string]*rawSession{"a1": a1, "a2": a2, "b2": b2} {
@@ -140,7 +143,7 @@ func TestSessionsInitializeRate(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *gateway.Config) { c.Rate = 6 }) // one in 10 s, bursts of one
 	openRaw(t, h, "agent")
-	refused(t, h, "agent", http.StatusTooManyRequests, "10", -32029, "more than 6 calls or new sessions in a minute; no session was opened")
+	refused(t, h, "agent", http.StatusTooManyRequests, 10, -32029, "more than 6 calls or new sessions in a minute; no session was opened")
 	openRaw(t, h, "agent2")
 	h.clock.Advance(10 * time.Second)
 	openRaw(t, h, "agent")
@@ -156,12 +159,14 @@ func TestSessionsUnusedExpire(t *testing.T) {
 	resp := used.post(t.Context(), `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	h.clock.Advance(2*time.Minute + 59*time.Second)
+	// The clock runs on with the wall clock's: 2.5 minutes, then 3 at
+	// least, whatever this test's own time.
+	h.clock.Advance(2*time.Minute + 30*time.Second)
 	openRaw(t, h, "agent2") // an opening sweeps; the timer would in 3 minutes
 	if n := gateway.LiveSessions(h.gw); n != 3 {
 		t.Fatalf("%d live sessions before 3 minutes, want 3", n)
 	}
-	h.clock.Advance(time.Second)
+	h.clock.Advance(30 * time.Second)
 	openRaw(t, h, "agent2")
 	if n := gateway.LiveSessions(h.gw); n != 3 {
 		t.Errorf("%d live sessions after 3 minutes, want 3: the used one and agent2's", n)
