@@ -99,7 +99,7 @@ func (b *grantBed) allow(username, account string) *bedGrant {
 	}
 	verifier := strings.Repeat("v", 43)
 	code, sessionID, g, err := b.oauth.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: username, AccountID: acc.ID},
-		AccountID: acc.ID, Client: b.client, RedirectURI: b.client.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}})
+		AccountID: acc.ID, Client: b.client, RedirectURI: b.client.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
 	if err != nil {
 		b.t.Fatal(err)
 	}
