@@ -128,7 +128,10 @@ func startStepUp(t *testing.T) *stepUpEnv {
 	}
 	gw.Start(ctx, 20*time.Second)
 	t.Cleanup(gw.Close)
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent)}, svc, w.Auth, reg, log)
+	// Password slots of its own, so that its sign-ins never wait on, or
+	// hold up, those of the tests that run beside it.
+	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), PasswordSlots: approval.NewHashSlots(2)},
+		svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
