@@ -114,7 +114,9 @@ func testOAuthClients(t *testing.T, open Opener) {
 	}
 
 	// A grant marks its client used: it no longer makes room.
-	g := &countersign.Grant{AccountID: mustAccount(t, s, "one").ID, ClientID: "n3", ClientName: "n", ApproverID: "apr_x", ApproverName: "x",
+	one := mustAccount(t, s, "one")
+	x := approverIn(t, s, "x", one)
+	g := &countersign.Grant{AccountID: one.ID, ClientID: "n3", ClientName: "n", ApproverID: x.ID, ApproverName: x.Username,
 		Tiers: []string{"read"}, CreatedAt: at(10)}
 	key := &countersign.AgentKey{AccountID: g.AccountID, Name: "grant-n3", Hash: sha("grant-key-n3"), Hint: "(grant)", CreatedAt: at(10)}
 	if err := s.CreateGrant(ctx, g, key, nil, nil); err != nil {
