@@ -21,7 +21,17 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	revokedAt := storetest.Base.Add(time.Hour)
 	exec(t, db, `UPDATE agent_keys SET revoked_at = $1 WHERE id = $2`, revokedAt.UnixNano(), g.Key.KeyID)
 	exec(t, db, `DELETE FROM memberships WHERE approver_id = $1`, g.LeftApprover)
-	exec(t, db, `DELETE FROM schema_migrations WHERE version = 15`)
+	// Undo 15 and what came after it, so that the store is as a version
+	// before 15 left it.
+	for _, q := range []string{
+		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`, `ALTER TABLE coverages DROP COLUMN stopped_at`, // 18
+		`DROP INDEX requests_account_status_created`, `DROP INDEX requests_account_reference`, // 17
+		`DROP INDEX requests_done_created`, `DROP INDEX auto_approve_windows_request`, `DROP INDEX outbox_request`,
+		`DROP INDEX coverages_request`, `DROP TABLE idempotency`,
+		`DROP INDEX oauth_clients_net`, `ALTER TABLE oauth_clients DROP COLUMN registered_net`, // 16
+		`DELETE FROM schema_migrations WHERE version >= 15`} {
+		exec(t, db, q)
+	}
 	exec(t, db, `DROP INDEX grants_approver`)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
