@@ -18,6 +18,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/countersign/countersign/internal/shellword"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -221,7 +222,7 @@ func exits(s *syntax.Stmt) bool {
 	if !ok || len(call.Args) == 0 {
 		return false
 	}
-	name, ok := literal(call.Args[0])
+	name, ok := shellword.Literal(call.Args[0], "")
 	return ok && (name == "exit" || name == "return")
 }
 
@@ -388,7 +389,7 @@ func (w *walker) words(ws []*syntax.Word) []word {
 	for _, sw := range ws {
 		cp := *sw // SplitBraces replaces the parts
 		if !syntax.SplitBraces(&cp) {
-			v, ok := literal(sw)
+			v, ok := shellword.Literal(sw, "")
 			out = append(out, word{v, ok})
 			continue
 		}
@@ -398,74 +399,12 @@ func (w *walker) words(ws []*syntax.Word) []word {
 				out = append(out, word{})
 				break
 			}
-			v, ok := literal(bw)
+			v, ok := shellword.Literal(bw, "")
 			out = append(out, word{v, ok})
 			n++
 		}
 	}
 	return out
-}
-
-// literal returns the value of a word made only of literal parts: plain
-// text (its backslashes removed), '…' and "…" without expansions. A ~ at
-// its start, $'…' and every expansion make it unknown.
-func literal(w *syntax.Word) (string, bool) {
-	var b strings.Builder
-	for i, part := range w.Parts {
-		switch p := part.(type) {
-		case *syntax.Lit:
-			if i == 0 && strings.HasPrefix(p.Value, "~") {
-				return "", false // a home directory the server does not know
-			}
-			b.WriteString(unescape(p.Value, false))
-		case *syntax.SglQuoted:
-			if p.Dollar {
-				return "", false
-			}
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			if p.Dollar {
-				return "", false
-			}
-			for _, dp := range p.Parts {
-				l, ok := dp.(*syntax.Lit)
-				if !ok {
-					return "", false
-				}
-				b.WriteString(unescape(l.Value, true))
-			}
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
-}
-
-// unescape removes the shell's backslashes: outside quotes every
-// backslash escapes the next character; inside double quotes only $, `,
-// ", \ and a newline are escaped.
-func unescape(s string, double bool) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		next := s[i+1]
-		if double && !strings.ContainsRune("$`\"\\\n", rune(next)) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		if next != '\n' {
-			b.WriteByte(next)
-		}
-	}
-	return b.String()
 }
 
 // hasMeta reports whether an operand holds a glob character, which the

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/countersign/countersign/internal/shellword"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -256,7 +257,7 @@ func exits(s *syntax.Stmt) bool {
 	if !ok || len(call.Args) == 0 {
 		return false
 	}
-	name, ok := literal(call.Args[0], "")
+	name, ok := shellword.Literal(call.Args[0], "")
 	return ok && (name == "exit" || name == "return")
 }
 
@@ -380,7 +381,7 @@ func (a *analyzer) assigned(as *syntax.Assign) {
 		return
 	}
 	if as.Value != nil {
-		if _, ok := literal(as.Value, ""); !ok {
+		if _, ok := shellword.Literal(as.Value, ""); !ok {
 			a.prompt("sets " + as.Name.Value + " to a value known only when the line runs")
 		}
 	}
@@ -502,7 +503,7 @@ func (a *analyzer) declared(c *syntax.DeclClause) {
 			continue
 		}
 		if as.Value != nil {
-			if v, ok := literal(as.Value, ""); ok && declOptions[v] {
+			if v, ok := shellword.Literal(as.Value, ""); ok && declOptions[v] {
 				continue
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/countersign/countersign/internal/shellword"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -78,7 +79,7 @@ func mktempAssign(as *syntax.Assign) bool {
 	}
 	var args []string
 	for _, w := range call.Args {
-		v, ok := literal(w, "")
+		v, ok := shellword.Literal(w, "")
 		if !ok {
 			return false
 		}

@@ -3,6 +3,7 @@ package claudehook
 import (
 	"strings"
 
+	"github.com/countersign/countersign/internal/shellword"
 	"mvdan.cc/sh/v3/expand"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -59,81 +60,11 @@ func resolveWord(w *syntax.Word, home string) []word {
 
 // oneWord resolves a word without braces.
 func oneWord(w *syntax.Word, home string) word {
-	v, ok := literal(w, home)
+	v, ok := shellword.Literal(w, home)
 	if !ok {
 		return word{src: printWord(w)}
 	}
 	return word{val: v, src: printWord(w), static: true}
-}
-
-// literal returns the value of a word made only of literal parts.
-func literal(w *syntax.Word, home string) (string, bool) {
-	var b strings.Builder
-	for i, part := range w.Parts {
-		switch p := part.(type) {
-		case *syntax.Lit:
-			v := p.Value
-			if i == 0 && strings.HasPrefix(v, "~") {
-				name, rest, _ := strings.Cut(v, "/")
-				if name != "~" || home == "" {
-					return "", false // ~user, or no home to expand to
-				}
-				b.WriteString(home)
-				if rest != "" || strings.Contains(v, "/") {
-					v = "/" + rest
-				} else {
-					v = ""
-				}
-			}
-			b.WriteString(unescape(v, false))
-		case *syntax.SglQuoted:
-			if p.Dollar {
-				return "", false // $'…' escapes: rare enough to treat as unknown
-			}
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			if p.Dollar {
-				return "", false
-			}
-			for _, dp := range p.Parts {
-				l, ok := dp.(*syntax.Lit)
-				if !ok {
-					return "", false
-				}
-				b.WriteString(unescape(l.Value, true))
-			}
-		default:
-			return "", false
-		}
-	}
-	return b.String(), true
-}
-
-// unescape removes the shell's backslashes: outside quotes every
-// backslash escapes the next character; inside double quotes only $, `,
-// ", \ and a newline are escaped.
-func unescape(s string, double bool) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\\' || i+1 == len(s) {
-			b.WriteByte(c)
-			continue
-		}
-		next := s[i+1]
-		if double && !strings.ContainsRune("$`\"\\\n", rune(next)) {
-			b.WriteByte(c)
-			continue
-		}
-		i++
-		if next != '\n' {
-			b.WriteByte(next)
-		}
-	}
-	return b.String()
 }
 
 // heredoc returns the text of a here-document or here-string body when it
