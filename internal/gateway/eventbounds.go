@@ -58,46 +58,44 @@ func (s *eventStore) removeSession(se *sessionEvents) {
 	heap.Fix(&s.keys, k.index)
 }
 
-// keyHeap is a max-heap of keys by the bytes they keep.
-type keyHeap []*keyEvents
+// bySize is a max-heap of what keeps bytes in the event store: the keys,
+// and each key's sessions.
+type bySize[T sized] []T
 
-func (h keyHeap) Len() int           { return len(h) }
-func (h keyHeap) Less(i, j int) bool { return h[i].size > h[j].size }
-func (h keyHeap) Swap(i, j int) {
+// sized is an entry of a bySize heap: its bytes, and where it stands.
+type sized interface {
+	bytes() int
+	at(index int)
+}
+
+// keyHeap is the heap of keys, the biggest first.
+type keyHeap = bySize[*keyEvents]
+
+// sessionHeap is the heap of one key's sessions, the biggest first.
+type sessionHeap = bySize[*sessionEvents]
+
+func (k *keyEvents) bytes() int        { return k.size }
+func (k *keyEvents) at(index int)      { k.index = index }
+func (se *sessionEvents) bytes() int   { return se.size }
+func (se *sessionEvents) at(index int) { se.index = index }
+
+func (h bySize[T]) Len() int           { return len(h) }
+func (h bySize[T]) Less(i, j int) bool { return h[i].bytes() > h[j].bytes() }
+func (h bySize[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].at(i)
+	h[j].at(j)
 }
-func (h *keyHeap) Push(x any) {
-	k := x.(*keyEvents)
-	k.index = len(*h)
-	*h = append(*h, k)
+func (h *bySize[T]) Push(x any) {
+	v := x.(T)
+	v.at(len(*h))
+	*h = append(*h, v)
 }
-func (h *keyHeap) Pop() any {
+func (h *bySize[T]) Pop() any {
 	old := *h
-	k := old[len(old)-1]
-	old[len(old)-1] = nil
+	v := old[len(old)-1]
+	var none T
+	old[len(old)-1] = none
 	*h = old[:len(old)-1]
-	return k
-}
-
-// sessionHeap is a max-heap of one key's sessions by the bytes they keep.
-type sessionHeap []*sessionEvents
-
-func (h sessionHeap) Len() int           { return len(h) }
-func (h sessionHeap) Less(i, j int) bool { return h[i].size > h[j].size }
-func (h sessionHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
-}
-func (h *sessionHeap) Push(x any) {
-	se := x.(*sessionEvents)
-	se.index = len(*h)
-	*h = append(*h, se)
-}
-func (h *sessionHeap) Pop() any {
-	old := *h
-	se := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	return se
+	return v
 }
