@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -65,7 +66,14 @@ func measurePendingList(ctx context.Context, srv *server, n int) (*samples, erro
 		if err != nil {
 			return nil, fmt.Errorf("pending list: %w", err)
 		}
+		// The list is read to its end, as a client does; it also lets the
+		// connection be used again, so that the figure is the list's and
+		// not a new connection's.
+		_, err = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("pending list: %w", err)
+		}
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("pending list: status %d", resp.StatusCode)
 		}

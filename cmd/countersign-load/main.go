@@ -354,7 +354,7 @@ func runCyclesWithHistory(ctx context.Context, o *options, srv *server, out *pri
 	if err := runCycles(ctx, o, srv, out); err != nil {
 		return err
 	}
-	list, err := measurePendingList(ctx, srv, 200)
+	list, err := measurePendingList(ctx, srv, 1000)
 	if err != nil {
 		return err
 	}
