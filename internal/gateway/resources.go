@@ -57,8 +57,16 @@ func (r ResourceTierRule) matches(name string) bool {
 func (g *Gateway) resourceTier(u *upstream, uri, exposed string) Tier {
 	t := TierRead
 	for _, r := range g.cfg.ResourceRules {
-		if r.Tier > t && (r.matches(u.cfg.Name+"/"+uri) || r.matches(exposed)) {
-			t = r.Tier
+		if r.Tier <= t {
+			continue
+		}
+		// A rule also covers its spellings in other case: an upstream on
+		// a file system that ignores case reads them as the same file.
+		lower := ResourceTierRule{Match: strings.ToLower(r.Match)}
+		for _, name := range []string{u.cfg.Name + "/" + uri, exposed} {
+			if r.matches(name) || lower.matches(strings.ToLower(name)) {
+				t = r.Tier
+			}
 		}
 	}
 	return t

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -21,14 +22,55 @@ import (
 // uriTier is the tier of reading uri (as the upstream u knows it, exposed
 // as exposed): the highest that any rule matching it, or any template
 // matching it, gives.
+//
+// The tier is the highest of every spelling an upstream may read as the
+// same thing (uriForms): a read of file:///srv/secret?x, …#x or …;x is a
+// read of file:///srv/secret to a server that resolves only the path,
+// and so is /srv/Secret to one on a file system that ignores case.
 func (g *Gateway) uriTier(u *upstream, uri, exposed string, templates map[string]*resourceEntry) Tier {
-	t := g.resourceTier(u, uri, exposed)
-	for _, e := range templates {
-		if e.tier > t && e.match.Match(exposed) != nil {
-			t = e.tier
+	prefix := strings.TrimSuffix(exposed, uri)
+	if prefix == exposed && uri != "" {
+		prefix = ""
+	}
+	t := TierRead
+	for _, form := range uriForms(uri) {
+		t = max(t, g.resourceTier(u, form, prefix+form))
+		for _, e := range templates {
+			if e.tier > t && e.match.Match(prefix+form) != nil {
+				t = e.tier
+			}
 		}
 	}
 	return t
+}
+
+// uriForms are the spellings of uri whose tiers a read of it takes: the
+// URI itself; without its query and fragment; without the ;parameters of
+// its path segments as well; and each of those in lower case.
+func uriForms(uri string) []string {
+	bare := uri
+	if i := strings.IndexAny(bare, "?#"); i >= 0 {
+		bare = bare[:i]
+	}
+	noParams := bare
+	if strings.Contains(noParams, ";") {
+		segs := strings.Split(noParams, "/")
+		for i, seg := range segs {
+			if j := strings.IndexByte(seg, ';'); j >= 0 && i > 0 {
+				segs[i] = seg[:j]
+			}
+		}
+		noParams = strings.Join(segs, "/")
+	}
+	var forms []string
+	for _, f := range []string{uri, bare, noParams} {
+		for _, v := range []string{f, strings.ToLower(f)} {
+			if !slices.Contains(forms, v) {
+				forms = append(forms, v)
+			}
+		}
+	}
+	return forms
 }
 
 // readable decides whether the principal of req may read (or subscribe

@@ -153,6 +153,17 @@ func TestResourceTemplateTiers(t *testing.T) {
 		"file:///srv/secret/other.txt",
 		"file:///srv/secret/",
 		"file:///srv/secret", // the folder is under its own rule
+		// What an upstream that resolves only the path, or ignores
+		// case, reads as the same file or folder.
+		"file:///srv/secret?",
+		"file:///srv/secret?x=1",
+		"file:///srv/secret#",
+		"file:///srv/secret;x",
+		"file:///srv/secret/plan.txt?",
+		"file:///srv/secret/plan.txt#x",
+		"file:///srv/secret;v=1/plan.txt",
+		"file:///srv/Secret/plan.txt",
+		"file:///srv/SECRET/other.txt",
 	} {
 		_, err := readText(t, agent, uri)
 		wantRefused(t, "agent reads "+uri, err, jsonrpc.CodeInvalidRequest, needsHuman)
@@ -187,7 +198,7 @@ func TestResourceTemplateTiers(t *testing.T) {
 	rich.mu.Lock()
 	defer rich.mu.Unlock()
 	for _, line := range rich.got {
-		if strings.Contains(line, "secret/") || strings.Contains(line, "%") && !strings.Contains(line, "%20") {
+		if l := strings.ToLower(line); strings.Contains(l, "/srv/secret") && !strings.Contains(l, "/srv/secretary") || strings.Contains(line, "%") && !strings.Contains(line, "%20") {
 			t.Errorf("the upstream got %q", line)
 		}
 	}
