@@ -190,12 +190,16 @@ func TestCreateRefusesHiddenText(t *testing.T) {
 		{"a line break in the user", "context.user", base(func(in *countersign.CreateInput) { in.Context.User = "ada\nroot" })},
 		{"a soft hyphen in the session", "context.session_id", base(func(in *countersign.CreateInput) { in.Context.SessionID = "s\u00ad1" })},
 		{"a control in covered_by", "covered_by", base(func(in *countersign.CreateInput) {
-			in.Kind, in.Tier, in.CoveredBy = countersign.KindRm, "", "req_\x01"
+			in.Kind, in.Tier, in.RiskReasons, in.CoveredBy = countersign.KindRm, "", nil, "req_\x01"
 		})},
 		{"a control in the seed id", "seed id", base(func(in *countersign.CreateInput) { in.SeedID = "delete:\x0b" })},
 		{"an unknown tier", "tier", base(func(in *countersign.CreateInput) { in.Tier = "\x02" })},
 		{"a tier word of no tier", "tier", base(func(in *countersign.CreateInput) { in.Tier = "dangerous" })},
 		{"a tier on another kind", "tier", base(func(in *countersign.CreateInput) { in.Kind = countersign.KindTool })},
+		{"a tier reason above the tier", "each risk reason", base(func(in *countersign.CreateInput) { in.Tier = countersign.TierRead })},
+		{"a tier reason below the tier", "each risk reason", base(func(in *countersign.CreateInput) { in.RiskReasons = []string{"tier: read"} })},
+		{"a tier reason without a tier", "each risk reason", base(func(in *countersign.CreateInput) { in.Tier = "" })},
+		{"a tier reason on another kind", "each risk reason", base(func(in *countersign.CreateInput) { in.Kind, in.Tier = countersign.KindTool, "" })},
 	} {
 		before := e.auditCount()
 		_, _, err := e.svc.Create(e.ctx, e.keyA, tt.in)

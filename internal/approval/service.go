@@ -374,13 +374,25 @@ func protectedByReason(reasons []string) bool {
 }
 
 // checkFacts checks the typed facts of a new request: a known tier, and
-// only on an MCP request.
+// only on an MCP request. A risk reason that names a tier must name the
+// request's own: step-up reads the tier field, and a human who reads
+// "tier: commit" must be deciding a request of that tier, not one whose
+// agent wrote the reason over a lower field.
 func checkFacts(in countersign.CreateInput) error {
 	switch {
 	case in.Tier != "" && !in.Tier.Valid():
 		return countersign.Errorf(countersign.EINVALID, "tier must be one of read, write, commit, external")
 	case in.Tier != "" && in.Kind != countersign.KindMCP:
 		return countersign.Errorf(countersign.EINVALID, "tier goes only with kind mcp")
+	}
+	for _, r := range in.RiskReasons {
+		if !strings.HasPrefix(r, "tier:") || in.Tier != "" && r == TierReason(in.Tier) {
+			continue
+		}
+		if in.Tier == "" {
+			return countersign.Errorf(countersign.EINVALID, "each risk reason that names a tier needs the request's tier field; %q has none", r)
+		}
+		return countersign.Errorf(countersign.EINVALID, "each risk reason that names a tier must name the request's own tier (%q), not %q", TierReason(in.Tier), r)
 	}
 	return nil
 }

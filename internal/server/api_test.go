@@ -57,6 +57,33 @@ func TestCreateRequest(t *testing.T) {
 	}
 }
 
+// TestTierReasonMatchesTier: what the human reads of a request's tier is
+// the tier that step-up decides on; an agent cannot write "tier: commit"
+// over a read-tier request (or the other way round), or a tier over a
+// request that has none.
+func TestTierReasonMatchesTier(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	for _, body := range []string{
+		`{"kind":"mcp","action":"billing__delete_invoice","tier":"read","risk_reasons":["tier: commit"]}`,
+		`{"kind":"mcp","action":"billing__delete_invoice","tier":"commit","risk_reasons":["tier: read"]}`,
+		`{"kind":"mcp","action":"billing__delete_invoice","risk_reasons":["tier: commit"]}`,
+		`{"kind":"tool","action":"Bash","risk_reasons":["tier: commit"]}`,
+	} {
+		msg := s.call("POST", "/api/v1/requests", s.keyA, body).wantError(t, body, http.StatusBadRequest, "invalid")
+		if !strings.Contains(msg, "tier") {
+			t.Errorf("%s: the error %q does not say why", body, msg)
+		}
+	}
+	if list := s.call("GET", "/api/v1/requests", s.alice, "").body; strings.Contains(string(list), "req_") {
+		t.Errorf("a refused request was stored: %s", list)
+	}
+	ok := `{"kind":"mcp","action":"billing__delete_invoice","tier":"commit","risk_reasons":["tier: commit"]}`
+	if r := s.call("POST", "/api/v1/requests", s.keyA, ok).request(t, http.StatusCreated); r.Status != "pending" {
+		t.Errorf("a matching tier reason: %+v", r)
+	}
+}
+
 func TestGetRequest(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
