@@ -61,7 +61,7 @@ func checkDepth(args json.RawMessage) error {
 // client talks to countersign. A failed or dead upstream is a tool error,
 // and restarts.
 func (g *Gateway) forward(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry) (*mcp.CallToolResult, error) {
-	token, done := g.progress.route(ctx, req)
+	token, done := g.progress.route(ctx, req, e.up)
 	defer done()
 	p, _ := g.principal(req) // the handler checked it
 	args, removeFiles, ferr := g.substitute(ctx, req, p, e)

@@ -58,7 +58,10 @@ type taps struct {
 
 // taps returns the upstream's taps.
 func (u *upstream) taps() taps {
-	t := taps{progress: u.hooks.progress, stamp: u.hooks.stamp}
+	t := taps{stamp: u.hooks.stamp}
+	if u.hooks.progress != nil {
+		t.progress = func(p *mcp.ProgressNotificationParams) { u.hooks.progress(u, p) }
+	}
 	if u.hooks.logged != nil {
 		t.logged = func(p *mcp.LoggingMessageParams, a attribution) { u.hooks.logged(u, p, a) }
 	}

@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -17,7 +17,10 @@ import (
 
 // progressRoutes carries the progress notifications of an upstream call to
 // the client that asked for them: each forwarded call gets a token of its
-// own, since tokens of different clients may be the same.
+// own, since tokens of different clients may be the same. The token is
+// random and its route takes progress only from the upstream the call
+// went to: another upstream, which may serve another account's clients,
+// can neither guess it nor send on it.
 //
 // Every notification an upstream sent before its result must reach the
 // client before the gateway's result. The SDK hands an upstream's
@@ -27,12 +30,12 @@ import (
 // their order on the wire instead (tapConn, sseTap), queues it on its
 // route, and a call ends its route only once the queue is delivered.
 type progressRoutes struct {
-	mu   sync.Mutex
-	next uint64
-	m    map[string]*progressRoute
+	mu sync.Mutex
+	m  map[string]*progressRoute
 }
 
 type progressRoute struct {
+	up    *upstream // the only upstream whose progress the route takes
 	ctx   context.Context
 	ss    *mcp.ServerSession
 	token any
@@ -47,19 +50,18 @@ const progressQueue = 256
 // route returns the token to send upstream (nil when the client asked for
 // no progress) and a function that ends the route once everything queued
 // on it reached the client (or the call's context ended).
-func (r *progressRoutes) route(ctx context.Context, req *mcp.CallToolRequest) (any, func()) {
+func (r *progressRoutes) route(ctx context.Context, req *mcp.CallToolRequest, up *upstream) (any, func()) {
 	tok := req.Params.GetProgressToken()
 	if tok == nil || req.Session == nil {
 		return nil, func() {}
 	}
-	rt := &progressRoute{ctx: ctx, ss: req.Session, token: tok,
+	rt := &progressRoute{up: up, ctx: ctx, ss: req.Session, token: tok,
 		queue: make(chan *mcp.ProgressNotificationParams, progressQueue), done: make(chan struct{})}
+	id := "countersign-" + rand.Text()
 	r.mu.Lock()
 	if r.m == nil {
 		r.m = map[string]*progressRoute{}
 	}
-	r.next++
-	id := fmt.Sprintf("countersign-%d", r.next)
 	r.m[id] = rt
 	r.mu.Unlock()
 	go rt.deliver()
@@ -85,13 +87,13 @@ func (rt *progressRoute) deliver() {
 	}
 }
 
-// deliver queues an upstream's progress on its route. It never blocks: it
-// runs on the upstream's read loop.
-func (r *progressRoutes) deliver(p *mcp.ProgressNotificationParams) {
+// deliver queues the progress of upstream u on its route, when the route
+// is of a call to u. It never blocks: it runs on the upstream's read loop.
+func (r *progressRoutes) deliver(u *upstream, p *mcp.ProgressNotificationParams) {
 	id, _ := p.ProgressToken.(string)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rt, ok := r.m[id]; ok {
+	if rt, ok := r.m[id]; ok && rt.up == u {
 		select {
 		case rt.queue <- p:
 		default:

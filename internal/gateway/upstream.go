@@ -69,7 +69,7 @@ type upstreamLists struct {
 type upstreamHooks struct {
 	// progress takes the upstream's progress notifications, in their
 	// order on the wire.
-	progress func(*mcp.ProgressNotificationParams)
+	progress func(u *upstream, p *mcp.ProgressNotificationParams)
 	// changed: a list (tools, resources, templates, prompts) changed.
 	changed func()
 	// updated: a subscribed resource changed.
