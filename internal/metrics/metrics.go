@@ -7,10 +7,6 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-)
-
-import (
 	"fmt"
 	"io"
 	"math"
@@ -18,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Registry holds metrics in the order they were registered, then the
