@@ -1,16 +1,15 @@
 package countersign
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // SecretKeySize is the size of the server's secret key in bytes.
@@ -25,7 +24,7 @@ const SecretKeySize = 32
 // Three independent keys are derived from it with HKDF-SHA256, one per use,
 // so that no use can stand in for another.
 type SecretKey struct {
-	wrap  cipher.AEAD
+	wrap  *seal.Key
 	audit []byte
 	check []byte
 }
@@ -42,15 +41,11 @@ func NewSecretKey(raw []byte) (*SecretKey, error) {
 		}
 		return b
 	}
-	block, err := aes.NewCipher(derive("server key wrap v1"))
+	wrap, err := seal.New(derive("server key wrap v1"))
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &SecretKey{wrap: aead, audit: derive("audit chain v1"), check: derive("key check v1")}, nil
+	return &SecretKey{wrap: wrap, audit: derive("audit chain v1"), check: derive("key check v1")}, nil
 }
 
 // serverKeyAD binds a wrapped server key to its name, so that one wrapped
@@ -59,9 +54,7 @@ func serverKeyAD(name string) []byte { return []byte("countersign server key:" +
 
 // WrapServerKey seals a server key for its row in the store.
 func (k *SecretKey) WrapServerKey(name string, key []byte) []byte {
-	nonce := make([]byte, k.wrap.NonceSize())
-	rand.Read(nonce)
-	return k.wrap.Seal(nonce, nonce, key, serverKeyAD(name))
+	return k.wrap.Seal(key, serverKeyAD(name))
 }
 
 // ErrServerKeySealed is returned when a server key does not open under the
@@ -71,11 +64,7 @@ var ErrServerKeySealed = errors.New("the server key does not open under the secr
 // UnwrapServerKey opens a server key that WrapServerKey sealed. Errors:
 // ErrServerKeySealed.
 func (k *SecretKey) UnwrapServerKey(name string, wrapped []byte) ([]byte, error) {
-	n := k.wrap.NonceSize()
-	if len(wrapped) < n+k.wrap.Overhead() {
-		return nil, ErrServerKeySealed
-	}
-	key, err := k.wrap.Open(nil, wrapped[:n], wrapped[n:], serverKeyAD(name))
+	key, err := k.wrap.Open(wrapped, serverKeyAD(name))
 	if err != nil {
 		return nil, ErrServerKeySealed
 	}
