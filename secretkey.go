@@ -139,3 +139,34 @@ type KeyedAuditor interface {
 	AuditKeyedFrom() int64
 	SecretKey() *SecretKey
 }
+
+// ErrCheckRemoved is the error of a store whose server keys are wrapped
+// with the secret key but whose record of it is gone: sealing it again
+// would wrap them twice and key a chain that may have been rewritten
+// meanwhile.
+var ErrCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
+
+// SealServerKey wraps the server key name of a store being sealed. A key
+// that the secret key already opens was sealed before: ErrCheckRemoved.
+func (k *SecretKey) SealServerKey(name string, key []byte) ([]byte, error) {
+	if _, err := k.UnwrapServerKey(name, key); err == nil {
+		return nil, ErrCheckRemoved
+	}
+	return k.WrapServerKey(name, key), nil
+}
+
+// OpenServerKey returns the stored server key name as it is used: opened
+// with k (stored as it is when k is nil) and size bytes long.
+func OpenServerKey(k *SecretKey, name string, stored []byte, size int) ([]byte, error) {
+	key := stored
+	if k != nil {
+		var err error
+		if key, err = k.UnwrapServerKey(name, stored); err != nil {
+			return nil, fmt.Errorf("server key %q: %w", name, err)
+		}
+	}
+	if len(key) != size {
+		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
+	}
+	return key, nil
+}
