@@ -1,7 +1,7 @@
-// Package seal seals values with AES-GCM, the one way the server keeps
-// anything it must read back but no copy of the database may: server keys
-// under the secret key, seed secrets, channel secrets and outbox payloads
-// under server keys, file ids and file blobs.
+// Package seal seals values with AES-GCM for what the server must read
+// back but no copy of its database may: server keys under the secret key,
+// seed secrets, channel secrets and outbox payloads under server keys,
+// file ids and file blobs.
 //
 // A value is sealed as nonce || ciphertext || tag, with a fresh random
 // nonce of NonceSize bytes. Its additional data binds it to its place (a
