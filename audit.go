@@ -123,3 +123,27 @@ func (v *AuditVerifier) Finish(headSeq int64, headHash string) []AuditProblem {
 	}
 	return v.Problems
 }
+
+// DefaultAuditPage is how many entries an audit log read returns when the
+// caller names no limit (a limit <= 0).
+const DefaultAuditPage = 1000
+
+// AuditPageSize is how many entries an audit log read of limit returns.
+func AuditPageSize(limit int) int {
+	if limit <= 0 {
+		return DefaultAuditPage
+	}
+	return limit
+}
+
+// AuditKeyedEvent is the audit event that marks where a chain of bare
+// hashes became keyed, written when an existing store is sealed.
+const AuditKeyedEvent = "audit_keyed"
+
+// KeyedEvent is the audit event a store that is sealed appends when it
+// already holds entries: it links the old chain to the keyed one, which
+// begins at keyedFrom, so that the old part cannot be rewritten without
+// the key either.
+func KeyedEvent(keyedFrom int64) AuditEvent {
+	return AuditEvent{Event: AuditKeyedEvent, Actor: "system", Detail: `{"keyed_from":` + strconv.FormatInt(keyedFrom, 10) + `}`}
+}

@@ -13,6 +13,13 @@ const (
 	MaxAuditDetail = 4 << 10
 )
 
+// AuditEvent is what happened, to be written to the audit log.
+type AuditEvent struct {
+	Event  string // created, auto_approved, approved, denied, responded, stopped, consumed, cancelled, expired
+	Actor  string // "key:<id>", "approver:<username>", "system"
+	Detail string // a short JSON object with the binding or the reason
+}
+
 // CheckAuditEvent checks an event appended on its own before a store
 // writes it: an account, a short event name and actor, and a detail that
 // is one small JSON object. No field holds a NUL, which PostgreSQL's text

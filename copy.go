@@ -2,6 +2,8 @@ package countersign
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -59,13 +61,6 @@ type Record struct {
 	AuditHead     *AuditHead
 }
 
-// Membership says that an approver belongs to an account.
-type Membership struct {
-	ApproverID string
-	AccountID  string
-	CreatedAt  time.Time
-}
-
 // ServerKey is one of the server's own keys (see SessionStore.ServerKey).
 type ServerKey struct {
 	Name      string
@@ -77,4 +72,22 @@ type ServerKey struct {
 type AuditHead struct {
 	Seq  int64
 	Hash string
+}
+
+// CheckImport refuses a copy whose source is sealed with another secret
+// key than k, the target's (none: any).
+func CheckImport(k *SecretKey, c KeyCheck) error {
+	if k == nil {
+		return nil
+	}
+	if err := k.Verify(c); err != nil {
+		return fmt.Errorf("import: the source store is sealed with another secret key than the target's: %w", err)
+	}
+	return nil
+}
+
+// ErrTargetNotEmpty is the conflict of copying into a store that holds
+// data already (full names what it holds): a copy never merges.
+func ErrTargetNotEmpty(full []string) *Error {
+	return Errorf(ECONFLICT, "the target store is not empty (it holds %s); copy only into a new, empty store", strings.Join(full, ", "))
 }

@@ -1,7 +1,16 @@
 // Package countersign holds the domain of the approval gateway: accounts,
 // agent keys, approvers, requests and their lifecycle states, the store
-// interface every backend implements, and the error catalogue. It imports
-// nothing of the application, so every other package can depend on it.
+// interface every backend implements, and the error catalogue. Of the
+// application it imports only internal/seal, which imports nothing of it,
+// so every other package can depend on it.
+//
+// Each type's file also holds the rules every Store backend applies the
+// same way to it (what a request may become, when an OAuth token may be
+// redeemed) and the refusals a Store answers with about it. Each backend
+// keeps its own SQL and its own concurrency; the rules and the words are
+// written once here, so that the backends cannot drift and a user reads
+// the same message whichever database the server runs on. The conformance
+// suite checks the refusals word for word.
 package countersign
 
 import (
@@ -28,6 +37,11 @@ type Account struct {
 	CreatedAt time.Time
 }
 
+// ErrAccountExists is the conflict of a new account whose name is taken.
+func ErrAccountExists(name string) *Error {
+	return Errorf(ECONFLICT, "account %q already exists", name)
+}
+
 // AgentKey is the credential one agent uses. Only the SHA-256 hash of the
 // secret is stored.
 type AgentKey struct {
@@ -47,6 +61,12 @@ type AgentKey struct {
 // Revoked reports whether the key was revoked.
 func (k *AgentKey) Revoked() bool { return !k.RevokedAt.IsZero() }
 
+// ErrKeyNameTaken is the conflict of a new agent key whose name its
+// account already gave a key: names tell keys apart in lists and logs.
+func ErrKeyNameTaken(name string) *Error {
+	return Errorf(ECONFLICT, "the account already has a key named %q", name)
+}
+
 // Approver is a human who can decide the requests of the accounts it belongs
 // to.
 type Approver struct {
@@ -54,6 +74,25 @@ type Approver struct {
 	Username     string
 	PasswordHash string // argon2id, PHC string format
 	CreatedAt    time.Time
+}
+
+// ErrApproverExists is the conflict of a new approver whose username is
+// taken.
+func ErrApproverExists(username string) *Error {
+	return Errorf(ECONFLICT, "approver %q already exists", username)
+}
+
+// Membership says that an approver belongs to an account.
+type Membership struct {
+	ApproverID string
+	AccountID  string
+	CreatedAt  time.Time
+}
+
+// ErrNotMember is the ENOTFOUND of removing a membership the approver
+// does not have.
+func ErrNotMember() *Error {
+	return Errorf(ENOTFOUND, "the approver is not a member of that account")
 }
 
 // ApproverToken is an API credential of an approver, scoped to one account.

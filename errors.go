@@ -69,3 +69,21 @@ func ErrorMessage(err error) string {
 // ErrReferenceTaken is the conflict of a new request whose reference code
 // a live request of its account already has; the caller draws another.
 var ErrReferenceTaken = &Error{Code: ECONFLICT, Message: "the reference code is taken"}
+
+// NotFound is the ENOTFOUND of a thing that does not exist, or not for the
+// caller: "request", "approver or account".
+func NotFound(what string) *Error {
+	return Errorf(ENOTFOUND, "%s not found", what)
+}
+
+// ErrExists is the conflict of a new thing whose id is taken: "request",
+// "client", "approver token", "auto-approve window".
+func ErrExists(what string) *Error {
+	return Errorf(ECONFLICT, "%s already exists", what)
+}
+
+// ErrAlreadyRevoked is the conflict of revoking what is revoked: "agent
+// key", "approver token", "the grant".
+func ErrAlreadyRevoked(what string) *Error {
+	return Errorf(ECONFLICT, "%s is already revoked", what)
+}

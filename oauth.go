@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 )
 
@@ -45,6 +46,24 @@ type ClientLimits struct {
 	StaleBefore time.Time
 }
 
+// ErrClientsFull is the ELIMIT of registering an OAuth client when the
+// server holds as many as it may.
+func ErrClientsFull() *Error {
+	return Errorf(ELIMIT, "the server holds as many registered clients as it may; try again later")
+}
+
+// ErrClientsFromAddress is the ELIMIT of registering an OAuth client from
+// an address that registered as many as it may.
+func ErrClientsFromAddress() *Error {
+	return Errorf(ELIMIT, "this address registered as many clients as it may; use one of them, or wait until unused ones expire")
+}
+
+// ErrClientsFromNetwork is the ELIMIT of registering an OAuth client from
+// a network (an IPv6 /48) whose addresses registered as many as it may.
+func ErrClientsFromNetwork() *Error {
+	return Errorf(ELIMIT, "this network registered as many clients as it may; use one of them, or wait until unused ones expire")
+}
+
 // Grant is the principal an OAuth client gets when an approver allows it
 // on the consent page (ADR 0007). It owns an agent key (KeyID) that has no
 // usable secret, so every rule that scopes approvals, windows and the audit
@@ -72,6 +91,35 @@ type Grant struct {
 // Revoked reports whether the grant was revoked.
 func (g *Grant) Revoked() bool { return !g.RevokedAt.IsZero() }
 
+// Why a grant was revoked other than by its own revocation, as its audit
+// entry says: the grant ends with the approver who allowed it, and with its
+// key.
+const (
+	RevokedApproverRemoved = "approver removed"
+	RevokedPasswordReset   = "password reset"
+	RevokedKeyRevoked      = "key revoked"
+)
+
+// AuditGrantRevoked is the audit event of a grant revoked for reason. It
+// names the grant and the reason, never a token.
+const AuditGrantRevoked = "grant_revoked"
+
+// GrantRevokedEvent is the audit entry a store writes, in the transaction
+// that revokes it, for a grant revoked for reason.
+func GrantRevokedEvent(grantID, reason string) AuditEvent {
+	b, _ := json.Marshal(struct {
+		Grant  string `json:"grant"`
+		Reason string `json:"reason"`
+	}{grantID, reason})
+	return AuditEvent{Event: AuditGrantRevoked, Actor: "system", Detail: string(b)}
+}
+
+// ErrGrantNotMember is the refusal of a grant allowed by an approver who
+// is no longer a member of its account.
+func ErrGrantNotMember() *Error {
+	return Errorf(EFORBIDDEN, "the approver is not a member of that account")
+}
+
 // Kinds of OAuth token.
 const (
 	TokenCode    = "code"
@@ -95,6 +143,51 @@ type OAuthToken struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	UsedAt      time.Time // a code or refresh token is used once
+}
+
+// Redeemable reports whether the OAuth token t may be redeemed at now
+// with its grant g: once, before its expiry, while the grant stands.
+// Errors: ECONFLICT (used), ENOTFOUND (expired, grant revoked).
+func (t *OAuthToken) Redeemable(g *Grant, now time.Time) error {
+	if !t.UsedAt.IsZero() {
+		return ErrTokenUsed()
+	}
+	if !t.ExpiresAt.After(now) {
+		return ErrTokenExpired()
+	}
+	if g.Revoked() {
+		return ErrGrantRevoked()
+	}
+	return nil
+}
+
+// Presentable reports whether the access token t of the grant g opens
+// the gateway at now: before its expiry, while the grant stands.
+func (t *OAuthToken) Presentable(g *Grant, now time.Time) bool {
+	return !g.Revoked() && t.ExpiresAt.After(now)
+}
+
+// ErrTokenUsed is the conflict of an OAuth code or refresh token redeemed
+// a second time.
+func ErrTokenUsed() *Error {
+	return Errorf(ECONFLICT, "the token was already used")
+}
+
+// ErrUnknownToken is the ENOTFOUND of an OAuth token that was never
+// issued, or was pruned.
+func ErrUnknownToken() *Error {
+	return Errorf(ENOTFOUND, "unknown token")
+}
+
+// ErrTokenExpired is the ENOTFOUND of an OAuth token past its expiry.
+func ErrTokenExpired() *Error {
+	return Errorf(ENOTFOUND, "the token expired")
+}
+
+// ErrGrantRevoked is the ENOTFOUND of an OAuth token whose grant was
+// revoked: a revoked grant's tokens are dead.
+func ErrGrantRevoked() *Error {
+	return Errorf(ENOTFOUND, "the grant was revoked")
 }
 
 // OAuthStore keeps OAuth clients, grants and their tokens. It is part of

@@ -25,6 +25,11 @@ func (t ChannelType) Valid() bool {
 	return false
 }
 
+// ErrUnknownChannelType is the refusal of a channel of no known type.
+func ErrUnknownChannelType(t ChannelType) *Error {
+	return Errorf(EINVALID, "unknown channel type %q", t)
+}
+
 // Channel is one way an account's approvers hear about its requests. An
 // account has any number of them.
 type Channel struct {
@@ -41,6 +46,12 @@ type Channel struct {
 	// store keeps it as it is.
 	Secret    []byte
 	CreatedAt time.Time
+}
+
+// ErrChannelNameTaken is the conflict of a channel whose name its account
+// already gave another.
+func ErrChannelNameTaken(name string) *Error {
+	return Errorf(ECONFLICT, "the account already has a channel named %q", name)
 }
 
 // Outbox events: what a notification is about.
@@ -86,6 +97,53 @@ type OutboxItem struct {
 	LastError string    // the error of the last failed attempt, kept after a later success
 	FailedAt  time.Time // when the last attempt failed
 	DoneAt    time.Time // when it was sent or given up
+}
+
+// OutboxItems is the outbox of the new request r as it is stored with it:
+// every item about r, of r's account.
+func (r *Request) OutboxItems() []OutboxItem {
+	out := make([]OutboxItem, len(r.Outbox))
+	for i, it := range r.Outbox {
+		it.RequestID, it.AccountID = r.ID, r.AccountID
+		out[i] = it
+	}
+	return out
+}
+
+// ErrOutboxItemExists is the conflict of an outbox item whose id is taken.
+func ErrOutboxItemExists(id string) *Error {
+	return Errorf(ECONFLICT, "outbox item %s already exists", id)
+}
+
+// CheckClaim refuses an outbox claim of no items or no lease. Errors:
+// EINVALID.
+func CheckClaim(limit int, lease time.Duration) error {
+	if limit <= 0 || lease <= 0 {
+		return ErrClaimLimits()
+	}
+	return nil
+}
+
+// ErrClaimLimits is the refusal of an outbox claim of no items or no lease.
+func ErrClaimLimits() *Error {
+	return Errorf(EINVALID, "a claim needs a positive limit and lease")
+}
+
+// ErrClaimLost is the conflict of finishing an outbox item that another
+// claim now holds: its lease ran out and it was claimed again, and only
+// the newer claim may say how the delivery went.
+func ErrClaimLost() *Error {
+	return Errorf(ECONFLICT, "the outbox item is no longer held by this claim")
+}
+
+// RefuseAttempt is the refusal of finishing a delivery attempt whose
+// conditional update changed nothing: an item that does not exist is
+// not found; any other is held by another claim (ErrClaimLost).
+func RefuseAttempt(exists bool) error {
+	if !exists {
+		return NotFound("outbox item")
+	}
+	return ErrClaimLost()
 }
 
 // ChannelStatus is how a channel's deliveries are going.

@@ -26,6 +26,40 @@ type Passkey struct {
 	LastUsedAt time.Time // zero: never used
 }
 
+// ErrPasskeyTaken is the conflict of a passkey whose credential or name
+// the approver already registered.
+func ErrPasskeyTaken() *Error {
+	return Errorf(ECONFLICT, "this passkey, or a passkey of this name, is already registered")
+}
+
+// ErrNoPasskey is the ENOTFOUND of removing a passkey by an id or name
+// the approver has none of.
+func ErrNoPasskey(idOrName string) *Error {
+	return Errorf(ENOTFOUND, "no passkey %q", idOrName)
+}
+
+// ErrLastPasskey is the conflict of removing the last passkey of an
+// approver who has no password: it would lock the approver out.
+func ErrLastPasskey() *Error {
+	return Errorf(ECONFLICT, "this is the only passkey of an approver without a password: removing it would lock the approver out")
+}
+
+// ErrPasskeyReplayed is the conflict of an assertion whose signature
+// counter did not advance.
+func ErrPasskeyReplayed() *Error {
+	return Errorf(ECONFLICT, "the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
+}
+
+// RefusePasskeyUse is the refusal of a passkey use whose conditional
+// update changed nothing: a passkey that does not exist is not found; any
+// other did not advance its signature counter (ErrPasskeyReplayed).
+func RefusePasskeyUse(exists bool) error {
+	if !exists {
+		return NotFound("passkey")
+	}
+	return ErrPasskeyReplayed()
+}
+
 // Ceremony is the server's half of one WebAuthn ceremony in flight: what
 // the challenge was issued for. It is kept server-side, used once and
 // short-lived; only the SHA-256 hash of its handle is stored.
@@ -35,6 +69,18 @@ type Ceremony struct {
 	ApproverID string // empty for a sign-in, which names no one
 	Data       string // JSON: the relying party's session data and what the challenge binds
 	ExpiresAt  time.Time
+}
+
+// ErrNoCeremony is the ENOTFOUND of a passkey ceremony that was never
+// begun, or was taken already.
+func ErrNoCeremony() *Error {
+	return Errorf(ENOTFOUND, "no such ceremony")
+}
+
+// ErrCeremonyExpired is the ENOTFOUND of a passkey ceremony past its
+// expiry.
+func ErrCeremonyExpired() *Error {
+	return Errorf(ENOTFOUND, "the ceremony expired")
 }
 
 // PasskeyStore keeps approvers' passkeys and the ceremonies in flight. It

@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -77,9 +78,24 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// ErrUnknownStatus is the refusal of a request of no known status.
+func ErrUnknownStatus(s Status) *Error {
+	return Errorf(EINVALID, "unknown status %q", s)
+}
+
 // Live reports whether a request in this status can still change because
 // of time passing: pending and approved requests expire.
 func (s Status) Live() bool { return s == StatusPending || s == StatusApproved }
+
+// IsDecision reports whether s is what a human's decision leads to: a
+// transition to it records when, by whom and why.
+func (s Status) IsDecision() bool {
+	switch s {
+	case StatusApproved, StatusDenied, StatusResponded, StatusStopped:
+		return true
+	}
+	return false
+}
 
 // DecidedByAutoApprove is the DecidedBy of a request approved by an open
 // auto-approve window rather than by a human.
@@ -89,39 +105,6 @@ const DecidedByAutoApprove = "auto_approve"
 // an approval the human gave to the Claude Code hook for the same delete
 // covers it: the hook's request was what the human decided on.
 const DecidedByCoverage = "hook_approval"
-
-// Scope is the shape of what a request asks to do, as the human sees it
-// on the decision page: an auto-approve window opened on the request lets
-// through only requests of the same shape, and an approval of a hook's
-// Bash call covers only the deletes it names. The agent says which
-// commands and paths; the server checks them against the request and adds
-// the classes of its risk reasons.
-type Scope struct {
-	// Commands are, for a Bash call, the program and subcommand of every
-	// command the hook judged in the line ("rm", "git push"), sorted,
-	// each once.
-	Commands []string `json:"commands,omitempty"`
-	// Paths are the absolute, resolved paths the action deletes (or, for
-	// a file tool, writes), sorted, each once. A window covers only
-	// actions within their trees.
-	Paths []string `json:"paths,omitempty"`
-	// Files and Bytes are what the deleted paths held when the agent
-	// asked; FilesCapped when the count stopped at a cap.
-	Files       int64 `json:"files,omitempty"`
-	Bytes       int64 `json:"bytes,omitempty"`
-	FilesCapped bool  `json:"files_capped,omitempty"`
-	// Classes are the classes of the request's risk reasons, set by the
-	// server: a window covers no request with a class the approved one
-	// lacked.
-	Classes []string `json:"classes,omitempty"`
-	// Tier and Protected are, in the scope of an auto-approve window, the
-	// typed facts of the request that opened it (see Request), set by the
-	// server when the window opens: a window covers no request of another
-	// tier and no protected request unless the approved one was. A
-	// request's own scope leaves them empty; its fields hold them.
-	Tier      Tier `json:"tier,omitempty"`
-	Protected bool `json:"protected,omitempty"`
-}
 
 // RequestContext is where the agent was when it asked.
 type RequestContext struct {
@@ -202,6 +185,13 @@ func (r *Request) Expired(now time.Time) bool {
 	return r.Status.Live() && !now.Before(r.ExpiresAt)
 }
 
+// ErrRequestNotFound is the refusal of a request that does not exist, or
+// not for the caller: the two are one answer so that ids of other keys and
+// accounts reveal nothing.
+func ErrRequestNotFound() *Error {
+	return Errorf(ENOTFOUND, "request not found")
+}
+
 // TwinTTLSlack is how far the TTL of a pending request may be from a new
 // request's for the pending one to be returned as its twin. A twin must
 // match everything the human sees, its expiry included: a request made
@@ -222,6 +212,82 @@ func RequestTTL(r *Request, now time.Time) time.Duration {
 		created = now
 	}
 	return r.ExpiresAt.Sub(created)
+}
+
+// TwinTTLRange is the range of TTLs, in nanoseconds, that a pending
+// request may have been asked with to be the twin of r: r's own within
+// TwinTTLSlack either way.
+func TwinTTLRange(r *Request, now time.Time) (lo, hi int64) {
+	ttl := RequestTTL(r, now)
+	return int64(ttl - TwinTTLSlack), int64(ttl + TwinTTLSlack)
+}
+
+// Transition describes one conditional state change of a request.
+type Transition struct {
+	ID   string
+	From []Status
+	To   Status
+	Now  time.Time
+	// KeyID, when set, must be the key that created the request; another
+	// key's request is ENOTFOUND.
+	KeyID string
+	// AccountID, when set, must be the request's account; another
+	// account's request is ENOTFOUND.
+	AccountID string
+	DecidedBy string
+	Reason    string
+	// ExpiresAt, when not zero, is the least expiry the request keeps: a
+	// later one stays (an approval keeps a short grace to be consumed in).
+	ExpiresAt time.Time
+	// Window, when set with an approval, is opened in the same transaction.
+	Window *AutoApproveWindow
+}
+
+// Validate reports whether t can be tried at all: it needs a known target
+// and a source, and only an approval opens a window. Errors: EINVALID.
+func (t Transition) Validate() error {
+	if len(t.From) == 0 || !t.To.Valid() {
+		return Errorf(EINVALID, "a transition needs a known target and at least one source status")
+	}
+	if t.Window != nil && t.To != StatusApproved {
+		return Errorf(EINVALID, "only an approval opens an auto-approve window")
+	}
+	return nil
+}
+
+// EndsSession reports whether t, applied to a request of the agent
+// session sessionID, stops that session: a stop closes the session's
+// auto-approve windows and ends its unused approvals. A request of no
+// session stops only itself.
+func (t Transition) EndsSession(sessionID string) bool {
+	return t.To == StatusStopped && sessionID != ""
+}
+
+// RefuseTransition explains why t changed nothing, given r, the request as
+// it is now: another key's or account's request does not exist for the
+// caller (ENOTFOUND); any other request is in a state that does not allow
+// the change (ECONFLICT).
+func RefuseTransition(t Transition, r *Request) error {
+	if (t.KeyID != "" && r.KeyID != t.KeyID) || (t.AccountID != "" && r.AccountID != t.AccountID) {
+		return ErrRequestNotFound()
+	}
+	switch {
+	case r.Status == StatusExpired, r.Expired(t.Now):
+		return Errorf(ECONFLICT, "request has expired")
+	case r.Status == StatusPending:
+		return Errorf(ECONFLICT, "request is still pending")
+	}
+	return Errorf(ECONFLICT, "request is already %s", r.Status)
+}
+
+// StoppedReason is the reason an approval ended by a stop of its session
+// carries.
+const StoppedReason = "the human stopped this agent session"
+
+// StoppedDetail is the audit detail of an approval the stop stopID ended.
+func StoppedDetail(stopID string) string {
+	b, _ := json.Marshal(map[string]string{"stopped_with": stopID})
+	return string(b)
 }
 
 // CreateInput is what an agent asks about.
@@ -247,6 +313,40 @@ type CreateInput struct {
 	// Claude Code hook that let this delete run: when that approval covers
 	// exactly this delete, the request is approved at once.
 	CoveredBy string
+}
+
+// PendingLimit is the number of waiting requests at which the account of
+// r may not add r, 0 for none: only a pending request waits for a human,
+// and maxPending <= 0 means no limit.
+func PendingLimit(r *Request, maxPending int) int {
+	if r.Status == StatusPending && maxPending > 0 {
+		return maxPending
+	}
+	return 0
+}
+
+// PendingLimitError is the ELIMIT of an account that has n requests
+// waiting, the soonest of which expires at soonest (zero for none known).
+// RetryAfter is when that one expires and so frees a place.
+func PendingLimitError(n int, soonest, now time.Time) error {
+	return &Error{
+		Code: ELIMIT,
+		Message: fmt.Sprintf("this account already has %d requests waiting for a decision; "+
+			"decide or cancel one, or wait for one to expire, then ask again", n),
+		RetryAfter: soonest.Sub(now),
+	}
+}
+
+// ErrSeedIDTaken is the conflict of a new request whose seed request_id
+// another request has.
+func ErrSeedIDTaken() *Error {
+	return Errorf(ECONFLICT, "another request already has this request_id")
+}
+
+// ErrNoApprovedMatch is the ENOTFOUND of a consumption that no live
+// approval of the key matches.
+func ErrNoApprovedMatch() *Error {
+	return Errorf(ENOTFOUND, "no approved request matches")
 }
 
 // Decision is what a human decides about a pending request.
@@ -320,49 +420,38 @@ type RequestFilter struct {
 	Limit    int // at most this many, newest first
 }
 
-// AutoApproveWindow lets requests of one agent key's session through without
-// asking, until it closes. It never widens beyond its scope.
-type AutoApproveWindow struct {
-	ID        string
-	AccountID string
-	KeyID     string
-	SessionID string
-	Kind      Kind
-	Action    string // empty for kinds that are not scoped to a tool
-	Until     time.Time
-	CreatedAt time.Time
-	RequestID string // the approval that opened it
-	// Scope is the shape of the approved request: the window covers only
-	// requests within it (nil: a window from before scopes, which covers
-	// only requests of tools that have no shape beyond their name).
-	Scope *Scope
+// Limits of a request list: a filter of no Limit gets
+// DefaultRequestListLimit, and none gets more than MaxRequestListLimit.
+const (
+	DefaultRequestListLimit = 50
+	MaxRequestListLimit     = 500
+)
+
+// Check refuses a filter of no account: requests are never listed across
+// accounts. Errors: EINVALID.
+func (f RequestFilter) Check() error {
+	if f.AccountID == "" {
+		return ErrListNeedsAccount()
+	}
+	return nil
 }
 
-// Coverage records that an approval of the Claude Code hook covered one
-// delete of the rm wrapper. An approval covers at most one.
-type Coverage struct {
-	ApprovalID string // the hook's approved request
-	RequestID  string // the wrapper's request it covered
-	CreatedAt  time.Time
+// MatchesNothing reports whether f keeps no request whatever is stored:
+// an empty, non-nil list of statuses.
+func (f RequestFilter) MatchesNothing() bool {
+	return f.Statuses != nil && len(f.Statuses) == 0
 }
 
-// EncodeScope is a scope as the stores keep it: JSON, "" for none.
-func EncodeScope(s *Scope) string {
-	if s == nil {
-		return ""
+// PageSize is how many requests, at most, a list by f returns.
+func (f RequestFilter) PageSize() int {
+	if f.Limit <= 0 {
+		return DefaultRequestListLimit
 	}
-	b, _ := json.Marshal(s) // strings, numbers and booleans only: never fails
-	return string(b)
+	return min(f.Limit, MaxRequestListLimit)
 }
 
-// DecodeScope reads a scope EncodeScope wrote; "" is none.
-func DecodeScope(text string) (*Scope, error) {
-	if text == "" {
-		return nil, nil
-	}
-	var s Scope
-	if err := json.Unmarshal([]byte(text), &s); err != nil {
-		return nil, err
-	}
-	return &s, nil
+// ErrListNeedsAccount is the refusal of a request list of no account:
+// requests are never listed across accounts.
+func ErrListNeedsAccount() *Error {
+	return Errorf(EINVALID, "an account is required to list requests")
 }

@@ -1,16 +1,15 @@
 package countersign
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // SecretKeySize is the size of the server's secret key in bytes.
@@ -25,7 +24,7 @@ const SecretKeySize = 32
 // Three independent keys are derived from it with HKDF-SHA256, one per use,
 // so that no use can stand in for another.
 type SecretKey struct {
-	wrap  cipher.AEAD
+	wrap  *seal.Key
 	audit []byte
 	check []byte
 }
@@ -42,15 +41,11 @@ func NewSecretKey(raw []byte) (*SecretKey, error) {
 		}
 		return b
 	}
-	block, err := aes.NewCipher(derive("server key wrap v1"))
+	wrap, err := seal.New(derive("server key wrap v1"))
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &SecretKey{wrap: aead, audit: derive("audit chain v1"), check: derive("key check v1")}, nil
+	return &SecretKey{wrap: wrap, audit: derive("audit chain v1"), check: derive("key check v1")}, nil
 }
 
 // serverKeyAD binds a wrapped server key to its name, so that one wrapped
@@ -59,9 +54,7 @@ func serverKeyAD(name string) []byte { return []byte("countersign server key:" +
 
 // WrapServerKey seals a server key for its row in the store.
 func (k *SecretKey) WrapServerKey(name string, key []byte) []byte {
-	nonce := make([]byte, k.wrap.NonceSize())
-	rand.Read(nonce)
-	return k.wrap.Seal(nonce, nonce, key, serverKeyAD(name))
+	return k.wrap.Seal(key, serverKeyAD(name))
 }
 
 // ErrServerKeySealed is returned when a server key does not open under the
@@ -71,11 +64,7 @@ var ErrServerKeySealed = errors.New("the server key does not open under the secr
 // UnwrapServerKey opens a server key that WrapServerKey sealed. Errors:
 // ErrServerKeySealed.
 func (k *SecretKey) UnwrapServerKey(name string, wrapped []byte) ([]byte, error) {
-	n := k.wrap.NonceSize()
-	if len(wrapped) < n+k.wrap.Overhead() {
-		return nil, ErrServerKeySealed
-	}
-	key, err := k.wrap.Open(nil, wrapped[:n], wrapped[n:], serverKeyAD(name))
+	key, err := k.wrap.Open(wrapped, serverKeyAD(name))
 	if err != nil {
 		return nil, ErrServerKeySealed
 	}
@@ -149,4 +138,35 @@ func (k *SecretKey) Verify(c KeyCheck) error {
 type KeyedAuditor interface {
 	AuditKeyedFrom() int64
 	SecretKey() *SecretKey
+}
+
+// ErrCheckRemoved is the error of a store whose server keys are wrapped
+// with the secret key but whose record of it is gone: sealing it again
+// would wrap them twice and key a chain that may have been rewritten
+// meanwhile.
+var ErrCheckRemoved = errors.New("the store's server keys are sealed with this secret key but its record of the key (table secret_key) is gone; the database was tampered with or restored in part")
+
+// SealServerKey wraps the server key name of a store being sealed. A key
+// that the secret key already opens was sealed before: ErrCheckRemoved.
+func (k *SecretKey) SealServerKey(name string, key []byte) ([]byte, error) {
+	if _, err := k.UnwrapServerKey(name, key); err == nil {
+		return nil, ErrCheckRemoved
+	}
+	return k.WrapServerKey(name, key), nil
+}
+
+// OpenServerKey returns the stored server key name as it is used: opened
+// with k (stored as it is when k is nil) and size bytes long.
+func OpenServerKey(k *SecretKey, name string, stored []byte, size int) ([]byte, error) {
+	key := stored
+	if k != nil {
+		var err error
+		if key, err = k.UnwrapServerKey(name, stored); err != nil {
+			return nil, fmt.Errorf("server key %q: %w", name, err)
+		}
+	}
+	if len(key) != size {
+		return nil, fmt.Errorf("server key %q is %d bytes, not %d", name, len(key), size)
+	}
+	return key, nil
 }

@@ -106,3 +106,16 @@ func TestKeyCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestUnwrapStored: a server key wrapped before the sealing moved to
+// internal/seal, kept here as it was stored, opens.
+func TestUnwrapStored(t *testing.T) {
+	stored, _ := hex.DecodeString("5cb03c99073dc91b1cb4d96f826d62c6d698ea9ebcc5deadddc043d1d75d3173b1c311936902b73fbe60a36cf9408a702e8eee520986b487644b69a9")
+	got, err := newKey(t, 0x42).UnwrapServerKey("outbox", stored)
+	if err != nil || !bytes.Equal(got, bytes.Repeat([]byte{7}, 32)) {
+		t.Fatalf("UnwrapServerKey = %x, %v", got, err)
+	}
+	if _, err := newKey(t, 0x42).UnwrapServerKey("csrf", stored); !errors.Is(err, countersign.ErrServerKeySealed) {
+		t.Fatalf("under another name: %v", err)
+	}
+}

@@ -24,6 +24,13 @@ type Session struct {
 	GrantID string
 }
 
+// ErrNoSuchAccount is the ENOTFOUND of switching a session to an account
+// that does not exist or that its approver is not a member of: the two
+// are one answer.
+func ErrNoSuchAccount() *Error {
+	return Errorf(ENOTFOUND, "no such account")
+}
+
 // SessionStore keeps browser sessions and the server's keys. It is part of
 // Store.
 type SessionStore interface {

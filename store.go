@@ -167,34 +167,6 @@ type Expired struct {
 	Kind      Kind
 }
 
-// Transition describes one conditional state change of a request.
-type Transition struct {
-	ID   string
-	From []Status
-	To   Status
-	Now  time.Time
-	// KeyID, when set, must be the key that created the request; another
-	// key's request is ENOTFOUND.
-	KeyID string
-	// AccountID, when set, must be the request's account; another
-	// account's request is ENOTFOUND.
-	AccountID string
-	DecidedBy string
-	Reason    string
-	// ExpiresAt, when not zero, is the least expiry the request keeps: a
-	// later one stays (an approval keeps a short grace to be consumed in).
-	ExpiresAt time.Time
-	// Window, when set with an approval, is opened in the same transaction.
-	Window *AutoApproveWindow
-}
-
-// AuditEvent is what happened, to be written to the audit log.
-type AuditEvent struct {
-	Event  string // created, auto_approved, approved, denied, responded, stopped, consumed, cancelled, expired
-	Actor  string // "key:<id>", "approver:<username>", "system"
-	Detail string // a short JSON object with the binding or the reason
-}
-
 // WriteHealth is implemented by a store that knows whether it can write at
 // the moment: the SQLite store, whose disk may fill up. The health check
 // answers 503 with the reason while it cannot.

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/countersign/countersign"
 )
 
 // Request is a request as the API shows it.
@@ -72,14 +74,8 @@ type CreateInput struct {
 // Scope is the shape of an action as the agent states it: for a Bash
 // call, the program and subcommand of every command of the line; the
 // absolute, resolved paths it deletes (or a file tool writes); and what
-// the deleted paths hold.
-type Scope struct {
-	Commands    []string `json:"commands,omitempty"`
-	Paths       []string `json:"paths,omitempty"`
-	Files       int64    `json:"files,omitempty"`
-	Bytes       int64    `json:"bytes,omitempty"`
-	FilesCapped bool     `json:"files_capped,omitempty"`
-}
+// the deleted paths hold. It is the server's own type.
+type Scope = countersign.StatedScope
 
 // Decision is what an approver decides.
 type Decision struct {

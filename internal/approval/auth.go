@@ -111,12 +111,12 @@ func (a *Authenticator) SeedAgent(ctx context.Context, body []byte, signature st
 	if len(keys) == 0 {
 		return countersign.Agent{}, countersign.Errorf(countersign.EUNAUTHORIZED, "no agent key is designated for these routes; create one with: countersign key create --seed-hmac")
 	}
-	aead, err := seedAEAD(ctx, a.Store)
+	key, err := seedKey(ctx, a.Store)
 	if err != nil {
 		return countersign.Agent{}, err
 	}
 	for _, k := range keys {
-		secret, err := openSeedSecret(aead, k)
+		secret, err := openSeedSecret(key, k)
 		if err != nil {
 			return countersign.Agent{}, err
 		}

@@ -69,7 +69,7 @@ func TestCoveredDeletesNeedsAHookCall(t *testing.T) {
 	e := newEnv(t, approval.Config{MaxPending: 50})
 	noSession := bash("", "rm -rf victim", []string{"rm"}, []string{"/src/victim"}, recursive)
 	write := e.toolCall("Write", "s1")
-	write.Scope = &countersign.Scope{Paths: []string{"/src/victim"}}
+	write.Scope = &countersign.Scope{StatedScope: countersign.StatedScope{Paths: []string{"/src/victim"}}}
 	for name, in := range map[string]countersign.CreateInput{"no session": noSession, "a Write call": write} {
 		if got := approval.CoveredDeletes(e.create(e.keyA, in)); got != nil {
 			t.Errorf("%s: CoveredDeletes = %q, want none", name, got)

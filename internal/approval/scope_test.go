@@ -19,7 +19,7 @@ func bash(session, line string, commands, paths []string, reasons ...string) cou
 	return countersign.CreateInput{
 		Kind: countersign.KindTool, Action: "Bash", Arguments: args, RiskReasons: reasons,
 		Context: countersign.RequestContext{SessionID: session, Cwd: "/src"},
-		Scope:   &countersign.Scope{Commands: commands, Paths: paths, Files: 3, Bytes: 100},
+		Scope:   &countersign.Scope{StatedScope: countersign.StatedScope{Commands: commands, Paths: paths, Files: 3, Bytes: 100}},
 	}
 }
 
@@ -117,7 +117,7 @@ func TestScopeIsChecked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/build", "/src/dist"}, Files: 3, Bytes: 100,
+	want := &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/build", "/src/dist"}, Files: 3, Bytes: 100},
 		Classes: []string{"large deletion", recursive, "uncommitted changes in git work tree /src"}}
 	if !scopeEqual(got.Scope, want) {
 		t.Errorf("stored scope = %+v, want %+v", got.Scope, want)
@@ -332,7 +332,7 @@ func TestFileWindowNeedsPaths(t *testing.T) {
 	write := func(path string) countersign.CreateInput {
 		in := e.toolCall("Write", "s1")
 		if path != "" {
-			in.Scope = &countersign.Scope{Paths: []string{path}}
+			in.Scope = &countersign.Scope{StatedScope: countersign.StatedScope{Paths: []string{path}}}
 		}
 		return in
 	}

@@ -2,12 +2,11 @@ package approval
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
+	"errors"
 	"fmt"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // seedKeyName is the server key that seals the secrets of seed keys.
@@ -17,31 +16,21 @@ const seedKeyName = "seed-secret"
 // with the key's id as additional data so that a sealed secret cannot be
 // moved to another key.
 func sealSeedSecret(ctx context.Context, store countersign.Store, keyID, secret string) ([]byte, error) {
-	aead, err := seedAEAD(ctx, store)
+	key, err := seedKey(ctx, store)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, aead.NonceSize())
-	rand.Read(nonce)
-	return aead.Seal(nonce, nonce, []byte(secret), []byte(keyID)), nil
+	return key.Seal([]byte(secret), []byte(keyID)), nil
 }
 
-func openSeedSecret(aead cipher.AEAD, k *countersign.AgentKey) ([]byte, error) {
-	n := aead.NonceSize()
-	if len(k.SeedSecret) < n {
+func openSeedSecret(key *seal.Key, k *countersign.AgentKey) ([]byte, error) {
+	secret, err := key.Open(k.SeedSecret, []byte(k.ID))
+	if errors.Is(err, seal.ErrTooShort) {
 		return nil, fmt.Errorf("sealed secret of %s is too short", k.ID)
 	}
-	return aead.Open(nil, k.SeedSecret[:n], k.SeedSecret[n:], []byte(k.ID))
+	return secret, err
 }
 
-func seedAEAD(ctx context.Context, store countersign.Store) (cipher.AEAD, error) {
-	key, err := store.ServerKey(ctx, seedKeyName, 32)
-	if err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	return cipher.NewGCM(block)
+func seedKey(ctx context.Context, store countersign.Store) (*seal.Key, error) {
+	return seal.FromStore(ctx, store, seedKeyName)
 }

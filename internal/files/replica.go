@@ -2,8 +2,6 @@ package files
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -19,6 +17,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // Locator lets replicas on one database find the replica that holds a
@@ -33,7 +32,7 @@ import (
 // holder authenticates again. A copy of the database holds no bytes and no
 // session or agent secret, so it opens no file.
 type Locator struct {
-	aead   cipher.AEAD
+	idKey  *seal.Key
 	macKey []byte
 	self   string
 	client *http.Client
@@ -53,27 +52,21 @@ func NewLocator(key []byte, self string) (*Locator, error) {
 	}
 	mac := hmac.New(sha256.New, key)
 	mac.Write([]byte("countersign files id"))
-	block, err := aes.NewCipher(mac.Sum(nil))
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
+	idKey, err := seal.New(mac.Sum(nil))
 	if err != nil {
 		return nil, err
 	}
 	mac = hmac.New(sha256.New, key)
 	mac.Write([]byte("countersign files replica request"))
-	return &Locator{aead: aead, macKey: mac.Sum(nil), self: self, client: &http.Client{Timeout: 2 * time.Minute}}, nil
+	return &Locator{idKey: idKey, macKey: mac.Sum(nil), self: self, client: &http.Client{Timeout: 2 * time.Minute}}, nil
 }
 
 // newID is a record id: 128 random bits and the holder's URL, sealed.
 func (l *Locator) newID() string {
-	var nonce [12]byte
-	rand.Read(nonce[:])
 	plain := make([]byte, 16, 16+len(l.self))
 	rand.Read(plain)
 	plain = append(plain, l.self...)
-	return idEncoding.EncodeToString(l.aead.Seal(nonce[:], nonce[:], plain, []byte("id")))
+	return idEncoding.EncodeToString(l.idKey.Seal(plain, []byte("id")))
 }
 
 // where returns the URL of the replica that holds a record, and false for
@@ -83,10 +76,10 @@ func (l *Locator) where(id string) (string, bool) {
 		return "", false
 	}
 	raw, err := idEncoding.DecodeString(id)
-	if err != nil || len(raw) < 12+16+16 {
+	if err != nil || len(raw) < seal.Overhead+16 {
 		return "", false
 	}
-	plain, err := l.aead.Open(nil, raw[:12], raw[12:], []byte("id"))
+	plain, err := l.idKey.Open(raw, []byte("id"))
 	if err != nil || len(plain) < 16 {
 		return "", false
 	}

@@ -2,8 +2,6 @@ package files
 
 import (
 	"bytes"
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -12,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // A blob is sealed in chunks, so that a file streams in and out without
@@ -22,33 +22,25 @@ import (
 // does not open.
 const (
 	chunkSize = 64 << 10
-	tagSize   = 16
+	tagSize   = seal.TagSize
 	prefixLen = 8
 )
 
 // sealer seals with AES-256-GCM under a key of this process alone.
 type sealer struct {
-	aead cipher.AEAD
+	key *seal.Key
 }
 
 func newSealer() (*sealer, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	block, err := aes.NewCipher(key)
+	key, err := seal.NewRandom()
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &sealer{aead: aead}, nil
+	return &sealer{key: key}, nil
 }
 
 func chunkNonce(prefix []byte, n uint32) []byte {
-	nonce := make([]byte, 12)
+	nonce := make([]byte, seal.NonceSize)
 	copy(nonce, prefix)
 	binary.BigEndian.PutUint32(nonce[prefixLen:], n)
 	return nonce
@@ -99,7 +91,7 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 }
 
 func (w *blobWriter) flush(last bool) {
-	sealed := w.s.aead.Seal(w.buf[:0], chunkNonce(w.prefix[:], w.n), w.buf, chunkAD(w.ad, last))
+	sealed := w.s.key.SealAt(w.buf[:0], chunkNonce(w.prefix[:], w.n), w.buf, chunkAD(w.ad, last))
 	if err := w.sink.write(sealed); err != nil {
 		w.err = err
 	}
@@ -187,7 +179,7 @@ func (r *blobReader) next() error {
 		return errors.New("a sealed file is cut short")
 	}
 	isLast := r.n == r.last
-	plain, err := r.s.aead.Open(r.buf[:0], chunkNonce(r.prefix, r.n), r.buf[:got], chunkAD(r.ad, isLast))
+	plain, err := r.s.key.OpenAt(r.buf[:0], chunkNonce(r.prefix, r.n), r.buf[:got], chunkAD(r.ad, isLast))
 	if err != nil {
 		return fmt.Errorf("open a sealed file: %w", err)
 	}

@@ -2,15 +2,13 @@ package notify
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/seal"
 )
 
 // keyName is the server key that seals outbox payloads and channel
@@ -22,58 +20,44 @@ const keyName = "outbox"
 type keyring struct {
 	store countersign.Store
 	mu    sync.Mutex
-	aead  cipher.AEAD
+	key   *seal.Key
 }
 
-func (k *keyring) get(ctx context.Context) (cipher.AEAD, error) {
+func (k *keyring) get(ctx context.Context) (*seal.Key, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.aead != nil {
-		return k.aead, nil
+	if k.key != nil {
+		return k.key, nil
 	}
-	key, err := k.store.ServerKey(ctx, keyName, 32)
+	key, err := seal.FromStore(ctx, k.store, keyName)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox key: %w", err)
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	k.aead = aead
-	return aead, nil
+	k.key = key
+	return key, nil
 }
 
 // seal encrypts plain with a fresh nonce. ad binds the result to one row
 // (an item or a channel id), so that a sealed value moved to another row
 // does not open.
 func (k *keyring) seal(ctx context.Context, plain []byte, ad string) ([]byte, error) {
-	aead, err := k.get(ctx)
+	key, err := k.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, aead.NonceSize())
-	rand.Read(nonce)
-	return aead.Seal(nonce, nonce, plain, []byte(ad)), nil
+	return key.Seal(plain, []byte(ad)), nil
 }
 
 func (k *keyring) open(ctx context.Context, sealed []byte, ad string) ([]byte, error) {
-	aead, err := k.get(ctx)
+	key, err := k.get(ctx)
 	if err != nil {
 		return nil, err
 	}
-	n := aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("sealed value is too short")
-	}
-	plain, err := aead.Open(nil, sealed[:n], sealed[n:], []byte(ad))
-	if err != nil {
+	plain, err := key.Open(sealed, []byte(ad))
+	if errors.Is(err, seal.ErrNotOpen) {
 		return nil, errors.New("sealed value does not open under the outbox key")
 	}
-	return plain, nil
+	return plain, err
 }
 
 // payload is what an outbox item carries beside the request it is about.

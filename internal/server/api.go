@@ -117,8 +117,12 @@ type createInput struct {
 	CoveredBy   string                     `json:"covered_by"`
 }
 
-// scopeInput is the shape of the action as the agent states it; the
-// server adds the classes of the risk reasons itself.
+// scopeInput is the shape of the action as the agent states it,
+// countersign.StatedScope with other tags; the server adds the classes of
+// the risk reasons itself. Its tags keep every field, unlike
+// StatedScope's: the Idempotency-Key fingerprint of a create hashes the
+// body as createInput encodes it, and a retry must match its first call
+// whichever version of the server answered that.
 type scopeInput struct {
 	Commands    []string `json:"commands"`
 	Paths       []string `json:"paths"`
@@ -131,7 +135,7 @@ func (in *scopeInput) scope() *countersign.Scope {
 	if in == nil {
 		return nil
 	}
-	return &countersign.Scope{Commands: in.Commands, Paths: in.Paths, Files: in.Files, Bytes: in.Bytes, FilesCapped: in.FilesCapped}
+	return &countersign.Scope{StatedScope: countersign.StatedScope(*in)}
 }
 
 func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {

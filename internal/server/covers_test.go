@@ -81,7 +81,7 @@ func TestLinkPageSaysWhatItCovers(t *testing.T) {
 	r, _, err := s.svc.Create(s.ctx, agent, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
 		Arguments: json.RawMessage(`{"command":"rm -rf victim"}`), Links: links,
 		Context: countersign.RequestContext{SessionID: "s1", Cwd: "/src"},
-		Scope:   &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/victim"}}})
+		Scope:   &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/victim"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

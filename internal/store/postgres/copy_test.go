@@ -77,8 +77,8 @@ func populate(t *testing.T, s countersign.Store) {
 			RiskReasons: []string{"recursive"}, Context: countersign.RequestContext{User: "ada", SessionID: "sess-1"},
 			Status: status, ExpiresAt: at(10 * time.Minute), SeedID: seedID,
 			ArgumentsText: "{\n  \"cmd\": \"" + action + "\"\n}",
-			Scope: &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/" + action}, Files: 2, Bytes: 5,
-				FilesCapped: true, Classes: []string{"recursive"}},
+			Scope: &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/" + action}, Files: 2, Bytes: 5,
+				FilesCapped: true}, Classes: []string{"recursive"}},
 		}
 		if seedID != "" {
 			r.Seed = json.RawMessage(`{"x":[1,2]}`)
@@ -96,7 +96,7 @@ func populate(t *testing.T, s countersign.Store) {
 	_, err := s.Transition(ctx, countersign.Transition{ID: approved.ID, From: []countersign.Status{countersign.StatusPending},
 		To: countersign.StatusApproved, Now: at(30), DecidedBy: "alice", Reason: "ok",
 		Window: &countersign.AutoApproveWindow{SessionID: "sess-1", Kind: countersign.KindTool, Action: "approved", Until: at(time.Hour),
-			Scope: &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/approved"}, Classes: []string{"recursive"}}}},
+			Scope: &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/approved"}}, Classes: []string{"recursive"}}}},
 		countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
 	must(err)
 	must(s.ClaimCoverage(ctx, countersign.Coverage{ApprovalID: approved.ID, RequestID: "req_covered", CreatedAt: at(35)}))

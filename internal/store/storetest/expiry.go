@@ -103,7 +103,7 @@ func testWindows(t *testing.T, open Opener) {
 	w := &countersign.AutoApproveWindow{
 		ID: countersign.NewID("win_"), AccountID: f.account.ID, KeyID: f.key.ID, SessionID: "sess-1",
 		Kind: countersign.KindTool, Action: "Bash", Until: until, CreatedAt: Base.Add(time.Minute), RequestID: r.ID,
-		Scope: &countersign.Scope{Commands: []string{"rm"}, Paths: []string{"/src/build"}, Files: 3, Bytes: 9, Classes: []string{"recursive deletion (-r/-R)"}},
+		Scope: &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/build"}, Files: 3, Bytes: 9}, Classes: []string{"recursive deletion (-r/-R)"}},
 	}
 	got, err := s.Transition(ctx, countersign.Transition{
 		ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice", Window: w,
@@ -125,7 +125,7 @@ func testWindows(t *testing.T, open Opener) {
 	// first.
 	r3 := create(t, s, newRequest(f.key, "Bash", `{"n":3}`, "w"), Base)
 	w3 := &countersign.AutoApproveWindow{SessionID: "sess-1", Kind: countersign.KindTool, Action: "Bash", Until: until.Add(time.Minute),
-		Scope: &countersign.Scope{Commands: []string{"git push"}}}
+		Scope: &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"git push"}}}}
 	if _, err := s.Transition(ctx, countersign.Transition{ID: r3.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Minute), DecidedBy: "approver:alice", Window: w3},
 		countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"}); err != nil {
 		t.Fatalf("approve with a second window: %v", err)

@@ -29,8 +29,8 @@ func testRequestRoundTrip(t *testing.T, open Opener) {
 	full.ConsumedAt = Base.Add(5)
 	full.Seed = json.RawMessage(`{"token_hash":"ab","payload":{"x":[1,2]}}`)
 	full.ArgumentsText = "{\n  \"command\": \"rm -rf /tmp/x\",\n  \"n\": 1.5\n}"
-	full.Scope = &countersign.Scope{Commands: []string{"git push", "rm"}, Paths: []string{"/src/ünï"}, Files: 7, Bytes: 1 << 40,
-		FilesCapped: true, Classes: []string{"recursive"}}
+	full.Scope = &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"git push", "rm"}, Paths: []string{"/src/ünï"}, Files: 7, Bytes: 1 << 40,
+		FilesCapped: true}, Classes: []string{"recursive"}}
 	// The window that let it through, open as it is stored.
 	opener := create(t, f.s, newRequest(f.key, "Bash", `{"opener":1}`, "opener"), Base)
 	if _, err := f.s.Transition(ctx, countersign.Transition{ID: opener.ID, From: fromPending, To: countersign.StatusApproved, Now: Base, DecidedBy: "approver:alice",

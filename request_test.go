@@ -1,7 +1,6 @@
 package countersign
 
 import (
-	"bytes"
 	"errors"
 	"testing"
 	"time"
@@ -74,79 +73,4 @@ func TestListRules(t *testing.T) {
 		t.Errorf("MatchesNothing: only an empty, non-nil list of statuses")
 	}
 	wantErr(t, "no account", RequestFilter{}.Check(), EINVALID, "an account is required to list requests")
-}
-
-func TestWindowOpenedBy(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	r := &Request{ID: "req_1", AccountID: "a1", KeyID: "k1"}
-	w, err := AutoApproveWindow{SessionID: "s1"}.OpenedBy(r, now)
-	if err != nil || w.ID == "" || w.AccountID != "a1" || w.KeyID != "k1" || w.RequestID != "req_1" || !w.CreatedAt.Equal(now) {
-		t.Errorf("OpenedBy = %+v, %v", w, err)
-	}
-	for _, bad := range []AutoApproveWindow{{AccountID: "a2"}, {KeyID: "k2"}, {RequestID: "req_2"}} {
-		_, err := bad.OpenedBy(r, now)
-		wantErr(t, "a window of another", err, EINVALID, "an auto-approve window belongs to the request that opened it")
-	}
-}
-
-func TestTokenRules(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	live, revoked := &Grant{}, &Grant{RevokedAt: now}
-	tok := &OAuthToken{ExpiresAt: now.Add(time.Minute)}
-	if err := tok.Redeemable(live, now); err != nil || !tok.Presentable(live, now) {
-		t.Errorf("a live token: %v", err)
-	}
-	wantErr(t, "revoked grant", tok.Redeemable(revoked, now), ENOTFOUND, "the grant was revoked")
-	wantErr(t, "expired", tok.Redeemable(live, tok.ExpiresAt), ENOTFOUND, "the token expired")
-	if tok.Presentable(revoked, now) || tok.Presentable(live, tok.ExpiresAt) {
-		t.Errorf("Presentable of a revoked grant or an expired token")
-	}
-	used := &OAuthToken{ExpiresAt: now.Add(time.Minute), UsedAt: now}
-	wantErr(t, "used", used.Redeemable(live, now), ECONFLICT, "the token was already used")
-	wantErr(t, "lost claim", RefuseAttempt(true), ECONFLICT, "the outbox item is no longer held by this claim")
-	wantErr(t, "no item", RefuseAttempt(false), ENOTFOUND, "outbox item not found")
-	wantErr(t, "replayed", RefusePasskeyUse(true), ECONFLICT,
-		"the passkey's signature counter did not advance: the assertion was replayed or the passkey was copied")
-	wantErr(t, "no passkey", RefusePasskeyUse(false), ENOTFOUND, "passkey not found")
-}
-
-func TestServerKeyRules(t *testing.T) {
-	k, err := NewSecretKey(bytes.Repeat([]byte{7}, SecretKeySize))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := bytes.Repeat([]byte{1}, 32)
-	sealed, err := k.SealServerKey("session", raw)
-	if err != nil {
-		t.Fatalf("SealServerKey: %v", err)
-	}
-	if _, err := k.SealServerKey("session", sealed); !errors.Is(err, ErrCheckRemoved) {
-		t.Errorf("SealServerKey of a sealed key: %v, want ErrCheckRemoved", err)
-	}
-	if got, err := OpenServerKey(k, "session", sealed, 32); err != nil || !bytes.Equal(got, raw) {
-		t.Errorf("OpenServerKey = %x, %v", got, err)
-	}
-	if _, err := OpenServerKey(k, "other", sealed, 32); err == nil {
-		t.Errorf("OpenServerKey under another name opened")
-	}
-	if _, err := OpenServerKey(nil, "session", raw, 16); err == nil || err.Error() != `server key "session" is 32 bytes, not 16` {
-		t.Errorf("OpenServerKey of the wrong size: %v", err)
-	}
-	if e := KeyedEvent(5); e.Event != AuditKeyedEvent || e.Actor != "system" || e.Detail != `{"keyed_from":5}` {
-		t.Errorf("KeyedEvent = %+v", e)
-	}
-}
-
-func TestOutboxRules(t *testing.T) {
-	r := &Request{ID: "req_1", AccountID: "a1", Outbox: []OutboxItem{{ChannelID: "c1"}, {ChannelID: "c2", RequestID: "req_x"}}}
-	for i, it := range r.OutboxItems() {
-		if it.RequestID != "req_1" || it.AccountID != "a1" || it.ChannelID != r.Outbox[i].ChannelID {
-			t.Errorf("OutboxItems[%d] = %+v", i, it)
-		}
-	}
-	if err := CheckClaim(1, time.Second); err != nil {
-		t.Errorf("CheckClaim(1, 1s) = %v", err)
-	}
-	wantErr(t, "no lease", CheckClaim(1, 0), EINVALID, "a claim needs a positive limit and lease")
-	wantErr(t, "no items", CheckClaim(0, time.Second), EINVALID, "a claim needs a positive limit and lease")
 }
