@@ -92,7 +92,7 @@ func runAs(t *testing.T, bin string, uid uint32, env []string, args ...string) r
 	// The binary was just written, and a process another test forked
 	// meanwhile may still hold it open for writing until it execs:
 	// "text file busy" for an instant. Such a start is tried again.
-	for {
+	testutil.Wait(func() bool {
 		cmd := exec.CommandContext(ctx, bin, args...)
 		cmd.Env = env
 		cmd.Dir = filepath.Dir(bin)
@@ -103,11 +103,8 @@ func runAs(t *testing.T, bin string, uid uint32, env []string, args ...string) r
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		cmd.WaitDelay = 5 * time.Second
 		err = cmd.Run()
-		if !errors.Is(err, syscall.ETXTBSY) || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !errors.Is(err, syscall.ETXTBSY) || ctx.Err() != nil
+	}, testutil.EventuallyWithin)
 	res := result{stdout: stdout.String(), stderr: stderr.String()}
 	var exit *exec.ExitError
 	switch {

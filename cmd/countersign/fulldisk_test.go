@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -67,28 +66,27 @@ func TestFullDisk(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, m := health()
-		if code == http.StatusOK && m["status"] == "ok" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz 15 s after space was freed: %d %v\n%s", code, m, s.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var code int
+	var hm map[string]any
+	if !testutil.Wait(func() bool {
+		code, hm = health()
+		return code == http.StatusOK && hm["status"] == "ok"
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("/healthz after space was freed: %d %v\n%s", code, hm, s.stderr)
 	}
 	if code, body := create(9999); code != http.StatusCreated {
 		t.Fatalf("create once space was freed: %d %s", code, body)
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		fi, err := os.Stat(filepath.Join(b.data, "countersign.db-wal"))
-		if err == nil && fi.Size() <= 1<<20 {
-			break
+	var size int64
+	var err error
+	if !testutil.Wait(func() bool {
+		var fi os.FileInfo
+		if fi, err = os.Stat(filepath.Join(b.data, "countersign.db-wal")); err == nil {
+			size = fi.Size()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the log is over its bound of 1 MiB: %v %v", fi.Size(), err)
-		}
+		return err == nil && size <= 1<<20
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("the log is over its bound of 1 MiB: %d %v", size, err)
 	}
 
 	_, metrics := call(t, "GET", s.URL+"/metrics", "", "")

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // The rm wrapper end to end: the built binary invoked as rm (through a
@@ -200,22 +202,31 @@ func (w *srWorld) get(id string) srRequest {
 // exists, failing if rm ends first.
 func (w *srWorld) awaitPending(p *srProc, skip ...string) srRequest {
 	w.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var found *srRequest
+	ended := false
+	testutil.Wait(func() bool {
 		for _, r := range w.list("pending") {
 			if !slices.Contains(skip, r.ID) {
-				return r
+				found = &r
+				return true
 			}
 		}
 		select {
 		case <-p.done:
-			w.t.Fatalf("rm %q ended (exit %d) before asking\nstderr: %s", p.args, p.res.code, p.res.stderr)
-		case <-time.After(25 * time.Millisecond):
+			ended = true
+		default:
 		}
-		if time.Now().After(deadline) {
-			w.t.Fatalf("rm %q made no request within 20 s\nstderr: %s", p.args, p.stderr)
-		}
+		return ended
+	}, testutil.EventuallyWithin)
+	switch {
+	case found != nil:
+		return *found
+	case ended:
+		w.t.Fatalf("rm %q ended (exit %d) before asking\nstderr: %s", p.args, p.res.code, p.res.stderr)
+	default:
+		w.t.Fatalf("rm %q made no request within %s\nstderr: %s", p.args, testutil.EventuallyWithin, p.stderr)
 	}
+	return srRequest{}
 }
 
 // decide decides a request as the approver.

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // server is a running `countersign serve` process.
@@ -51,21 +53,29 @@ func (b *bed) serve(args ...string) *server {
 			<-s.done
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := listeningRE.FindStringSubmatch(s.stderr.String()); m != nil {
-			s.URL = "http://127.0.0.1:" + m[1]
-			return s
+	var m []string
+	ended := false
+	listening := testutil.Wait(func() bool {
+		if m = listeningRE.FindStringSubmatch(s.stderr.String()); m != nil {
+			return true
 		}
 		select {
 		case <-s.done:
-			t.Fatalf("countersign serve ended before listening: %v\nstdout: %s\nstderr: %s", s.state, s.stdout, s.stderr)
-		case <-time.After(10 * time.Millisecond):
+			ended = true
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("countersign serve did not log its address within 20 s\nstderr: %s", s.stderr)
-		}
+		return ended
+	}, testutil.EventuallyWithin)
+	switch {
+	case m != nil:
+		s.URL = "http://127.0.0.1:" + m[1]
+		return s
+	case ended:
+		t.Fatalf("countersign serve ended before listening: %v\nstdout: %s\nstderr: %s", s.state, s.stdout, s.stderr)
+	case !listening:
+		t.Fatalf("countersign serve did not log its address within %s\nstderr: %s", testutil.EventuallyWithin, s.stderr)
 	}
+	return nil
 }
 
 // stop sends sig and waits (at most 15 s) for the process to end.
@@ -94,17 +104,11 @@ func (s *server) stopClean() {
 // waitStdout waits until the server's stdout holds want.
 func (s *server) waitStdout(want string) string {
 	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		out := s.stdout.String()
-		if strings.Contains(out, want) {
-			return out
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("stdout of countersign serve lacks %q:\n%s", want, out)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var out string
+	if !testutil.Wait(func() bool { out = s.stdout.String(); return strings.Contains(out, want) }, testutil.EventuallyWithin) {
+		s.t.Fatalf("stdout of countersign serve lacks %q:\n%s", want, out)
 	}
+	return out
 }
 
 // waitWaiters waits until the server holds n long polls, read from its
@@ -112,16 +116,13 @@ func (s *server) waitStdout(want string) string {
 func (s *server) waitWaiters(n int) {
 	s.t.Helper()
 	want := "countersign_waiters " + strconv.Itoa(n) + "\n"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		code, body := call(s.t, "GET", s.URL+"/metrics", "", "")
-		if code == http.StatusOK && strings.Contains(string(body), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("the server never held %d waiters; metrics:\n%s", n, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var body []byte
+	if !testutil.Wait(func() bool {
+		var code int
+		code, body = call(s.t, "GET", s.URL+"/metrics", "", "")
+		return code == http.StatusOK && strings.Contains(string(body), want)
+	}, testutil.EventuallyWithin) {
+		s.t.Fatalf("the server never held %d waiters; metrics:\n%s", n, body)
 	}
 }
 

@@ -349,15 +349,13 @@ func freeAddr(t *testing.T) string {
 // waitListening waits until addr accepts connections.
 func waitListening(t *testing.T, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+	testutil.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
 			c.Close()
-			return
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("nothing listens on %s after 30 s", addr)
+		return err == nil
+	}, "something listening on "+addr)
 }
 
 func sortedKeys(m map[string]bool) []string {

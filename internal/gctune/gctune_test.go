@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 func TestPercentFor(t *testing.T) {
@@ -73,17 +75,15 @@ func TestFloor(t *testing.T) {
 // waitPercent runs collections until the GOGC in force satisfies ok.
 func waitPercent(t *testing.T, what string, ok func(int) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var p int
+	// The tuner's finalizer runs after a cycle: each check runs one and
+	// reads what the one before left.
+	if !testutil.Wait(func() bool {
+		p = gcPercent()
 		runtime.GC()
-		time.Sleep(5 * time.Millisecond) // the finalizer runs after the cycle
-		p := gcPercent()
-		if ok(p) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: GOGC %d", what, p)
-		}
+		return ok(p)
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("%s: GOGC %d", what, p)
 	}
 }
 

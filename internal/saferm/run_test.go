@@ -74,20 +74,20 @@ func (s *runServer) decideNext(ctx context.Context, decision string) <-chan erro
 func (s *runServer) decideNextWith(ctx context.Context, d client.Decision) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		for ctx.Err() == nil {
-			list, err := s.approver.List(ctx, "pending", 10)
-			if err != nil {
-				done <- err
-				return
+		var err error
+		testutil.Wait(func() bool {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+				return true
 			}
-			if len(list) > 0 {
-				_, err := s.approver.Decide(ctx, list[0].ID, d)
-				done <- err
-				return
+			var list []*client.Request
+			if list, err = s.approver.List(ctx, "pending", 10); err != nil || len(list) == 0 {
+				return err != nil
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		done <- ctx.Err()
+			_, err = s.approver.Decide(ctx, list[0].ID, d)
+			return true
+		}, testutil.EventuallyWithin)
+		done <- err
 	}()
 	return done
 }

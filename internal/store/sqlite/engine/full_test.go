@@ -35,12 +35,8 @@ func blobTable(t *testing.T, db *engine.DB, size int) func() error {
 // what otherwise.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testutil.Wait(cond, d) {
+		t.Fatalf("after %v: %s", d, what)
 	}
 }
 

@@ -1,0 +1,24 @@
+package testutil
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestWait(t *testing.T) {
+	var n atomic.Int32
+	if !Wait(func() bool { return n.Add(1) == 5 }, EventuallyWithin) {
+		t.Fatal("a condition that comes true was not seen")
+	}
+	if got := n.Load(); got != 5 {
+		t.Errorf("checked %d times, want 5 (stop at the first true)", got)
+	}
+	var checks atomic.Int32
+	if Wait(func() bool { checks.Add(1); return false }, 30*time.Millisecond) {
+		t.Fatal("a condition that never holds was seen to hold")
+	}
+	if checks.Load() < 2 {
+		t.Errorf("checked %d times before giving up, want it checked again until the deadline", checks.Load())
+	}
+}
