@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -29,8 +30,8 @@ type env struct {
 	clock  *testutil.Clock
 	hub    *approval.Hub
 	svc    *approval.Service
-	admin  *approval.Admin
-	auth   *approval.Authenticator
+	admin  *identity.Admin
+	auth   *identity.Authenticator
 	acme   *countersign.Account
 	other  *countersign.Account
 	keyA   countersign.Agent

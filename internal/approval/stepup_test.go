@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // TestStepUpPolicy: the approvals the default policy names, by the typed
@@ -184,7 +185,7 @@ func TestPasskeyOnlyPassword(t *testing.T) {
 	if _, err := e.store.SetPassword(e.ctx, e.alice.ApproverID, "", false, e.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	s := &approval.Sessions{Store: e.store, Clock: e.clock}
+	s := &identity.Sessions{Store: e.store, Clock: e.clock}
 	_, _, wrong := s.SignIn(e.ctx, "bob", "not the password", "c", "ua")
 	for _, pw := range []string{"", "a long test password", "countersign-no-such-approver"} {
 		_, _, err := s.SignIn(e.ctx, "alice", pw, "c", "ua")
