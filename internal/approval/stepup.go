@@ -212,12 +212,6 @@ func glob(pattern, s string) bool {
 var ErrPasskeyNeeded = countersign.Errorf(countersign.EFORBIDDEN,
 	"Approving this request needs a passkey: approve it on its inbox page in a browser and confirm with your passkey (add one under Passkeys). Deny, answer and stop need none")
 
-// BindingHash is the hash of what an approval covers: kind, action,
-// argument hash and preview hash.
-func BindingHash(r *countersign.Request) string {
-	return Hash([]byte(string(r.Kind) + "\x00" + r.Action + "\x00" + r.ArgsHash + "\x00" + r.PreviewHash))
-}
-
 // checkStepUp refuses an approval the policy names unless it carries a
 // verification of exactly this request, binding, decision and window.
 func (s *Service) checkStepUp(r *countersign.Request, d countersign.DecisionInput) error {
@@ -225,7 +219,7 @@ func (s *Service) checkStepUp(r *countersign.Request, d countersign.DecisionInpu
 		return nil
 	}
 	v := d.Verified
-	if v == nil || v.Method != "webauthn" || v.RequestID != r.ID || v.BindingHash != BindingHash(r) ||
+	if v == nil || v.Method != "webauthn" || v.RequestID != r.ID || v.BindingHash != r.BindingHash() ||
 		v.Decision != d.Decision || v.Minutes != d.AutoApproveMinutes {
 		return ErrPasskeyNeeded
 	}

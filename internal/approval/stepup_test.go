@@ -77,7 +77,7 @@ func TestStepUpPolicy(t *testing.T) {
 			// A verification of another request, decision or window
 			// does not pass.
 			good := &countersign.Verification{Method: "webauthn", CredentialID: "Y3JlZA", PasskeyID: "pk_1", RequestID: r.ID,
-				BindingHash: approval.BindingHash(r), Decision: countersign.DecisionApprove, Minutes: tt.minutes}
+				BindingHash: r.BindingHash(), Decision: countersign.DecisionApprove, Minutes: tt.minutes}
 			for _, bad := range []func(v *countersign.Verification){
 				func(v *countersign.Verification) { v.RequestID = "req_other" },
 				func(v *countersign.Verification) { v.BindingHash = strings.Repeat("0", 64) },

@@ -296,7 +296,7 @@ func TestBrowserPasskeys(t *testing.T) {
 		}
 	}
 	challenge := eval[string](t, ctx, `window.__challenge`)
-	want := base64.RawURLEncoding.EncodeToString(identity.StepUpChallenge(e.stepUpNonce(t), a.ID, approval.BindingHash(a), "approve", 0))
+	want := base64.RawURLEncoding.EncodeToString(identity.StepUpChallenge(e.stepUpNonce(t), a.ID, a.BindingHash(), "approve", 0))
 	if challenge != want {
 		t.Fatalf("the browser signed the challenge %s, want the request's %s", challenge, want)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/go-webauthn/webauthn/webauthn"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 )
 
 // stepUpBinding is what a step-up challenge is made of, kept with the
@@ -52,7 +51,7 @@ func (p *Passkeys) BeginStepUp(ctx context.Context, approverID string, r *counte
 	if len(u.keys) == 0 {
 		return "", nil, ErrNoPasskey
 	}
-	b := stepUpBinding{Nonce: randomNonce(), RequestID: r.ID, BindingHash: approval.BindingHash(r), Decision: string(d.Decision), Minutes: d.AutoApproveMinutes}
+	b := stepUpBinding{Nonce: randomNonce(), RequestID: r.ID, BindingHash: r.BindingHash(), Decision: string(d.Decision), Minutes: d.AutoApproveMinutes}
 	assertion, session, err := p.wa.BeginLogin(u, webauthn.WithChallenge(b.challenge()),
 		webauthn.WithUserVerification(protocol.VerificationRequired))
 	if err != nil {
@@ -83,7 +82,7 @@ func (p *Passkeys) VerifyStepUp(ctx context.Context, approverID string, r *count
 	if c.ApproverID != approverID || b == nil {
 		return nil, ceremonyGone()
 	}
-	if b.RequestID != r.ID || b.BindingHash != approval.BindingHash(r) || b.Decision != string(d.Decision) || b.Minutes != d.AutoApproveMinutes {
+	if b.RequestID != r.ID || b.BindingHash != r.BindingHash() || b.Decision != string(d.Decision) || b.Minutes != d.AutoApproveMinutes {
 		return nil, countersign.Errorf(countersign.EINVALID, "the passkey confirmed another request or another decision; confirm this one again")
 	}
 	if subtle.ConstantTimeCompare([]byte(cd.Session.Challenge), []byte(b64.EncodeToString(b.challenge()))) != 1 {
