@@ -10,7 +10,7 @@ package server
 // session types and page flow (and, for op, OpenID Connect), which would
 // have to be bent around the grants store, the inbox's sessions and its
 // CSRF and Origin rules. What remains is a handful of form decoders; every
-// rule lives in internal/approval.
+// rule lives in internal/identity.
 
 import (
 	"encoding/json"
