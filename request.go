@@ -1,6 +1,8 @@
 package countersign
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -167,6 +169,15 @@ type Request struct {
 	// Outbox holds the notifications of a new request, stored in its
 	// transaction and never read back with it.
 	Outbox []OutboxItem
+}
+
+// BindingHash is the hex SHA-256 of what an approval of the request
+// covers: its kind, action, argument hash and preview hash. A step-up's
+// challenge and its proof (Verification.BindingHash) name it, so that a
+// passkey confirms this binding and nothing else.
+func (r *Request) BindingHash() string {
+	sum := sha256.Sum256([]byte(string(r.Kind) + "\x00" + r.Action + "\x00" + r.ArgsHash + "\x00" + r.PreviewHash))
+	return hex.EncodeToString(sum[:])
 }
 
 // Link is a one-time capability of the seed-compatible routes: a random

@@ -74,3 +74,27 @@ func TestListRules(t *testing.T) {
 	}
 	wantErr(t, "no account", RequestFilter{}.Check(), EINVALID, "an account is required to list requests")
 }
+
+// TestBindingHash: the hash of a binding is stable (a ceremony begun by
+// one binary is verified by another) and changes with each of its parts.
+func TestBindingHash(t *testing.T) {
+	r := Request{Kind: KindMCP, Action: "deploy",
+		ArgsHash:    "fdf65bc0fcace2d9faa201074629f8b59f8fed36951697309a4df91be5b0261b",
+		PreviewHash: "0c65e8ad19a5ff4a573d75d9beff89c865e48ce2f3df8030c0c141d26d2cc459"}
+	const want = "2e6ab8ca7e8ad32bacaefe14c30921e887a3822ce8a1eebed7fa7b81d666a9dd"
+	if got := r.BindingHash(); got != want {
+		t.Fatalf("BindingHash = %s, want %s", got, want)
+	}
+	for name, change := range map[string]func(*Request){
+		"kind":         func(r *Request) { r.Kind = KindTool },
+		"action":       func(r *Request) { r.Action = "deploy2" },
+		"args hash":    func(r *Request) { r.ArgsHash = r.PreviewHash },
+		"preview hash": func(r *Request) { r.PreviewHash = r.ArgsHash },
+	} {
+		other := r
+		change(&other)
+		if other.BindingHash() == want {
+			t.Errorf("changing the %s keeps the binding hash", name)
+		}
+	}
+}

@@ -31,7 +31,7 @@ const minTTLSymbol = "github.com/countersign/countersign/internal/cli.minRequest
 
 // argonCostSymbol is the variable that holds the cost of new password
 // hashes.
-const argonCostSymbol = "github.com/countersign/countersign/internal/approval.argonCost"
+const argonCostSymbol = "github.com/countersign/countersign/internal/identity.argonCost"
 
 func TestMain(m *testing.M) {
 	// The tests mostly wait on the processes they run.

@@ -29,8 +29,6 @@ type env struct {
 	clock  *testutil.Clock
 	hub    *approval.Hub
 	svc    *approval.Service
-	admin  *approval.Admin
-	auth   *approval.Authenticator
 	acme   *countersign.Account
 	other  *countersign.Account
 	keyA   countersign.Agent
@@ -48,8 +46,6 @@ func newEnv(t *testing.T, cfg approval.Config) *env {
 	e := &env{
 		t: t, world: w, ctx: w.Ctx, store: w.Store, clock: w.Clock, hub: hub,
 		svc:   approval.New(w.Store, w.Clock, hub, cfg, nil, nil),
-		admin: w.Admin,
-		auth:  w.Auth,
 		acme:  w.Acme,
 		other: w.Other,
 	}
@@ -64,7 +60,7 @@ func newEnv(t *testing.T, cfg approval.Config) *env {
 // agent creates an agent key and returns the principal its secret proves.
 func (e *env) agent(account, name string) countersign.Agent {
 	e.t.Helper()
-	_, secret, err := e.admin.CreateAgentKey(e.ctx, account, name)
+	_, secret, err := e.world.Admin.CreateAgentKey(e.ctx, account, name)
 	if err != nil {
 		e.t.Fatalf("create key %s: %v", name, err)
 	}
@@ -74,7 +70,7 @@ func (e *env) agent(account, name string) countersign.Agent {
 // principal is the agent an agent key's secret proves.
 func (e *env) principal(secret string) countersign.Agent {
 	e.t.Helper()
-	a, err := e.auth.Agent(e.ctx, secret)
+	a, err := e.world.Auth.Agent(e.ctx, secret)
 	if err != nil {
 		e.t.Fatalf("authenticate agent key: %v", err)
 	}
@@ -92,7 +88,7 @@ func (e *env) newApprover(username, account string) countersign.ApproverPrincipa
 // approver is the principal an approver's API token proves.
 func (e *env) approver(token string) countersign.ApproverPrincipal {
 	e.t.Helper()
-	p, err := e.auth.Approver(e.ctx, token)
+	p, err := e.world.Auth.Approver(e.ctx, token)
 	if err != nil {
 		e.t.Fatalf("authenticate approver token: %v", err)
 	}

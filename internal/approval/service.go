@@ -2,7 +2,9 @@
 // binding, decide (the first decision wins), consume once, cancel, expire,
 // auto-approve windows and the per-account limit. It is the only package
 // that changes a request's state; every route, page and client role goes
-// through it.
+// through it. Who may act, and how they prove it, is internal/identity's:
+// a decision arrives here with its approver already known, and a step-up
+// with its proof (countersign.Verification).
 package approval
 
 import (

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // subcommand splits "key create …" into "create" and the rest.
@@ -52,7 +52,7 @@ func runAccount(ctx context.Context, env *Env, args []string) error {
 	defer store.Close()
 	switch sub {
 	case "create":
-		acc, err := (&approval.Admin{Store: store}).CreateAccount(ctx, rest[0])
+		acc, err := (&identity.Admin{Store: store}).CreateAccount(ctx, rest[0])
 		if err != nil {
 			return err
 		}
@@ -99,7 +99,7 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	switch sub {
 	case "create":
 		create := admin.CreateAgentKey
@@ -191,9 +191,9 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	} else if _, err := store.ApproverByUsername(ctx, *username); countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		password, generated = approval.NewPassword(), true
+		password, generated = identity.NewPassword(), true
 	}
-	ap, err := (&approval.Admin{Store: store}).CreateApprover(ctx, *account, *username, password)
+	ap, err := (&identity.Admin{Store: store}).CreateApprover(ctx, *account, *username, password)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func runToken(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	t, secret, err := (&approval.Admin{Store: store}).CreateApproverToken(ctx, *approver, *account, *name)
+	t, secret, err := (&identity.Admin{Store: store}).CreateApproverToken(ctx, *approver, *account, *name)
 	if err != nil {
 		return err
 	}

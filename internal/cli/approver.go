@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // runApproverChange is "approver passwd" and "approver remove". A new
@@ -37,7 +37,7 @@ func runApproverChange(ctx context.Context, env *Env, sub string, args []string)
 		return err
 	}
 	defer store.Close()
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	switch {
 	case sub == "passwd" && *disable:
 		return disablePassword(ctx, env, admin, *username, *keep)
@@ -97,8 +97,8 @@ func grantsAfterReset(ids []string, keep bool) (phrase, what string) {
 
 // setPassword gives an approver a new password, read from standard input
 // or generated and shown once.
-func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username string, stdin, keep bool) error {
-	password, generated := approval.NewPassword(), true
+func setPassword(ctx context.Context, env *Env, admin *identity.Admin, username string, stdin, keep bool) error {
+	password, generated := identity.NewPassword(), true
 	if stdin {
 		line, err := readPasswordLine(env.Stdin)
 		if err != nil {
@@ -121,7 +121,7 @@ func setPassword(ctx context.Context, env *Env, admin *approval.Admin, username 
 
 // disablePassword makes an approver passkey-only. A password sign-in of a
 // passkey-only approver fails as a wrong password does.
-func disablePassword(ctx context.Context, env *Env, admin *approval.Admin, username string, keep bool) error {
+func disablePassword(ctx context.Context, env *Env, admin *identity.Admin, username string, keep bool) error {
 	n, grants, err := admin.DisablePassword(ctx, username, keep)
 	if err != nil {
 		return err

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // TestApproverPasswdRemove covers the life of an approver from the command
@@ -39,7 +39,7 @@ func TestApproverPasswdRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	sessions := &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	sessions := &identity.Sessions{Store: store, Clock: countersign.SystemClock{}}
 	oldID, _, err := sessions.SignIn(t.Context(), "ann", "first-password", "192.0.2.1", "test")
 	if err != nil {
 		t.Fatalf("sign in with the first password: %v", err)
@@ -80,7 +80,7 @@ func TestApproverPasswdRemove(t *testing.T) {
 	}
 }
 
-func signIn(t *testing.T, s *approval.Sessions, password string) (string, error) {
+func signIn(t *testing.T, s *identity.Sessions, password string) (string, error) {
 	id, _, err := s.SignIn(t.Context(), "ann", password, "192.0.2.1", "test")
 	return id, err
 }
@@ -110,7 +110,7 @@ func TestTokenListRevoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	auth := &approval.Authenticator{Store: store}
+	auth := &identity.Authenticator{Store: store}
 	if _, err := auth.Approver(t.Context(), secret); err != nil {
 		t.Fatalf("the new token: %v", err)
 	}
@@ -169,7 +169,7 @@ func TestApproverCreateGeneratesPassword(t *testing.T) {
 	if !strings.HasPrefix(ap.PasswordHash, "$argon2id$") || strings.Contains(ap.PasswordHash, password) {
 		t.Errorf("the stored password is not an argon2id hash of it: %q", ap.PasswordHash)
 	}
-	sessions := &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	sessions := &identity.Sessions{Store: store, Clock: countersign.SystemClock{}}
 	if _, _, err := sessions.SignIn(t.Context(), "bo", password, "192.0.2.1", "test"); err != nil {
 		t.Errorf("the generated password does not sign in: %v", err)
 	}

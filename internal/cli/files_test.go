@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -23,7 +23,7 @@ func TestFilesStartupWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	cfg := &serveConfig{data: t.TempDir(), filesTTL: 30 * time.Minute}
 	for n := 1; n <= 5; n++ {
 		if _, err := admin.CreateAccount(ctx, fmt.Sprintf("acc%d", n)); err != nil {

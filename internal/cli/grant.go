@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // runGrant lists and revokes the OAuth grants of an account on the data
 // directory: what the inbox's Connections page does, for an operator.
-// Revoking goes through approval.Admin to the store's revocation, so every
+// Revoking goes through identity.Admin to the store's revocation, so every
 // server on the store refuses the grant's tokens at once.
 func runGrant(ctx context.Context, env *Env, args []string) error {
 	sub, args, err := subcommand(args, "list", "revoke")
@@ -41,7 +41,7 @@ func runGrant(ctx context.Context, env *Env, args []string) error {
 	}
 	defer store.Close()
 	if sub == "revoke" {
-		if err := (&approval.Admin{Store: store}).RevokeGrant(ctx, *account, rest[0]); err != nil {
+		if err := (&identity.Admin{Store: store}).RevokeGrant(ctx, *account, rest[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked grant %s: its tokens no longer work and the browser its consent signed in is signed out\n", rest[0])

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // TestGrantListRevoke: the CLI lists an account's grants and revokes one on
@@ -34,8 +34,8 @@ func TestGrantListRevoke(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := t.Context()
-	o := &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: "http://127.0.0.1:8080/mcp"}
-	c, _, err := o.Register(ctx, &approval.ClientMetadata{ClientName: "Claude", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
+	o := &identity.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: "http://127.0.0.1:8080/mcp"}
+	c, _, err := o.Register(ctx, &identity.ClientMetadata{ClientName: "Claude", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
 		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"}}, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +43,8 @@ func TestGrantListRevoke(t *testing.T) {
 	one, _ := store.AccountByName(ctx, "one")
 	ann, _ := store.ApproverByUsername(ctx, "ann")
 	verifier := strings.Repeat("v", 43)
-	code, sessionID, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: "ann", AccountID: one.ID},
-		AccountID: one.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ann.ID)})
+	code, sessionID, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: "ann", AccountID: one.ID},
+		AccountID: one.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ann.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +52,8 @@ func TestGrantListRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := &approval.Authenticator{Store: store}
-	sessions := &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	auth := &identity.Authenticator{Store: store}
+	sessions := &identity.Sessions{Store: store, Clock: countersign.SystemClock{}}
 
 	if code, out := run("grant", "list", "--account", "one"); code != 0 || !strings.Contains(out, g.ID) || !strings.Contains(out, "Claude") || !strings.Contains(out, "ann") || !strings.Contains(out, "active") {
 		t.Fatalf("grant list: %d %s", code, out)

@@ -14,6 +14,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // grantBed is a data directory, the store a running server would hold on
@@ -23,9 +24,9 @@ type grantBed struct {
 	dir      string
 	store    countersign.Store
 	mcp      http.Handler
-	oauth    *approval.OAuth
+	oauth    *identity.OAuth
 	client   *countersign.OAuthClient
-	sessions *approval.Sessions
+	sessions *identity.Sessions
 }
 
 // bedGrant is one grant the client got: its tokens and the consent's
@@ -66,13 +67,13 @@ func newGrantBed(t *testing.T) *grantBed {
 	}
 	t.Cleanup(stop)
 	b.mcp = h
-	b.oauth = &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: "https://approve.example.com/mcp"}
-	b.client, _, err = b.oauth.Register(t.Context(), &approval.ClientMetadata{ClientName: "Claude", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
+	b.oauth = &identity.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: "https://approve.example.com/mcp"}
+	b.client, _, err = b.oauth.Register(t.Context(), &identity.ClientMetadata{ClientName: "Claude", RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
 		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"}}, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.sessions = &approval.Sessions{Store: store, Clock: countersign.SystemClock{}}
+	b.sessions = &identity.Sessions{Store: store, Clock: countersign.SystemClock{}}
 	return b
 }
 
@@ -98,8 +99,8 @@ func (b *grantBed) allow(username, account string) *bedGrant {
 		b.t.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, sessionID, g, err := b.oauth.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: username, AccountID: acc.ID},
-		AccountID: acc.ID, Client: b.client, RedirectURI: b.client.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
+	code, sessionID, g, err := b.oauth.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: username, AccountID: acc.ID},
+		AccountID: acc.ID, Client: b.client, RedirectURI: b.client.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func (b *grantBed) wantLive(what string, g *bedGrant) {
 func (b *grantBed) wantEnded(what string, g *bedGrant) {
 	b.t.Helper()
 	_, err := b.oauth.Refresh(b.t.Context(), b.client, g.refresh, "")
-	var oe *approval.OAuthError
+	var oe *identity.OAuthError
 	if !errors.As(err, &oe) || oe.Code != "invalid_grant" {
 		b.t.Errorf("%s: refresh: %v, want invalid_grant", what, err)
 	}

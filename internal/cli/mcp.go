@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gctune"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
@@ -223,5 +224,5 @@ func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store,
 	// The gateway takes agent keys and the OAuth access tokens issued for
 	// this server's /mcp.
 	resource := strings.TrimRight(public.String(), "/") + "/mcp"
-	return g.HTTPHandler((&approval.Authenticator{Store: store}).MCPAgent(resource, countersign.SystemClock{})), g.Close, nil
+	return g.HTTPHandler((&identity.Authenticator{Store: store}).MCPAgent(resource, countersign.SystemClock{})), g.Close, nil
 }

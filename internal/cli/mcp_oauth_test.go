@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -36,14 +37,14 @@ func TestServeMCPTakesAccessTokens(t *testing.T) {
 	defer stop()
 
 	token := func(resource string) (string, *countersign.Grant) {
-		o := &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
-		c, _, err := o.Register(ctx, &approval.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+		o := &identity.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
+		c, _, err := o.Register(ctx, &identity.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
 		if err != nil {
 			t.Fatal(err)
 		}
 		verifier := strings.Repeat("v", 43)
-		code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
-			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
+		code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
+			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 		if err != nil {
 			t.Fatal(err)
 		}

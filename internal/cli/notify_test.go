@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/notify"
 )
 
@@ -152,7 +152,7 @@ func TestNotifyStatusShowsHiddenCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	acc, err := (&approval.Admin{Store: store}).CreateAccount(ctx, "default")
+	acc, err := (&identity.Admin{Store: store}).CreateAccount(ctx, "default")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // runApproverPasskeys is "approver passkeys": it lists an approver's
@@ -34,7 +34,7 @@ func runApproverPasskeys(ctx context.Context, env *Env, args []string) error {
 	}
 	defer store.Close()
 	if *remove != "" {
-		if err := (&approval.Admin{Store: store}).RemovePasskey(ctx, *username, *remove); err != nil {
+		if err := (&identity.Admin{Store: store}).RemovePasskey(ctx, *username, *remove); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "removed passkey %s of %s\n", *remove, *username)
@@ -59,14 +59,14 @@ func runApproverPasskeys(ctx context.Context, env *Env, args []string) error {
 			used = "last used " + pk.LastUsedAt.UTC().Format(time.RFC3339)
 		}
 		fmt.Fprintf(env.Stdout, "%s\t%s\tadded %s\t%s\tcredential %s\n", pk.ID, pk.Name,
-			pk.CreatedAt.UTC().Format(time.RFC3339), used, approval.CredentialID(pk))
+			pk.CreatedAt.UTC().Format(time.RFC3339), used, identity.CredentialID(pk))
 	}
 	return nil
 }
 
 // runApproverEnrol is "approver enrol": it prints a one-time link that adds
 // a passkey to the approver without a sign-in, valid for
-// approval.EnrolTTL. The link is built on the public URL.
+// identity.EnrolTTL. The link is built on the public URL.
 func runApproverEnrol(ctx context.Context, env *Env, args []string) error {
 	fs := newFlags(env, "approver enrol")
 	where := storeFlags(env, fs)
@@ -91,7 +91,7 @@ func runApproverEnrol(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	pk, err := approval.NewPasskeys(store, countersign.SystemClock{}, nil, u)
+	pk, err := identity.NewPasskeys(store, countersign.SystemClock{}, nil, u)
 	if err != nil {
 		return err
 	}

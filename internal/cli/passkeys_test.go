@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // TestApproverPasskeys is the recovery of passkeys on the server: the
@@ -72,7 +72,7 @@ func TestApproverPasskeys(t *testing.T) {
 	if code != 0 || link == nil {
 		t.Fatalf("approver enrol: %d %s", code, out)
 	}
-	pk, err := approval.NewPasskeys(store, nil, nil, &url.URL{Scheme: "https", Host: "approve.example.com"})
+	pk, err := identity.NewPasskeys(store, nil, nil, &url.URL{Scheme: "https", Host: "approve.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}

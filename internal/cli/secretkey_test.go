@@ -20,6 +20,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/secretkey"
 	"github.com/countersign/countersign/internal/store/postgres"
@@ -62,7 +63,7 @@ type instance struct {
 func fill(t *testing.T, store countersign.Store, hook string) instance {
 	t.Helper()
 	ctx := t.Context()
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func fill(t *testing.T, store countersign.Store, hook string) instance {
 		Settings: notify.Settings{URL: hook}, Secret: in.channelSecret}); err != nil {
 		t.Fatal(err)
 	}
-	agent, err := (&approval.Authenticator{Store: store}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body))
+	agent, err := (&identity.Authenticator{Store: store}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body))
 	if err != nil {
 		t.Fatalf("the seed key does not sign: %v", err)
 	}
@@ -128,7 +129,7 @@ func attack(t *testing.T, stolen countersign.Store, stored [][]byte, in instance
 	ctx := t.Context()
 	for _, key := range candidates(stored) {
 		s := stolenKeys{Store: stolen, key: key}
-		if _, err := (&approval.Authenticator{Store: s}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body)); err == nil {
+		if _, err := (&identity.Authenticator{Store: s}).SeedAgent(ctx, in.body, sign(in.seedSecret, in.body)); err == nil {
 			opened = append(opened, "a seed secret opened under "+hex.EncodeToString(key))
 		}
 		reset()
@@ -240,7 +241,7 @@ func TestStolenSQLiteOpensNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := (&approval.Authenticator{Store: store}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
+	if _, err := (&identity.Authenticator{Store: store}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
 		t.Fatalf("with the key file the seed key does not sign: %v", err)
 	}
 	if n, err := notify.NewWorker(store, &notify.Delivery{}, nil, nil, notify.WorkerConfig{}).RunOnce(t.Context()); err != nil || n != 1 {
@@ -360,7 +361,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := &approval.Admin{Store: old}
+	admin := &identity.Admin{Store: old}
 	if _, err := admin.CreateAccount(t.Context(), "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	if csrf, err = old.ServerKey(t.Context(), "csrf", 32); err != nil {
 		t.Fatal(err)
 	}
-	agent, err := (&approval.Authenticator{Store: old}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}")))
+	agent, err := (&identity.Authenticator{Store: old}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +451,7 @@ func TestOldDataDirSealed(t *testing.T) {
 	if got, err := store.ServerKey(t.Context(), "csrf", 32); err != nil || !bytes.Equal(got, csrf) {
 		t.Errorf("the CSRF key after sealing = %x, %v; want the one before", got, err)
 	}
-	if _, err := (&approval.Authenticator{Store: store}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}"))); err != nil {
+	if _, err := (&identity.Authenticator{Store: store}).SeedAgent(t.Context(), []byte("{}"), sign(seedSecret, []byte("{}"))); err != nil {
 		t.Errorf("the seed key after sealing: %v", err)
 	}
 	store.Close()
@@ -628,7 +629,7 @@ func TestPostgresNeedsKeyFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	admin := &approval.Admin{Store: a}
+	admin := &identity.Admin{Store: a}
 	if _, err := admin.CreateAccount(t.Context(), "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -636,7 +637,7 @@ func TestPostgresNeedsKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&approval.Authenticator{Store: b}).SeedAgent(t.Context(), []byte("{}"), sign(secret, []byte("{}"))); err != nil {
+	if _, err := (&identity.Authenticator{Store: b}).SeedAgent(t.Context(), []byte("{}"), sign(secret, []byte("{}"))); err != nil {
 		t.Fatalf("the seed key on the other replica: %v", err)
 	}
 }
@@ -671,7 +672,7 @@ func TestCopyTakesKeyFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&approval.Authenticator{Store: copied}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
+	if _, err := (&identity.Authenticator{Store: copied}).SeedAgent(t.Context(), in.body, sign(in.seedSecret, in.body)); err != nil {
 		t.Errorf("the seed key on the copy: %v", err)
 	}
 	copied.Close()

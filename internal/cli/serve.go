@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gctune"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
@@ -120,7 +121,7 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer stopMCP()
 	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore}, svc,
-		&approval.Authenticator{Store: store}, reg, log)
+		&identity.Authenticator{Store: store}, reg, log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -302,13 +303,13 @@ func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
 	if err != nil || len(accounts) > 0 {
 		return err
 	}
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	if _, err := admin.CreateAccount(ctx, "default"); countersign.ErrorCode(err) == countersign.ECONFLICT {
 		return nil // another replica on the same database is doing the first start
 	} else if err != nil {
 		return err
 	}
-	password := approval.NewPassword()
+	password := identity.NewPassword()
 	if _, err := admin.CreateApprover(ctx, "default", "admin", password); err != nil {
 		return err
 	}
@@ -354,6 +355,6 @@ func stepUpPolicy(cfg *serveConfig, public *url.URL, log *slog.Logger) (approval
 
 // protocolRPID checks that the public URL can be a passkeys' relying party.
 func protocolRPID(public *url.URL) error {
-	_, err := approval.NewPasskeys(nil, nil, nil, public)
+	_, err := identity.NewPasskeys(nil, nil, nil, public)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/secretkey"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
@@ -136,12 +137,12 @@ func TestStoreCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	_, secret, err := admin.CreateAgentKey(t.Context(), "acme", "ci")
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := (&approval.Authenticator{Store: store}).Agent(t.Context(), secret)
+	agent, err := (&identity.Authenticator{Store: store}).Agent(t.Context(), secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestStoreCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := (&approval.Authenticator{Store: pg}).Agent(t.Context(), secret); err != nil || got.KeyID != agent.KeyID {
+	if got, err := (&identity.Authenticator{Store: pg}).Agent(t.Context(), secret); err != nil || got.KeyID != agent.KeyID {
 		t.Errorf("the agent key on the copy: %+v, %v", got, err)
 	}
 	pg.Close()

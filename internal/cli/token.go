@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // runTokenChange is "token list" and "token revoke": an approver's API
@@ -28,7 +28,7 @@ func runTokenChange(ctx context.Context, env *Env, sub string, args []string) er
 	}
 	defer store.Close()
 	if sub == "revoke" {
-		if err := (&approval.Admin{Store: store}).RevokeApproverToken(ctx, *approver, rest[0]); err != nil {
+		if err := (&identity.Admin{Store: store}).RevokeApproverToken(ctx, *approver, rest[0]); err != nil {
 			return err
 		}
 		fmt.Fprintf(env.Stdout, "revoked approver token %s of %s\n", rest[0], *approver)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // consentClient registers a public OAuth client whose redirect URI is a
@@ -87,7 +87,7 @@ func TestBrowserConsent(t *testing.T) {
 	verifier := strings.Repeat("v", 43)
 	authorize := func(state string) string {
 		return e.URL + "/oauth/authorize?" + url.Values{"response_type": {"code"}, "client_id": {client}, "redirect_uri": {callback},
-			"state": {state}, "code_challenge": {approval.S256(verifier)}, "code_challenge_method": {"S256"},
+			"state": {state}, "code_challenge": {identity.S256(verifier)}, "code_challenge_method": {"S256"},
 			"resource": {e.URL + "/mcp"}, "scope": {"read"}}.Encode()
 	}
 	grants := func() int {
@@ -164,11 +164,11 @@ func TestBrowserConsent(t *testing.T) {
 	if err != nil || len(accounts) != 1 {
 		t.Fatalf("alice's accounts: %v, %v", accounts, err)
 	}
-	want := approval.ConsentBinding{ClientID: client, RedirectURI: callback, Challenge: approval.S256(verifier), AccountID: accounts[0].ID, Tiers: []string{"read"}}
+	want := identity.ConsentBinding{ClientID: client, RedirectURI: callback, Challenge: identity.S256(verifier), AccountID: accounts[0].ID, Tiers: []string{"read"}}
 	if binding != want.Hash() {
 		t.Fatalf("the ceremony is bound to %s, want this consent's %s", binding, want.Hash())
 	}
-	if got := eval[string](t, ctx, `window.__challenge`); got != base64.RawURLEncoding.EncodeToString(approval.ConsentChallenge(nonce, want)) {
+	if got := eval[string](t, ctx, `window.__challenge`); got != base64.RawURLEncoding.EncodeToString(identity.ConsentChallenge(nonce, want)) {
 		t.Fatalf("the browser signed the challenge %s, not this consent's", got)
 	}
 	eval[bool](t, ctx, `window.__release(); true`)

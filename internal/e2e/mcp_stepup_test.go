@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -130,7 +131,7 @@ func startStepUp(t *testing.T) *stepUpEnv {
 	t.Cleanup(gw.Close)
 	// Password slots of its own, so that its sign-ins never wait on, or
 	// hold up, those of the tests that run beside it.
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), PasswordSlots: approval.NewHashSlots(2)},
+	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), PasswordSlots: identity.NewHashSlots(2)},
 		svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)

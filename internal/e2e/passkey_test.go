@@ -24,6 +24,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -56,7 +57,7 @@ func startPasskeys(t *testing.T) *pkEnv {
 	// busy this server's argon2id slots only and not those of a test
 	// that runs at the same time.
 	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		PasswordSlots: approval.NewHashSlots(2)}, svc, w.Auth, reg, log)
+		PasswordSlots: identity.NewHashSlots(2)}, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestBrowserPasskeys(t *testing.T) {
 		}
 	}
 	challenge := eval[string](t, ctx, `window.__challenge`)
-	want := base64.RawURLEncoding.EncodeToString(approval.StepUpChallenge(e.stepUpNonce(t), a.ID, approval.BindingHash(a), "approve", 0))
+	want := base64.RawURLEncoding.EncodeToString(identity.StepUpChallenge(e.stepUpNonce(t), a.ID, a.BindingHash(), "approve", 0))
 	if challenge != want {
 		t.Fatalf("the browser signed the challenge %s, want the request's %s", challenge, want)
 	}
@@ -481,11 +482,11 @@ func TestBrowserEnrolment(t *testing.T) {
 	if err := e.store.CreateApprover(t.Context(), carol); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&approval.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "carol", ""); err != nil {
+	if _, err := (&identity.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "carol", ""); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(e.URL)
-	pk, err := approval.NewPasskeys(e.store, nil, nil, u)
+	pk, err := identity.NewPasskeys(e.store, nil, nil, u)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -41,7 +42,7 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	h := &harness{t: t, ctx: ctx, store: store, clock: &testClock{}, keys: map[string]string{}}
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	acme, _ := admin.CreateAccount(ctx, "acme")
 	admin.CreateAccount(ctx, "other")
 	for _, k := range []struct{ account, name string }{{"acme", "agent"}, {"acme", "agent2"}, {"other", "outsider"}} {
@@ -84,7 +85,7 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 	h.gw.UseFiles(fs, public)
 	h.gw.Start(ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
-	auth := &approval.Authenticator{Store: store}
+	auth := &identity.Authenticator{Store: store}
 	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent), Files: fs}, h.svc, auth, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)

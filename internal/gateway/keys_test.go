@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
@@ -24,7 +24,7 @@ func TestResolveKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	for _, a := range []string{"acme", "other"} {
 		if _, err := admin.CreateAccount(ctx, a); err != nil {
 			t.Fatal(err)

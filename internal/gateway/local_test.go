@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
@@ -30,7 +31,7 @@ func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	admin := &approval.Admin{Store: store}
+	admin := &identity.Admin{Store: store}
 	if _, err := admin.CreateAccount(ctx, "local"); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := (&approval.Authenticator{Store: store}).Agent(ctx, key)
+	agent, err := (&identity.Authenticator{Store: store}).Agent(ctx, key)
 	if err != nil {
 		t.Fatal(err)
 	}

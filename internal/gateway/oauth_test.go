@@ -21,7 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -126,7 +126,7 @@ func (h *harness) addApprover(name string) {
 	if err := h.store.CreateApprover(h.ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: name, PasswordHash: hash, CreatedAt: time.Now()}); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := (&approval.Admin{Store: h.store}).CreateApprover(h.ctx, "acme", name, ""); err != nil {
+	if _, err := (&identity.Admin{Store: h.store}).CreateApprover(h.ctx, "acme", name, ""); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -410,8 +410,8 @@ func TestTypeScriptSDKOAuth(t *testing.T) {
 func (h *harness) grantToken(tb testing.TB, tiers ...string) string {
 	tb.Helper()
 	h.addApprover("grantor")
-	o := &approval.OAuth{Store: h.store, Clock: h.clock, Resource: h.base + "/mcp"}
-	c, _, err := o.Register(h.ctx, &approval.ClientMetadata{ClientName: "bench", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
+	o := &identity.OAuth{Store: h.store, Clock: h.clock, Resource: h.base + "/mcp"}
+	c, _, err := o.Register(h.ctx, &identity.ClientMetadata{ClientName: "bench", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
 		TokenEndpointAuthMethod: "none", GrantTypes: []string{"authorization_code", "refresh_token"}}, "127.0.0.1")
 	if err != nil {
 		tb.Fatal(err)
@@ -419,9 +419,9 @@ func (h *harness) grantToken(tb testing.TB, tiers ...string) string {
 	acme, _ := h.store.AccountByName(h.ctx, "acme")
 	ann, _ := h.store.ApproverByUsername(h.ctx, "grantor")
 	verifier := strings.Repeat("v", 43)
-	code, _, _, err := o.Allow(h.ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID},
-		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: tiers,
-		Proof: approval.PasswordProof(ann.ID)})
+	code, _, _, err := o.Allow(h.ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID},
+		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: tiers,
+		Proof: identity.PasswordProof(ann.ID)})
 	if err != nil {
 		tb.Fatal(err)
 	}

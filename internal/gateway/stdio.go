@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // NewForClient returns the stdio gateway of an agent with a countersign
@@ -99,7 +100,7 @@ func localAgent(ctx context.Context, store countersign.Store) (countersign.Agent
 	const account, name = "local", "mcp-gateway"
 	acc, err := store.AccountByName(ctx, account)
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		acc, err = (&approval.Admin{Store: store}).CreateAccount(ctx, account)
+		acc, err = (&identity.Admin{Store: store}).CreateAccount(ctx, account)
 	}
 	if err != nil {
 		return countersign.Agent{}, fmt.Errorf("the gateway's account: %w", err)
@@ -113,7 +114,7 @@ func localAgent(ctx context.Context, store countersign.Store) (countersign.Agent
 			return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
 		}
 	}
-	k, _, err := (&approval.Admin{Store: store}).CreateAgentKey(ctx, account, name)
+	k, _, err := (&identity.Admin{Store: store}).CreateAgentKey(ctx, account, name)
 	if err != nil {
 		return countersign.Agent{}, fmt.Errorf("the gateway's key: %w", err)
 	}

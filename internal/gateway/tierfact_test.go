@@ -6,7 +6,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestRequestsCarryTheTier(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	_, token, err := (&approval.Admin{Store: h.store}).CreateApproverToken(h.ctx, "alice", "acme", "tiers")
+	_, token, err := (&identity.Admin{Store: h.store}).CreateApproverToken(h.ctx, "alice", "acme", "tiers")
 	if err != nil {
 		t.Fatal(err)
 	}

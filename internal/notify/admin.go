@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // Spec is a channel as an administrator gives it: on the command line or in
@@ -46,7 +46,7 @@ func (a *Admin) now() countersign.Clock {
 // build checks a spec and returns the channel it describes, with the id
 // given (a new one when empty) and the secret sealed to it.
 func (a *Admin) build(ctx context.Context, spec Spec, id string) (*countersign.Channel, error) {
-	if err := approval.ValidName("the channel name", spec.Name); err != nil {
+	if err := identity.ValidName("the channel name", spec.Name); err != nil {
 		return nil, err
 	}
 	set, err := spec.Settings.normalize(spec.Type, spec.Secret)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/server"
@@ -96,7 +97,7 @@ func (e *env) build() {
 
 func (e *env) serve(h *switchHandler) {
 	e.delivery.PublicURL = e.public
-	srv, err := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &approval.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
+	srv, err := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &identity.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // Words of the decision pages about the delete of the rm wrapper that
@@ -73,7 +74,7 @@ func TestRequestPageSaysWhatItCovers(t *testing.T) {
 func TestLinkPageSaysWhatItCovers(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	agent, err := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
 	if err != nil {
 		t.Fatal(err)
 	}

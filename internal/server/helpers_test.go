@@ -16,6 +16,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -38,7 +39,7 @@ type testServer struct {
 	svc   *approval.Service
 	srv   *server.Server
 	logs  *testutil.LogBuffer
-	admin *approval.Admin
+	admin *identity.Admin
 	acme  *countersign.Account
 	other *countersign.Account
 
@@ -64,7 +65,7 @@ func newServer(t *testing.T, opts ...option) *testServer {
 
 	// Its own argon2id slots: a parallel test's checks do not make this
 	// one's sign-ins wait past SignInWait.
-	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}, PasswordSlots: approval.NewHashSlots(2)}
+	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}, PasswordSlots: identity.NewHashSlots(2)}
 	var acfg approval.Config
 	for _, o := range opts {
 		o(&cfg, &acfg)

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -38,7 +39,7 @@ type ibEnv struct {
 	store  *sqlite.DB
 	hub    *approval.Hub
 	svc    *approval.Service
-	admin  *approval.Admin
+	admin  *identity.Admin
 	srv    *server.Server
 	base   string   // where the listener answers
 	public *url.URL // the server's PublicURL
@@ -77,7 +78,7 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		// Its own argon2id slots: a parallel test's checks do not make
 		// this one's sign-ins wait past SignInWait.
-		PasswordSlots: approval.NewHashSlots(2),
+		PasswordSlots: identity.NewHashSlots(2),
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -8,13 +8,14 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // nlRequest creates a v1 request of key A with a one-time link per action
 // and returns it with the tokens.
 func nlRequest(t *testing.T, s *testServer, actions ...string) (*countersign.Request, map[string]string) {
 	t.Helper()
-	agent, err := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +120,7 @@ func TestTokenLinkDecidesItsRequest(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	r1, t1 := nlRequest(t, s, approval.LinkApprove)
-	agent, _ := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyX)
+	agent, _ := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyX)
 	r2, _, err := s.svc.Create(s.ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf /srv/b"})
 	if err != nil {
 		t.Fatal(err)

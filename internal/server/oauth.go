@@ -10,7 +10,7 @@ package server
 // session types and page flow (and, for op, OpenID Connect), which would
 // have to be bent around the grants store, the inbox's sessions and its
 // CSRF and Origin rules. What remains is a handful of form decoders; every
-// rule lives in internal/approval.
+// rule lives in internal/identity.
 
 import (
 	"encoding/json"
@@ -23,6 +23,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/ratelimit"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) protectedResource(w http.ResponseWriter, r *http.Request) {
 		"resource":                 s.oauth.Resource,
 		"authorization_servers":    []string{s.issuer()},
 		"bearer_methods_supported": []string{"header"},
-		"scopes_supported":         approval.GrantTiers,
+		"scopes_supported":         identity.GrantTiers,
 		"resource_name":            "countersign",
 	})
 }
@@ -63,7 +64,7 @@ func (s *Server) authorizationServer(w http.ResponseWriter, r *http.Request) {
 		"code_challenge_methods_supported":               []string{"S256"},
 		"token_endpoint_auth_methods_supported":          auth,
 		"revocation_endpoint_auth_methods_supported":     auth,
-		"scopes_supported":                               approval.GrantTiers,
+		"scopes_supported":                               identity.GrantTiers,
 		"authorization_response_iss_parameter_supported": true,
 		// An https client_id the server would fetch is a request to any
 		// address a stranger names; clients that offer them (claude.ai
@@ -95,7 +96,7 @@ func (s *Server) oauthAPI(lim *ratelimit.Keyed, h func(w http.ResponseWriter, r 
 // writeOAuthErr answers an error as RFC 6749 §5.2 has it. Internal errors
 // are logged with an id and answered with that id only.
 func (s *Server) writeOAuthErr(w http.ResponseWriter, r *http.Request, err error) {
-	var oe *approval.OAuthError
+	var oe *identity.OAuthError
 	if errors.As(err, &oe) {
 		status := http.StatusBadRequest
 		if oe.Code == "invalid_client" {
@@ -135,13 +136,13 @@ func writeOAuthJSON(w http.ResponseWriter, status int, v any) {
 
 // register is dynamic client registration (RFC 7591).
 func (s *Server) register(w http.ResponseWriter, r *http.Request) error {
-	var m approval.ClientMetadata
+	var m identity.ClientMetadata
 	dec := json.NewDecoder(r.Body)
 	if err := dec.Decode(&m); err != nil {
-		return &approval.OAuthError{Code: "invalid_client_metadata", Description: "the body must be one JSON object of client metadata"}
+		return &identity.OAuthError{Code: "invalid_client_metadata", Description: "the body must be one JSON object of client metadata"}
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return &approval.OAuthError{Code: "invalid_client_metadata", Description: "the body must be one JSON object of client metadata"}
+		return &identity.OAuthError{Code: "invalid_client_metadata", Description: "the body must be one JSON object of client metadata"}
 	}
 	c, secret, err := s.oauth.Register(r.Context(), &m, s.clientAddr(r))
 	if err != nil {
@@ -175,13 +176,13 @@ func (s *Server) tokenClient(r *http.Request) (*countersign.OAuthClient, error) 
 		// RFC 6749 §2.3.1: the id and secret are form-encoded inside Basic.
 		id, secret = formDecode(id), formDecode(secret)
 		if form := r.PostFormValue("client_id"); form != "" && form != id {
-			return nil, &approval.OAuthError{Code: "invalid_request", Description: "client_id differs from the one in Authorization"}
+			return nil, &identity.OAuthError{Code: "invalid_request", Description: "client_id differs from the one in Authorization"}
 		}
 		return s.oauth.AuthenticateClient(r.Context(), id, secret, true)
 	}
 	id := r.PostFormValue("client_id")
 	if id == "" {
-		return nil, &approval.OAuthError{Code: "invalid_client", Description: "client_id is missing"}
+		return nil, &identity.OAuthError{Code: "invalid_client", Description: "client_id is missing"}
 	}
 	return s.oauth.AuthenticateClient(r.Context(), id, r.PostFormValue("client_secret"), false)
 }
@@ -190,14 +191,14 @@ func (s *Server) tokenClient(r *http.Request) (*countersign.OAuthClient, error) 
 // refuses a parameter sent twice (RFC 6749 §3.2).
 func parseOAuthForm(r *http.Request) error {
 	if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-		return &approval.OAuthError{Code: "invalid_request", Description: "send the parameters as application/x-www-form-urlencoded"}
+		return &identity.OAuthError{Code: "invalid_request", Description: "send the parameters as application/x-www-form-urlencoded"}
 	}
 	if err := r.ParseForm(); err != nil {
-		return &approval.OAuthError{Code: "invalid_request", Description: "the form cannot be read"}
+		return &identity.OAuthError{Code: "invalid_request", Description: "the form cannot be read"}
 	}
 	for k, v := range r.PostForm {
 		if len(v) > 1 {
-			return &approval.OAuthError{Code: "invalid_request", Description: "the parameter " + k + " is sent more than once"}
+			return &identity.OAuthError{Code: "invalid_request", Description: "the parameter " + k + " is sent more than once"}
 		}
 	}
 	return nil
@@ -211,7 +212,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var ts *approval.TokenSet
+	var ts *identity.TokenSet
 	switch r.PostFormValue("grant_type") {
 	case "authorization_code":
 		ts, err = s.oauth.ExchangeCode(r.Context(), c, r.PostFormValue("code"), r.PostFormValue("redirect_uri"),
@@ -219,12 +220,12 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) error {
 	case "refresh_token":
 		ts, err = s.oauth.Refresh(r.Context(), c, r.PostFormValue("refresh_token"), r.PostFormValue("resource"))
 	case "":
-		return &approval.OAuthError{Code: "invalid_request", Description: "grant_type is missing"}
+		return &identity.OAuthError{Code: "invalid_request", Description: "grant_type is missing"}
 	default:
-		return &approval.OAuthError{Code: "unsupported_grant_type", Description: "grant_type must be authorization_code or refresh_token"}
+		return &identity.OAuthError{Code: "unsupported_grant_type", Description: "grant_type must be authorization_code or refresh_token"}
 	}
 	if err != nil {
-		var oe *approval.OAuthError
+		var oe *identity.OAuthError
 		if errors.As(err, &oe) {
 			s.log.Info("oauth token refused", "client_id", c.ID, "error", oe.Code, "client", s.clientAddr(r))
 			if oe.Revoked != "" {
@@ -252,7 +253,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if r.PostFormValue("token") == "" {
-		return &approval.OAuthError{Code: "invalid_request", Description: "token is missing"}
+		return &identity.OAuthError{Code: "invalid_request", Description: "token is missing"}
 	}
 	revoked, err := s.oauth.RevokeToken(r.Context(), c, r.PostFormValue("token"))
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // authzRequest is an authorization request (RFC 6749 §4.1.1, OAuth 2.1,
@@ -67,14 +67,14 @@ func (s *Server) parseAuthz(r *http.Request, q url.Values) (*authzRequest, *auth
 		return a, &authzError{"unsupported_response_type", "response_type must be code"}, nil
 	case a.State == "" || len(a.State) > 500:
 		return a, &authzError{"invalid_request", "state is required (at most 500 characters)"}, nil
-	case q.Get("code_challenge_method") != "S256" || !approval.ValidChallenge(a.Challenge):
+	case q.Get("code_challenge_method") != "S256" || !identity.ValidChallenge(a.Challenge):
 		return a, &authzError{"invalid_request", "PKCE is required: code_challenge with code_challenge_method S256"}, nil
 	case a.Resource == "":
 		return a, &authzError{"invalid_target", "the resource parameter (RFC 8707) is required: " + s.oauth.Resource}, nil
 	case !s.oauth.CheckResource(a.Resource):
 		return a, &authzError{"invalid_target", "this server issues tokens only for " + s.oauth.Resource}, nil
 	}
-	scope, err := approval.ParseScope(q.Get("scope"))
+	scope, err := identity.ParseScope(q.Get("scope"))
 	if err != nil {
 		return a, &authzError{"invalid_scope", "scope may name only read, write, commit and external"}, nil
 	}
@@ -164,7 +164,7 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 			p.Params = append(p.Params, param{k, v})
 		}
 	}
-	for _, t := range approval.GrantTiers {
+	for _, t := range identity.GrantTiers {
 		checked := slices.Contains(a.Scope, t)
 		switch {
 		case r.Method == http.MethodPost:
@@ -220,7 +220,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) err
 	if err := s.sessions.SignOut(r.Context(), b.id); err != nil {
 		return err
 	}
-	s.setSessionCookie(w, sessionID, s.sessions.Clock.Now().Add(approval.SessionTTL))
+	s.setSessionCookie(w, sessionID, s.sessions.Clock.Now().Add(identity.SessionTTL))
 	s.log.Info("oauth grant allowed", "grant", g.ID, "client_id", a.Client.ID, "approver", b.approver.Username, "tiers", strings.Join(g.Tiers, ","),
 		"proof", in.Proof.Method)
 	s.redirectBack(w, r, a, url.Values{"code": {code}})

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // Allowing a connection needs a fresh proof of the approver, as adding a
@@ -18,12 +18,12 @@ import (
 
 // allowInput reads what the consent form allows: the account (the
 // session's when the form names none) and the tiers.
-func (s *Server) allowInput(r *http.Request, b *browser, a *authzRequest) approval.AllowInput {
+func (s *Server) allowInput(r *http.Request, b *browser, a *authzRequest) identity.AllowInput {
 	account := r.PostFormValue("account")
 	if account == "" {
 		account = b.session.AccountID
 	}
-	return approval.AllowInput{
+	return identity.AllowInput{
 		Approver: b.approver, AccountID: account, Client: a.Client, RedirectURI: a.RedirectURI, Challenge: a.Challenge,
 		Tiers: r.PostForm["tier"], UserAgent: r.UserAgent(), ClientAddr: s.clientAddr(r),
 	}
@@ -53,7 +53,7 @@ var errProofMissing = countersign.Errorf(countersign.EUNAUTHORIZED,
 
 // consentProof checks the proof the consent form carries: a passkey's
 // answer when it has one, else the password.
-func (s *Server) consentProof(r *http.Request, b *browser, in approval.AllowInput) (*approval.ConsentProof, error) {
+func (s *Server) consentProof(r *http.Request, b *browser, in identity.AllowInput) (*identity.ConsentProof, error) {
 	if r.PostFormValue("webauthn_response") != "" {
 		if s.passkeys == nil {
 			return nil, errNoPasskeys()
@@ -81,7 +81,7 @@ func (s *Server) consentProof(r *http.Request, b *browser, in approval.AllowInpu
 	if err := s.passwordAgain(r, ap, "allow the connection"); err != nil {
 		return nil, err
 	}
-	return approval.PasswordProof(ap.ID), nil
+	return identity.PasswordProof(ap.ID), nil
 }
 
 // refuseConsent shows the consent page again with the reason a proof was

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -88,23 +88,23 @@ func TestOAuthRegistrationNetworks(t *testing.T) {
 	}
 	// Each from a /64 of its own, so that only the /48's count can hold
 	// them back.
-	for i := range approval.DefaultClientsPerNetwork {
+	for i := range identity.DefaultClientsPerNetwork {
 		if st, out := register(fmt.Sprintf("2001:db8:7:%x::1", i)); st != http.StatusCreated {
 			t.Fatalf("registration %d from its own /64 of one /48: %d %+v", i+1, st, out)
 		}
 	}
 	st, out := register("2001:db8:7:ffff::1")
 	if st != http.StatusTooManyRequests || out.Error != "slow_down" || !strings.Contains(out.Description, "network") {
-		t.Errorf("one registration past the /48's %d: %d %+v; want 429 slow_down naming the network", approval.DefaultClientsPerNetwork, st, out)
+		t.Errorf("one registration past the /48's %d: %d %+v; want 429 slow_down naming the network", identity.DefaultClientsPerNetwork, st, out)
 	}
 	if st, out := register("2001:db8:8::1"); st != http.StatusCreated {
 		t.Errorf("a registration from another /48: %d %+v", st, out)
 	}
-	if got := approval.NetworkOf("2001:db8:7:ffff::/64"); got != "2001:db8:7::/48" {
+	if got := identity.NetworkOf("2001:db8:7:ffff::/64"); got != "2001:db8:7::/48" {
 		t.Errorf("NetworkOf(a /64) = %q", got)
 	}
 	for _, from := range []string{"203.0.113.9", "::ffff:203.0.113.9", "", "garbage"} {
-		if got := approval.NetworkOf(from); got != "" {
+		if got := identity.NetworkOf(from); got != "" {
 			t.Errorf("NetworkOf(%q) = %q, want none", from, got)
 		}
 	}

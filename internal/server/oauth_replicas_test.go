@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
@@ -66,7 +67,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	hub := approval.NewHub()
 	t.Cleanup(hub.Close)
 	svc := approval.New(a, nil, hub, approval.Config{}, log, nil)
-	srv, err := server.New(cfg, svc, &approval.Authenticator{Store: a}, metrics.NewRegistry(), log)
+	srv, err := server.New(cfg, svc, &identity.Authenticator{Store: a}, metrics.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	ln.Start()
 	t.Cleanup(ln.Close)
 
-	admin := &approval.Admin{Store: b}
+	admin := &identity.Admin{Store: b}
 	acc, err := admin.CreateAccount(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -86,14 +87,14 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	if err := b.AddMembership(ctx, ap.ID, acc.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	o := &approval.OAuth{Store: a, Clock: countersign.SystemClock{}, Resource: resource}
-	c, _, err := o.Register(ctx, &approval.ClientMetadata{RedirectURIs: []string{oaCallback}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+	o := &identity.OAuth{Store: a, Clock: countersign.SystemClock{}, Resource: resource}
+	c, _, err := o.Register(ctx, &identity.ClientMetadata{RedirectURIs: []string{oaCallback}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, g, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
-		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
+	code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
+		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -667,8 +667,8 @@ func TestOAuthAccounts(t *testing.T) {
 	e.get("/approvals/"+theirs.ID, e.as(consent.Value)).want(t, "other's request in the consent's inbox", http.StatusNotFound)
 }
 
-func (e *ibEnv) authenticator() *approval.Authenticator {
-	return &approval.Authenticator{Store: e.store}
+func (e *ibEnv) authenticator() *identity.Authenticator {
+	return &identity.Authenticator{Store: e.store}
 }
 
 // TestOAuthRateLimits: one address cannot register clients or call the

@@ -14,13 +14,14 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 )
 
 // principal is alice as the service sees her.
 func (s *testServer) principal() countersign.ApproverPrincipal {
 	s.t.Helper()
-	p, err := (&approval.Authenticator{Store: s.store}).Approver(s.ctx, s.alice)
+	p, err := (&identity.Authenticator{Store: s.store}).Approver(s.ctx, s.alice)
 	if err != nil {
 		s.t.Fatal(err)
 	}

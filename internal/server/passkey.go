@@ -9,7 +9,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // maxAssertion bounds the browser's answer to a ceremony: a WebAuthn
@@ -167,8 +167,8 @@ func (s *Server) passwordAgain(r *http.Request, ap *countersign.Approver, what s
 	if err != nil {
 		return err
 	}
-	ok, err := approval.CheckPasswordTurn(r.Context(), ap.PasswordHash, r.PostFormValue("password"),
-		approval.PasswordTurn{Slots: s.sessions.Slots, Wait: s.sessions.SlotWait})
+	ok, err := identity.CheckPasswordTurn(r.Context(), ap.PasswordHash, r.PostFormValue("password"),
+		identity.PasswordTurn{Slots: s.sessions.Slots, Wait: s.sessions.SlotWait})
 	s.signins.settle(ticket, err == nil && !ok, err == nil)
 	if err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // session opens a browser session of the approver without a password
@@ -22,7 +22,7 @@ func (e *ibEnv) session(username string) ibSession {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	id, _, err := (&approval.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
+	id, _, err := (&identity.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // decisionOf reads the decision fields of a request page's form.
@@ -100,7 +101,7 @@ func (s *Server) stepUpOf(r *http.Request, b *browser, req *countersign.Request)
 // passkeyNeeded reports whether err is the refusal of an approval that
 // needed a passkey.
 func passkeyNeeded(err error) bool {
-	return errors.Is(err, approval.ErrPasskeyNeeded) || errors.Is(err, approval.ErrNoPasskey)
+	return errors.Is(err, approval.ErrPasskeyNeeded) || errors.Is(err, identity.ErrNoPasskey)
 }
 
 // enrolPage is the data of an enrolment link's page.

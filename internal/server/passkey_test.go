@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // pkSetup is the inbox under the default step-up policy, reached at a
@@ -198,7 +199,7 @@ func TestPasskeyRegistrationNeedsPassword(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := (&approval.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
+	id, _, err := (&identity.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -49,7 +50,7 @@ type sdEnv struct {
 	url    string // the public URL, which is the test server's
 	store  *sqlite.DB
 	clock  *testutil.Clock
-	admin  *approval.Admin
+	admin  *identity.Admin
 	acct   *countersign.Account
 	client *http.Client
 
@@ -104,7 +105,7 @@ func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
 	}
 	t.Cleanup(func() { store.Close() })
 	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Second))
-	e := &sdEnv{t: t, ctx: ctx, store: store, clock: clock, admin: &approval.Admin{Store: store, Clock: clock}}
+	e := &sdEnv{t: t, ctx: ctx, store: store, clock: clock, admin: &identity.Admin{Store: store, Clock: clock}}
 	e.client = &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
@@ -151,7 +152,7 @@ func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
 	}
 	// Its own argon2id slots: a parallel test's checks do not make this
 	// one's sign-ins wait past SignInWait.
-	srv, err := server.New(server.Config{PublicURL: pub, PasswordSlots: approval.NewHashSlots(2)}, svc, &approval.Authenticator{Store: store}, reg, log)
+	srv, err := server.New(server.Config{PublicURL: pub, PasswordSlots: identity.NewHashSlots(2)}, svc, &identity.Authenticator{Store: store}, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

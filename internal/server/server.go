@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/ratelimit"
 	"github.com/countersign/countersign/internal/web"
@@ -52,7 +53,7 @@ type Config struct {
 	// PasswordSlots are where sign-ins wait to have their password checked
 	// (nil: the process's argon2id slots), at most SignInWait each
 	// (default 1 s) before they are answered 429.
-	PasswordSlots *approval.HashSlots
+	PasswordSlots *identity.HashSlots
 	SignInWait    time.Duration
 	// Files keeps the upload pages, uploads and download links of ADR
 	// 0008; nil: /uploads and /files answer that file transfer is off.
@@ -61,7 +62,7 @@ type Config struct {
 	// DefaultBodyLimits.
 	UploadLimits BodyLimits
 	// MaxOAuthClients is the most registered OAuth clients the server
-	// keeps (0: approval.DefaultMaxClients).
+	// keeps (0: identity.DefaultMaxClients).
 	MaxOAuthClients int
 }
 
@@ -69,17 +70,17 @@ type Config struct {
 type Server struct {
 	cfg      Config
 	service  *approval.Service
-	auth     *approval.Authenticator
+	auth     *identity.Authenticator
 	log      *slog.Logger
 	registry *metrics.Registry
 	limiter  *ratelimit.Keyed
 	signins  *signinLimiter
-	sessions *approval.Sessions
+	sessions *identity.Sessions
 	// passkeys runs the WebAuthn ceremonies; nil when the public URL
 	// cannot carry them (an IP address is no relying party id).
-	passkeys   *approval.Passkeys
+	passkeys   *identity.Passkeys
 	ceremonies *ceremonyLimiter
-	oauth      *approval.OAuth
+	oauth      *identity.OAuth
 	pages      *web.Pages
 	csrfKey    []byte
 	// deviceKey signs device cookies (device.go).
@@ -96,7 +97,7 @@ type Server struct {
 // New returns a server. reg is where the service's metrics are registered
 // too, so that /metrics shows both. It fails when a page template is broken
 // or the store cannot give the server its cookie keys.
-func New(cfg Config, service *approval.Service, auth *approval.Authenticator, reg *metrics.Registry, log *slog.Logger) (*Server, error) {
+func New(cfg Config, service *approval.Service, auth *identity.Authenticator, reg *metrics.Registry, log *slog.Logger) (*Server, error) {
 	if cfg.MaxWait <= 0 {
 		cfg.MaxWait = 60 * time.Second
 	}
@@ -131,8 +132,8 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 		cfg: cfg, service: service, auth: auth, log: log, registry: reg,
 		limiter:  ratelimit.New(cfg.RatePerMinute),
 		signins:  newSigninLimiter(),
-		sessions: &approval.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
-		oauth: &approval.OAuth{Store: cfg.Store, Clock: cfg.Clock, MaxClients: cfg.MaxOAuthClients,
+		sessions: &identity.Sessions{Store: cfg.Store, Clock: cfg.Clock, Slots: cfg.PasswordSlots, SlotWait: cfg.SignInWait},
+		oauth: &identity.OAuth{Store: cfg.Store, Clock: cfg.Clock, MaxClients: cfg.MaxOAuthClients,
 			Resource: strings.TrimRight(cfg.PublicURL.String(), "/") + "/mcp"},
 		registrations: ratelimit.New(30),
 		oauthRate:     ratelimit.New(120),
@@ -143,7 +144,7 @@ func New(cfg Config, service *approval.Service, auth *approval.Authenticator, re
 		httpRequests: reg.NewCounterVec("countersign_http_requests_total",
 			"HTTP requests by route and status code.", "route", "code"),
 	}
-	if pk, err := approval.NewPasskeys(cfg.Store, countersign.SystemClock{}, s.sessions, cfg.PublicURL); err == nil {
+	if pk, err := identity.NewPasskeys(cfg.Store, countersign.SystemClock{}, s.sessions, cfg.PublicURL); err == nil {
 		s.passkeys = pk
 	} else {
 		log.Warn("passkeys are off", "reason", err.Error())

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -22,7 +23,7 @@ func TestNewFailsOnStoreError(t *testing.T) {
 	}
 	store.Close()
 	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, nil, nil)
-	srv, err := server.New(server.Config{}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), nil)
+	srv, err := server.New(server.Config{}, svc, &identity.Authenticator{Store: store}, metrics.NewRegistry(), nil)
 	if err == nil || srv != nil {
 		t.Fatalf("New on a closed store = %v, %v; want no server and an error", srv, err)
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // cookieName is the session cookie's name: with https, the __Host- prefix
@@ -26,7 +26,7 @@ func (s *Server) secure() bool { return s.cfg.PublicURL.Scheme == "https" }
 // Secure under https, for the session's lifetime.
 func (s *Server) setSessionCookie(w http.ResponseWriter, id string, expires time.Time) {
 	http.SetCookie(w, &http.Cookie{
-		Name: s.cookieName(), Value: id, Path: "/", Expires: expires, MaxAge: int(approval.SessionTTL.Seconds()),
+		Name: s.cookieName(), Value: id, Path: "/", Expires: expires, MaxAge: int(identity.SessionTTL.Seconds()),
 		HttpOnly: true, Secure: s.secure(), SameSite: http.SameSiteLaxMode,
 	})
 }

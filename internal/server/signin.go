@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // The sign-in limits (ADR 0007, OWASP's "device cookies"). They are per
@@ -197,7 +197,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return refuse(http.StatusTooManyRequests, err)
 	}
-	id, sess, err := s.sessions.SignInPassword(ctx, approval.PasswordSignIn{
+	id, sess, err := s.sessions.SignInPassword(ctx, identity.PasswordSignIn{
 		Username: username, Password: r.PostFormValue("password"), Client: addr, UserAgent: r.UserAgent(), Known: ticket.known(),
 	})
 	code := countersign.ErrorCode(err)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -22,7 +22,7 @@ func siClock(t *testing.T) (*testutil.Clock, func(*server.Config)) {
 
 // siSlots gives the server its own argon2id slots and bounds the wait for
 // one.
-func siSlots(slots *approval.HashSlots, wait time.Duration) func(*server.Config) {
+func siSlots(slots *identity.HashSlots, wait time.Duration) func(*server.Config) {
 	return func(c *server.Config) { c.PasswordSlots, c.SignInWait = slots, wait }
 }
 
@@ -169,7 +169,7 @@ func TestSigninKnownDeviceLimit(t *testing.T) {
 // answered 429 at once, says so, and does not count as a failure.
 func TestSigninBusy(t *testing.T) {
 	t.Parallel()
-	slots := approval.NewHashSlots(2)
+	slots := identity.NewHashSlots(2)
 	e := ibSetup(t, siSlots(slots, time.Millisecond))
 	for range 2 {
 		if err := slots.Acquire(t.Context(), false, 0); err != nil {
@@ -190,7 +190,7 @@ func TestSigninBusy(t *testing.T) {
 // earlier.
 func TestSigninKnownDeviceFirst(t *testing.T) {
 	t.Parallel()
-	slots := approval.NewHashSlots(1)
+	slots := identity.NewHashSlots(1)
 	e := ibSetup(t, siSlots(slots, time.Minute))
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
 	if err := slots.Acquire(t.Context(), false, 0); err != nil {
@@ -296,7 +296,7 @@ func TestSigninKnownPerUsername(t *testing.T) {
 // it signs in ahead of the limits again.
 func TestSigninKnownBusyNotCounted(t *testing.T) {
 	t.Parallel()
-	slots := approval.NewHashSlots(2)
+	slots := identity.NewHashSlots(2)
 	e := ibSetup(t, siSlots(slots, time.Millisecond))
 	known := e.deviceCookie(e.post("/signin", siForm("alice", ibPassword), ibFrom(e.nextAddr())))
 	for range 2 {

@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // hiddenText holds characters that display as nothing or reorder the text
@@ -56,7 +57,7 @@ func TestInboxShowsHiddenCharacters(t *testing.T) {
 func TestLinkPageShowsHiddenCharacters(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	agent, err := (&approval.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestSessionsPageShowsHiddenCharacters(t *testing.T) {
 // still show such a request, and must show it escaped.
 func storeOld(t *testing.T, store countersign.Store, key string, now time.Time, in countersign.CreateInput) *countersign.Request {
 	t.Helper()
-	agent, err := (&approval.Authenticator{Store: store}).Agent(t.Context(), key)
+	agent, err := (&identity.Authenticator{Store: store}).Agent(t.Context(), key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/crypto/argon2"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
@@ -24,7 +24,7 @@ var Start = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 const Password = "correct horse battery staple"
 
 // PasswordHash is an argon2id hash of Password in the format of
-// approval.HashPassword but with tiny parameters. CheckPassword reads the
+// identity.HashPassword but with tiny parameters. CheckPassword reads the
 // parameters from the hash, so signing in stays the real code path while
 // costing microseconds instead of seconds under the race detector.
 func PasswordHash() string {
@@ -47,8 +47,8 @@ type World struct {
 	Store *sqlite.DB
 	Path  string // the store's file, for a test that opens it again
 	Clock *Clock
-	Admin *approval.Admin
-	Auth  *approval.Authenticator
+	Admin *identity.Admin
+	Auth  *identity.Authenticator
 
 	Acme, Other *countersign.Account
 	Alice, Bob  *countersign.Approver
@@ -107,7 +107,7 @@ func NewWorldAt(t testing.TB, start time.Time) *World {
 	t.Cleanup(func() { store.Close() })
 	clock := NewClock(start)
 	w := &World{t: t, Ctx: ctx, Store: store, Path: path, Clock: clock,
-		Admin: &approval.Admin{Store: store, Clock: clock}, Auth: &approval.Authenticator{Store: store}}
+		Admin: &identity.Admin{Store: store, Clock: clock}, Auth: &identity.Authenticator{Store: store}}
 	w.Acme, w.Other = w.Account("acme"), w.Account("other")
 	w.KeyA, w.KeyX = w.Key("acme", "a"), w.Key("other", "x")
 	w.Alice, w.Bob = w.Approver("alice", "acme"), w.Approver("bob", "other")

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -33,7 +33,7 @@ func TestWorld(t *testing.T) {
 	if _, _, err := w.Admin.CreateApproverToken(w.Ctx, "alice", "other", ""); err == nil {
 		t.Error("alice got a token of other, which she is not a member of")
 	}
-	if !approval.CheckPassword(w.Alice.PasswordHash, testutil.Password) || approval.CheckPassword(w.Alice.PasswordHash, "wrong") {
+	if !identity.CheckPassword(w.Alice.PasswordHash, testutil.Password) || identity.CheckPassword(w.Alice.PasswordHash, "wrong") {
 		t.Error("the approvers' hash does not check Password, and only it")
 	}
 	if got := w.Clock.Now(); !got.Equal(testutil.Start) {

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
@@ -40,7 +41,7 @@ func newReplica(t *testing.T, url, appName string) *replica {
 	}
 	hub := approval.NewHub()
 	svc := approval.New(store, nil, hub, approval.Config{MaxPending: 1000}, nil, nil)
-	srv, err := server.New(server.Config{}, svc, &approval.Authenticator{Store: store}, metrics.NewRegistry(), nil)
+	srv, err := server.New(server.Config{}, svc, &identity.Authenticator{Store: store}, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ type credentials struct {
 func setUp(t *testing.T, s countersign.Store) credentials {
 	t.Helper()
 	ctx := t.Context()
-	admin := &approval.Admin{Store: s}
+	admin := &identity.Admin{Store: s}
 	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package approval_test
+package identity_test
 
 import (
 	"strings"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -15,19 +15,19 @@ import (
 // OAuth access token (AccessAgent), each served from the store's cache
 // between changes.
 //
-//	go test -run '^$' -bench BenchmarkBearerCheck -benchtime 2s -count 5 ./internal/approval
+//	go test -run '^$' -bench BenchmarkBearerCheck -benchtime 2s -count 5 ./internal/identity
 func BenchmarkBearerCheck(b *testing.B) {
 	w := testutil.NewWorld(b)
 	ctx, store, acc, ap, key := w.Ctx, w.Store, w.Acme, w.Alice, w.KeyA
 	const resource = "http://127.0.0.1:8080/mcp"
-	o := &approval.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
-	c, _, err := o.Register(ctx, &approval.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+	o := &identity.OAuth{Store: store, Clock: countersign.SystemClock{}, Resource: resource}
+	c, _, err := o.Register(ctx, &identity.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
 	if err != nil {
 		b.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, _, err := o.Allow(ctx, approval.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
-		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: approval.S256(verifier), Tiers: []string{"read"}, Proof: approval.PasswordProof(ap.ID)})
+	code, _, _, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
+		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		b.Fatal(err)
 	}

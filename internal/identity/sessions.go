@@ -1,4 +1,4 @@
-package approval
+package identity
 
 import (
 	"context"
@@ -115,6 +115,13 @@ func (s *Sessions) open(ctx context.Context, ap *countersign.Approver, client, u
 		return "", nil, err
 	}
 	return id, sess, nil
+}
+
+// Open opens a session for an approver who proved themselves with a
+// passkey, in the first of their accounts, and returns the session's
+// secret id, which only the cookie holds.
+func (s *Sessions) Open(ctx context.Context, ap *countersign.Approver, client, userAgent string) (string, *countersign.Session, error) {
+	return s.open(ctx, ap, client, userAgent)
 }
 
 func wrongPassword() error {

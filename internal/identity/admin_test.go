@@ -1,4 +1,4 @@
-package approval_test
+package identity_test
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
 func TestAdminValidation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, approval.Config{})
+	e := newEnv(t)
 	_, err := e.admin.CreateAccount(e.ctx, "Bad Name")
 	wantCode(t, "account name with a space", err, countersign.EINVALID)
 	_, err = e.admin.CreateAccount(e.ctx, "acme")
@@ -24,7 +24,7 @@ func TestAdminValidation(t *testing.T) {
 	_, err = e.admin.CreateApprover(e.ctx, "acme", "alice", "another long password")
 	wantCode(t, "existing approver with a password", err, countersign.ECONFLICT)
 	// The test approvers' password hash is a real argon2id hash.
-	if !approval.CheckPassword(testutil.PasswordHash(), testutil.Password) || approval.CheckPassword(testutil.PasswordHash(), "another password") {
+	if !identity.CheckPassword(testutil.PasswordHash(), testutil.Password) || identity.CheckPassword(testutil.PasswordHash(), "another password") {
 		t.Error("CheckPassword does not accept exactly the test password")
 	}
 	// alice belongs to acme only: a token for other is refused.
@@ -44,7 +44,7 @@ func (e *env) hashOf(username string) string {
 
 func TestAdminSetPassword(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, approval.Config{})
+	e := newEnv(t)
 	before := e.hashOf("alice")
 	_, _, err := e.admin.SetPassword(e.ctx, "nobody", "a long enough password", false)
 	wantCode(t, "unknown approver", err, countersign.ENOTFOUND)
@@ -59,7 +59,7 @@ func TestAdminSetPassword(t *testing.T) {
 	if err != nil || ap.Username != "alice" {
 		t.Fatalf("SetPassword = %+v, %v", ap, err)
 	}
-	if h := e.hashOf("alice"); !approval.CheckPassword(h, "a new long password") || approval.CheckPassword(h, "a long test password") {
+	if h := e.hashOf("alice"); !identity.CheckPassword(h, "a new long password") || identity.CheckPassword(h, "a long test password") {
 		t.Error("the stored hash does not check exactly the new password")
 	}
 	if e.hashOf("bob") != before {
@@ -69,7 +69,7 @@ func TestAdminSetPassword(t *testing.T) {
 
 func TestAdminDisablePassword(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, approval.Config{})
+	e := newEnv(t)
 	_, _, err := e.admin.DisablePassword(e.ctx, "alice", false)
 	wantCode(t, "approver without a passkey", err, countersign.ECONFLICT)
 	if e.hashOf("alice") == "" {
@@ -103,7 +103,7 @@ func (e *env) passkey(approverID, name string) *countersign.Passkey {
 
 func TestAdminRevokeAndRemove(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, approval.Config{})
+	e := newEnv(t)
 	_, key, err := e.admin.CreateAgentKey(e.ctx, "acme", "laptop")
 	if err != nil {
 		t.Fatal(err)

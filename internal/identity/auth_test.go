@@ -1,15 +1,14 @@
-package approval_test
+package identity_test
 
 import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 )
 
 func TestAuthenticator(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, approval.Config{})
+	e := newEnv(t)
 	_, key, err := e.admin.CreateAgentKey(e.ctx, "acme", "laptop")
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package approval
+package identity
 
 import (
 	"context"
@@ -353,13 +353,6 @@ func (p *Passkeys) used(ctx context.Context, pk *countersign.Passkey, cred *weba
 		return countersign.Errorf(countersign.EINVALID, "%s", countersign.ErrorMessage(err))
 	}
 	return err
-}
-
-// Open opens a session for an approver who proved themselves with a
-// passkey, in the first of their accounts, and returns the session's
-// secret id, which only the cookie holds.
-func (s *Sessions) Open(ctx context.Context, ap *countersign.Approver, client, userAgent string) (string, *countersign.Session, error) {
-	return s.open(ctx, ap, client, userAgent)
 }
 
 // EnrolTTL is how long an enrolment link of the CLI stays valid.
