@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/limit"
 )
 
@@ -26,6 +27,23 @@ type requestView struct {
 	// Covers says, for a pending Bash call, which delete of the rm wrapper
 	// approving it also lets run; nil for other requests.
 	Covers *coverView
+	// Call is what an MCP call or a Claude Code tool call other than Bash
+	// will run; Rm is a delete of the rm wrapper. Nil for other requests,
+	// which show their preview.
+	Call *callView
+	Rm   *rmView
+	Bash *bashView
+	// Summary says in one line what the request does (callview.Summary).
+	Summary string
+	// Outcome says who decided what and when, and whether the agent has
+	// used the approval; empty while pending.
+	Outcome    string
+	ConsumedAt time.Time
+	// Head and Body are the preview's first line and the rest, for a
+	// request shown by its preview.
+	Head, Body string
+	// More counts the arguments an inbox card leaves out.
+	More int
 }
 
 // coverView is the delete of the rm wrapper that approving a Bash call
@@ -60,7 +78,9 @@ func coversOf(r *countersign.Request) *coverView {
 	return c
 }
 
-func viewOf(r *countersign.Request) *requestView {
+// viewOf is a request as its page shows it; files are the uploads its
+// call carries (Server.filesOf).
+func viewOf(r *countersign.Request, files ...fileView) *requestView {
 	v := &requestView{
 		ID: r.ID, Ref: countersign.FormatReference(r.Reference), Kind: string(r.Kind), Action: r.Action,
 		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: r.RiskReasons, Ctx: r.Context,
@@ -70,6 +90,17 @@ func viewOf(r *countersign.Request) *requestView {
 	}
 	v.Window = approval.DescribeWindow(r)
 	v.Covers = coversOf(r)
+	v.Call = callOf(r, files)
+	v.Rm = rmOf(r)
+	v.Bash = bashOf(r)
+	v.Summary = callview.Summary(string(r.Kind), r.Action, r.Arguments)
+	v.Outcome = outcomeOf(r)
+	v.ConsumedAt = r.ConsumedAt
+	v.Head, v.Body, _ = strings.Cut(r.Preview, "\n")
+	v.Body = strings.TrimPrefix(v.Body, "\n")
+	if strings.TrimSpace(r.Preview) == "" {
+		v.Head, _, _ = strings.Cut(r.Action, "\n")
+	}
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has
@@ -87,6 +118,8 @@ const (
 	rowPreview = 1024 // bytes of the preview
 	rowAction  = 200  // bytes of the action's first line
 	rowReasons = 5    // risk reasons
+	rowFields  = 4    // arguments of a call
+	rowField   = 160  // bytes of an argument's first line
 )
 
 // rowOf is a request as an inbox row shows it: the beginning of its
@@ -95,6 +128,27 @@ const (
 func rowOf(r *countersign.Request) *requestView {
 	v := viewOf(r)
 	v.Arguments, v.Covers = "", nil // not shown in the inbox
+	if v.Call != nil {
+		// The card leads with the call's first arguments, each cut to
+		// its first lines; the page shows them whole.
+		var top []callview.Field
+		for _, f := range v.Call.Fields {
+			if f.Depth != 0 || f.Kind == "more" {
+				continue
+			}
+			if len(top) == rowFields {
+				v.More++
+				continue
+			}
+			f.Head, _, _ = strings.Cut(f.Head, "\n")
+			f.Head = limit.Text(f.Head, rowField)
+			top = append(top, f)
+		}
+		v.Call.Fields, v.Call.About = top, nil
+		if len(v.Call.Diff) > rowLines {
+			v.Call.Diff = v.Call.Diff[:rowLines]
+		}
+	}
 	preview := strings.SplitN(r.Preview, "\n", rowLines+1)
 	if len(preview) > rowLines {
 		preview[rowLines] = "…"
@@ -102,6 +156,12 @@ func rowOf(r *countersign.Request) *requestView {
 	v.Preview = limit.Text(strings.Join(preview, "\n"), rowPreview)
 	action, _, _ := strings.Cut(r.Action, "\n")
 	v.Action = limit.Text(action, rowAction)
+	if v.Bash != nil {
+		v.Bash.Command = cutLines(v.Bash.Command)
+	}
+	if v.Rm != nil {
+		v.Rm.Headline, v.Rm.Command = limit.Text(v.Rm.Headline, rowAction), cutLines(v.Rm.Command)
+	}
 	if n := len(r.RiskReasons); n > rowReasons {
 		v.Reasons = append(append([]string{}, r.RiskReasons[:rowReasons]...), fmt.Sprintf("… and %d more", n-rowReasons))
 	}
@@ -161,7 +221,8 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 	if err != nil {
 		return err
 	}
-	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes, Files: s.filesOf(req)}
+	files := s.filesOf(req)
+	p := requestPage{pageBase: base, R: viewOf(req, files...), Error: msg, WindowMinutes: windowMinutes, Files: files}
 	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
 		return err
 	}
@@ -260,4 +321,14 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, b *browser) erro
 			return nil
 		}
 	}
+}
+
+// cutLines is the beginning of a text an inbox row shows: its first
+// rowLines lines, at most rowPreview bytes.
+func cutLines(s string) string {
+	lines := strings.SplitN(s, "\n", rowLines+1)
+	if len(lines) > rowLines {
+		lines[rowLines] = "…"
+	}
+	return limit.Text(strings.Join(lines, "\n"), rowPreview)
 }
