@@ -401,7 +401,7 @@ func Summary(kind, action string, args json.RawMessage) string {
 			}
 		}
 	default:
-		s, _, _ = strings.Cut(action, "\n")
+		s = action
 	}
 	return cutLine(visible.Line(s), maxSummary)
 }

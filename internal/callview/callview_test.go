@@ -175,7 +175,7 @@ func TestSummary(t *testing.T) {
 		{"tool", "WebFetch", `{"url":"https://example.com/x","prompt":"p"}`, "WebFetch https://example.com/x"},
 		{"tool", "mcp__github__create_issue", `{"title":"t"}`, "github/create_issue title=t"},
 		{"rm", "rm -r build", `{"targets":["/x/build"]}`, "rm -r build"},
-		{"generic", "deploy\nprod", ``, "deploy"},
+		{"generic", "deploy\nprod", ``, `deploy\nprod`},
 	} {
 		if got := Summary(c.kind, c.action, json.RawMessage(c.args)); got != c.want {
 			t.Errorf("Summary(%s, %q, %s) = %q, want %q", c.kind, c.action, c.args, got, c.want)
