@@ -77,7 +77,8 @@ func (f Field) Folded() bool { return f.Rest != "" || f.Cut > 0 }
 var targetKeys = []string{"file_path", "path", "notebook_path", "filePath", "file", "url", "uri", "command", "query", "name", "id", "source", "destination"}
 
 // Fields renders the arguments of a call, a JSON object, as fields: the
-// arguments that name a target first, then the others in their order.
+// arguments that name a target first, then the short ones (a line), then
+// the long ones, each in their order.
 // uploads maps the ids of the uploads the call carries (from "upload:ID"
 // values) to their facts. Arguments that are not an object are one field
 // named "arguments".
@@ -104,9 +105,12 @@ func Fields(raw json.RawMessage, uploads map[string]*Upload) []Field {
 			}
 		}
 	}
-	for i := range members {
-		if !slices.Contains(order, i) {
-			order = append(order, i)
+	// Then the short arguments, then the long texts, each in their order.
+	for _, short := range []bool{true, false} {
+		for i, m := range members {
+			if !slices.Contains(order, i) && isShort(m.value) == short {
+				order = append(order, i)
+			}
 		}
 	}
 	for n, i := range order {
@@ -117,6 +121,22 @@ func Fields(raw json.RawMessage, uploads map[string]*Upload) []Field {
 		r.value(members[i].key, 0, members[i].value)
 	}
 	return r.out
+}
+
+// maxShort is the longest text that isShort.
+const maxShort = 200
+
+// isShort reports whether a value reads as one short line: a number, a
+// word, or a text of one line of at most maxShort bytes.
+func isShort(raw json.RawMessage) bool {
+	if c := firstByte(raw); c == '{' || c == '[' {
+		return false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return len(raw) <= maxShort
+	}
+	return len(s) <= maxShort && !strings.Contains(s, "\n")
 }
 
 // member is a member of a JSON object in its order.
@@ -333,8 +353,8 @@ func Str(raw json.RawMessage, key string) string {
 }
 
 // Target returns the argument that names what a call acts on (a path, a
-// URL, a command), or else its first argument that is a text, and its
-// name; empty when there is none.
+// URL, a command), or else its first argument that is a short text, or
+// else its first text, and its name; empty when there is none.
 func Target(raw json.RawMessage) (key, value string) {
 	if len(raw) > MaxRaw {
 		return "", ""
@@ -349,6 +369,12 @@ func Target(raw json.RawMessage) (key, value string) {
 			if m.key == k && json.Unmarshal(m.value, &s) == nil && s != "" {
 				return k, s
 			}
+		}
+	}
+	for _, m := range members {
+		var s string
+		if json.Unmarshal(m.value, &s) == nil && s != "" && isShort(m.value) {
+			return m.key, s
 		}
 	}
 	for _, m := range members {

@@ -15,11 +15,11 @@ func TestFieldsTargetFirstAndLines(t *testing.T) {
 	if len(fs) != 3 || fs[0].Name != "path" || value(fs[0]) != "/tmp/notes.txt" {
 		t.Fatalf("the path is not the first field: %+v", fs)
 	}
-	if fs[1].Name != "content" || value(fs[1]) != "line one\nline two" || fs[1].Lines != 2 || fs[1].Folded() {
-		t.Errorf("the content is not shown as its lines: %+v", fs[1])
+	if fs[2].Name != "content" || value(fs[2]) != "line one\nline two" || fs[2].Lines != 2 || fs[2].Folded() {
+		t.Errorf("the content is not shown as its lines, after the short arguments: %+v", fs[2])
 	}
-	if fs[2].Name != "mode" || fs[2].Kind != "text" {
-		t.Errorf("the other arguments follow in their order: %+v", fs[2])
+	if fs[1].Name != "mode" || fs[1].Kind != "text" {
+		t.Errorf("the short arguments follow the target: %+v", fs[1])
 	}
 }
 
@@ -171,6 +171,7 @@ func TestSummary(t *testing.T) {
 		{"mcp", "digest", `{"file":"upload:u1"}`, "digest file=upload:u1"},
 		{"mcp", "ping", `{}`, "ping"},
 		{"mcp", "send", `{"body":"hi","n":1}`, "send body=hi"},
+		{"mcp", "create_issue", `{"body":"a\nb","repo":"acme/app"}`, "create_issue repo=acme/app"},
 		{"tool", "Edit", `{"file_path":"/home/dev/.bashrc","old_string":"a"}`, "Edit /home/dev/.bashrc"},
 		{"tool", "WebFetch", `{"url":"https://example.com/x","prompt":"p"}`, "WebFetch https://example.com/x"},
 		{"tool", "mcp__github__create_issue", `{"title":"t"}`, "github/create_issue title=t"},

@@ -54,6 +54,13 @@ func startDecide(t *testing.T) *decideEnv {
 	ctx, store := w.Ctx, w.Store
 	e := &decideEnv{store: store, key: w.Key("acme", "laptop"), token: w.Token("alice", "acme"),
 		root: t.TempDir(), project: t.TempDir(), home: t.TempDir()}
+	// The hook asks about the tools of the MCP server github that Claude
+	// Code calls.
+	hookConfig := filepath.Join(e.home, ".config", "countersign", "config.toml")
+	os.MkdirAll(filepath.Dir(hookConfig), 0o700)
+	if err := os.WriteFile(hookConfig, []byte("[hook]\nask = [\"mcp__github__*\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	acme, err := store.AccountByName(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +305,12 @@ func TestBrowserDecisionPages(t *testing.T) {
 		{name: "edit", r: e.background(t, e.hookInput("Edit", fmt.Sprintf(`{"file_path":%q,"old_string":"export PATH=$PATH","new_string":"export PATH=$HOME/bin:$PATH","replace_all":false}`, filepath.Join(e.home, ".bashrc"))),
 			func(r *countersign.Request) bool { return r.Action == "Edit" }, "hook", "claude", "--timeout", "120"),
 			once: []string{"export PATH=$HOME/bin:$PATH", "export PATH=$PATH"}},
+		{name: "write", r: e.background(t, e.hookInput("Write", fmt.Sprintf(`{"file_path":%q,"content":"[release]\nchannel = \"stable\"\nnotify = true\n"}`, filepath.Join(e.home, ".config", "release-tools", "settings.toml"))),
+			func(r *countersign.Request) bool { return r.Action == "Write" }, "hook", "claude", "--timeout", "120"),
+			once: []string{`channel = "stable"`}},
+		{name: "claude-mcp", r: e.background(t, e.hookInput("mcp__github__create_issue", `{"repo":"acme/release-tools","title":"Release 2.4 is blocked","body":"The signing key expired.\nRenew it first."}`),
+			func(r *countersign.Request) bool { return r.Action == "mcp__github__create_issue" }, "hook", "claude", "--timeout", "120"),
+			once: []string{"acme/release-tools", "Release 2.4 is blocked", "The signing key expired."}},
 		{name: "mcp", r: e.callMCP(t, "write_file", map[string]any{"path": notes, "content": content}),
 			once: []string{"2026-12-07_quarterly-planning.txt", "ship the phone inbox"}, firstArg: "2026-12-07_quarterly-planning.txt"},
 		{name: "mcp-upload", r: e.callMCP(t, "digest", map[string]any{"file": uploadID}),
@@ -351,12 +364,12 @@ func TestBrowserDecisionPages(t *testing.T) {
 	}
 	// The passkey request says why Approve is off; the Bash call offers a
 	// window.
-	do(t, ctx, "the passkey request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[5].r.ID), appears("needs your passkey"))
+	do(t, ctx, "the passkey request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[7].r.ID), appears("needs your passkey"))
 	do(t, ctx, "the window offer", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[1].r.ID), appears("Approve for a while"))
 
 	// The inbox leads each MCP card with its call.
 	for _, size := range []struct{ w, h int64 }{{360, 800}, {1280, 800}} {
-		do(t, ctx, "the inbox", 10*time.Second, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(e.URL+"/approvals"), appears(pages[3].r.Reference[:3]))
+		do(t, ctx, "the inbox", 10*time.Second, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(e.URL+"/approvals"), appears(pages[5].r.Reference[:3]))
 		card := eval[string](t, ctx, `[...document.querySelectorAll('#pending li')].find(li => li.innerText.includes('write_file')).innerText`)
 		for _, want := range []string{"write_file", "on fs", "path", "2026-12-07_quarterly-planning.txt", "content", "Quarterly planning"} {
 			if !strings.Contains(card, want) {
@@ -375,7 +388,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 	// Decide: approve the write_file call, deny the others.
 	do(t, ctx, "approve write_file", 15*time.Second,
 		chromedp.EmulateViewport(360, 800),
-		chromedp.Navigate(e.URL+"/approvals/"+pages[3].r.ID),
+		chromedp.Navigate(e.URL+"/approvals/"+pages[5].r.ID),
 		press(`section.decide form.now button.primary`),
 		appears("Approved by alice at"),
 	)
@@ -387,9 +400,9 @@ func TestBrowserDecisionPages(t *testing.T) {
 	if res, err := e.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": notes, "content": content}}); err != nil || res.IsError {
 		t.Fatalf("the retry of write_file after the approval: %v %v", err, res)
 	}
-	do(t, ctx, "the used approval", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[3].r.ID), appears("The agent used the approval at"))
+	do(t, ctx, "the used approval", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[5].r.ID), appears("The agent used the approval at"))
 	shoot(t, ctx, "request-mcp-consumed-360")
-	for _, p := range []page{pages[0], pages[1], pages[4]} {
+	for _, p := range []page{pages[0], pages[1], pages[6]} {
 		do(t, ctx, "deny "+p.name, 15*time.Second,
 			chromedp.Navigate(e.URL+"/approvals/"+p.r.ID),
 			press(`section.decide form.now button.danger`),
@@ -414,7 +427,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 	if err != nil {
 		t.Fatalf("countersign list: %v\n%s", err, out)
 	}
-	for _, want := range []string{"write_file path=" + e.root, "$ git clean -fdx", "rm -r build", "Edit " + e.home} {
+	for _, want := range []string{"write_file path=" + e.root, "$ git clean -fdx", "rm -r build", "Edit " + e.home, "Write " + e.home, "github/create_issue repo=acme/release-tools"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("countersign list lacks %q:\n%s", want, out)
 		}
