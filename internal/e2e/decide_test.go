@@ -376,6 +376,10 @@ func TestBrowserDecisionPages(t *testing.T) {
 				t.Errorf("the inbox card of write_file lacks %q:\n%s", want, card)
 			}
 		}
+		upload := eval[string](t, ctx, `[...document.querySelectorAll('#pending li')].find(li => li.innerText.includes('digest')).innerText`)
+		if !strings.Contains(upload, "application/pdf · 48 bytes") {
+			t.Errorf("the inbox card of digest does not show its upload:\n%s", upload)
+		}
 		if strings.Contains(card, "Create a new file") {
 			t.Errorf("the inbox card of write_file shows the server's description:\n%s", card)
 		}

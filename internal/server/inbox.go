@@ -124,9 +124,9 @@ const (
 
 // rowOf is a request as an inbox row shows it: the beginning of its
 // preview and of its action, and its first reasons, each cut with a
-// visible mark.
-func rowOf(r *countersign.Request) *requestView {
-	v := viewOf(r)
+// visible mark; files are the uploads its call carries.
+func rowOf(r *countersign.Request, files ...fileView) *requestView {
+	v := viewOf(r, files...)
 	v.Arguments, v.Covers = "", nil // not shown in the inbox
 	if v.Call != nil {
 		// The card leads with the call's first arguments, each cut to
@@ -188,7 +188,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 	p.Live = "inbox"
 	for _, req := range list {
 		if req.Status == countersign.StatusPending {
-			p.Pending = append(p.Pending, rowOf(req))
+			p.Pending = append(p.Pending, rowOf(req, s.filesOf(req)...))
 		} else {
 			p.History = append(p.History, rowOf(req))
 		}
