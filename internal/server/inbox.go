@@ -44,6 +44,9 @@ type requestView struct {
 	Head, Body string
 	// More counts the arguments an inbox card leaves out.
 	More int
+	// ShowAction: a request shown by its preview shows its action too,
+	// when the preview does not say it.
+	ShowAction bool
 }
 
 // coverView is the delete of the rm wrapper that approving a Bash call
@@ -101,6 +104,7 @@ func viewOf(r *countersign.Request, files ...fileView) *requestView {
 	if strings.TrimSpace(r.Preview) == "" {
 		v.Head, _, _ = strings.Cut(r.Action, "\n")
 	}
+	v.ShowAction = v.Call == nil && v.Rm == nil && v.Bash == nil && !strings.Contains(r.Preview, r.Action)
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has

@@ -74,3 +74,16 @@ func TestOutcomeOf(t *testing.T) {
 		}
 	}
 }
+
+// TestShowAction: a request shown by its preview shows its action too
+// when the preview does not say it, and once when it does.
+func TestShowAction(t *testing.T) {
+	r := &countersign.Request{Kind: countersign.KindGeneric, Action: "deploy prod", Preview: "Ship v2 to the cluster"}
+	if v := viewOf(r); !v.ShowAction || v.Head != "Ship v2 to the cluster" {
+		t.Errorf("an action the preview does not say: %+v", v)
+	}
+	r.Preview = "deploy prod\nv2, 3 nodes"
+	if v := viewOf(r); v.ShowAction || v.Head != "deploy prod" || v.Body != "v2, 3 nodes" {
+		t.Errorf("an action the preview says: %+v", v)
+	}
+}
