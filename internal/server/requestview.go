@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,19 +83,57 @@ func callOf(r *countersign.Request, files []fileView) *callView {
 				}
 			}
 		}
-		if r.Action == "Edit" {
-			c.Diff = callview.Diff(callview.Str(args, "old_string"), callview.Str(args, "new_string"))
+		changes := ""
+		switch r.Action {
+		case "Edit":
+			c.Diff, changes = callview.Diff(callview.Str(args, "old_string"), callview.Str(args, "new_string")), "old_string new_string"
+		case "MultiEdit":
+			c.Diff, changes = multiEdit(args), "edits"
 		}
+		skip := false
 		for _, f := range callview.Fields(args, nil) {
-			if f.Depth == 0 && (f.Name == c.TargetName ||
-				(c.Diff != nil && (f.Name == "old_string" || f.Name == "new_string"))) {
-				continue
+			if f.Depth == 0 {
+				skip = f.Name == c.TargetName || (c.Diff != nil && slices.Contains(strings.Fields(changes), f.Name))
 			}
-			c.Fields = append(c.Fields, f)
+			if !skip {
+				c.Fields = append(c.Fields, f)
+			}
 		}
 		return c
 	}
 	return nil
+}
+
+// maxEdits bounds the edits of a MultiEdit shown as a diff.
+const maxEdits = 20
+
+// multiEdit is the diff of a MultiEdit's edits, one after the other;
+// nil when its arguments hold none.
+func multiEdit(args json.RawMessage) []callview.DiffLine {
+	if len(args) > callview.MaxRaw {
+		return nil
+	}
+	var in struct {
+		Edits []struct {
+			Old string `json:"old_string"`
+			New string `json:"new_string"`
+		} `json:"edits"`
+	}
+	if json.Unmarshal(args, &in) != nil {
+		return nil
+	}
+	var out []callview.DiffLine
+	for i, e := range in.Edits {
+		if i == maxEdits {
+			out = append(out, callview.DiffLine{Op: "…", Text: fmt.Sprintf("%d more edits not shown", len(in.Edits)-i)})
+			break
+		}
+		if i > 0 {
+			out = append(out, callview.DiffLine{Op: "…", Text: fmt.Sprintf("edit %d", i+1)})
+		}
+		out = append(out, callview.Diff(e.Old, e.New)...)
+	}
+	return out
 }
 
 // claudeTool reports whether a tool is one of Claude Code's own, other

@@ -2,11 +2,13 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/gateway"
 )
 
@@ -64,6 +66,8 @@ func TestOutcomeOf(t *testing.T) {
 			"Approved by alice at 2026-12-07 10:00:00 UTC. The agent used the approval at 2026-12-07 10:01:00 UTC."},
 		{countersign.Request{Status: countersign.StatusConsumed, DecidedBy: countersign.DecidedByAutoApprove, DecidedAt: at},
 			"Approved by an auto-approve window at 2026-12-07 10:00:00 UTC. The agent used the approval."},
+		{countersign.Request{Status: countersign.StatusApproved, DecidedBy: "alice", DecidedAt: at, ExpiresAt: at.Add(time.Hour), AutoApproveUntil: at.Add(5 * time.Minute)},
+			"Approved by alice at 2026-12-07 10:00:00 UTC, with requests of the same shape until 2026-12-07 10:05:00 UTC. The agent has not used the approval yet"},
 		{countersign.Request{Status: countersign.StatusDenied, DecidedBy: "bob", DecidedAt: at}, "Denied by bob at 2026-12-07 10:00:00 UTC."},
 		{countersign.Request{Status: countersign.StatusExpired, ExpiresAt: at}, "Expired at 2026-12-07 10:00:00 UTC without a decision"},
 		{countersign.Request{Status: countersign.StatusExpired, DecidedBy: "alice", DecidedAt: at, ExpiresAt: at.Add(time.Hour)}, "the agent never used the approval"},
@@ -85,5 +89,27 @@ func TestShowAction(t *testing.T) {
 	r.Preview = "deploy prod\nv2, 3 nodes"
 	if v := viewOf(r); v.ShowAction || v.Head != "deploy prod" || v.Body != "v2, 3 nodes" {
 		t.Errorf("an action the preview says: %+v", v)
+	}
+}
+
+// TestClaudeCodeCalls: a Claude Code Edit or MultiEdit shows its target
+// and its change as a diff, and no argument twice.
+func TestClaudeCodeCalls(t *testing.T) {
+	edit := &countersign.Request{Kind: countersign.KindTool, Action: "Edit",
+		Arguments: json.RawMessage(`{"file_path":"/src/a.go","new_string":"b","old_string":"a","replace_all":false}`)}
+	c := callOf(edit, nil)
+	if c.Target != "/src/a.go" || len(c.Diff) != 2 || c.Diff[0] != (callview.DiffLine{Op: "-", Text: "a"}) || len(c.Fields) != 1 || c.Fields[0].Name != "replace_all" {
+		t.Errorf("Edit: %+v", c)
+	}
+	multi := &countersign.Request{Kind: countersign.KindTool, Action: "MultiEdit",
+		Arguments: json.RawMessage(`{"edits":[{"new_string":"b","old_string":"a"},{"new_string":"d","old_string":"c"}],"file_path":"/src/a.go"}`)}
+	c = callOf(multi, nil)
+	want := []callview.DiffLine{{Op: "-", Text: "a"}, {Op: "+", Text: "b"}, {Op: "…", Text: "edit 2"}, {Op: "-", Text: "c"}, {Op: "+", Text: "d"}}
+	if c.Target != "/src/a.go" || len(c.Fields) != 0 || fmt.Sprint(c.Diff) != fmt.Sprint(want) {
+		t.Errorf("MultiEdit: %+v", c)
+	}
+	mcp := &countersign.Request{Kind: countersign.KindTool, Action: "mcp__github__create_issue", Arguments: json.RawMessage(`{"title":"t"}`)}
+	if c := callOf(mcp, nil); c.Server != "github" || c.Tool != "create_issue" || c.Via != "Claude Code" || len(c.Fields) != 1 {
+		t.Errorf("an MCP tool through Claude Code: %+v", c)
 	}
 }
