@@ -227,12 +227,6 @@ func boxOf(t *testing.T, ctx context.Context, js string) box {
   return {Top: r.top + scrollY, Bottom: r.bottom + scrollY, Found: true}; })()`)
 }
 
-// count counts the times s occurs in the page's visible text.
-func count(t *testing.T, ctx context.Context, s string) int {
-	t.Helper()
-	return strings.Count(eval[string](t, ctx, "document.body.innerText"), s)
-}
-
 // TestBrowserDecisionPages: every kind of request, made through its real
 // path (the rm wrapper, the Claude Code hook, an MCP call through /mcp,
 // with and without an upload, one that needs a passkey, one that offers
