@@ -227,6 +227,41 @@ func boxOf(t *testing.T, ctx context.Context, js string) box {
   return {Top: r.top + scrollY, Bottom: r.bottom + scrollY, Found: true}; })()`)
 }
 
+// midWord returns the words that the page breaks across lines other than
+// at a space or separator, in the texts of what will run: the argument
+// values, targets, commands and headlines. A word longer than a line
+// must break somewhere; a shorter one never needs to.
+func midWord(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	return eval[[]string](t, ctx, `(() => {
+  const seps = " /._-:=&?,@\n";
+  const out = [];
+  for (const el of document.querySelectorAll("dl.args dd .value, h1.call .target, h1.headline, p.lead code, h1.command code, ul.targets li, pre.command")) {
+    let text = "", tops = [];
+    const range = document.createRange();
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let n; (n = walker.nextNode());) {
+      for (let i = 0; i < n.length; i++) {
+        range.setStart(n, i); range.setEnd(n, i + 1);
+        const r = range.getClientRects()[0];
+        text += n.data[i]; tops.push(r ? r.top : null);
+      }
+    }
+    for (let i = 1; i < text.length; i++) {
+      if (tops[i] === null || tops[i-1] === null || tops[i] <= tops[i-1] + 2 || seps.includes(text[i-1])) continue;
+      let a = i, b = i;
+      while (a > 0 && !seps.includes(text[a-1])) a--;
+      while (b < text.length && !seps.includes(text[b])) b++;
+      out.push(text.slice(a, b));
+    }
+  }
+  return out;
+})()`)
+}
+
+// longestLine is more than the characters of a value's line at 360 px.
+const longestLine = 24
+
 // TestBrowserDecisionPages: every kind of request, made through its real
 // path (the rm wrapper, the Claude Code hook, an MCP call through /mcp,
 // with and without an upload, one that needs a passkey, one that offers
@@ -281,7 +316,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 		os.MkdirAll(filepath.Join(build, d), 0o755)
 		os.WriteFile(filepath.Join(build, d, "main.o"), []byte("object"), 0o644)
 	}
-	notes := filepath.Join(e.root, "meeting-notes", "2026-12-07_quarterly-planning.txt")
+	notes := filepath.Join(e.root, "meeting-notes", "quarterly_planning.release_tools.2026_12_07.notes.txt")
 	os.MkdirAll(filepath.Dir(notes), 0o755)
 	content := "Quarterly planning\n\n- ship the phone inbox\n- review the gateway tiers\n- hire two engineers\n" + strings.Repeat("more notes on the plan\n", 30)
 	type page struct {
@@ -306,7 +341,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 			func(r *countersign.Request) bool { return r.Action == "mcp__github__create_issue" }, "hook", "claude", "--timeout", "120"),
 			once: []string{"acme/release-tools", "Release 2.4 is blocked", "The signing key expired."}},
 		{name: "mcp", r: e.callMCP(t, "write_file", map[string]any{"path": notes, "content": content}),
-			once: []string{"2026-12-07_quarterly-planning.txt", "ship the phone inbox"}, firstArg: "2026-12-07_quarterly-planning.txt"},
+			once: []string{"quarterly_planning.release_tools.2026_12_07.notes.txt", "ship the phone inbox"}, firstArg: "quarterly_planning.release_tools.2026_12_07.notes.txt"},
 		{name: "mcp-upload", r: e.callMCP(t, "digest", map[string]any{"file": uploadID}),
 			once: []string{"SHA-256"}, firstArg: "SHA-256"},
 		{name: "passkey", r: e.callMCP(t, "create_directory", map[string]any{"path": filepath.Join(e.root, "archive", "2026")}),
@@ -353,6 +388,11 @@ func TestBrowserDecisionPages(t *testing.T) {
 			if size.w == 360 {
 				fitsPhone(t, ctx, what)
 			}
+			for _, w := range midWord(t, ctx) {
+				if len(w) < longestLine {
+					t.Errorf("%s: %q breaks across lines mid-word", what, w)
+				}
+			}
 			shoot(t, ctx, fmt.Sprintf("request-%s-%d", p.name, size.w))
 		}
 	}
@@ -365,7 +405,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 	for _, size := range []struct{ w, h int64 }{{360, 800}, {1280, 800}} {
 		do(t, ctx, "the inbox", 10*time.Second, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(e.URL+"/approvals"), appears(pages[5].r.Reference[:3]))
 		card := eval[string](t, ctx, `[...document.querySelectorAll('#pending li')].find(li => li.innerText.includes('write_file')).innerText`)
-		for _, want := range []string{"write_file", "on fs", "path", "2026-12-07_quarterly-planning.txt", "content", "Quarterly planning"} {
+		for _, want := range []string{"write_file", "on fs", "path", "quarterly_planning.release_tools.2026_12_07.notes.txt", "content", "Quarterly planning"} {
 			if !strings.Contains(card, want) {
 				t.Errorf("the inbox card of write_file lacks %q:\n%s", want, card)
 			}
