@@ -156,9 +156,15 @@ func (e *decideEnv) agentEnv() []string {
 // that which picks among those not in seen.
 func (e *decideEnv) background(t *testing.T, stdin string, which func(*countersign.Request) bool, args ...string) *countersign.Request {
 	t.Helper()
+	return e.backgroundIn(t, e.project, stdin, which, args...)
+}
+
+// backgroundIn is background in the directory dir.
+func (e *decideEnv) backgroundIn(t *testing.T, dir, stdin string, which func(*countersign.Request) bool, args ...string) *countersign.Request {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, binary(t), args...)
-	cmd.Env, cmd.Dir = e.agentEnv(), e.project
+	cmd.Env, cmd.Dir = e.agentEnv(), dir
 	cmd.Stdin = strings.NewReader(stdin)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -316,6 +322,8 @@ func TestBrowserDecisionPages(t *testing.T) {
 		os.MkdirAll(filepath.Join(build, d), 0o755)
 		os.WriteFile(filepath.Join(build, d, "main.o"), []byte("object"), 0o644)
 	}
+	os.MkdirAll(filepath.Join(e.home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(e.home, ".ssh", "id_ed25519"), []byte("key"), 0o600)
 	notes := filepath.Join(e.root, "meeting-notes", "quarterly_planning.release_tools.2026_12_07.notes.txt")
 	os.MkdirAll(filepath.Dir(notes), 0o755)
 	content := "Quarterly planning\n\n- ship the phone inbox\n- review the gateway tiers\n- hire two engineers\n" + strings.Repeat("more notes on the plan\n", 30)
@@ -326,8 +334,10 @@ func TestBrowserDecisionPages(t *testing.T) {
 		firstArg string   // the value of the first argument, above the description
 	}
 	pages := []page{
-		{name: "rm", r: e.background(t, "", func(r *countersign.Request) bool { return r.Kind == countersign.KindRm },
+		{name: "rm", r: e.background(t, "", func(r *countersign.Request) bool { return r.Kind == countersign.KindRm && !r.Protected },
 			"rm", "-r", "build"), once: []string{"rm -r build", "recursive deletion", filepath.Join(e.project, "build")}},
+		{name: "rm-passkey", r: e.backgroundIn(t, e.home, "", func(r *countersign.Request) bool { return r.Kind == countersign.KindRm && r.Protected },
+			"rm", "-r", ".ssh"), once: []string{"rm -r .ssh"}},
 		{name: "bash", r: e.background(t, e.hookInput("Bash", `{"command":"git clean -fdx && make -C src/internal/release-tools all","description":"Clean and rebuild the release tools"}`),
 			func(r *countersign.Request) bool { return r.Action == "Bash" }, "hook", "claude", "--timeout", "120"),
 			once: []string{"git clean -fdx && make -C src/internal/release-tools all"}},
@@ -398,12 +408,12 @@ func TestBrowserDecisionPages(t *testing.T) {
 	}
 	// The passkey request says why Approve is off; the Bash call offers a
 	// window.
-	do(t, ctx, "the passkey request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[7].r.ID), appears("needs your passkey"))
-	do(t, ctx, "the window offer", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[1].r.ID), appears("Approve for a while"))
+	do(t, ctx, "the passkey request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[8].r.ID), appears("needs your passkey"))
+	do(t, ctx, "the window offer", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[2].r.ID), appears("Approve for a while"))
 
 	// The inbox leads each MCP card with its call.
 	for _, size := range []struct{ w, h int64 }{{360, 800}, {1280, 800}} {
-		do(t, ctx, "the inbox", 10*time.Second, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(e.URL+"/approvals"), appears(pages[5].r.Reference[:3]))
+		do(t, ctx, "the inbox", 10*time.Second, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(e.URL+"/approvals"), appears(pages[6].r.Reference[:3]))
 		card := eval[string](t, ctx, `[...document.querySelectorAll('#pending li')].find(li => li.innerText.includes('write_file')).innerText`)
 		for _, want := range []string{"write_file", "on fs", "path", "quarterly_planning.release_tools.2026_12_07.notes.txt", "content", "Quarterly planning"} {
 			if !strings.Contains(card, want) {
@@ -426,7 +436,7 @@ func TestBrowserDecisionPages(t *testing.T) {
 	// Decide: approve the write_file call, deny the others.
 	do(t, ctx, "approve write_file", 15*time.Second,
 		chromedp.EmulateViewport(360, 800),
-		chromedp.Navigate(e.URL+"/approvals/"+pages[5].r.ID),
+		chromedp.Navigate(e.URL+"/approvals/"+pages[6].r.ID),
 		press(`section.decide form.now button.primary`),
 		appears("Approved by alice at"),
 	)
@@ -438,9 +448,9 @@ func TestBrowserDecisionPages(t *testing.T) {
 	if res, err := e.cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "write_file", Arguments: map[string]any{"path": notes, "content": content}}); err != nil || res.IsError {
 		t.Fatalf("the retry of write_file after the approval: %v %v", err, res)
 	}
-	do(t, ctx, "the used approval", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[5].r.ID), appears("The agent used the approval at"))
+	do(t, ctx, "the used approval", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+pages[6].r.ID), appears("The agent used the approval at"))
 	shoot(t, ctx, "request-mcp-consumed-360")
-	for _, p := range []page{pages[0], pages[1], pages[6]} {
+	for _, p := range []page{pages[0], pages[2], pages[7]} {
 		do(t, ctx, "deny "+p.name, 15*time.Second,
 			chromedp.Navigate(e.URL+"/approvals/"+p.r.ID),
 			press(`section.decide form.now button.danger`),
