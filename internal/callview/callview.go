@@ -139,32 +139,29 @@ func isShort(raw json.RawMessage) bool {
 	return len(s) <= maxShort && !strings.Contains(s, "\n")
 }
 
-// member is a member of a JSON object in its order.
+// member is a member of a JSON object.
 type member struct {
 	key   string
 	value json.RawMessage
 }
 
-// object returns the members of a JSON object in their order, or false
-// when raw is not one.
+// object returns the members of a JSON object in the order of their
+// names, which is their order in the canonical form (RFC 8785) that the
+// server stores, or false when raw is not one. One pass of the decoder,
+// which a reading token by token costs several times over.
 func object(raw json.RawMessage) ([]member, bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	if firstByte(raw) != '{' {
 		return nil, false
 	}
-	var out []member
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		k, _ := t.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, false
-		}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, false
+	}
+	out := make([]member, 0, len(m))
+	for k, v := range m {
 		out = append(out, member{k, v})
 	}
+	slices.SortFunc(out, func(a, b member) int { return strings.Compare(a.key, b.key) })
 	return out, true
 }
 

@@ -194,7 +194,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 		if req.Status == countersign.StatusPending {
 			p.Pending = append(p.Pending, rowOf(req, s.filesOf(req)...))
 		} else {
-			p.History = append(p.History, rowOf(req))
+			p.History = append(p.History, historyOf(req))
 		}
 	}
 	return s.render(w, http.StatusOK, "inbox", p)
@@ -335,4 +335,13 @@ func cutLines(s string) string {
 		lines[rowLines] = "…"
 	}
 	return limit.Text(strings.Join(lines, "\n"), rowPreview)
+}
+
+// historyOf is a decided request as a Decided row shows it: what it did
+// in one line, and who decided when; nothing of it is rendered that the
+// row does not show.
+func historyOf(r *countersign.Request) *requestView {
+	return &requestView{ID: r.ID, Ref: countersign.FormatReference(r.Reference), Status: string(r.Status),
+		Summary:   callview.Summary(string(r.Kind), r.Action, r.Arguments),
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
 }
