@@ -1,6 +1,6 @@
 # make check runs exactly what CI runs: .ci/run is the one list of steps.
 
-.PHONY: check lint test
+.PHONY: check lint test screenshots
 
 # check: the checks, then every test with its outside dependencies.
 check:
@@ -13,3 +13,11 @@ lint:
 # test: the tests alone, as CI runs them.
 test:
 	bash .ci/run test
+
+# screenshots: every decision page and the inbox at 360x800 and 1280x800,
+# as Chromium renders them in the browser tests, written to screenshots/
+# (not committed): NAME.png is the first screen, NAME-full.png the page.
+screenshots:
+	mkdir -p screenshots
+	COUNTERSIGN_SCREENSHOT_DIR=$(CURDIR)/screenshots go test ./internal/e2e -run 'TestBrowserDecisionPages|TestBrowserInbox' -count=1
+	@echo "screenshots in $(CURDIR)/screenshots"

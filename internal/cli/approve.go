@@ -15,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/visible"
 )
 
@@ -122,7 +123,7 @@ func runList(ctx context.Context, env *Env, args []string) error {
 		if r.Status != "pending" && r.Status != "approved" {
 			expires = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, tierWord(r), oneLine(r.Key, 40), expires, oneLine(r.Action, 80))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Reference, r.Status, r.Kind, tierWord(r), oneLine(r.Key, 40), expires, oneLine(callview.Summary(r.Kind, r.Action, r.Arguments), 100))
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/limit"
 )
 
@@ -26,6 +27,26 @@ type requestView struct {
 	// Covers says, for a pending Bash call, which delete of the rm wrapper
 	// approving it also lets run; nil for other requests.
 	Covers *coverView
+	// Call is what an MCP call or a Claude Code tool call other than Bash
+	// will run; Rm is a delete of the rm wrapper. Nil for other requests,
+	// which show their preview.
+	Call *callView
+	Rm   *rmView
+	Bash *bashView
+	// Summary says in one line what the request does (callview.Summary).
+	Summary string
+	// Outcome says who decided what and when, and whether the agent has
+	// used the approval; empty while pending.
+	Outcome    string
+	ConsumedAt time.Time
+	// Head and Body are the preview's first line and the rest, for a
+	// request shown by its preview.
+	Head, Body string
+	// More counts the arguments an inbox card leaves out.
+	More int
+	// ShowAction: a request shown by its preview shows its action too,
+	// when the preview does not say it.
+	ShowAction bool
 }
 
 // coverView is the delete of the rm wrapper that approving a Bash call
@@ -60,7 +81,9 @@ func coversOf(r *countersign.Request) *coverView {
 	return c
 }
 
-func viewOf(r *countersign.Request) *requestView {
+// viewOf is a request as its page shows it; files are the uploads its
+// call carries (Server.filesOf).
+func viewOf(r *countersign.Request, files ...fileView) *requestView {
 	v := &requestView{
 		ID: r.ID, Ref: countersign.FormatReference(r.Reference), Kind: string(r.Kind), Action: r.Action,
 		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: r.RiskReasons, Ctx: r.Context,
@@ -70,6 +93,18 @@ func viewOf(r *countersign.Request) *requestView {
 	}
 	v.Window = approval.DescribeWindow(r)
 	v.Covers = coversOf(r)
+	v.Call = callOf(r, files)
+	v.Rm = rmOf(r)
+	v.Bash = bashOf(r)
+	v.Summary = callview.Summary(string(r.Kind), r.Action, r.Arguments)
+	v.Outcome = outcomeOf(r)
+	v.ConsumedAt = r.ConsumedAt
+	v.Head, v.Body, _ = strings.Cut(r.Preview, "\n")
+	v.Body = strings.TrimPrefix(v.Body, "\n")
+	if strings.TrimSpace(r.Preview) == "" {
+		v.Head, _, _ = strings.Cut(r.Action, "\n")
+	}
+	v.ShowAction = v.Call == nil && v.Rm == nil && v.Bash == nil && !strings.Contains(r.Preview, r.Action)
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has
@@ -87,14 +122,37 @@ const (
 	rowPreview = 1024 // bytes of the preview
 	rowAction  = 200  // bytes of the action's first line
 	rowReasons = 5    // risk reasons
+	rowFields  = 4    // arguments of a call
+	rowField   = 160  // bytes of an argument's first line
 )
 
 // rowOf is a request as an inbox row shows it: the beginning of its
 // preview and of its action, and its first reasons, each cut with a
-// visible mark.
-func rowOf(r *countersign.Request) *requestView {
-	v := viewOf(r)
+// visible mark; files are the uploads its call carries.
+func rowOf(r *countersign.Request, files ...fileView) *requestView {
+	v := viewOf(r, files...)
 	v.Arguments, v.Covers = "", nil // not shown in the inbox
+	if v.Call != nil {
+		// The card leads with the call's first arguments, each cut to
+		// its first lines; the page shows them whole.
+		var top []callview.Field
+		for _, f := range v.Call.Fields {
+			if f.Depth != 0 || f.Kind == "more" {
+				continue
+			}
+			if len(top) == rowFields {
+				v.More++
+				continue
+			}
+			f.Head, _, _ = strings.Cut(f.Head, "\n")
+			f.Head = limit.Text(f.Head, rowField)
+			top = append(top, f)
+		}
+		v.Call.Fields, v.Call.About = top, nil
+		if len(v.Call.Diff) > rowLines {
+			v.Call.Diff = v.Call.Diff[:rowLines]
+		}
+	}
 	preview := strings.SplitN(r.Preview, "\n", rowLines+1)
 	if len(preview) > rowLines {
 		preview[rowLines] = "…"
@@ -102,6 +160,12 @@ func rowOf(r *countersign.Request) *requestView {
 	v.Preview = limit.Text(strings.Join(preview, "\n"), rowPreview)
 	action, _, _ := strings.Cut(r.Action, "\n")
 	v.Action = limit.Text(action, rowAction)
+	if v.Bash != nil {
+		v.Bash.Command = cutLines(v.Bash.Command)
+	}
+	if v.Rm != nil {
+		v.Rm.Headline, v.Rm.Command = limit.Text(v.Rm.Headline, rowAction), cutLines(v.Rm.Command)
+	}
 	if n := len(r.RiskReasons); n > rowReasons {
 		v.Reasons = append(append([]string{}, r.RiskReasons[:rowReasons]...), fmt.Sprintf("… and %d more", n-rowReasons))
 	}
@@ -128,9 +192,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 	p.Live = "inbox"
 	for _, req := range list {
 		if req.Status == countersign.StatusPending {
-			p.Pending = append(p.Pending, rowOf(req))
+			p.Pending = append(p.Pending, rowOf(req, s.filesOf(req)...))
 		} else {
-			p.History = append(p.History, rowOf(req))
+			p.History = append(p.History, historyOf(req))
 		}
 	}
 	return s.render(w, http.StatusOK, "inbox", p)
@@ -161,7 +225,8 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 	if err != nil {
 		return err
 	}
-	p := requestPage{pageBase: base, R: viewOf(req), Error: msg, WindowMinutes: windowMinutes, Files: s.filesOf(req)}
+	files := s.filesOf(req)
+	p := requestPage{pageBase: base, R: viewOf(req, files...), Error: msg, WindowMinutes: windowMinutes, Files: files}
 	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
 		return err
 	}
@@ -260,4 +325,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, b *browser) erro
 			return nil
 		}
 	}
+}
+
+// cutLines is the beginning of a text an inbox row shows: its first
+// rowLines lines, at most rowPreview bytes.
+func cutLines(s string) string {
+	lines := strings.SplitN(s, "\n", rowLines+1)
+	if len(lines) > rowLines {
+		lines[rowLines] = "…"
+	}
+	return limit.Text(strings.Join(lines, "\n"), rowPreview)
+}
+
+// historyOf is a decided request as a Decided row shows it: what it did
+// in one line, and who decided when; nothing of it is rendered that the
+// row does not show.
+func historyOf(r *countersign.Request) *requestView {
+	return &requestView{ID: r.ID, Ref: countersign.FormatReference(r.Reference), Status: string(r.Status),
+		Summary:   callview.Summary(string(r.Kind), r.Action, r.Arguments),
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
 }

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/countersign/countersign/internal/visible"
 )
@@ -85,6 +86,57 @@ var funcs = template.FuncMap{
 	"lines":    firstLines,
 	"hasLines": func(s string, n int) bool { return strings.Count(s, "\n") >= n },
 	"join":     strings.Join,
+	"wrap":     wrap,
+}
+
+// wrapAfter are the characters after which a long path or identifier may
+// break across lines.
+const wrapAfter = "/._-:=&?,@"
+
+// wrapRun is the length from which a run of characters without a space
+// gets places to break at its separators.
+const wrapRun = 16
+
+// wrap escapes s for HTML and lets its long paths and identifiers break
+// at their separators (a <wbr> after / . _ - and the like), so that a
+// narrow screen never breaks one in the middle of a word where a
+// separator would do. Short words are left as they are.
+func wrap(s string) template.HTML {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/8)
+	run := 0 // length of the run without a space that ends here
+	for i := 0; i < len(s); {
+		end := i + 1
+		for end < len(s) && !utf8.RuneStart(s[end]) {
+			end++
+		}
+		c := s[i:end]
+		b.WriteString(template.HTMLEscapeString(c))
+		if strings.TrimSpace(c) == "" {
+			run = 0
+		} else {
+			run++
+		}
+		if len(c) == 1 && strings.Contains(wrapAfter, c) && end < len(s) && longRun(s, i, run) {
+			b.WriteString("<wbr>")
+		}
+		i = end
+	}
+	return template.HTML(b.String())
+}
+
+// longRun reports whether the run without a space around s[i] is at least
+// wrapRun bytes long, run of them before it counted.
+func longRun(s string, i, run int) bool {
+	if run >= wrapRun {
+		return true
+	}
+	for j := i + 1; j < len(s) && j-i+run < wrapRun+1; j++ {
+		if s[j] == ' ' || s[j] == '\n' || s[j] == '\t' {
+			return false
+		}
+	}
+	return len(s)-i+run > wrapRun
 }
 
 // firstLines returns the first n lines of s.
