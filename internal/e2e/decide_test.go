@@ -21,6 +21,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/metrics"
@@ -105,7 +106,7 @@ func startDecide(t *testing.T) *decideEnv {
 	gw.UseFiles(fs, public)
 	gw.Start(ctx, 20*time.Second)
 	t.Cleanup(gw.Close)
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), Files: fs, PasswordSlots: approval.NewHashSlots(2)},
+	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), Files: fs, PasswordSlots: identity.NewHashSlots(2)},
 		svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
