@@ -32,7 +32,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -101,15 +100,12 @@ type options struct {
 	stateKey  []byte
 	fixed     *Principal
 	log       *slog.Logger
-	stderr    io.Writer // upstream commands' stderr
+	stderr    io.Writer // upstream commands' stderr; nil: the log
 }
 
 func newGateway(o options) (*Gateway, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.stderr == nil {
-		o.stderr = os.Stderr
 	}
 	if err := o.cfg.Check(); err != nil {
 		return nil, err
