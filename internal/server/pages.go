@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -158,19 +159,36 @@ func (s *Server) render(w http.ResponseWriter, status int, page string, data any
 // safeNext returns next when it is one of the server's own page paths, and
 // the inbox otherwise, so that the sign-in form is no open redirect.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
-		return "/approvals"
-	}
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
-		return "/approvals"
-	}
-	for _, p := range []string{"/approvals", "/sessions", "/grants", "/oauth/authorize", "/uploads/", "/files/"} {
-		if u.Path == p || strings.HasPrefix(u.Path, strings.TrimSuffix(p, "/")+"/") {
-			return u.EscapedPath() + queryOf(u)
-		}
+	if p, ok := safeReturn(next); ok {
+		return p
 	}
 	return "/approvals"
+}
+
+// safeReturn returns next, and true, only when it is a relative path of
+// one of the server's own pages (no scheme, no host, no "//" or "\" that
+// a browser would read as another host, no control characters): where a
+// form may send the browser back to after a POST.
+func safeReturn(next string) (string, bool) {
+	if next == "" || len(next) > 2048 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
+		return "", false
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return "", false
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || path.Clean(u.Path) != u.Path {
+		// A dot segment would lead the browser out of the page it names.
+		return "", false
+	}
+	for _, p := range []string{"/approvals", "/sessions", "/grants", "/passkeys", "/oauth/authorize", "/uploads/", "/files/"} {
+		if u.Path == p || strings.HasPrefix(u.Path, strings.TrimSuffix(p, "/")+"/") {
+			return u.EscapedPath() + queryOf(u), true
+		}
+	}
+	return "", false
 }
 
 func queryOf(u *url.URL) string {
