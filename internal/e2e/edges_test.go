@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +99,95 @@ func TestBrowserStepUpReturn(t *testing.T) {
 			t.Errorf("next %q was carried into the form", next)
 		}
 	}
+}
+
+// headerJS measures the page's header: its content's height, and the
+// height of one line of its text.
+const headerJS = `(() => {
+  const h = document.querySelector("header.top"), cs = getComputedStyle(h);
+  const content = h.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom);
+  const line = document.querySelector("header.top .brand").getBoundingClientRect().height;
+  return [content, line, document.documentElement.scrollWidth];
+})()`
+
+// TestBrowserHeaderOneRow: on a 360 px phone and on a desktop, the header
+// of every page is one row: its content is one line high, and nothing
+// scrolls sideways. Its menu opens over the page and leads to each place.
+func TestBrowserHeaderOneRow(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := startPasskeys(t)
+	ctx := browser(t, exe)
+	signInPassword(t, ctx, e.URL)
+	r := e.create(t, ctx, commitCall("/srv/header"))
+	pages := []string{"/approvals", "/approvals/" + r.ID, "/grants", "/passkeys", "/sessions"}
+	for _, sz := range sizes {
+		viewport(t, ctx, sz.w, sz.h)
+		for _, p := range pages {
+			do(t, ctx, "open "+p, 10*time.Second, chromedp.Navigate(e.URL+p), chromedp.WaitVisible("header.top summary"))
+			m := eval[[]float64](t, ctx, headerJS)
+			if m[0] > m[1]+1 {
+				t.Errorf("%s at %s: the header's content is %.0f px high, one line is %.0f px: it wraps", p, sz.name, m[0], m[1])
+			}
+			if m[2] > float64(sz.w) {
+				t.Errorf("%s at %s: the page is %.0f px wide", p, sz.name, m[2])
+			}
+		}
+	}
+	viewport(t, ctx, 360, 800)
+	do(t, ctx, "open the menu", 10*time.Second, chromedp.Navigate(e.URL+"/approvals"), press("header.top summary"),
+		chromedp.WaitVisible(`header.top a[href="/passkeys"]`))
+	links := eval[[]string](t, ctx, `[...document.querySelectorAll("header.top .menu-items a")].filter(a => a.offsetParent).map(a => a.getAttribute("href"))`)
+	if strings.Join(links, " ") != "/grants /sessions /passkeys" {
+		t.Errorf("the open menu shows the links %q", links)
+	}
+	if m := eval[[]float64](t, ctx, headerJS); m[0] > m[1]+1 {
+		t.Errorf("the open menu pushes the header to %.0f px", m[0])
+	}
+	shoot(t, ctx, "countersign-menu-360.png")
+	do(t, ctx, "go to the passkeys", 10*time.Second, press(`header.top a[href="/passkeys"]`), appears("Your passkeys"))
+}
+
+// TestBrowserWrongHost: the page for a wrong Host (421) is styled, its
+// stylesheet being served under any Host, and links to the same page at
+// the right address.
+func TestBrowserWrongHost(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := startPasskeys(t) // public: http://localhost:PORT
+	ctx := browser(t, exe)
+	wrong := strings.Replace(e.URL, "localhost", "127.0.0.1", 1)
+	for _, sz := range sizes {
+		viewport(t, ctx, sz.w, sz.h)
+		do(t, ctx, "open the inbox at a wrong host", 10*time.Second,
+			chromedp.Navigate(wrong+"/approvals?status=pending"), appears("This server answers only as"))
+		bg := eval[string](t, ctx, `getComputedStyle(document.documentElement).backgroundColor`)
+		card := eval[string](t, ctx, `getComputedStyle(document.querySelector(".card")).borderTopLeftRadius`)
+		if bg != "rgb(246, 247, 249)" || card == "0px" {
+			t.Fatalf("%s: the 421 page is not styled: background %s, card radius %s", sz.name, bg, card)
+		}
+		if href := eval[string](t, ctx, `document.getElementById("right-address").href`); href != e.URL+"/approvals?status=pending" {
+			t.Fatalf("%s: the 421 page links to %q, want %q", sz.name, href, e.URL+"/approvals?status=pending")
+		}
+		if sz.w == 360 {
+			fitsPhone(t, ctx, "the 421 page")
+			shoot(t, ctx, "countersign-421-360.png")
+		}
+	}
+	do(t, ctx, "follow the link", 10*time.Second, press("#right-address"), chromedp.WaitVisible(chromedp.ID("username")))
+	if at := eval[string](t, ctx, "location.origin"); at != e.URL {
+		t.Fatalf("the link led to %s, want %s", at, e.URL)
+	}
+}
+
+// shoot saves a screenshot of the viewport (see save).
+func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	save(t, name, png)
 }

@@ -63,6 +63,17 @@ func (s *Server) checkHost(r *http.Request) error {
 	return nil
 }
 
+// rightAddress is the page a request under a wrong Host meant, at the
+// public URL: the same page for a GET of one of the server's own pages,
+// the inbox otherwise.
+func (s *Server) rightAddress(r *http.Request) string {
+	to := "/approvals"
+	if p, ok := safeReturn(r.URL.RequestURI()); ok && r.Method == http.MethodGet {
+		to = p
+	}
+	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + to
+}
+
 // checkOrigin lets a POST through only from the inbox itself: Origin equal
 // to the public origin, or, without Origin, Sec-Fetch-Site same-origin.
 // Origin "null" never passes.
@@ -109,6 +120,9 @@ type errorPage struct {
 	Status  int
 	Heading string
 	Message string
+	// Link is where to go instead: the same page at the public URL, for
+	// a request under another Host; "" for the inbox.
+	Link string
 }
 
 // writePageError renders an error as a page with the right status.
@@ -138,13 +152,16 @@ func (s *Server) writePageError(w http.ResponseWriter, r *http.Request, err erro
 	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
 	}
-	heading := http.StatusText(status)
-	if code == countersign.ENOTFOUND {
+	heading, link := http.StatusText(status), ""
+	switch code {
+	case countersign.ENOTFOUND:
 		heading, msg = "Not found", "There is no such request in this account."
+	case countersign.EMISDIRECTED:
+		heading, link = "Wrong address", s.rightAddress(r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if rerr := s.pages.Render(w, "error", errorPage{Status: status, Heading: heading, Message: msg}); rerr != nil {
+	if rerr := s.pages.Render(w, "error", errorPage{Status: status, Heading: heading, Message: msg, Link: link}); rerr != nil {
 		s.log.Error("render error page", "err", rerr)
 	}
 }
