@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // sizes are the viewports every page is taken at: a phone and a desktop.
@@ -190,4 +191,72 @@ func shoot(t *testing.T, ctx context.Context, name string) {
 		t.Fatal(err)
 	}
 	save(t, name, png)
+}
+
+// bottomJS is the bottom of an element's box, from the top of the page.
+func bottomJS(sel string) string {
+	return `(() => { const el = document.querySelector(` + "`" + sel + "`" + `); return el ? el.getBoundingClientRect().bottom + scrollY : -1; })()`
+}
+
+// TestBrowserConsentFirstScreen: the sign-in on the way to a consent says
+// which client asks to connect to which server; on the consent page the
+// Allow controls are within the first 800 px, on a phone and a desktop,
+// with a password and with a passkey too.
+func TestBrowserConsentFirstScreen(t *testing.T) {
+	t.Parallel()
+	exe := chromium(t)
+	e := startPasskeys(t)
+	ctx := browser(t, exe)
+	virtualAuthenticator(t, ctx)
+	client, callback, _ := consentClient(t, e)
+	authorize := e.URL + "/oauth/authorize?" + url.Values{"response_type": {"code"}, "client_id": {client}, "redirect_uri": {callback},
+		"state": {"s1"}, "code_challenge": {approval.S256(strings.Repeat("v", 43))}, "code_challenge_method": {"S256"},
+		"resource": {e.URL + "/mcp"}}.Encode()
+	cb, _ := url.Parse(callback)
+	public, _ := url.Parse(e.URL)
+
+	viewport(t, ctx, 360, 800)
+	do(t, ctx, "open the consent without a session", 10*time.Second, chromedp.Navigate(authorize), chromedp.WaitVisible(chromedp.ID("username")))
+	want := "Agent's client asks to connect to " + public.Host + " as an agent of your account, and then to return you to " + cb.Host
+	if got := eval[string](t, ctx, `(document.querySelector(".connect") || {}).innerText || ""`); !strings.HasPrefix(got, want) {
+		t.Fatalf("the sign-in page says %q, want it to start %q", got, want)
+	}
+	shoot(t, ctx, "countersign-signin-consent-360.png")
+	do(t, ctx, "a plain sign-in says nothing of a connection", 10*time.Second, chromedp.Navigate(e.URL+"/signin"), chromedp.WaitVisible(chromedp.ID("username")))
+	if eval[bool](t, ctx, `!!document.querySelector(".connect")`) {
+		t.Fatal("the plain sign-in page names a connection")
+	}
+	do(t, ctx, "sign in on the way", 15*time.Second,
+		chromedp.Navigate(authorize),
+		chromedp.SendKeys(chromedp.ID("username"), "alice"),
+		chromedp.SendKeys(chromedp.ID("password"), password),
+		press(`form[action="/signin"] button`),
+		appears("Allowing needs your password again"),
+	)
+	check := func(with string, controls ...string) {
+		t.Helper()
+		for _, sz := range sizes {
+			viewport(t, ctx, sz.w, sz.h)
+			do(t, ctx, "open the consent page", 10*time.Second, chromedp.Navigate(authorize), appears("Tools it may use"))
+			for _, c := range controls {
+				if b := eval[float64](t, ctx, bottomJS(c)); b < 0 || b > 800 {
+					t.Errorf("%s at %s: %s ends at %.0f px, below the first 800", with, sz.name, c, b)
+				}
+			}
+			if sz.w == 360 {
+				fitsPhone(t, ctx, "the consent page "+with)
+				shoot(t, ctx, "countersign-consent-"+with+"-360.png")
+			}
+		}
+	}
+	check("password", "#allow-password")
+	viewport(t, ctx, 360, 800)
+	do(t, ctx, "add a passkey", 15*time.Second,
+		chromedp.Navigate(e.URL+"/passkeys"),
+		chromedp.SendKeys(chromedp.ID("name"), "laptop"),
+		chromedp.SendKeys(chromedp.ID("current-password"), password),
+		press(`form[data-webauthn="register"] button`),
+		appears("Passkey laptop added."),
+	)
+	check("passkey", "#allow-password", "#allow-passkey")
 }

@@ -300,7 +300,7 @@ func (s *Server) passkeySignIn(w http.ResponseWriter, r *http.Request) error {
 		if code == countersign.EINVALID {
 			status = http.StatusBadRequest
 		}
-		return s.render(w, status, "signin", signinPage{Next: next, Error: countersign.ErrorMessage(err)})
+		return s.render(w, status, "signin", signinPage{Next: next, Error: countersign.ErrorMessage(err), Connect: s.connectOf(r, next)})
 	default:
 		return err
 	}
