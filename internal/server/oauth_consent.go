@@ -103,7 +103,7 @@ type consentPage struct {
 	pageBase
 	ClientName   string
 	RedirectHost string
-	Server       string // this server's host, which the client connects to
+	Server       string   // this server's host, which the client connects to
 	Asked        []string // the tiers the client asked for (its scope); none: it did not say
 	Params       []param  // the request, carried through the form
 	Tiers        []tierChoice
