@@ -259,4 +259,22 @@ func TestBrowserConsentFirstScreen(t *testing.T) {
 		appears("Passkey laptop added."),
 	)
 	check("passkey", "#allow-password", "#allow-passkey")
+
+	// Allowed, the connection is one card on a phone, with its Revoke.
+	do(t, ctx, "allow with the password", 15*time.Second,
+		chromedp.Navigate(authorize), appears("Tools it may use"),
+		chromedp.SendKeys(chromedp.ID("consent-password"), password),
+		press("#allow-password"), appears("callback reached"))
+	for _, sz := range sizes {
+		viewport(t, ctx, sz.w, sz.h)
+		do(t, ctx, "open the connections", 10*time.Second, chromedp.Navigate(e.URL+"/grants"), appears("Agent's client"))
+		cards := eval[[]string](t, ctx, `[...document.querySelectorAll("li.grant")].map(c => [...c.querySelectorAll("dt")].map(d => d.textContent).join(",") + "|" + (c.querySelector("button.danger") || {}).textContent)`)
+		if len(cards) != 1 || cards[0] != "Allowed by,Tiers,Allowed,Last used|Revoke" {
+			t.Errorf("%s: the connections page shows %q", sz.name, cards)
+		}
+		if sz.w == 360 {
+			fitsPhone(t, ctx, "the connections page")
+			shoot(t, ctx, "countersign-grants-360.png")
+		}
+	}
 }
