@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -23,6 +24,9 @@ func TestElicitationDecides(t *testing.T) {
 	t.Parallel()
 	stepUp := approval.StepUpPolicy{Rules: []approval.StepUpRule{{Kind: countersign.KindMCP, Tool: "send_mail"}}}
 	h := newHarnessWith(t, func(c *gateway.Config) {
+		// The client's answers come from this test, maybe slowly: a
+		// short hold would withdraw the elicitation first.
+		c.Hold = elicitHold
 		c.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers, Confirm: c.Policy.Confirm, ElicitationDecides: true}
 	}, 0, approval.Config{StepUp: stepUp})
 
@@ -58,21 +62,15 @@ func TestElicitationDecides(t *testing.T) {
 	}
 	wantElicitationAudit(t, h, again, "denied")
 
-	// A call that needs a passkey: the Accept only holds, and the inbox
-	// still wants the passkey.
+	// A call that needs a passkey: the Accept only holds while the inbox
+	// decides, and the inbox still wants the passkey. The approver denies
+	// it there, and that, not the Accept, is the decision.
 	marked.send(map[string]any{"op": "call", "tool": "send_mail", "args": map[string]any{"to": "x@example.com"}})
 	el, _ = marked.read()["elicit"].(map[string]any)
 	if msg := fmt.Sprint(el["message"]); !strings.Contains(msg, "/approvals/") || strings.Contains(msg, "Accept runs it once") {
 		t.Fatalf("the elicitation of a step-up call: %q", msg)
 	}
 	mail := h.pending("send_mail").ID
-	marked.send(map[string]any{"action": "accept"})
-	if _, meta := marked.result(marked.read()); meta["countersign/status"] != "approval_pending" {
-		t.Fatalf("after Accept of a step-up call: %v", meta)
-	}
-	if r := h.request(mail); r.Status != countersign.StatusPending {
-		t.Fatalf("step-up request %s, want pending", r.Status)
-	}
 	_, err := h.svc.Decide(context.Background(), h.alice, mail, countersign.DecisionInput{Decision: countersign.DecisionApprove})
 	if !errors.Is(err, approval.ErrPasskeyNeeded) {
 		t.Fatalf("approving the step-up call without a passkey: %v", err)
@@ -80,9 +78,17 @@ func TestElicitationDecides(t *testing.T) {
 	if _, err := h.svc.DecideByElicitation(context.Background(), agentOf(t, h, "ci"), mail, true); !errors.Is(err, approval.ErrPasskeyNeeded) {
 		t.Fatalf("deciding a step-up call by elicitation: %v", err)
 	}
+	marked.send(map[string]any{"action": "accept"})
+	h.holding(t, mail)
+	h.decide(mail, countersign.DecisionDeny)
+	if _, meta := marked.result(marked.read()); meta["countersign/status"] != "denied" {
+		t.Fatalf("after Accept of a step-up call and a denial in the inbox: %v", meta)
+	}
+	if r := h.request(mail); r.Status != countersign.StatusDenied || r.DecidedBy != "alice" {
+		t.Fatalf("step-up request %s by %q, want denied by alice", r.Status, r.DecidedBy)
+	}
 
-	// An unmarked key of the same account: its Accept holds, and the
-	// request stays for the inbox.
+	// An unmarked key of the same account: its Accept holds too.
 	plain := newTSClient(t, h, "agent", "elicit")
 	plain.send(map[string]any{"op": "call", "tool": "delete_note", "args": map[string]any{"id": "e2"}})
 	el, _ = plain.read()["elicit"].(map[string]any)
@@ -91,13 +97,26 @@ func TestElicitationDecides(t *testing.T) {
 	}
 	other := h.pending("delete_note").ID
 	plain.send(map[string]any{"action": "accept"})
-	if _, meta := plain.result(plain.read()); meta["countersign/status"] != "approval_pending" {
-		t.Fatalf("after the unmarked key's Accept: %v", meta)
+	h.holding(t, other)
+	h.decide(other, countersign.DecisionDeny)
+	if _, meta := plain.result(plain.read()); meta["countersign/status"] != "denied" {
+		t.Fatalf("after the unmarked key's Accept and a denial in the inbox: %v", meta)
 	}
-	if r := h.request(other); r.Status != countersign.StatusPending || r.DecidedBy != "" {
-		t.Fatalf("unmarked key's request %s %q, want pending", r.Status, r.DecidedBy)
+	if r := h.request(other); r.Status != countersign.StatusDenied || r.DecidedBy != "alice" {
+		t.Fatalf("unmarked key's request %s by %q, want denied by alice", r.Status, r.DecidedBy)
 	}
 	wantCalls(t, h.logFile, "delete_note e1")
+}
+
+// holding waits until a call holds on the request id: the gateway took
+// the client's Accept and did not approve with it.
+func (h *harness) holding(t *testing.T, id string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); h.hub.Watching(id) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call holds on %s; it is %s", id, h.request(id).Status)
+		}
+	}
 }
 
 // wantElicitationAudit checks the audit entry of a decision by elicitation:

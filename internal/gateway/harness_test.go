@@ -48,6 +48,7 @@ type harness struct {
 	base    string
 	logFile string
 	gw      *gateway.Gateway
+	hub     *approval.Hub
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -97,6 +98,7 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	}
 
 	hub := approval.NewHub()
+	h.hub = hub
 	h.svc = approval.New(store, h.clock, hub, acfg, nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
