@@ -157,6 +157,10 @@ func TestBrowserFiles(t *testing.T) {
 	if loc := eval[string](t, ctx, "location.href"); loc != page {
 		t.Fatalf("after sign-in the browser is at %q, want %q", loc, page)
 	}
+	viewport(t, ctx, 360, 800)
+	do(t, ctx, "reload at a phone's size", 10*time.Second, chromedp.Reload(), appears("Upload a file for your agent"))
+	fitsPhone(t, ctx, "the upload page")
+	shoot(t, ctx, "countersign-upload-360.png")
 	// Who asked, and the page's expiry apart from the file's.
 	if got := eval[string](t, ctx, `document.querySelector(".asked-by").textContent`); !strings.HasPrefix(got, "Asked by the agent key laptop.") {
 		t.Errorf("the upload page says %q of who asked", got)
@@ -173,6 +177,8 @@ func TestBrowserFiles(t *testing.T) {
 	if got := eval[string](t, ctx, `document.querySelector(".file-sha256").textContent`); got != want {
 		t.Fatalf("the page shows SHA-256 %q, want %q", got, want)
 	}
+	fitsPhone(t, ctx, "the upload page after the upload")
+	shoot(t, ctx, "countersign-uploaded-360.png")
 	received := eval[string](t, ctx, `[".file-name", ".file-size", ".received .file-expiry"].map(c => document.querySelector(c).textContent).join("|")`)
 	if name, size, _ := strings.Cut(received, "|"); name != "receipt.pdf" || !strings.HasPrefix(size, fmt.Sprintf("%d bytes|", len(body))) || !strings.HasSuffix(received, ", then removed") {
 		t.Errorf("the page shows the received file as %q", received)
