@@ -200,9 +200,15 @@ func bottomJS(sel string) string {
 
 // TestBrowserConsentFirstScreen: the sign-in on the way to a consent says
 // which client asks to connect to which server; on the consent page the
-// Allow controls are within the first 800 px, on a phone and a desktop,
-// with a password and with a passkey too.
-func TestBrowserConsentFirstScreen(t *testing.T) {
+// Allow control is within the first 800 px, on a phone and a desktop; once
+// allowed, the connection is one card.
+func TestBrowserConsentFirstScreen(t *testing.T) { consentScreens(t, false) }
+
+// TestBrowserConsentFirstScreenPasskey: with a passkey too, both Allow
+// controls are within the first 800 px.
+func TestBrowserConsentFirstScreenPasskey(t *testing.T) { consentScreens(t, true) }
+
+func consentScreens(t *testing.T, passkey bool) {
 	t.Parallel()
 	exe := chromium(t)
 	e := startPasskeys(t)
@@ -216,15 +222,17 @@ func TestBrowserConsentFirstScreen(t *testing.T) {
 	public, _ := url.Parse(e.URL)
 
 	viewport(t, ctx, 360, 800)
-	do(t, ctx, "open the consent without a session", 10*time.Second, chromedp.Navigate(authorize), chromedp.WaitVisible(chromedp.ID("username")))
-	want := "Agent's client asks to connect to " + public.Host + " as an agent of your account, and then to return you to " + cb.Host
-	if got := eval[string](t, ctx, `(document.querySelector(".connect") || {}).innerText || ""`); !strings.HasPrefix(got, want) {
-		t.Fatalf("the sign-in page says %q, want it to start %q", got, want)
-	}
-	shoot(t, ctx, "countersign-signin-consent-360.png")
-	do(t, ctx, "a plain sign-in says nothing of a connection", 10*time.Second, chromedp.Navigate(e.URL+"/signin"), chromedp.WaitVisible(chromedp.ID("username")))
-	if eval[bool](t, ctx, `!!document.querySelector(".connect")`) {
-		t.Fatal("the plain sign-in page names a connection")
+	if !passkey {
+		do(t, ctx, "open the consent without a session", 10*time.Second, chromedp.Navigate(authorize), chromedp.WaitVisible(chromedp.ID("username")))
+		want := "Agent's client asks to connect to " + public.Host + " as an agent of your account, and then to return you to " + cb.Host
+		if got := eval[string](t, ctx, `(document.querySelector(".connect") || {}).innerText || ""`); !strings.HasPrefix(got, want) {
+			t.Fatalf("the sign-in page says %q, want it to start %q", got, want)
+		}
+		shoot(t, ctx, "countersign-signin-consent-360.png")
+		do(t, ctx, "a plain sign-in says nothing of a connection", 10*time.Second, chromedp.Navigate(e.URL+"/signin"), chromedp.WaitVisible(chromedp.ID("username")))
+		if eval[bool](t, ctx, `!!document.querySelector(".connect")`) {
+			t.Fatal("the plain sign-in page names a connection")
+		}
 	}
 	do(t, ctx, "sign in on the way", 15*time.Second,
 		chromedp.Navigate(authorize),
@@ -249,16 +257,18 @@ func TestBrowserConsentFirstScreen(t *testing.T) {
 			}
 		}
 	}
+	if passkey {
+		do(t, ctx, "add a passkey", 15*time.Second,
+			chromedp.Navigate(e.URL+"/passkeys"),
+			chromedp.SendKeys(chromedp.ID("name"), "laptop"),
+			chromedp.SendKeys(chromedp.ID("current-password"), password),
+			press(`form[data-webauthn="register"] button`),
+			appears("Passkey laptop added."),
+		)
+		check("passkey", "#allow-password", "#allow-passkey")
+		return
+	}
 	check("password", "#allow-password")
-	viewport(t, ctx, 360, 800)
-	do(t, ctx, "add a passkey", 15*time.Second,
-		chromedp.Navigate(e.URL+"/passkeys"),
-		chromedp.SendKeys(chromedp.ID("name"), "laptop"),
-		chromedp.SendKeys(chromedp.ID("current-password"), password),
-		press(`form[data-webauthn="register"] button`),
-		appears("Passkey laptop added."),
-	)
-	check("passkey", "#allow-password", "#allow-passkey")
 
 	// Allowed, the connection is one card on a phone, with its Revoke.
 	do(t, ctx, "allow with the password", 15*time.Second,
