@@ -222,7 +222,7 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 		// Find below expires a request whose time has passed and says
 		// why; a request the approver may not see is not found either
 		// way.
-		got, err := s.decide(ctx, ap, idOrRef, to, d, nil)
+		got, err := s.decide(ctx, ap, idOrRef, to, d, nil, nil)
 		if err == nil || countersign.ErrorCode(err) == countersign.ENOTFOUND {
 			return got, err
 		}
@@ -234,12 +234,14 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if err := s.checkStepUp(r, d); err != nil {
 		return nil, err
 	}
-	return s.decide(ctx, ap, r.ID, to, d, r)
+	return s.decide(ctx, ap, r.ID, to, d, r, nil)
 }
 
 // decide makes the change of a decision on the request id. r, the request
-// as read, is needed only to open an auto-approve window.
-func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request) (*countersign.Request, error) {
+// as read, is needed only to open an auto-approve window. by is the agent
+// key whose client's answer to an elicitation is the decision
+// (DecideByElicitation), nil for an approver's.
+func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request, by *countersign.Agent) (*countersign.Request, error) {
 	now := s.clock.Now()
 	t := countersign.Transition{
 		ID: id, From: []countersign.Status{countersign.StatusPending}, To: to, Now: now,
@@ -268,8 +270,13 @@ func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 		detail["verified"] = v.Method
 		detail["credential_id"] = v.CredentialID
 	}
+	actor := "approver:" + ap.Username
+	if by != nil {
+		actor = "key:" + by.KeyID
+		detail["decided_by"] = DecidedByElicitation
+	}
 	b, _ := json.Marshal(detail)
-	got, err := s.transition(ctx, t, countersign.AuditEvent{Event: string(to), Actor: "approver:" + ap.Username, Detail: string(b)})
+	got, err := s.transition(ctx, t, countersign.AuditEvent{Event: string(to), Actor: actor, Detail: string(b)})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -156,6 +157,18 @@ func TestBrowserFiles(t *testing.T) {
 	if loc := eval[string](t, ctx, "location.href"); loc != page {
 		t.Fatalf("after sign-in the browser is at %q, want %q", loc, page)
 	}
+	viewport(t, ctx, 360, 800)
+	do(t, ctx, "reload at a phone's size", 10*time.Second, chromedp.Reload(), appears("Upload a file for your agent"))
+	fitsPhone(t, ctx, "the upload page")
+	shoot(t, ctx, "countersign-upload-360")
+	// Who asked, and the page's expiry apart from the file's.
+	if got := eval[string](t, ctx, `document.querySelector(".asked-by").textContent`); !strings.HasPrefix(got, "Asked by the agent key laptop.") {
+		t.Errorf("the upload page says %q of who asked", got)
+	}
+	if got := eval[string](t, ctx, `[...document.querySelectorAll(".facts dt")].map(d => d.textContent + ": " + d.nextElementSibling.textContent).join("|")`); !strings.Contains(got, "This page: open until ") ||
+		!strings.Contains(got, "The file: kept 30 minutes after you upload it, then removed") {
+		t.Errorf("the upload page's expiries: %q", got)
+	}
 	do(t, ctx, "upload the file", 10*time.Second,
 		chromedp.SetUploadFiles(chromedp.CSS(`input[type="file"]`), []string{receipt}),
 		chromedp.Click(chromedp.CSS(`form[enctype] button[type="submit"]`)),
@@ -163,6 +176,12 @@ func TestBrowserFiles(t *testing.T) {
 	)
 	if got := eval[string](t, ctx, `document.querySelector(".file-sha256").textContent`); got != want {
 		t.Fatalf("the page shows SHA-256 %q, want %q", got, want)
+	}
+	fitsPhone(t, ctx, "the upload page after the upload")
+	shoot(t, ctx, "countersign-uploaded-360")
+	received := eval[string](t, ctx, `[".file-name", ".file-size", ".received .file-expiry"].map(c => document.querySelector(c).textContent).join("|")`)
+	if name, size, _ := strings.Cut(received, "|"); name != "receipt.pdf" || !strings.HasPrefix(size, fmt.Sprintf("%d bytes|", len(body))) || !strings.HasSuffix(received, ", then removed") {
+		t.Errorf("the page shows the received file as %q", received)
 	}
 
 	for tool, via := range map[string]string{"digest": "path", "digest_inline": "base64"} {

@@ -76,11 +76,20 @@ type approvals interface {
 	// this call, if known). ENOTFOUND when there is none.
 	take(ctx context.Context, p Principal, c *pendingCall, hint string) (*ticket, error)
 	// decide records the user's answer to a form elicitation as the
-	// decision. Only where there is no approver to ask (the standalone
-	// gateway); elsewhere decidesByElicitation is false and the decision
-	// is made in the inbox.
+	// decision: where there is no approver to ask (the standalone
+	// gateway), or for a key the operator marked (elicitation_decides).
+	// Elsewhere decidesByElicitation is false and the decision is made in
+	// the inbox.
 	decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error)
-	decidesByElicitation() bool
+	// decidesByElicitation reports whether p's answers to form
+	// elicitations are decisions at all.
+	decidesByElicitation(p Principal) bool
+	// acceptApproves reports whether p's Accept approves the request id:
+	// the answers decide, and the request needs no passkey.
+	acceptApproves(ctx context.Context, p Principal, id string) bool
+	// hasInbox reports whether there is an inbox a URL elicitation can
+	// open.
+	hasInbox() bool
 	// announce tells the human about a new request through a channel of
 	// its own: the standalone gateway opens its local page; a server's
 	// notifications need nothing here.
@@ -92,8 +101,12 @@ type serviceApprovals struct {
 	svc *approval.Service
 	// inbox is the public URL the inbox is under; nil: no link is shown.
 	inbox *url.URL
-	// decider, when set, names who decides through elicitation answers.
+	// decider, when set, names who decides through elicitation answers:
+	// the standalone gateway, where every answer decides.
 	decider string
+	// elicits says which keys' answers decide with a server (their
+	// elicitation_decides); nil: none.
+	elicits func(Principal) bool
 	// page opens the local approval page of the standalone gateway.
 	page *localPage
 }
@@ -142,7 +155,10 @@ func (s *serviceApprovals) take(ctx context.Context, p Principal, c *pendingCall
 
 func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error) {
 	if s.decider == "" {
-		return nil, countersign.Errorf(countersign.EFORBIDDEN, "an MCP client's answer is not a decision here; approve in the inbox")
+		if s.elicits == nil || !s.elicits(p) {
+			return nil, countersign.Errorf(countersign.EFORBIDDEN, "an MCP client's answer is not a decision here; approve in the inbox")
+		}
+		return s.ticket(s.svc.DecideByElicitation(ctx, p.agent, id, approve))
 	}
 	d := countersign.DecisionDeny
 	if approve {
@@ -152,7 +168,18 @@ func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, a
 	return s.ticket(s.svc.Decide(ctx, ap, id, countersign.DecisionInput{Decision: d}))
 }
 
-func (s *serviceApprovals) decidesByElicitation() bool { return s.decider != "" }
+func (s *serviceApprovals) decidesByElicitation(p Principal) bool {
+	return s.decider != "" || (s.elicits != nil && s.elicits(p))
+}
+
+func (s *serviceApprovals) acceptApproves(ctx context.Context, p Principal, id string) bool {
+	if s.decider != "" {
+		return true
+	}
+	return s.elicits != nil && s.elicits(p) && s.svc.ElicitationDecides(ctx, p.agent, id)
+}
+
+func (s *serviceApprovals) hasInbox() bool { return s.inbox != nil }
 
 func (s *serviceApprovals) announce(ctx context.Context, t *ticket) error {
 	if s.page == nil {
@@ -233,7 +260,11 @@ func (a *clientApprovals) decide(context.Context, Principal, string, bool) (*tic
 	return nil, countersign.Errorf(countersign.EFORBIDDEN, "an agent key never decides; approve in the inbox")
 }
 
-func (a *clientApprovals) decidesByElicitation() bool { return false }
+func (a *clientApprovals) decidesByElicitation(Principal) bool { return false }
+
+func (a *clientApprovals) acceptApproves(context.Context, Principal, string) bool { return false }
+
+func (a *clientApprovals) hasInbox() bool { return true }
 
 func (a *clientApprovals) announce(context.Context, *ticket) error { return nil }
 

@@ -130,7 +130,7 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 	if t.Status == countersign.StatusApproved { // an auto-approve window was open
 		return g.settle(ctx, req, e, p, c, t, false)
 	}
-	switch mode := g.choose(req); mode {
+	switch mode := g.choose(req, p); mode {
 	case modeForm, modeURL:
 		return g.elicit(ctx, req, e, p, c, t, mode), nil
 	}
@@ -205,7 +205,7 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 		// A decline only makes things safer, so it is believed, and it
 		// wins even over an approval given meanwhile: nothing runs.
 		if t.Status == countersign.StatusPending {
-			if g.approvals.decidesByElicitation() {
+			if g.approvals.decidesByElicitation(p) {
 				t, err = g.approvals.decide(ctx, p, t.ID, false)
 			} else {
 				t, err = g.approvals.cancel(ctx, p, t.ID)
@@ -225,9 +225,19 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 	switch {
 	case answer == nil:
 		return g.elicit(ctx, req, e, p, c, t, st.Mode), nil
-	case g.approvals.decidesByElicitation() && st.Mode == modeForm:
+	case st.Mode == modeForm && g.approvals.acceptApproves(ctx, p, t.ID):
+		// The Accept is the approval of this request, whose state bound
+		// it to this exact call; settle consumes it once.
 		if t, err = g.approvals.decide(ctx, p, t.ID, true); err != nil {
-			return g.failed(e, err), nil
+			if countersign.ErrorCode(err) != countersign.EFORBIDDEN && countersign.ErrorCode(err) != countersign.ECONFLICT {
+				return g.failed(e, err), nil
+			}
+			// Decided meanwhile, or it needs a passkey after all: as
+			// with any other key, hold while the inbox decides.
+			if t, err = g.approvals.get(ctx, p, st.Request); err != nil {
+				return refused(errBadState.Error()), nil
+			}
+			t = g.hold(ctx, req, p, t)
 		}
 	default:
 		t = g.hold(ctx, req, p, t)
@@ -253,7 +263,7 @@ func (g *Gateway) settle(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 		return refused("this approval was already used"), nil
 	case countersign.StatusPending:
 		if fromState && newProtocol(req) {
-			mode := g.choose(req)
+			mode := g.choose(req, p)
 			if mode == modeForm || mode == modeURL {
 				return g.elicit(ctx, req, e, p, c, t, mode), nil
 			}

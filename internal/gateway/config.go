@@ -53,6 +53,9 @@ import (
 //	[keys."acme/ci"]              # the agent key "ci" of the account "acme", or
 //	tiers = ["read", "write"]     # [keys.key_…] by its id (countersign serve)
 //
+//	[keys."acme/claude"]          # a key whose MCP client a person answers:
+//	elicitation_decides = true    # its Accept approves the call (no step-up)
+//
 //	[standalone]                  # stdio without a server (ADR 0003's local page)
 //	opener = ["xdg-open"]
 //	data = "~/.local/state/countersign-mcp"
@@ -143,8 +146,9 @@ type fileConfig struct {
 }
 
 type filePolicy struct {
-	Tiers   *[]Tier `toml:"tiers"`
-	Confirm *[]Tier `toml:"confirm"`
+	Tiers              *[]Tier `toml:"tiers"`
+	Confirm            *[]Tier `toml:"confirm"`
+	ElicitationDecides *bool   `toml:"elicitation_decides"`
 }
 
 // apply overrides the policy with what the file sets.
@@ -154,6 +158,9 @@ func (f filePolicy) apply(p Policy) Policy {
 	}
 	if f.Confirm != nil {
 		p.Confirm = Tiers(*f.Confirm...)
+	}
+	if f.ElicitationDecides != nil {
+		p.ElicitationDecides = *f.ElicitationDecides
 	}
 	return p
 }
@@ -204,6 +211,11 @@ func LoadConfig(file string) (*Config, error) {
 		c.Upstreams = append(c.Upstreams, u.UpstreamConfig)
 	}
 	c.Rules, c.ResourceRules = f.Tier, f.ResTier
+	if f.Policy.ElicitationDecides != nil {
+		// Which clients a person answers is known key by key; one switch
+		// for every key would let any agent's client approve.
+		return nil, fmt.Errorf("%s: elicitation_decides is set per agent key, under [keys.\"ACCOUNT/NAME\"], not under [policy]", file)
+	}
 	c.Policy = f.Policy.apply(c.Policy)
 	for name, p := range f.Keys {
 		c.Keys[name] = p.apply(c.Policy)

@@ -32,7 +32,7 @@ func newProtocol(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >
 // take one, else the approval_pending result. A legacy client over the
 // stateless HTTP endpoint has no capabilities in its ephemeral session, and
 // so gets approval_pending, the only thing that can reach it.
-func (g *Gateway) choose(req *mcp.CallToolRequest) string {
+func (g *Gateway) choose(req *mcp.CallToolRequest, p Principal) string {
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return modePending
@@ -40,18 +40,19 @@ func (g *Gateway) choose(req *mcp.CallToolRequest) string {
 	el := caps.Elicitation
 	form := el.Form != nil || el.URL == nil // {} is form, for clients older than 2025-11-25
 	url := el.URL != nil
-	if g.approvals.decidesByElicitation() {
-		// Standalone: the answer to the form is the decision. A URL
-		// elicitation would carry the local page's link, a capability,
-		// where the client might show it to the model: never.
-		if form {
-			return modeForm
-		}
+	switch {
+	case g.approvals.decidesByElicitation(p) && form:
+		// The answer to the form may be the decision (standalone, or a
+		// key marked elicitation_decides): ask there.
+		return modeForm
+	case !g.approvals.hasInbox():
+		// Standalone: a URL elicitation would carry the local page's
+		// link, a capability, where the client might show it to the
+		// model: never.
 		return modePending
-	}
-	// With a server the decision is made in the inbox, which a URL
-	// elicitation opens directly.
-	if url {
+	case url:
+		// With a server the decision is made in the inbox, which a URL
+		// elicitation opens directly.
 		return modeURL
 	}
 	return modeForm
@@ -70,7 +71,7 @@ func (g *Gateway) elicit(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 	case mode == modeURL:
 		params = &mcp.ElicitParams{Mode: "url", URL: t.InboxURL, ElicitationID: t.ID,
 			Message: fmt.Sprintf("countersign: approve request %s (%s) in the inbox, then come back here.", t.Reference, e.name)}
-	case g.approvals.decidesByElicitation():
+	case g.approvals.acceptApproves(ctx, p, t.ID):
 		params = &mcp.ElicitParams{Mode: "form", RequestedSchema: emptyForm(),
 			Message: fmt.Sprintf("Allow this call once? (countersign request %s)\n\n%s\n\nAccept runs it once; Decline refuses it.", t.Reference, c.Preview)}
 	default:

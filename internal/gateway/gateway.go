@@ -21,8 +21,10 @@
 // serve, or `countersign mcp` with COUNTERSIGN_URL), the decision is an
 // approver's, in the inbox or any channel of the server; an elicitation
 // shows the trusted preview and the way to the inbox, and holds the call
-// while the human decides. An agent key never decides, so no MCP client
-// answer approves anything there. Standalone (`countersign mcp` with no
+// while the human decides. By default an agent key never decides, so no
+// MCP client answer approves anything there; countersign serve lets the
+// operator mark keys whose client a person answers (elicitation_decides):
+// their Accept approves the one call, unless it needs a passkey. Standalone (`countersign mcp` with no
 // server) there is no approver: the user's answer to the elicitation is the
 // decision, or ADR 0003's local page on 127.0.0.1 for clients without it.
 package gateway
@@ -32,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
@@ -101,15 +102,12 @@ type options struct {
 	stateKey  []byte
 	fixed     *Principal
 	log       *slog.Logger
-	stderr    io.Writer // upstream commands' stderr
+	stderr    io.Writer // upstream commands' stderr; nil: the log
 }
 
 func newGateway(o options) (*Gateway, error) {
 	if o.log == nil {
 		o.log = slog.New(slog.DiscardHandler)
-	}
-	if o.stderr == nil {
-		o.stderr = os.Stderr
 	}
 	if err := o.cfg.Check(); err != nil {
 		return nil, err

@@ -48,6 +48,7 @@ type harness struct {
 	base    string
 	logFile string
 	gw      *gateway.Gateway
+	hub     *approval.Hub
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -64,6 +65,13 @@ func newHarness(t testing.TB, configure func(*gateway.Config)) *harness {
 
 // newHarnessRate is newHarness with the API's rate per client address.
 func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute int) *harness {
+	t.Helper()
+	return newHarnessWith(t, configure, ratePerMinute, approval.Config{})
+}
+
+// newHarnessWith is newHarnessRate with the approval service's
+// configuration.
+func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute int, acfg approval.Config) *harness {
 	t.Helper()
 	// The World's clock starts at the wall clock's time, as testClock does.
 	w := testutil.NewWorldAt(t, time.Now().UTC())
@@ -90,7 +98,8 @@ func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	}
 
 	hub := approval.NewHub()
-	h.svc = approval.New(store, h.clock, hub, approval.Config{}, nil, nil)
+	h.hub = hub
+	h.svc = approval.New(store, h.clock, hub, acfg, nil, nil)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

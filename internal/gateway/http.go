@@ -29,7 +29,8 @@ func NewForServer(cfg *Config, svc *approval.Service, publicURL *url.URL, stateK
 	if len(stateKey) < 32 {
 		return nil, fmt.Errorf("the MCP request state key must have 32 bytes")
 	}
-	return newGateway(options{cfg: cfg, approvals: &serviceApprovals{svc: svc, inbox: publicURL}, stateKey: stateKey, log: log})
+	elicits := func(p Principal) bool { return cfg.PolicyFor(p).ElicitationDecides }
+	return newGateway(options{cfg: cfg, approvals: &serviceApprovals{svc: svc, inbox: publicURL, elicits: elicits}, stateKey: stateKey, log: log})
 }
 
 // AgentVerifier authenticates an agent key.

@@ -140,6 +140,12 @@ func (r TierRule) matchesName(name string) bool {
 type Policy struct {
 	Tiers   TierSet
 	Confirm TierSet
+	// ElicitationDecides makes the Accept of the key's MCP client to the
+	// form elicitation of a call the approval of that call (countersign
+	// serve only, set per key): for keys whose client is answered by a
+	// person, as Claude Code's prompt is. A call that needs a passkey
+	// still waits for the inbox.
+	ElicitationDecides bool
 }
 
 // DefaultPolicy lets every tier exist and confirms commit and external.

@@ -91,7 +91,8 @@ func newUpstream(cfg UpstreamConfig, stopWait time.Duration, log *slog.Logger, s
 	if stopWait <= 0 {
 		stopWait = defaultStopWait
 	}
-	u := &upstream{cfg: cfg, stopWait: stopWait, log: log.With("upstream", cfg.Name), stderr: stderr, hooks: hooks,
+	ulog := log.With("upstream", cfg.Name)
+	u := &upstream{cfg: cfg, stopWait: stopWait, log: ulog, stderr: upstreamStderr(cfg.Name, stderr, ulog), hooks: hooks,
 		down: "starting", settled: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if cfg.URL != "" {
 		u.web = upstreamTransport()

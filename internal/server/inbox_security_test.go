@@ -128,8 +128,6 @@ func TestInboxWrongHost(t *testing.T) {
 		{"GET", "/approvals/events"},
 		{"GET", "/approvals/" + req.ID},
 		{"POST", "/approvals/" + req.ID + "/decision"},
-		{"GET", "/static/app.css"},
-		{"GET", "/static/app.js"},
 	}
 	for _, host := range []string{"evil.example", "localhost:" + port, "127.0.0.1", e.public.Host + ".evil.example"} {
 		for _, rt := range routes {
@@ -147,6 +145,23 @@ func TestInboxWrongHost(t *testing.T) {
 			}
 			if c := e.sessionCookie(r); c != nil {
 				t.Errorf("%s: set a cookie", what)
+			}
+			// It links to the right address: the same page for a GET of a
+			// page, the inbox otherwise.
+			link := "http://" + e.public.Host + "/approvals"
+			if rt.method == "GET" && (strings.HasPrefix(rt.path, "/approvals") || rt.path == "/sessions") {
+				link = "http://" + e.public.Host + rt.path
+			}
+			if !strings.Contains(r.body, `href="`+link+`"`) || !strings.Contains(r.body, `<link rel="stylesheet" href="/static/app.css">`) {
+				t.Errorf("%s: the page does not link to %s with its stylesheet:\n%s", what, link, r.body)
+			}
+		}
+		// The stylesheet and script of that page are served under any
+		// Host: public files, the same for everyone.
+		for _, f := range []string{"/static/app.css", "/static/app.js"} {
+			r := e.do("GET", f, nil, ibHost(host)).want(t, f+" for "+host, http.StatusOK)
+			if r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Content-Security-Policy") != "default-src 'none'" || e.sessionCookie(r) != nil {
+				t.Errorf("%s for %s: headers %v", f, host, r.header)
 			}
 		}
 	}

@@ -103,6 +103,7 @@ type consentPage struct {
 	pageBase
 	ClientName   string
 	RedirectHost string
+	Server       string   // this server's host, which the client connects to
 	Asked        []string // the tiers the client asked for (its scope); none: it did not say
 	Params       []param  // the request, carried through the form
 	Tiers        []tierChoice
@@ -155,7 +156,7 @@ func (s *Server) renderConsent(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	u, _ := url.Parse(a.RedirectURI)
-	p := consentPage{pageBase: base, ClientName: a.Client.Name, RedirectHost: u.Host, Asked: a.Scope, Error: msg}
+	p := consentPage{pageBase: base, ClientName: a.Client.Name, RedirectHost: u.Host, Server: s.cfg.PublicURL.Host, Asked: a.Scope, Error: msg}
 	if p.Password, p.Passkey, err = s.proofsOf(r.Context(), b); err != nil {
 		return err
 	}
@@ -225,4 +226,28 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) err
 		"proof", in.Proof.Method)
 	s.redirectBack(w, r, a, url.Values{"code": {code}})
 	return nil
+}
+
+// connectView is what the sign-in page says of the connection it leads
+// to: the client that asks (by the name it gave itself), the server it
+// asks to connect to, and where the browser returns after.
+type connectView struct {
+	Client, Server, Return string
+}
+
+// connectOf is the connection a sign-in's next leads to, nil when next is
+// no authorization request of a registered client with one of its
+// redirect URIs.
+func (s *Server) connectOf(r *http.Request, next string) *connectView {
+	u, err := url.Parse(next)
+	if err != nil || u.Path != "/oauth/authorize" || s.oauth == nil {
+		return nil
+	}
+	q := u.Query()
+	c, err := s.oauth.Client(r.Context(), q.Get("client_id"))
+	if err != nil || !slices.Contains(c.RedirectURIs, q.Get("redirect_uri")) {
+		return nil
+	}
+	back, _ := url.Parse(q.Get("redirect_uri")) // registered, so valid
+	return &connectView{Client: c.Name, Server: s.cfg.PublicURL.Host, Return: back.Host}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -62,6 +63,17 @@ func (s *Server) checkHost(r *http.Request) error {
 	return nil
 }
 
+// rightAddress is the page a request under a wrong Host meant, at the
+// public URL: the same page for a GET of one of the server's own pages,
+// the inbox otherwise.
+func (s *Server) rightAddress(r *http.Request) string {
+	to := "/approvals"
+	if p, ok := safeReturn(r.URL.RequestURI()); ok && r.Method == http.MethodGet {
+		to = p
+	}
+	return strings.TrimRight(s.cfg.PublicURL.String(), "/") + to
+}
+
 // checkOrigin lets a POST through only from the inbox itself: Origin equal
 // to the public origin, or, without Origin, Sec-Fetch-Site same-origin.
 // Origin "null" never passes.
@@ -108,6 +120,9 @@ type errorPage struct {
 	Status  int
 	Heading string
 	Message string
+	// Link is where to go instead: the same page at the public URL, for
+	// a request under another Host; "" for the inbox.
+	Link string
 }
 
 // writePageError renders an error as a page with the right status.
@@ -137,13 +152,16 @@ func (s *Server) writePageError(w http.ResponseWriter, r *http.Request, err erro
 	if errors.As(err, &e) && e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
 	}
-	heading := http.StatusText(status)
-	if code == countersign.ENOTFOUND {
+	heading, link := http.StatusText(status), ""
+	switch code {
+	case countersign.ENOTFOUND:
 		heading, msg = "Not found", "There is no such request in this account."
+	case countersign.EMISDIRECTED:
+		heading, link = "Wrong address", s.rightAddress(r)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if rerr := s.pages.Render(w, "error", errorPage{Status: status, Heading: heading, Message: msg}); rerr != nil {
+	if rerr := s.pages.Render(w, "error", errorPage{Status: status, Heading: heading, Message: msg, Link: link}); rerr != nil {
 		s.log.Error("render error page", "err", rerr)
 	}
 }
@@ -158,19 +176,36 @@ func (s *Server) render(w http.ResponseWriter, status int, page string, data any
 // safeNext returns next when it is one of the server's own page paths, and
 // the inbox otherwise, so that the sign-in form is no open redirect.
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
-		return "/approvals"
-	}
-	u, err := url.Parse(next)
-	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil {
-		return "/approvals"
-	}
-	for _, p := range []string{"/approvals", "/sessions", "/grants", "/oauth/authorize", "/uploads/", "/files/"} {
-		if u.Path == p || strings.HasPrefix(u.Path, strings.TrimSuffix(p, "/")+"/") {
-			return u.EscapedPath() + queryOf(u)
-		}
+	if p, ok := safeReturn(next); ok {
+		return p
 	}
 	return "/approvals"
+}
+
+// safeReturn returns next, and true, only when it is a relative path of
+// one of the server's own pages (no scheme, no host, no "//" or "\" that
+// a browser would read as another host, no control characters): where a
+// form may send the browser back to after a POST.
+func safeReturn(next string) (string, bool) {
+	if next == "" || len(next) > 2048 || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n\t") {
+		return "", false
+	}
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f {
+			return "", false
+		}
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || path.Clean(u.Path) != u.Path {
+		// A dot segment would lead the browser out of the page it names.
+		return "", false
+	}
+	for _, p := range []string{"/approvals", "/sessions", "/grants", "/passkeys", "/oauth/authorize", "/uploads/", "/files/"} {
+		if u.Path == p || strings.HasPrefix(u.Path, strings.TrimSuffix(p, "/")+"/") {
+			return u.EscapedPath() + queryOf(u), true
+		}
+	}
+	return "", false
 }
 
 func queryOf(u *url.URL) string {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -101,10 +102,42 @@ type passkeysPage struct {
 	Available        bool
 	PasswordDisabled bool
 	Error, Notice    string
+	// Next is the page the browser returns to once a passkey is added
+	// (the request page that asked for one), "" for none.
+	Next string
 }
 
+// passkeyList shows one's passkeys. After a change the browser is sent
+// here (post, redirect, get): ?added=ID or ?removed=1 says what changed,
+// so that a reload submits nothing again.
 func (s *Server) passkeyList(w http.ResponseWriter, r *http.Request, b *browser) error {
-	return s.renderPasskeys(w, r, b, http.StatusOK, "", "")
+	notice := ""
+	if r.URL.Query().Get("removed") != "" {
+		notice = "Passkey removed."
+	}
+	if id := r.URL.Query().Get("added"); id != "" {
+		list, err := s.cfg.Store.Passkeys(r.Context(), b.approver.ApproverID)
+		if err != nil {
+			return err
+		}
+		for _, pk := range list { // only one's own passkeys are named
+			if pk.ID == id {
+				notice = "Passkey " + pk.Name + " added."
+			}
+		}
+	}
+	return s.renderPasskeys(w, r, b, http.StatusOK, "", notice)
+}
+
+// passkeyNext is the page a passkeys form returns to, "" when none or not
+// one of the server's own pages.
+func passkeyNext(r *http.Request) string {
+	next := r.URL.Query().Get("next")
+	if r.Method == http.MethodPost {
+		next = r.PostFormValue("next")
+	}
+	p, _ := safeReturn(next)
+	return p
 }
 
 func (s *Server) renderPasskeys(w http.ResponseWriter, r *http.Request, b *browser, status int, msg, notice string) error {
@@ -121,7 +154,7 @@ func (s *Server) renderPasskeys(w http.ResponseWriter, r *http.Request, b *brows
 		return err
 	}
 	return s.render(w, status, "passkeys", passkeysPage{pageBase: base, Passkeys: list, Available: s.passkeys != nil,
-		PasswordDisabled: ap.PasswordHash == "", Error: msg, Notice: notice})
+		PasswordDisabled: ap.PasswordHash == "", Error: msg, Notice: notice, Next: passkeyNext(r)})
 }
 
 // beginRegistration starts adding a passkey for the signed-in approver.
@@ -191,7 +224,14 @@ func (s *Server) finishRegistration(w http.ResponseWriter, r *http.Request, b *b
 		pk, err = s.passkeys.FinishRegistration(r.Context(), b.approver.ApproverID, handle, resp)
 		if err == nil {
 			s.log.Info("passkey added", "approver", b.approver.Username, "passkey", pk.ID)
-			return s.renderPasskeys(w, r, b, http.StatusOK, "", "Passkey "+pk.Name+" added.")
+			// Post, redirect, get: back to the page that asked for a
+			// passkey, or to the list that names the new one.
+			to := "/passkeys?added=" + url.QueryEscape(pk.ID)
+			if next := passkeyNext(r); next != "" {
+				to = next
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
+			return nil
 		}
 	}
 	if code := countersign.ErrorCode(err); code == countersign.EINVALID || code == countersign.ECONFLICT {
@@ -218,7 +258,8 @@ func (s *Server) removePasskey(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	s.log.Info("passkey removed", "approver", b.approver.Username, "passkey", r.PathValue("id"))
-	return s.renderPasskeys(w, r, b, http.StatusOK, "", "Passkey removed.")
+	http.Redirect(w, r, "/passkeys?removed=1", http.StatusSeeOther)
+	return nil
 }
 
 // beginPasskeySignIn starts a sign-in with a passkey: no username, no
@@ -259,7 +300,7 @@ func (s *Server) passkeySignIn(w http.ResponseWriter, r *http.Request) error {
 		if code == countersign.EINVALID {
 			status = http.StatusBadRequest
 		}
-		return s.render(w, status, "signin", signinPage{Next: next, Error: countersign.ErrorMessage(err)})
+		return s.render(w, status, "signin", signinPage{Next: next, Error: countersign.ErrorMessage(err), Connect: s.connectOf(r, next)})
 	default:
 		return err
 	}

@@ -60,7 +60,7 @@ func TestLastPasskeyRace(t *testing.T) {
 			t.Fatalf("round %d: 12 removals at once left %d passkeys of 2, want 1 (statuses %v)", round, len(list), statuses)
 		}
 		for _, st := range statuses {
-			if st != http.StatusOK && st != http.StatusNotFound && st != http.StatusConflict {
+			if st != http.StatusSeeOther && st != http.StatusNotFound && st != http.StatusConflict {
 				t.Errorf("round %d: a racing removal answered %d (statuses %v)", round, st, statuses)
 			}
 		}

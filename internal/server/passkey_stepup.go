@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/countersign/countersign"
@@ -81,6 +82,9 @@ type stepUpView struct {
 	Once, Window bool // approving once, or for a while, needs a passkey
 	HasPasskey   bool
 	Available    bool
+	// AddURL is the page that adds a passkey and then returns to the
+	// request's page.
+	AddURL string
 }
 
 // stepUpOf says which approvals of req need a passkey for this browser.
@@ -89,6 +93,7 @@ func (s *Server) stepUpOf(r *http.Request, b *browser, req *countersign.Request)
 		Once:      s.service.NeedsStepUp(req, countersign.DecisionInput{Decision: countersign.DecisionApprove}),
 		Window:    s.service.NeedsStepUp(req, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 1}),
 		Available: s.passkeys != nil,
+		AddURL:    "/passkeys?next=" + url.QueryEscape("/approvals/"+url.PathEscape(req.ID)),
 	}
 	if !v.Once && !v.Window {
 		return v, nil

@@ -39,7 +39,7 @@ func TestStepUpRefusesScripts(t *testing.T) {
 	req := e.create(e.agentA, pkCommit("/srv/a"))
 
 	page := e.get("/approvals/"+req.ID, e.as(s.id)).want(t, "request page", http.StatusOK).body
-	for _, want := range []string{`data-webauthn="stepup"`, "Approving this request needs your passkey", `<a href="/passkeys">add one</a>`, "disabled"} {
+	for _, want := range []string{`data-webauthn="stepup"`, "Approving this request needs your passkey", `<a class="add-passkey" href="/passkeys?next=%2Fapprovals%2F` + req.ID + `">add one</a>`, "disabled"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page of a step-up request for an approver without passkeys lacks %q", want)
 		}

@@ -151,7 +151,9 @@ func statusText(code int) string {
 }
 
 // static serves the embedded CSS and script, with the page headers and a
-// day of caching.
+// day of caching. They are served under any Host: they are the same
+// public files for everyone and read nothing of a session, and the page
+// that says a Host is wrong (421) needs its stylesheet there.
 func (s *Server) static() http.Handler {
 	files := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -159,10 +161,6 @@ func (s *Server) static() http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Content-Security-Policy", "default-src 'none'")
 		h.Set("X-Frame-Options", "DENY")
-		if err := s.checkHost(r); err != nil {
-			s.writePageError(w, r, err)
-			return
-		}
 		h.Set("Cache-Control", "public, max-age=86400")
 		files.ServeHTTP(w, r)
 	})

@@ -154,6 +154,9 @@ type signinPage struct {
 	Next     string
 	Username string
 	Error    string
+	// Connect says who asks to connect, when the sign-in leads to the
+	// consent page of a connection.
+	Connect *connectView
 }
 
 func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) error {
@@ -166,7 +169,7 @@ func (s *Server) signinForm(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return nil
 	}
-	return s.render(w, http.StatusOK, "signin", signinPage{Next: next})
+	return s.render(w, http.StatusOK, "signin", signinPage{Next: next, Connect: s.connectOf(r, next)})
 }
 
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
@@ -180,7 +183,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) error {
 		if errors.As(err, &e) && e.RetryAfter > 0 {
 			w.Header().Set("Retry-After", retryAfter(e.RetryAfter))
 		}
-		return s.render(w, status, "signin", signinPage{Next: next, Username: username, Error: countersign.ErrorMessage(err)})
+		return s.render(w, status, "signin", signinPage{Next: next, Username: username, Error: countersign.ErrorMessage(err), Connect: s.connectOf(r, next)})
 	}
 	// A device cookie counts only for the approver it names.
 	dev, known := s.deviceOf(r, now), ""

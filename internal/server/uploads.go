@@ -38,11 +38,64 @@ type uploadPage struct {
 	ID, Reference, Purpose string
 	Accept                 []string
 	LimitMiB               int
-	Expires                time.Time
-	Filled                 bool
-	MIME, SHA256           string
-	Size                   int64
-	Error                  string
+	// Expires is when the page closes, before the upload; after it,
+	// when the received file is removed.
+	Expires time.Time
+	// FileTTL is how long a received file is kept after its upload.
+	FileTTL            string
+	Filled             bool
+	Name, MIME, SHA256 string
+	Size               int64
+	Asker              asker
+	Error              string
+}
+
+// asker is who asked for an upload page: an agent key by its name, or a
+// connection (an OAuth grant) by its client's name and its approver.
+type asker struct {
+	Key, Connection, AllowedBy string
+}
+
+// askerOf finds the agent key that owns an upload page in its account, or
+// the connection that key is the grant of. A key that is gone is named as
+// such; nothing of another account is read.
+func (s *Server) askerOf(r *http.Request, account, keyID string) (asker, error) {
+	grants, err := s.oauth.Grants(r.Context(), account)
+	if err != nil {
+		return asker{}, err
+	}
+	for _, g := range grants {
+		if g.KeyID == keyID {
+			return asker{Connection: g.ClientName, AllowedBy: g.ApproverName}, nil
+		}
+	}
+	keys, err := s.cfg.Store.AgentKeys(r.Context(), account)
+	if err != nil {
+		return asker{}, err
+	}
+	for _, k := range keys {
+		if k.ID == keyID {
+			return asker{Key: k.Name}, nil
+		}
+	}
+	return asker{}, nil
+}
+
+// ttlText says a duration as a person would: "1 hour", "30 minutes".
+func ttlText(d time.Duration) string {
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		if d == time.Hour {
+			return "1 hour"
+		}
+		return fmt.Sprintf("%d hours", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		if d == time.Minute {
+			return "1 minute"
+		}
+		return fmt.Sprintf("%d minutes", d/time.Minute)
+	}
+	return d.String()
 }
 
 func (s *Server) filesOn() error {
@@ -69,9 +122,13 @@ func (s *Server) renderUpload(w http.ResponseWriter, r *http.Request, b *browser
 	if err != nil {
 		return err
 	}
+	who, err := s.askerOf(r, b.session.AccountID, rec.Owner.Key)
+	if err != nil {
+		return err
+	}
 	return s.render(w, status, "upload", uploadPage{pageBase: base, ID: rec.ID, Reference: rec.Reference, Purpose: rec.Purpose,
-		Accept: rec.Accept, LimitMiB: files.MaxUpload >> 20, Expires: rec.Expires, Filled: rec.Filled,
-		MIME: rec.MIME, SHA256: rec.SHA256, Size: rec.Size, Error: msg})
+		Accept: rec.Accept, LimitMiB: files.MaxUpload >> 20, Expires: rec.Expires, FileTTL: ttlText(s.cfg.Files.TTL()), Filled: rec.Filled,
+		Name: rec.Name, MIME: rec.MIME, SHA256: rec.SHA256, Size: rec.Size, Asker: who, Error: msg})
 }
 
 // upload takes the file of an upload page. Before a byte of the body is

@@ -100,7 +100,8 @@ func TestUploadPage(t *testing.T) {
 	r.wantRedirect(t, "next to another site", "/approvals")
 
 	got := e.get("/uploads/"+page.ID, e.as(alice.id)).want(t, "the page", http.StatusOK)
-	for _, want := range []string{page.Reference, "receipt", "application/pdf, image/*", "20 MiB", "acme", `enctype="multipart/form-data"`, `type="file"`} {
+	for _, want := range []string{page.Reference, "receipt", "application/pdf, image/*", "20 MiB", "acme", `enctype="multipart/form-data"`, `type="file"`,
+		"Asked by an agent key that is no longer listed", "<dt>This page</dt>", "<dt>The file</dt>"} {
 		if !strings.Contains(got.body, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -146,7 +147,8 @@ func TestUploadPage(t *testing.T) {
 		t.Fatal("the stored file differs")
 	}
 	done := e.get("/uploads/"+page.ID, e.as(alice.id)).want(t, "the page after the upload", http.StatusOK)
-	if !strings.Contains(done.body, rec.SHA256) || strings.Contains(done.body, `type="file"`) {
+	if !strings.Contains(done.body, rec.SHA256) || !strings.Contains(done.body, `<dd class="file-name">passwd.pdf</dd>`) ||
+		strings.Contains(done.body, `type="file"`) || strings.Contains(done.body, "<dt>This page</dt>") {
 		t.Errorf("the page after the upload:\n%s", done.body)
 	}
 	e.uploadFile(alice, page.ID, alice.csrf, "again.pdf", receipt).want(t, "a second file", http.StatusConflict)

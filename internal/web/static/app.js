@@ -11,8 +11,9 @@ function tick() {
       el.classList.add("soon");
       continue;
     }
-    const m = Math.floor(left / 60), s = left % 60;
-    el.textContent = m + ":" + String(s).padStart(2, "0") + " left";
+    const m = Math.floor(left / 60), s = left % 60, mmss = m + ":" + String(s).padStart(2, "0");
+    // data-label says what expires, where a page has more than one expiry.
+    el.textContent = el.dataset.label ? el.dataset.label + " " + mmss : mmss + " left";
     el.classList.toggle("soon", left < 60);
   }
 }
