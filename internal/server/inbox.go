@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -81,12 +82,30 @@ func coversOf(r *countersign.Request) *coverView {
 	return c
 }
 
+// reasonsOf are the reasons a page shows for r: an MCP call's tier comes
+// first, from the fact step-up decides on, whether or not the agent's side
+// wrote it as a reason (a reason naming another tier is refused when the
+// request is made).
+func reasonsOf(r *countersign.Request) []string {
+	if r.Kind != countersign.KindMCP {
+		return r.RiskReasons
+	}
+	tier := "tier: unknown (any tier's rules apply)"
+	if r.Tier != "" {
+		tier = approval.TierReason(r.Tier)
+	}
+	if slices.Contains(r.RiskReasons, tier) {
+		return r.RiskReasons
+	}
+	return append([]string{tier}, r.RiskReasons...)
+}
+
 // viewOf is a request as its page shows it; files are the uploads its
 // call carries (Server.filesOf).
 func viewOf(r *countersign.Request, files ...fileView) *requestView {
 	v := &requestView{
 		ID: r.ID, Ref: countersign.FormatReference(r.Reference), Kind: string(r.Kind), Action: r.Action,
-		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: r.RiskReasons, Ctx: r.Context,
+		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: reasonsOf(r), Ctx: r.Context,
 		Arguments: r.ArgumentsText,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, DecidedBy: r.DecidedBy,
 		Text: r.Reason, Pending: r.Status == countersign.StatusPending,

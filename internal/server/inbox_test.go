@@ -503,3 +503,29 @@ func TestInboxAccountSwitch(t *testing.T) {
 	acme2 := e.create(e.agentA, ibTool("s1"))
 	shows(alice, acme2, other)
 }
+
+// TestPageShowsTheTierStepUpReads: an MCP call's page names the tier that
+// step-up decides on, once, whether the agent's side wrote it as a reason
+// or not; a call of unknown tier says so.
+func TestPageShowsTheTierStepUpReads(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice := e.signIn("alice")
+	for _, c := range []struct {
+		tier    string
+		reasons []string
+		want    string
+	}{
+		{"commit", nil, "tier: commit"},
+		{"external", []string{"tier: external"}, "tier: external"},
+		{"", nil, "tier: unknown"},
+	} {
+		in := client.CreateInput{Kind: "mcp", Action: "files_write_" + c.tier, Tier: c.tier, RiskReasons: c.reasons,
+			Arguments: []byte(`{"path":"/srv/notes.txt"}`)}
+		r := e.create(e.agentA, in)
+		page := e.get("/approvals/"+r.ID, e.as(alice.id))
+		if n := strings.Count(page.body, c.want); n != 1 {
+			t.Errorf("tier %q, reasons %q: the page names %q %d times, want once", c.tier, c.reasons, c.want, n)
+		}
+	}
+}
