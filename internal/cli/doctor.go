@@ -22,7 +22,9 @@ Checks a set-up and says, one line each, what is right and what to fix: the
 server answers, its public URL, notifications, the rm wrapper, the Claude
 Code hook, the MCP gateway's upstreams, the data directory and the secret
 key file. A check that does not apply where it runs says "skip" and why.
-It changes nothing. Exit status 1 when a check failed.`
+It tightens no mode and makes no file; it opens the store, as notify status
+does, only once the data directory and the key file passed. Exit status 1
+when a check failed.`
 
 // doctorTimeout bounds each network check: a server or an upstream that
 // does not answer within it is reported, not waited for.
