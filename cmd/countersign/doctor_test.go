@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -460,4 +461,39 @@ func TestDoctorUsage(t *testing.T) {
 	if res.code != 2 || res.stderr != "countersign doctor: usage: unexpected argument \"now\"\n" {
 		t.Fatalf("countersign doctor now: exit %d\n%s", res.code, res.stderr)
 	}
+}
+
+// TestDoctorPostgres: beside a PostgreSQL store there is no data
+// directory to check; the key file must be named, and the channels are
+// read from the database.
+func TestDoctorPostgres(t *testing.T) {
+	t.Parallel()
+	b := doctorBed(t)
+	url := pgtest.SchemaURL(t)
+	keyFile := filepath.Join(b.home, "secret.key")
+	b.mustRun(b.env(), "secret-key", "create", keyFile)
+	secret := filepath.Join(b.home, "whsec")
+	writeFile(t, secret, "whsec_doctor-test-secret", 0o600)
+	pg := b.env("COUNTERSIGN_DATABASE_URL="+url, "COUNTERSIGN_SECRET_KEY_FILE="+keyFile)
+	b.mustRun(pg, "account", "create", "default")
+	b.mustRun(pg,
+		"notify", "add", "--name", "n8n", "--type", "webhook", "--url", "https://n8n.example.com/hook", "--secret-file", secret)
+	env := b.doctorEnv("COUNTERSIGN_URL="+closedURL(t), "COUNTERSIGN_DATABASE_URL="+url)
+
+	out := b.doctor(env, 1, "--secret-key-file", keyFile)
+	where := strings.TrimPrefix(url, "postgres://")
+	where = where[strings.Index(where, "@")+1:]
+	where = where[:strings.Index(where, "?")]
+	wantFinding(t, out, "skip", "data dir", "the store is PostgreSQL ("+where+"): no data directory", "")
+	wantFinding(t, out, "ok", "secret key", keyFile+" is 0600", "")
+	wantFinding(t, out, "warn", "notifications", "webhook channel n8n of account default: nothing delivered yet",
+		"see it work: countersign notify test --account default n8n")
+	if strings.Contains(out, "search_path") || strings.Contains(out, "whsec_") {
+		t.Fatalf("doctor showed the database URL's parameters or a secret:\n%s", out)
+	}
+
+	out = b.doctor(env, 1)
+	wantFinding(t, out, "FAIL", "secret key", "a PostgreSQL store needs the secret key file, and none is set",
+		"set COUNTERSIGN_SECRET_KEY_FILE (or --secret-key-file) to the file every replica uses")
+	wantFinding(t, out, "skip", "notifications", "the store is not read until the checks above pass", "")
 }
