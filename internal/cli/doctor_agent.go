@@ -227,7 +227,11 @@ func (d *doctor) checkMCP(ctx context.Context) {
 		d.add(statusFail, check, d.mcpConfig+" names no upstream", "add an [[upstream]] with a command or a url")
 		return
 	}
-	d.add(statusOK, check, fmt.Sprintf("%s loads: %d upstreams", d.mcpConfig, len(cfg.Upstreams)), "")
+	upstreams := "1 upstream"
+	if n := len(cfg.Upstreams); n != 1 {
+		upstreams = fmt.Sprintf("%d upstreams", n)
+	}
+	d.add(statusOK, check, d.mcpConfig+" loads: "+upstreams, "")
 	for _, u := range cfg.Upstreams {
 		d.probe(ctx, u)
 	}
