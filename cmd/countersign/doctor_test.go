@@ -307,17 +307,17 @@ func TestDoctorRmWrapper(t *testing.T) {
 	out := b.doctor(append(b.doctorEnv(url), "PATH="+dir+":/usr/bin:/bin"), 1)
 	wantFinding(t, out, "ok", "rm wrapper", dir+"/rm is first in PATH and guards agent shells (CLAUDECODE=1, GEMINI_CLI=1, CODEX_SANDBOX, CODEX_THREAD_ID); "+
 		"a shell without a marker passes straight through, as rm --dry-run explains", "")
-	realRm, err := exec.LookPath("rm")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat("/bin/rm"); err == nil {
-		realRm = "/bin/rm"
+	realRm := "/bin/rm" // the wrapper's first choice, else /usr/bin/rm
+	if _, err := os.Stat(realRm); err != nil {
+		realRm = "/usr/bin/rm"
 	}
 	wantFinding(t, out, "ok", "real rm", realRm, "")
 
 	out = b.doctor(append(b.doctorEnv(url), "PATH=/usr/bin:/bin:"+dir), 1)
-	first, _ := exec.LookPath("rm")
+	first := "/usr/bin/rm" // the first rm of doctorEnv's PATH
+	if _, err := os.Stat(first); err != nil {
+		first = "/bin/rm"
+	}
 	wantFinding(t, out, "FAIL", "rm wrapper", fmt.Sprintf("the wrapper %s/rm is in PATH after %s, which runs instead", dir, first),
 		"put "+dir+" before "+filepath.Dir(first)+" in the PATH of the agent's shells")
 
