@@ -55,6 +55,7 @@ func commands() map[string]command {
 		"rm":         {"the rm wrapper: asks before a risky delete (also as a symlink named rm)", runRm},
 		"hook":       {"the Claude Code hook: hook claude (PreToolUse, PermissionRequest), hook claude install", runHook},
 		"mcp":        {"the MCP gateway over stdio: asks a human before commit and external tool calls", runMCP},
+		"doctor":     {"check a set-up: server, public URL, notifications, rm wrapper, hook, MCP upstreams, file modes", runDoctor},
 	}
 }
 
