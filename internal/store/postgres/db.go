@@ -45,10 +45,11 @@ import (
 )
 
 var (
-	_ countersign.Store      = (*DB)(nil)
-	_ countersign.ChangeFeed = (*DB)(nil)
-	_ countersign.Exporter   = (*DB)(nil)
-	_ countersign.Importer   = (*DB)(nil)
+	_ countersign.Store         = (*DB)(nil)
+	_ countersign.ChangeFeed    = (*DB)(nil)
+	_ countersign.OutboxWatcher = (*DB)(nil)
+	_ countersign.Exporter      = (*DB)(nil)
+	_ countersign.Importer      = (*DB)(nil)
 )
 
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns. A
@@ -82,7 +83,15 @@ type DB struct {
 	keyedFrom  atomic.Int64 // the first keyed audit entry; 0: none is
 
 	failures writeFailures // writes that failed, by cause (stats.go)
+
+	// outbox rings after every commit of this process that added outbox
+	// items, and when the change feed hears of one by another replica.
+	outbox countersign.Bell
 }
+
+// WatchOutbox implements countersign.OutboxWatcher: it hears the commits
+// of this process at once, and those of other replicas while Listen runs.
+func (db *DB) WatchOutbox() (<-chan struct{}, func()) { return db.outbox.Watch() }
 
 // Open connects to the database at url (postgres://… or key=value), applies
 // the migrations this binary knows under an advisory lock, so that replicas

@@ -22,7 +22,10 @@ const quietCheck = 15 * time.Second
 // connection is lost it reconnects with a growing pause (50 ms up to 5 s,
 // with jitter, so that replicas do not reconnect in step) and, once
 // listening again, calls onResync: what was committed in between was
-// announced to nobody here. It returns nil when ctx is done.
+// announced to nobody here. It returns nil when ctx is done. While it
+// listens, a change that added outbox items rings WatchOutbox here too,
+// and so does every resync: the outbox is read again for what the gap
+// left unannounced.
 func (db *DB) Listen(ctx context.Context, onChange func(requestID, accountID string), onResync func()) error {
 	pause := db.minBackoff
 	for ctx.Err() == nil {
@@ -66,6 +69,7 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 	// Listening from here on: whatever was committed before, while no one
 	// listened, is caught by the waiters reading the store again.
 	onResync()
+	db.outbox.Ring()
 	db.log.Debug("listening for changes of other replicas")
 	for {
 		wait, cancel := context.WithTimeout(ctx, quietCheck)
@@ -74,7 +78,13 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 		switch {
 		case err == nil:
 			requestID, accountID, _ := strings.Cut(n.Payload, " ")
-			onChange(requestID, accountID)
+			accountID, mark, _ := strings.Cut(accountID, " ")
+			if mark == outboxMark {
+				db.outbox.Ring()
+			}
+			if requestID != "" {
+				onChange(requestID, accountID)
+			}
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():

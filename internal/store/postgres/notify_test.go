@@ -198,3 +198,48 @@ func TestListenReconnects(t *testing.T) {
 		}
 	}
 }
+
+// TestListenWakesOutbox: outbox items added on one replica wake the
+// notification worker's watch on another through the listener, both those
+// of a new request and those enqueued on their own; and a resync rings the
+// watch, since what the gap left unannounced may include outbox items.
+func TestListenWakesOutbox(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	added, stop := listener.WatchOutbox()
+	defer stop()
+	listen(t, listener, nil)
+	select {
+	case <-added:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first resync did not ring the outbox watch")
+	}
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	ch := &countersign.Channel{AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
+	if err := writer.CreateChannel(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	r := &countersign.Request{
+		AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+		Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "a", PreviewHash: "p",
+		Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		Outbox: []countersign.OutboxItem{{ChannelID: ch.ID, Event: countersign.EventCreated}},
+	}
+	if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-added:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no ring of the other replica's watch after %s", what)
+		}
+	}
+	wait("a request with an outbox item")
+	if err := writer.Enqueue(ctx, []countersign.OutboxItem{{AccountID: acc.ID, ChannelID: ch.ID, RequestID: r.ID, Event: countersign.EventDecided}}, storetest.Base); err != nil {
+		t.Fatal(err)
+	}
+	wait("Enqueue")
+}

@@ -20,16 +20,22 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 	if len(items) == 0 {
 		return nil
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	err := db.update(ctx, func(tx pgx.Tx) error {
 		return insertOutbox(ctx, tx, items, now)
 	})
+	if err == nil {
+		db.outbox.Ring()
+	}
+	return err
 }
 
 // insertOutbox inserts pending items in one round trip, leaving out those
-// whose channel is gone or belongs to another account.
+// whose channel is gone or belongs to another account, and announces them
+// to the notification workers of the other replicas.
 func insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem, now time.Time) error {
 	batch := &pgx.Batch{}
 	ids := queueOutbox(batch, items, now)
+	queueNotifyOutbox(batch, "", "")
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return outboxError(err, ids)
 	}

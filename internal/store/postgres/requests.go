@@ -17,8 +17,14 @@ import (
 const accountLock = 0x6373_6163
 
 // notifyChannel is the channel every committed change of a request is
-// announced on, with the payload "<request id> <account id>".
+// announced on, with the payload "<request id> <account id>", followed by
+// " "+outboxMark when the change added outbox items. Items added on their
+// own (Enqueue) are announced with the payload "  "+outboxMark.
 const notifyChannel = "countersign"
+
+// outboxMark ends the payload of a change that added outbox items: it
+// wakes the notification workers of every replica (see OutboxWatcher).
+const outboxMark = "+outbox"
 
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
@@ -42,6 +48,9 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	})
 	if err != nil {
 		return nil, false, err
+	}
+	if created && len(r.Outbox) > 0 {
+		db.outbox.Ring()
 	}
 	return got, created, nil
 }
@@ -191,7 +200,11 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 		queueLink(batch, countersign.Link{Hash: l.Hash, RequestID: r.ID, Action: l.Action, CreatedAt: r.CreatedAt})
 	}
 	outboxIDs := queueOutbox(batch, r.OutboxItems(), r.CreatedAt)
-	queueNotify(batch, r.ID, r.AccountID)
+	if len(outboxIDs) > 0 {
+		queueNotifyOutbox(batch, r.ID, r.AccountID)
+	} else {
+		queueNotify(batch, r.ID, r.AccountID)
+	}
 	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
 	idem := countersign.IdempotencyFrom(p.ctx)
 	if idem != nil && idem.Op == countersign.IdemCreate {
@@ -234,6 +247,12 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 // when the transaction commits, and not at all when it rolls back.
 func queueNotify(b *pgx.Batch, requestID, accountID string) {
 	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID)
+}
+
+// queueNotifyOutbox is queueNotify for a change that also added outbox
+// items: one notification tells the waiters and the notification workers.
+func queueNotifyOutbox(b *pgx.Batch, requestID, accountID string) {
+	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID+" "+outboxMark)
 }
 
 // queueRequest queues the insert of r as a new row, returning the row
