@@ -87,6 +87,8 @@ type DB struct {
 	// outbox rings after every commit of this process that added outbox
 	// items, and when the change feed hears of one by another replica.
 	outbox countersign.Bell
+	// channels keeps the channels of accounts while Listen runs.
+	channels channelCache
 }
 
 // WatchOutbox implements countersign.OutboxWatcher: it hears the commits

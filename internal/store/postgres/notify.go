@@ -68,6 +68,9 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 	}
 	// Listening from here on: whatever was committed before, while no one
 	// listened, is caught by the waiters reading the store again.
+	// Channels are kept from here on, while changes of them are heard.
+	db.channels.listening(true)
+	defer db.channels.listening(false)
 	onResync()
 	db.outbox.Ring()
 	db.log.Debug("listening for changes of other replicas")
@@ -79,8 +82,11 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 		case err == nil:
 			requestID, accountID, _ := strings.Cut(n.Payload, " ")
 			accountID, mark, _ := strings.Cut(accountID, " ")
-			if mark == outboxMark {
+			switch mark {
+			case outboxMark:
 				db.outbox.Ring()
+			case channelMark:
+				db.channels.clear()
 			}
 			if requestID != "" {
 				onChange(requestID, accountID)

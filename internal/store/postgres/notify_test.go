@@ -243,3 +243,64 @@ func TestListenWakesOutbox(t *testing.T) {
 	}
 	wait("Enqueue")
 }
+
+// TestChannelsHeardAcrossReplicas: a replica that listens keeps the
+// channels of accounts, and forgets them when another replica changes
+// them (heard through the feed, in commit order) or when it changes them
+// itself (at once).
+func TestChannelsHeardAcrossReplicas(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	rec := listen(t, listener, nil)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	count := func(db *DB) int {
+		t.Helper()
+		list, err := db.Channels(ctx, acc.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	if n := count(listener); n != 0 {
+		t.Fatalf("%d channels before any was added", n)
+	}
+	add := func(db *DB, name string) {
+		t.Helper()
+		ch := &countersign.Channel{AccountID: acc.ID, Name: name, Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
+		if err := db.CreateChannel(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(writer, "theirs")
+	// A change committed after the channel's is announced after it: once
+	// the listener heard the request, it has heard the channel too.
+	r := &countersign.Request{
+		AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+		Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "a", PreviewHash: "p",
+		Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+	}
+	if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the request made after the channel", func() bool { return len(rec.changes[r.ID]) == 1 })
+	if n := count(listener); n != 1 {
+		t.Fatalf("the listening replica sees %d channels after another added one, want 1", n)
+	}
+	add(listener, "mine")
+	if n := count(listener); n != 2 {
+		t.Fatalf("the listening replica sees %d channels after it added one, want 2", n)
+	}
+	if err := writer.RemoveChannel(ctx, acc.ID, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	r2 := *r
+	r2.ID, r2.Reference, r2.ArgsHash = "", countersign.NewReference(), "b"
+	if _, _, err := writer.CreateRequest(ctx, &r2, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the request made after the removal", func() bool { return len(rec.changes[r2.ID]) == 1 })
+	if n := count(listener); n != 1 {
+		t.Fatalf("the listening replica sees %d channels after another removed one, want 1", n)
+	}
+}
