@@ -45,10 +45,23 @@ func startServers(ctx context.Context, o *options, bin string, maxPending int, s
 	if err != nil {
 		return nil, nil, err
 	}
-	env := append([]string{"COUNTERSIGN_DATABASE_URL=" + schemaURL}, o.serverEnv...)
-	srv, err = startServer(ctx, bin, maxPending, o.keep, env, stderr)
+	// Every replica of a PostgreSQL store opens it with the same secret
+	// key file.
+	keyDir, err := os.MkdirTemp("", "countersign-load-key-")
 	if err != nil {
 		drop()
+		return nil, nil, err
+	}
+	dropAll := func() { drop(); os.RemoveAll(keyDir) }
+	keyFile := filepath.Join(keyDir, "secret.key")
+	if b, err := exec.CommandContext(ctx, bin, "secret-key", "create", keyFile).CombinedOutput(); err != nil {
+		dropAll()
+		return nil, nil, fmt.Errorf("countersign secret-key create: %w: %s", err, b)
+	}
+	env := append([]string{"COUNTERSIGN_DATABASE_URL=" + schemaURL, "COUNTERSIGN_SECRET_KEY_FILE=" + keyFile}, o.serverEnv...)
+	srv, err = startServer(ctx, bin, maxPending, o.keep, env, stderr)
+	if err != nil {
+		dropAll()
 		return nil, nil, err
 	}
 	var once sync.Once
@@ -60,7 +73,7 @@ func startServers(ctx context.Context, o *options, bin string, maxPending int, s
 					stopErr = err
 				}
 			}
-			drop()
+			dropAll()
 		})
 		return stopErr
 	}
