@@ -7,7 +7,7 @@ import (
 )
 
 // channelMark ends the payload of a change of notification channels
-// ("  +channels"): the replicas that hear it forget the channels they keep.
+// ("  <origin> +channels"): the replicas that hear it forget the channels they keep.
 const channelMark = "+channels"
 
 // channelCache keeps the channels of each account, which every new request

@@ -42,7 +42,7 @@ func (db *DB) changeChannels(ctx context.Context, fn func(tx pgx.Tx) error) erro
 		if err := fn(tx); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, "  "+channelMark); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, db.payload("", "", channelMark)); err != nil {
 			return fmt.Errorf("announce the change of channels: %w", err)
 		}
 		return nil

@@ -18,7 +18,8 @@ const quietCheck = 15 * time.Second
 
 // Listen implements countersign.ChangeFeed. It holds a connection of its own,
 // outside the pool, running LISTEN countersign, and calls onChange for
-// every change committed by any replica (this one included). When the
+// every change committed by any other replica or process (db's own are
+// passed over: see payload). When the
 // connection is lost it reconnects with a growing pause (50 ms up to 5 s,
 // with jitter, so that replicas do not reconnect in step) and, once
 // listening again, calls onResync: what was committed in between was
@@ -80,8 +81,24 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 		cancel()
 		switch {
 		case err == nil:
-			requestID, accountID, _ := strings.Cut(n.Payload, " ")
-			accountID, mark, _ := strings.Cut(accountID, " ")
+			// "<request id> <account id> <origin>[ <mark>]"; a replica of
+			// an earlier version sends the first two alone.
+			f := strings.SplitN(n.Payload, " ", 4)
+			requestID, accountID, origin, mark := f[0], "", "", ""
+			if len(f) > 1 {
+				accountID = f[1]
+			}
+			if len(f) > 2 {
+				origin = f[2]
+			}
+			if len(f) > 3 {
+				mark = f[3]
+			}
+			if origin == db.origin {
+				// Committed by this DB value, whose callers rang their
+				// waiters, the outbox and the channels already.
+				continue
+			}
 			switch mark {
 			case outboxMark:
 				db.outbox.Ring()

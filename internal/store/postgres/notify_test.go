@@ -304,3 +304,41 @@ func TestChannelsHeardAcrossReplicas(t *testing.T) {
 		t.Fatalf("the listening replica sees %d channels after another removed one, want 1", n)
 	}
 }
+
+// TestListenPassesOverOwnChanges: the feed does not report what the
+// listening store value committed itself (its callers rang their waiters
+// with the committed request), and does report another value's changes.
+func TestListenPassesOverOwnChanges(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	rec := listen(t, listener, nil)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	mk := func(db *DB, args string) *countersign.Request {
+		t.Helper()
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: args, PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		got, _, err := db.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	own := mk(listener, "own")
+	if _, err := listener.Transition(ctx, countersign.Transition{ID: own.ID, From: []countersign.Status{countersign.StatusPending},
+		To: countersign.StatusDenied, Now: storetest.Base}, countersign.AuditEvent{Event: "denied", Actor: "a", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	// Announced in commit order: once the later change of the other value
+	// is heard, the listener's own would have been.
+	other := mk(writer, "other")
+	rec.waitFor(t, "the other value's change", func() bool { return len(rec.changes[other.ID]) == 1 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n := len(rec.changes[own.ID]); n != 0 {
+		t.Errorf("the listener's own changes were reported %d times, want none", n)
+	}
+}

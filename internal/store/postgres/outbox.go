@@ -21,7 +21,7 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 		return nil
 	}
 	err := db.update(ctx, func(tx pgx.Tx) error {
-		return insertOutbox(ctx, tx, items, now)
+		return db.insertOutbox(ctx, tx, items, now)
 	})
 	if err == nil {
 		db.outbox.Ring()
@@ -32,10 +32,10 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 // insertOutbox inserts pending items in one round trip, leaving out those
 // whose channel is gone or belongs to another account, and announces them
 // to the notification workers of the other replicas.
-func insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem, now time.Time) error {
+func (db *DB) insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem, now time.Time) error {
 	batch := &pgx.Batch{}
 	ids := queueOutbox(batch, items, now)
-	queueNotifyOutbox(batch, "", "")
+	queueNotify(batch, db.payload("", "", outboxMark))
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return outboxError(err, ids)
 	}

@@ -17,9 +17,10 @@ import (
 const accountLock = 0x6373_6163
 
 // notifyChannel is the channel every committed change of a request is
-// announced on, with the payload "<request id> <account id>", followed by
-// " "+outboxMark when the change added outbox items. Items added on their
-// own (Enqueue) are announced with the payload "  "+outboxMark.
+// announced on, with the payload "<request id> <account id> <origin>",
+// followed by " "+outboxMark when the change added outbox items; origin
+// names the DB value that made it (see payload). Items added on their own
+// (Enqueue) are announced with the payload "  <origin> "+outboxMark.
 const notifyChannel = "countersign"
 
 // outboxMark ends the payload of a change that added outbox items: it
@@ -131,14 +132,14 @@ func createAtOnce(p *pipe, r *countersign.Request, maxPending int, now time.Time
 	mark := ""
 	items := rc.OutboxItems()
 	if len(items) > 0 {
-		mark = " " + outboxMark
+		mark = outboxMark
 	}
 	batch.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
 			$11::text, $12::text, $13::text, $14::text, $15::bigint, $16::bigint, $17::bigint, $18::text, $19::text, $20::bigint,
 			$21::bigint, $22::text, $23::text, $24::text, $25::text, $26::text, $27::boolean, $28::text
 		WHERE `+where+`
-		RETURNING `+requestColumns+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || '`+mark+`')::text`, a...)
+		RETURNING `+requestColumns+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", mark)[1:])+`)::text`, a...)
 	for _, l := range rc.Links {
 		batch.Queue(`INSERT INTO links (hash, request_id, action, created_at) SELECT $1, $2, $3, $4 WHERE `+changedHere("$2"),
 			l.Hash, rc.ID, l.Action, nanos(rc.CreatedAt))
@@ -301,9 +302,9 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 	}
 	outboxIDs := queueOutbox(batch, r.OutboxItems(), r.CreatedAt)
 	if len(outboxIDs) > 0 {
-		queueNotifyOutbox(batch, r.ID, r.AccountID)
+		queueNotify(batch, p.db.payload(r.ID, r.AccountID, outboxMark))
 	} else {
-		queueNotify(batch, r.ID, r.AccountID)
+		queueNotify(batch, p.db.payload(r.ID, r.AccountID, ""))
 	}
 	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
 	idem := countersign.IdempotencyFrom(p.ctx)
@@ -345,14 +346,20 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 
 // queueNotify queues the announcement of a change of a request; it is sent
 // when the transaction commits, and not at all when it rolls back.
-func queueNotify(b *pgx.Batch, requestID, accountID string) {
-	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID)
+func queueNotify(b *pgx.Batch, payload string) {
+	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, payload)
 }
 
-// queueNotifyOutbox is queueNotify for a change that also added outbox
-// items: one notification tells the waiters and the notification workers.
-func queueNotifyOutbox(b *pgx.Batch, requestID, accountID string) {
-	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID+" "+outboxMark)
+// payload is the text of the notification of a change of a request by
+// this DB value, with mark ("" for none) at its end. The origin lets
+// Listen pass over what this value committed itself: its callers ring
+// their own waiters, with the request as it was committed.
+func (db *DB) payload(requestID, accountID, mark string) string {
+	s := requestID + " " + accountID + " " + db.origin
+	if mark != "" {
+		s += " " + mark
+	}
+	return s
 }
 
 // queueRequest queues the insert of r as a new row, returning the row

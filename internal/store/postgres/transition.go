@@ -72,7 +72,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			nanos(t.Now), got.KeyID, got.Context.SessionID)
 	}
 	for _, it := range items {
-		queueNotify(batch, it.requestID, it.accountID)
+		queueNotify(batch, p.db.payload(it.requestID, it.accountID, ""))
 	}
 	p.db.queueAudit(batch, t.Now, items...)
 	idem := countersign.IdempotencyFrom(p.ctx)
@@ -173,7 +173,7 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 func transitionAtOnce(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
 	query, a := updateSQL(t)
 	batch := &pgx.Batch{}
-	batch.Queue(query+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id)::text`, a...)
+	batch.Queue(query+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", "")[1:])+`)::text`, a...)
 	p.db.queueAuditIfChanged(batch, t.Now, auditItem{requestID: t.ID, ev: ev})
 	br := p.sendCommit(batch)
 	got, err := scanRequest(withNotified{br.QueryRow()})
@@ -317,7 +317,7 @@ func (db *DB) expireRequests(ctx context.Context, tx pgx.Tx, id string, now time
 	items := make([]auditItem, 0, len(out))
 	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
 	for _, e := range out {
-		queueNotify(batch, e.ID, e.AccountID)
+		queueNotify(batch, db.payload(e.ID, e.AccountID, ""))
 		items = append(items, auditItem{e.AccountID, e.ID, ev})
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
