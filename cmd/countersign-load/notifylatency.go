@@ -23,8 +23,8 @@ import (
 // i mod N, and for each the tool measures from sending the create to the
 // receiver having the webhook of its creation. Each request is cancelled
 // once its webhook arrived, and the next one is created after a random
-// pause of up to 100 ms, so that creations do not fall in step with any
-// poll of the server.
+// pause of up to a second, so that creations fall evenly over a sender's
+// poll of once a second instead of in step with it.
 func runNotify(ctx context.Context, o *options, srv *server, out *printer) error {
 	rcv := &hookArrivals{byID: map[string]chan time.Time{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,7 +71,7 @@ func runNotify(ctx context.Context, o *options, srv *server, out *printer) error
 			return fmt.Errorf("cancel %d: %w", i, err)
 		}
 		select {
-		case <-time.After(rand.N(100 * time.Millisecond)):
+		case <-time.After(rand.N(time.Second)):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
