@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"sync"
 
 	"github.com/countersign/countersign"
@@ -70,10 +71,13 @@ func (c *channelCache) listening(on bool) {
 	c.mu.Unlock()
 }
 
+// copyChannels copies the channels with their config and sealed secret,
+// so that no caller shares bytes with the cache.
 func copyChannels(list []*countersign.Channel) []*countersign.Channel {
 	out := make([]*countersign.Channel, len(list))
 	for i, ch := range list {
 		c := *ch
+		c.Config, c.Secret = bytes.Clone(ch.Config), bytes.Clone(ch.Secret)
 		out[i] = &c
 	}
 	return out
