@@ -8,8 +8,11 @@ import "context"
 // alone does not implement it: the approval service rings its own hub.
 type ChangeFeed interface {
 	// Listen calls onChange for every committed change of a request (its
-	// creation, a transition, its expiry) made through any connection to
-	// the store, this process's included, and blocks until ctx is done.
+	// creation, a transition, its expiry) made through any other store
+	// value on the same database (another replica, a command), and blocks
+	// until ctx is done. The changes made through this store value are
+	// left to its callers, which ring their own waiters with the request
+	// as committed (approval.Service does).
 	// When the feed was interrupted (the database restarted, the
 	// connection dropped) it reconnects by itself and, once listening
 	// again, calls onResync, because changes committed in the gap were not

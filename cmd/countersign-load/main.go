@@ -20,6 +20,9 @@
 //	        and what it was answered (signinflood.go).
 //	idle    P idle long polls, each on its own pending request, held at once;
 //	        reports the server's resident memory (VmRSS, VmHWM).
+//	notify  a webhook receiver of the tool's own is made a channel; one
+//	        agent creates requests one after the other and the tool measures
+//	        from each create to its webhook's arrival (notifylatency.go).
 //
 // Every metric is printed as one line "name value unit"; lines starting
 // with '#' are comments. The tool exits non-zero on any error, stops by
@@ -81,6 +84,9 @@ type options struct {
 	floodLead                 time.Duration
 	floodUser                 string
 
+	// notify
+	notifications int
+
 	// idle
 	polls       int
 	hold        time.Duration
@@ -96,12 +102,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("countersign-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.bin, "bin", "", "path of a built countersign binary (default: go build one into a temporary directory)")
-	fs.StringVar(&o.scenario, "scenario", "cycles", "cycles, wake, idle or signin-flood")
+	fs.StringVar(&o.scenario, "scenario", "cycles", "cycles, wake, idle, signin-flood or notify")
 	fs.BoolVar(&o.keep, "keep", false, "keep the temporary data directory")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of this tool (not of the server) to the file")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up (and fail) after this long in all")
 	fs.StringVar(&o.databaseURL, "database-url", "", "run the servers on this PostgreSQL database, in a fresh schema dropped afterwards (default: SQLite in a temporary data directory)")
-	fs.IntVar(&o.replicas, "replicas", 1, "cycles: servers on the one --database-url; agent i waits on replica i mod N and is decided on replica i+1 mod N")
+	fs.IntVar(&o.replicas, "replicas", 1, "cycles, notify: servers on the one --database-url; cycles: agent i waits on replica i mod N and is decided on replica i+1 mod N; notify: request i is created on replica i mod N")
 	fs.Var(&o.serverEnv, "server-env", "NAME=VALUE added to the server's environment, such as GOGC=50 (repeatable)")
 	fs.IntVar(&o.agents, "agents", 50, "cycles: concurrent agents")
 	fs.IntVar(&o.history, "history", 0, "cycles, SQLite: finished requests put in the store before the run (a setup step, straight into the file), and the pending list measured after it")
@@ -117,6 +123,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.floodAttempts, "flood-attempts", 5, "signin-flood: wrong passwords each flood address sends at once")
 	fs.StringVar(&o.floodUser, "flood-user", "admin", "signin-flood: the username the flood guesses at (\"\": each address a made-up one of its own)")
 	fs.DurationVar(&o.floodLead, "flood-lead", 300*time.Millisecond, "signin-flood: how long after the flood starts the two browsers sign in")
+	fs.IntVar(&o.notifications, "notifications", 100, "notify: requests created one after the other, each timed to its webhook")
 	fs.IntVar(&o.polls, "polls", 10000, "idle: long polls held at once (at most 10000, the server's --max-pending bound)")
 	fs.DurationVar(&o.hold, "hold", 10*time.Second, "idle: how long the polls are held while memory is sampled")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "idle: concurrent creations while the requests are set up")
@@ -167,8 +174,8 @@ func (o *options) check() error {
 	if o.history < 0 || o.history > 10_000_000 || (o.history > 0 && (o.databaseURL != "" || o.scenario != "cycles")) {
 		return errors.New("--history must be from 0 to 10000000, and more than 0 only with SQLite and --scenario cycles")
 	}
-	if o.replicas < 1 || o.replicas > 8 || (o.replicas > 1 && (o.databaseURL == "" || o.scenario != "cycles")) {
-		return errors.New("--replicas must be from 1 to 8, and more than 1 only with --database-url and --scenario cycles")
+	if o.replicas < 1 || o.replicas > 8 || (o.replicas > 1 && (o.databaseURL == "" || (o.scenario != "cycles" && o.scenario != "notify"))) {
+		return errors.New("--replicas must be from 1 to 8, and more than 1 only with --database-url and --scenario cycles or notify")
 	}
 	if o.client != "raw" && o.client != "go" {
 		return fmt.Errorf("--client %q must be raw or go", o.client)
@@ -214,8 +221,12 @@ func (o *options) check() error {
 		if o.floodLead < 0 || o.floodLead > 10*time.Second {
 			return errors.New("--flood-lead must be from 0 to 10s")
 		}
+	case "notify":
+		if o.notifications < 1 || o.notifications > 100000 {
+			return errors.New("--notifications must be from 1 to 100000")
+		}
 	default:
-		return fmt.Errorf("--scenario %q must be cycles, wake, idle or signin-flood", o.scenario)
+		return fmt.Errorf("--scenario %q must be cycles, wake, idle, signin-flood or notify", o.scenario)
 	}
 	return nil
 }
@@ -269,6 +280,8 @@ func runScenario(ctx context.Context, o *options, out *printer, stderr io.Writer
 		err = runIdle(ctx, o, srv, out)
 	case "signin-flood":
 		err = runSigninFlood(ctx, o, srv, out)
+	case "notify":
+		err = runNotify(ctx, o, srv, out)
 	}
 	if err != nil {
 		return err

@@ -45,10 +45,23 @@ func startServers(ctx context.Context, o *options, bin string, maxPending int, s
 	if err != nil {
 		return nil, nil, err
 	}
-	env := append([]string{"COUNTERSIGN_DATABASE_URL=" + schemaURL}, o.serverEnv...)
-	srv, err = startServer(ctx, bin, maxPending, o.keep, env, stderr)
+	// Every replica of a PostgreSQL store opens it with the same secret
+	// key file.
+	keyDir, err := os.MkdirTemp("", "countersign-load-key-")
 	if err != nil {
 		drop()
+		return nil, nil, err
+	}
+	dropAll := func() { drop(); os.RemoveAll(keyDir) }
+	keyFile := filepath.Join(keyDir, "secret.key")
+	if b, err := exec.CommandContext(ctx, bin, "secret-key", "create", keyFile).CombinedOutput(); err != nil {
+		dropAll()
+		return nil, nil, fmt.Errorf("countersign secret-key create: %w: %s", err, b)
+	}
+	env := append([]string{"COUNTERSIGN_DATABASE_URL=" + schemaURL, "COUNTERSIGN_SECRET_KEY_FILE=" + keyFile}, o.serverEnv...)
+	srv, err = startServer(ctx, bin, maxPending, o.keep, env, stderr)
+	if err != nil {
+		dropAll()
 		return nil, nil, err
 	}
 	var once sync.Once
@@ -60,7 +73,7 @@ func startServers(ctx context.Context, o *options, bin string, maxPending int, s
 					stopErr = err
 				}
 			}
-			drop()
+			dropAll()
 		})
 		return stopErr
 	}
@@ -100,7 +113,12 @@ func freshSchema(ctx context.Context, dbURL string) (string, func(), error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	// The servers' connections carry the schema's name, so that the CPU
+	// of their backends can be told from that of other work on the same
+	// cluster (ownBackends).
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
+	ownApp, adminURL = schema, dbURL
 	drop := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -183,12 +201,53 @@ type peerCPU struct {
 	peers, pg      time.Duration
 	server         *server
 	withPostgreSQL bool
+	// own is the CPU of each backend of the servers' connections.
+	own map[int]time.Duration
 }
 
 func startPeerCPU(s *server, withPostgreSQL bool) *peerCPU {
 	w := &peerCPU{at: time.Now(), server: s, withPostgreSQL: withPostgreSQL}
 	w.peers, w.pg = w.read()
+	if withPostgreSQL {
+		w.own = ownBackends()
+	}
 	return w
+}
+
+// ownApp is the application_name of the servers' connections to
+// PostgreSQL, and adminURL the database the tool reads pg_stat_activity
+// from.
+var ownApp, adminURL string
+
+// ownBackends returns the CPU used so far by each PostgreSQL backend that
+// serves a connection of the servers (application_name ownApp, and its
+// listeners'), by pid.
+func ownBackends() map[int]time.Duration {
+	out := map[int]time.Duration{}
+	if ownApp == "" {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return out
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 OR application_name = $1 || ' listener'`, ownApp)
+	if err != nil {
+		return out
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return out
+	}
+	for _, pid := range pids {
+		if d, err := procCPU(int(pid)); err == nil {
+			out[int(pid)] = d
+		}
+	}
+	return out
 }
 
 func (w *peerCPU) read() (peers, pg time.Duration) {
@@ -215,6 +274,13 @@ func (w *peerCPU) report(out *printer) {
 	}
 	if w.withPostgreSQL {
 		out.metric("postgres_cpu_cores", (pg-w.pg).Seconds()/secs, "cores")
+		// A backend seen only at the end began during the window: all
+		// of its CPU counts. One that ended during it is missed.
+		var own time.Duration
+		for pid, d := range ownBackends() {
+			own += d - w.own[pid]
+		}
+		out.metric("postgres_own_backends_cpu_cores", own.Seconds()/secs, "cores")
 	}
 }
 

@@ -1,6 +1,7 @@
 package notify_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +27,8 @@ type hookReceiver struct {
 	status int // answer with this instead of 200 when not zero
 	got    []delivery
 	bad    int
+	// arrived, when set, is told of each good delivery (without blocking).
+	arrived chan struct{}
 }
 
 type delivery struct {
@@ -57,6 +60,12 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.got = append(h.got, delivery{header: r.Header.Clone(), raw: raw, body: b})
+	if h.arrived != nil {
+		select {
+		case h.arrived <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (h *hookReceiver) deliveries() []delivery {
@@ -331,5 +340,57 @@ func TestWebhookEchoNotKept(t *testing.T) {
 				t.Errorf("the token reached the status %q or the log:\n%s", st.LastError, e.logs.String())
 			}
 		})
+	}
+}
+
+// TestWorkerWokenByCommit: a running worker whose poll is an hour apart
+// sends a new request's webhook, and the follow-up of its decision, at
+// once: the store rings it after the commit that added them.
+func TestWorkerWokenByCommit(t *testing.T) {
+	e := newEnv(t)
+	hook := &hookReceiver{secret: "a webhook secret", arrived: make(chan struct{}, 1)}
+	rcv := newReceiver(t, hook)
+	addWebhook(t, e, "n8n", rcv.URL(), hook.secret)
+	w := notify.NewWorker(e.store, e.delivery, e.clock, e.log, notify.WorkerConfig{Interval: time.Hour})
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	waitDeliveries := func(n int) []delivery {
+		t.Helper()
+		timeout := time.After(10 * time.Second)
+		for {
+			if got := hook.deliveries(); len(got) >= n {
+				return got
+			}
+			select {
+			case <-hook.arrived:
+			case <-timeout:
+				t.Fatalf("%d deliveries after 10 s, want %d; the worker polls only hourly", len(hook.deliveries()), n)
+			}
+		}
+	}
+	// The first may be found by the worker's first look, which runs at
+	// its start; the second and the follow-up only by a wake-up.
+	e.ask("rm -rf /srv/data")
+	waitDeliveries(1)
+	r := e.ask("rm -rf /srv/other")
+	got := waitDeliveries(2)
+	b := got[1].body
+	if b.Event != "created" || b.Request == nil || b.Request.ID != r.ID {
+		t.Fatalf("second delivery = %+v, want the creation of %s", b, r.ID)
+	}
+	if code, page := e.press(b.DenyURL, url.Values{"reason": {"no"}}); code != http.StatusOK {
+		t.Fatalf("POST deny link = %d\n%s", code, page)
+	}
+	got = waitDeliveries(3)
+	if f := got[2].body; f.Event != "decided" || f.Request.ID != r.ID {
+		t.Fatalf("third delivery = %+v, want the decision of %s", f, r.ID)
 	}
 }

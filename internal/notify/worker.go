@@ -15,7 +15,10 @@ import (
 // WorkerConfig tunes the Worker. Zero values take the defaults.
 type WorkerConfig struct {
 	// Interval is how often the outbox is polled for due items (default
-	// 1 s). Every replica polls; ClaimDue hands each item to one.
+	// 1 s). Every replica polls; ClaimDue hands each item to one. A store
+	// that is a countersign.OutboxWatcher also wakes the worker at once
+	// when items are added; the poll then finds retries that came due and
+	// whatever a wake-up missed.
 	Interval time.Duration
 	// Batch is how many items one poll claims at most (default 10); they
 	// are sent at once.
@@ -92,6 +95,14 @@ func NewWorker(store countersign.Store, d *Delivery, clock countersign.Clock, lo
 func (w *Worker) Run(ctx context.Context) {
 	tick := time.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
+	// Watched before the first claim, so that an item committed after it
+	// began is never left to the poll.
+	var added <-chan struct{}
+	if ow, ok := w.store.(countersign.OutboxWatcher); ok {
+		var stop func()
+		added, stop = ow.WatchOutbox()
+		defer stop()
+	}
 	var lastPurge time.Time
 	for {
 		for {
@@ -112,6 +123,7 @@ func (w *Worker) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-added:
 		}
 	}
 }

@@ -90,24 +90,62 @@ var appendSQL = auditAppendSQL(false)
 var appendKeyedSQL = auditAppendSQL(true)
 
 func auditAppendSQL(keyed bool) string {
+	return auditAppendSQLOf(keyed, appendParams{at: "$1", account: "$2", request: "$3", event: "$4", actor: "$5", detail: "$6",
+		ipad: "$7", opad: "$8", head: "FROM audit_head WHERE id = 1"})
+}
+
+// appendIfChangedSQL is appendSQL for a change that may not have happened:
+// the entry is appended only when this transaction changed the request $2
+// (see changedHere), with the account of the request's row. Its
+// parameters: $1 the time, $2 the request, $3 the event, $4 the actor, $5
+// the detail; keyed, $6 and $7 the pads. It lets a change, its entry and
+// the commit go in one round trip, the entry only when the change was made.
+var appendIfChangedSQL, appendKeyedIfChangedSQL = auditAppendIfChangedSQL(false), auditAppendIfChangedSQL(true)
+
+func auditAppendIfChangedSQL(keyed bool) string {
+	return auditAppendSQLOf(keyed, appendParams{at: "$1", request: "$2", event: "$3", actor: "$4", detail: "$5",
+		ipad: "$6", opad: "$7", account: "h.account_id", head: `, r.account_id
+		FROM audit_head, (SELECT account_id FROM requests
+			WHERE id = $2::text AND xmin = pg_current_xact_id_if_assigned()::xid) r
+		WHERE audit_head.id = 1`})
+}
+
+// changedHere is the condition that this transaction changed the request
+// whose id is the parameter p: the row's version was written by it.
+func changedHere(p string) string {
+	return `EXISTS (SELECT 1 FROM requests WHERE id = ` + p + `::text AND xmin = pg_current_xact_id_if_assigned()::xid)`
+}
+
+// appendParams are the expressions of an append's fields: parameters, or
+// for account a column of h. head ends h's select list and reads the head.
+type appendParams struct {
+	at, account, request, event, actor, detail, ipad, opad, head string
+}
+
+func auditAppendSQLOf(keyed bool, p appendParams) string {
 	field := func(expr string) string {
 		return "octet_length(convert_to(" + expr + ", 'UTF8'))::text || ':' || " + expr
 	}
-	fields := []string{field("h.prev"), field("h.seq::text"), field("$1::bigint::text"),
-		field("$2::text"), field("$3::text"), field("$4::text"), field("$5::text"), field("$6::text")}
+	text := func(expr string) string {
+		if strings.HasPrefix(expr, "$") {
+			return expr + "::text"
+		}
+		return expr
+	}
+	fields := []string{field("h.prev"), field("h.seq::text"), field(p.at + "::bigint::text"),
+		field(text(p.account)), field(text(p.request)), field(text(p.event)), field(text(p.actor)), field(text(p.detail))}
 	value := `sha256(convert_to(` + strings.Join(fields, " || ") + `, 'UTF8'))`
 	if keyed {
-		value = `sha256($8::bytea || sha256($7::bytea || convert_to(` + strings.Join(fields, " || ") + `, 'UTF8')))`
+		value = `sha256(` + p.opad + `::bytea || sha256(` + p.ipad + `::bytea || convert_to(` + strings.Join(fields, " || ") + `, 'UTF8')))`
 	}
 	return `WITH h AS (
-		SELECT seq + 1 AS seq, CASE WHEN seq = 0 THEN '` + countersign.AuditGenesis + `' ELSE hash END AS prev
-		FROM audit_head WHERE id = 1
+		SELECT seq + 1 AS seq, CASE WHEN seq = 0 THEN '` + countersign.AuditGenesis + `' ELSE hash END AS prev ` + p.head + `
 	), e AS (
-		SELECT h.seq, h.prev, encode(` + value + `, 'hex') AS hash
+		SELECT h.*, encode(` + value + `, 'hex') AS hash
 		FROM h
 	), logged AS (
 		INSERT INTO audit_log (seq, at, account_id, request_id, event, actor, detail, prev_hash, hash)
-		SELECT e.seq, $1, $2, $3, $4, $5, $6, e.prev, e.hash FROM e
+		SELECT e.seq, ` + p.at + `, ` + strings.ReplaceAll(p.account, "h.", "e.") + `, ` + p.request + `, ` + p.event + `, ` + p.actor + `, ` + p.detail + `, e.prev, e.hash FROM e
 		RETURNING seq, hash
 	)
 	UPDATE audit_head SET seq = logged.seq, hash = logged.hash FROM logged WHERE audit_head.id = 1`
@@ -130,6 +168,39 @@ func (db *DB) queueAudit(b *pgx.Batch, at time.Time, items ...auditItem) {
 		}
 		b.Queue(appendSQL, nanos(at), it.accountID, it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail)
 	}
+}
+
+// queueAuditIfChanged queues the lock of the head and the entry of the
+// request it.requestID, both only when this transaction changed that
+// request; it.accountID is not used (the row's is). Read the results with
+// auditResultsIfChanged.
+func (db *DB) queueAuditIfChanged(b *pgx.Batch, at time.Time, it auditItem) {
+	b.Queue(`SELECT 1 FROM audit_head WHERE id = 1 AND `+changedHere("$1")+` FOR UPDATE`, it.requestID)
+	if db.key != nil {
+		b.Queue(appendKeyedIfChangedSQL, nanos(at), it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail, db.ipad, db.opad)
+		return
+	}
+	b.Queue(appendIfChangedSQL, nanos(at), it.requestID, it.ev.Event, it.ev.Actor, it.ev.Detail)
+}
+
+// auditResultsIfChanged reads what queueAuditIfChanged queued: changed
+// says whether the change was made, and so whether an entry must have
+// been appended.
+func auditResultsIfChanged(br pgx.BatchResults, changed bool) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock the audit head: %w", err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return fmt.Errorf("append audit entry: %w", badText(err))
+	}
+	if changed && tag.RowsAffected() != 1 {
+		return fmt.Errorf("append audit entry: the audit head is missing")
+	}
+	if !changed && tag.RowsAffected() != 0 {
+		return fmt.Errorf("append audit entry: an entry was appended for a change not made")
+	}
+	return nil
 }
 
 // auditResults reads the results of what queueAudit queued for n entries.

@@ -1,12 +1,17 @@
 package postgres
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/jackc/pgx/v5"
 )
 
 // BenchmarkCycle is the store's share of one agent's cycle: create a
@@ -22,11 +27,21 @@ func BenchmarkCycle(b *testing.B) { benchCycle(b) }
 func BenchmarkCycleSealed(b *testing.B) { benchCycle(b, WithSecretKey(storetest.NewSecretKey(b))) }
 
 func benchCycle(b *testing.B, opts ...Option) {
-	db, err := Open(b.Context(), Migrated.SchemaURL(b), nil, opts...)
+	// The store's connections carry a name of their own, so that the CPU
+	// of their backends can be read (a local server only).
+	app := countersign.NewID("bench")
+	db, err := Open(b.Context(), Migrated.SchemaURL(b)+"&application_name="+app, nil, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer db.Close()
+	defer func(start map[int]time.Duration) {
+		var used time.Duration
+		for pid, d := range backendCPU(b, db, app) {
+			used += d - start[pid]
+		}
+		b.ReportMetric(float64(used.Microseconds())/float64(b.N), "db-cpu-µs/op")
+	}(backendCPU(b, db, app))
 	ctx := b.Context()
 	acc := &countersign.Account{Name: "acme", CreatedAt: storetest.Base}
 	if err := db.CreateAccount(ctx, acc); err != nil {
@@ -53,4 +68,30 @@ func benchCycle(b *testing.B, opts ...Option) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// backendCPU returns the CPU used so far by each backend of the
+// connections named app, by pid, read from /proc: 0 for all when the
+// server is not on this machine.
+func backendCPU(b *testing.B, db *DB, app string) map[int]time.Duration {
+	rows, err := db.pool.Query(b.Context(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[int]time.Duration{}
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		out[int(pid)] = time.Duration(ut+st) * 10 * time.Millisecond // USER_HZ 100
+	}
+	return out
 }

@@ -19,7 +19,7 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 		return countersign.ErrUnknownChannelType(c.Type)
 	}
 	c.ID = orID(c.ID, "chn_")
-	return db.update(ctx, func(tx pgx.Tx) error {
+	return db.changeChannels(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO notify_channels (`+channelColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 			c.ID, c.AccountID, c.Name, string(c.Type), string(c.Config), orEmpty(c.Secret), nanos(c.CreatedAt))
 		switch {
@@ -34,6 +34,23 @@ func (db *DB) CreateChannel(ctx context.Context, c *countersign.Channel) error {
 	})
 }
 
+// changeChannels runs a change of channels in a transaction that announces
+// it (channelMark) to the other replicas, and forgets the channels this
+// process keeps once it is committed (see channelCache).
+func (db *DB) changeChannels(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, notifyChannel, db.payload("", "", channelMark)); err != nil {
+			return fmt.Errorf("announce the change of channels: %w", err)
+		}
+		return nil
+	})
+	db.channels.clear()
+	return err
+}
+
 // UpdateChannel replaces a channel's type, config and secret. Errors:
 // EINVALID, ENOTFOUND.
 func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
@@ -43,7 +60,7 @@ func (db *DB) UpdateChannel(ctx context.Context, c *countersign.Channel) error {
 	if hasNUL(c.ID, c.AccountID) {
 		return channelNotFound()
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	return db.changeChannels(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE notify_channels SET type = $1, config = $2, secret = $3
 			WHERE id = $4 AND account_id = $5`, string(c.Type), string(c.Config), orEmpty(c.Secret), c.ID, c.AccountID)
 		if err != nil {
@@ -75,11 +92,27 @@ func (db *DB) Channel(ctx context.Context, id string) (*countersign.Channel, err
 }
 
 // Channels lists an account's channels by name, or every account's when
-// accountID is empty.
+// accountID is empty. An account's are kept while the change feed listens
+// (see channelCache).
 func (db *DB) Channels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
 	if hasNUL(accountID) {
 		return []*countersign.Channel{}, nil
 	}
+	if accountID == "" {
+		return db.readChannels(ctx, "")
+	}
+	list, gen, ok := db.channels.get(accountID)
+	if ok {
+		return list, nil
+	}
+	list, err := db.readChannels(ctx, accountID)
+	if err == nil {
+		db.channels.put(accountID, list, gen)
+	}
+	return list, err
+}
+
+func (db *DB) readChannels(ctx context.Context, accountID string) ([]*countersign.Channel, error) {
 	query, args := `SELECT `+channelColumns+` FROM notify_channels ORDER BY account_id, name`, []any{}
 	if accountID != "" {
 		query, args = `SELECT `+channelColumns+` FROM notify_channels WHERE account_id = $1 ORDER BY name`, []any{accountID}
@@ -101,7 +134,7 @@ func (db *DB) RemoveChannel(ctx context.Context, accountID, idOrName string) err
 	if hasNUL(accountID, idOrName) {
 		return channelNotFound()
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
+	return db.changeChannels(ctx, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, `SELECT id FROM notify_channels WHERE account_id = $1 AND (id = $2 OR name = $2)
 			ORDER BY (id = $2) DESC LIMIT 1 FOR UPDATE`, accountID, idOrName).Scan(&id)

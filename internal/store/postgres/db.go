@@ -21,9 +21,11 @@
 //   - expiry locks the rows it expires in id order, so that two replicas
 //     sweeping at once wait for each other instead of deadlocking.
 //
-// Every committed change of a request sends pg_notify('countersign',
-// '<request id> <account id>') in its transaction; Listen turns those into
-// wake-ups of the waiters of every replica (see notify.go).
+// Every committed change of a request sends one pg_notify('countersign',
+// '<request id> <account id> <origin>[ +outbox]') in its transaction;
+// Listen turns those of other replicas into wake-ups of the waiters here,
+// and of the notification worker when the change added to the outbox (see
+// notify.go).
 package postgres
 
 import (
@@ -45,10 +47,11 @@ import (
 )
 
 var (
-	_ countersign.Store      = (*DB)(nil)
-	_ countersign.ChangeFeed = (*DB)(nil)
-	_ countersign.Exporter   = (*DB)(nil)
-	_ countersign.Importer   = (*DB)(nil)
+	_ countersign.Store         = (*DB)(nil)
+	_ countersign.ChangeFeed    = (*DB)(nil)
+	_ countersign.OutboxWatcher = (*DB)(nil)
+	_ countersign.Exporter      = (*DB)(nil)
+	_ countersign.Importer      = (*DB)(nil)
 )
 
 // defaultMaxConns is the pool size unless the URL sets pool_max_conns. A
@@ -82,7 +85,20 @@ type DB struct {
 	keyedFrom  atomic.Int64 // the first keyed audit entry; 0: none is
 
 	failures writeFailures // writes that failed, by cause (stats.go)
+
+	// outbox rings after every commit of this process that added outbox
+	// items, and when the change feed hears of one by another replica.
+	outbox countersign.Bell
+	// channels keeps the channels of accounts while Listen runs.
+	channels channelCache
+	// origin names this DB value in the notifications of its changes,
+	// which Listen passes over (see payload).
+	origin string
 }
+
+// WatchOutbox implements countersign.OutboxWatcher: it hears the commits
+// of this process at once, and those of other replicas while Listen runs.
+func (db *DB) WatchOutbox() (<-chan struct{}, func()) { return db.outbox.Watch() }
 
 // Open connects to the database at url (postgres://… or key=value), applies
 // the migrations this binary knows under an advisory lock, so that replicas
@@ -129,7 +145,7 @@ func Open(ctx context.Context, url string, log *slog.Logger, opts ...Option) (*D
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	db := &DB{pool: pool, listenConfig: listen, log: log, writers: make(chan struct{}, max(cfg.MaxConns/2, 1)),
-		minBackoff: 50 * time.Millisecond, maxBackoff: 5 * time.Second, key: o.key}
+		minBackoff: 50 * time.Millisecond, maxBackoff: 5 * time.Second, key: o.key, origin: countersign.NewID("")}
 	if o.key != nil {
 		db.ipad, db.opad = o.key.AuditPads()
 	}

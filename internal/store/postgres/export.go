@@ -183,7 +183,9 @@ const importBatch = 500
 // in, as opening it with the key would have.
 func (db *DB) Import(ctx context.Context, fill func(put func(countersign.Record) error) error) error {
 	var check *countersign.KeyCheck
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	// A change of channels like any other: replicas forget the ones they
+	// keep.
+	err := db.changeChannels(ctx, func(tx pgx.Tx) error {
 		check = nil
 		if err := checkEmpty(ctx, tx); err != nil {
 			return err

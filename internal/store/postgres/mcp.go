@@ -61,7 +61,7 @@ func (db *DB) ConsumeApproved(ctx context.Context, keyID string, kind countersig
 			}
 			got = r
 			batch := &pgx.Batch{}
-			queueNotify(batch, r.ID, r.AccountID)
+			queueNotify(batch, db.payload(r.ID, r.AccountID, ""))
 			if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 				return fmt.Errorf("announce the consumption: %w", err)
 			}

@@ -18,11 +18,15 @@ const quietCheck = 15 * time.Second
 
 // Listen implements countersign.ChangeFeed. It holds a connection of its own,
 // outside the pool, running LISTEN countersign, and calls onChange for
-// every change committed by any replica (this one included). When the
+// every change committed by any other replica or process (db's own are
+// passed over: see payload). When the
 // connection is lost it reconnects with a growing pause (50 ms up to 5 s,
 // with jitter, so that replicas do not reconnect in step) and, once
 // listening again, calls onResync: what was committed in between was
-// announced to nobody here. It returns nil when ctx is done.
+// announced to nobody here. It returns nil when ctx is done. While it
+// listens, a change that added outbox items rings WatchOutbox here too,
+// and so does every resync: the outbox is read again for what the gap
+// left unannounced.
 func (db *DB) Listen(ctx context.Context, onChange func(requestID, accountID string), onResync func()) error {
 	pause := db.minBackoff
 	for ctx.Err() == nil {
@@ -65,7 +69,11 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 	}
 	// Listening from here on: whatever was committed before, while no one
 	// listened, is caught by the waiters reading the store again.
+	// Channels are kept from here on, while changes of them are heard.
+	db.channels.listening(true)
+	defer db.channels.listening(false)
 	onResync()
+	db.outbox.Ring()
 	db.log.Debug("listening for changes of other replicas")
 	for {
 		wait, cancel := context.WithTimeout(ctx, quietCheck)
@@ -73,8 +81,33 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 		cancel()
 		switch {
 		case err == nil:
-			requestID, accountID, _ := strings.Cut(n.Payload, " ")
-			onChange(requestID, accountID)
+			// "<request id> <account id> <origin>[ <mark>]"; a replica of
+			// an earlier version sends the first two alone.
+			f := strings.SplitN(n.Payload, " ", 4)
+			requestID, accountID, origin, mark := f[0], "", "", ""
+			if len(f) > 1 {
+				accountID = f[1]
+			}
+			if len(f) > 2 {
+				origin = f[2]
+			}
+			if len(f) > 3 {
+				mark = f[3]
+			}
+			if origin == db.origin {
+				// Committed by this DB value, whose callers rang their
+				// waiters, the outbox and the channels already.
+				continue
+			}
+			switch mark {
+			case outboxMark:
+				db.outbox.Ring()
+			case channelMark:
+				db.channels.clear()
+			}
+			if requestID != "" {
+				onChange(requestID, accountID)
+			}
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded) && !conn.IsClosed():

@@ -198,3 +198,147 @@ func TestListenReconnects(t *testing.T) {
 		}
 	}
 }
+
+// TestListenWakesOutbox: outbox items added on one replica wake the
+// notification worker's watch on another through the listener, both those
+// of a new request and those enqueued on their own; and a resync rings the
+// watch, since what the gap left unannounced may include outbox items.
+func TestListenWakesOutbox(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	added, stop := listener.WatchOutbox()
+	defer stop()
+	listen(t, listener, nil)
+	select {
+	case <-added:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first resync did not ring the outbox watch")
+	}
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	ch := &countersign.Channel{AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
+	if err := writer.CreateChannel(ctx, ch); err != nil {
+		t.Fatal(err)
+	}
+	r := &countersign.Request{
+		AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+		Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "a", PreviewHash: "p",
+		Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		Outbox: []countersign.OutboxItem{{ChannelID: ch.ID, Event: countersign.EventCreated}},
+	}
+	if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-added:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no ring of the other replica's watch after %s", what)
+		}
+	}
+	wait("a request with an outbox item")
+	if err := writer.Enqueue(ctx, []countersign.OutboxItem{{AccountID: acc.ID, ChannelID: ch.ID, RequestID: r.ID, Event: countersign.EventDecided}}, storetest.Base); err != nil {
+		t.Fatal(err)
+	}
+	wait("Enqueue")
+}
+
+// TestChannelsHeardAcrossReplicas: a replica that listens keeps the
+// channels of accounts, and forgets them when another replica changes
+// them (heard through the feed, in commit order) or when it changes them
+// itself (at once).
+func TestChannelsHeardAcrossReplicas(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	rec := listen(t, listener, nil)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	count := func(db *DB) int {
+		t.Helper()
+		list, err := db.Channels(ctx, acc.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	if n := count(listener); n != 0 {
+		t.Fatalf("%d channels before any was added", n)
+	}
+	add := func(db *DB, name string) {
+		t.Helper()
+		ch := &countersign.Channel{AccountID: acc.ID, Name: name, Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
+		if err := db.CreateChannel(ctx, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(writer, "theirs")
+	// A change committed after the channel's is announced after it: once
+	// the listener heard the request, it has heard the channel too.
+	r := &countersign.Request{
+		AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+		Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "a", PreviewHash: "p",
+		Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+	}
+	if _, _, err := writer.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the request made after the channel", func() bool { return len(rec.changes[r.ID]) == 1 })
+	if n := count(listener); n != 1 {
+		t.Fatalf("the listening replica sees %d channels after another added one, want 1", n)
+	}
+	add(listener, "mine")
+	if n := count(listener); n != 2 {
+		t.Fatalf("the listening replica sees %d channels after it added one, want 2", n)
+	}
+	if err := writer.RemoveChannel(ctx, acc.ID, "mine"); err != nil {
+		t.Fatal(err)
+	}
+	r2 := *r
+	r2.ID, r2.Reference, r2.ArgsHash = "", countersign.NewReference(), "b"
+	if _, _, err := writer.CreateRequest(ctx, &r2, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	rec.waitFor(t, "the request made after the removal", func() bool { return len(rec.changes[r2.ID]) == 1 })
+	if n := count(listener); n != 1 {
+		t.Fatalf("the listening replica sees %d channels after another removed one, want 1", n)
+	}
+}
+
+// TestListenPassesOverOwnChanges: the feed does not report what the
+// listening store value committed itself (its callers rang their waiters
+// with the committed request), and does report another value's changes.
+func TestListenPassesOverOwnChanges(t *testing.T) {
+	url := Migrated.SchemaURL(t)
+	listener, writer := openTest(t, url), openTest(t, url)
+	rec := listen(t, listener, nil)
+	acc, key := seed(t, writer, 0)
+	ctx := t.Context()
+	mk := func(db *DB, args string) *countersign.Request {
+		t.Helper()
+		r := &countersign.Request{
+			AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: args, PreviewHash: "p",
+			Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),
+		}
+		got, _, err := db.CreateRequest(ctx, r, 0, storetest.Base, countersign.AuditEvent{Event: "created", Actor: "k", Detail: "{}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	own := mk(listener, "own")
+	if _, err := listener.Transition(ctx, countersign.Transition{ID: own.ID, From: []countersign.Status{countersign.StatusPending},
+		To: countersign.StatusDenied, Now: storetest.Base}, countersign.AuditEvent{Event: "denied", Actor: "a", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	// Announced in commit order: once the later change of the other value
+	// is heard, the listener's own would have been.
+	other := mk(writer, "other")
+	rec.waitFor(t, "the other value's change", func() bool { return len(rec.changes[other.ID]) == 1 })
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if n := len(rec.changes[own.ID]); n != 0 {
+		t.Errorf("the listener's own changes were reported %d times, want none", n)
+	}
+}

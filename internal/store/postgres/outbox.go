@@ -20,16 +20,22 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 	if len(items) == 0 {
 		return nil
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
-		return insertOutbox(ctx, tx, items, now)
+	err := db.update(ctx, func(tx pgx.Tx) error {
+		return db.insertOutbox(ctx, tx, items, now)
 	})
+	if err == nil {
+		db.outbox.Ring()
+	}
+	return err
 }
 
 // insertOutbox inserts pending items in one round trip, leaving out those
-// whose channel is gone or belongs to another account.
-func insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem, now time.Time) error {
+// whose channel is gone or belongs to another account, and announces them
+// to the notification workers of the other replicas.
+func (db *DB) insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem, now time.Time) error {
 	batch := &pgx.Batch{}
 	ids := queueOutbox(batch, items, now)
+	queueNotify(batch, db.payload("", "", outboxMark))
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
 		return outboxError(err, ids)
 	}
@@ -39,6 +45,15 @@ func insertOutbox(ctx context.Context, tx pgx.Tx, items []countersign.OutboxItem
 // queueOutbox queues the inserts of pending items, one statement each, and
 // returns their ids. CreateRequest queues them in its own transaction.
 func queueOutbox(batch *pgx.Batch, items []countersign.OutboxItem, now time.Time) []string {
+	return queueOutboxIf(batch, items, now, "")
+}
+
+// queueOutboxIf is queueOutbox with a further condition of each insert,
+// in which $2 is the item's request id; "" for none.
+func queueOutboxIf(batch *pgx.Batch, items []countersign.OutboxItem, now time.Time, cond string) []string {
+	if cond != "" {
+		cond = " AND " + cond
+	}
 	ids := make([]string, len(items))
 	for i, it := range items {
 		created := it.CreatedAt
@@ -53,7 +68,7 @@ func queueOutbox(batch *pgx.Batch, items []countersign.OutboxItem, now time.Time
 		// INSERT … SELECT from the channel: no row when the channel is not
 		// the account's, which leaves the item out.
 		batch.Queue(`INSERT INTO outbox (id, account_id, channel_id, request_id, event, payload, state, created_at, next_attempt_at)
-			SELECT $1, account_id, id, $2, $3, $4, 'pending', $5, $6 FROM notify_channels WHERE id = $7 AND account_id = $8`,
+			SELECT $1, account_id, id, $2, $3, $4, 'pending', $5, $6 FROM notify_channels WHERE id = $7 AND account_id = $8`+cond,
 			ids[i], it.RequestID, it.Event, orEmpty(it.Payload), nanos(created), nanos(next), it.ChannelID, it.AccountID)
 	}
 	return ids

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // pipe is a transaction on one connection that its caller drives in
@@ -54,6 +55,19 @@ func (p *pipe) sendBatch(b *pgx.Batch, commit bool) pgx.BatchResults {
 		}
 	}
 	return p.open
+}
+
+// unsent marks the transaction as not committing when err, met before the
+// result of its COMMIT was read, shows that the COMMIT never ran: pgx sent
+// nothing, or the server said it ended the connection (shutdown,
+// termination), and a server answers in order, so a statement before the
+// COMMIT that got this answer means the COMMIT was not run. The pipeline
+// may then run the change again on a fresh connection. It returns err.
+func (p *pipe) unsent(err error) error {
+	if pe := pgError(err); pgconn.SafeToRetry(err) || (pe != nil && (pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03")) {
+		p.committing = false
+	}
+	return err
 }
 
 // commitResult reads the result of the COMMIT that sendCommit queued last.

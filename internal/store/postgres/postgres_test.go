@@ -316,7 +316,8 @@ func TestLostConnectionRetried(t *testing.T) {
 	db := openTest(t, Migrated.SchemaURL(t))
 	acc, key := seed(t, db, 1)
 	ctx := t.Context()
-	for _, what := range []string{"read", "write", "request"} {
+	var created *countersign.Request
+	for _, what := range []string{"read", "write", "request", "decision"} {
 		// Kill every connection of the pool while it holds them idle.
 		exec(t, db, `SELECT 1`)
 		terminatePool(t, db)
@@ -326,8 +327,11 @@ func TestLostConnectionRetried(t *testing.T) {
 			_, err = db.Account(ctx, acc.ID)
 		case "write":
 			err = db.CreateAccount(ctx, &countersign.Account{Name: "after-" + what, CreatedAt: storetest.Base})
+		case "decision":
+			_, err = db.Transition(ctx, countersign.Transition{ID: created.ID, From: []countersign.Status{countersign.StatusPending},
+				To: countersign.StatusDenied, Now: storetest.Base}, countersign.AuditEvent{Event: "denied", Actor: "a", Detail: "{}"})
 		case "request":
-			_, _, err = db.CreateRequest(ctx, &countersign.Request{
+			created, _, err = db.CreateRequest(ctx, &countersign.Request{
 				AccountID: acc.ID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
 				Kind: countersign.KindGeneric, Action: "deploy", ArgsHash: "after", PreviewHash: "p",
 				Status: countersign.StatusPending, ExpiresAt: storetest.Base.Add(time.Hour),

@@ -17,8 +17,15 @@ import (
 const accountLock = 0x6373_6163
 
 // notifyChannel is the channel every committed change of a request is
-// announced on, with the payload "<request id> <account id>".
+// announced on, with the payload "<request id> <account id> <origin>",
+// followed by " "+outboxMark when the change added outbox items; origin
+// names the DB value that made it (see payload). Items added on their own
+// (Enqueue) are announced with the payload "  <origin> "+outboxMark.
 const notifyChannel = "countersign"
+
+// outboxMark ends the payload of a change that added outbox items: it
+// wakes the notification workers of every replica (see OutboxWatcher).
+const outboxMark = "+outbox"
 
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
@@ -43,10 +50,16 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	if err != nil {
 		return nil, false, err
 	}
+	if created && len(r.Outbox) > 0 {
+		db.outbox.Ring()
+	}
 	return got, created, nil
 }
 
 func createRequest(p *pipe, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+	if got, err := createAtOnce(p, r, maxPending, now, ev); err != nil || got != nil {
+		return got, got != nil, err
+	}
 	twin, waiting, err := checkCreate(p, r, maxPending, now)
 	if err == nil && twin != nil {
 		err = recordTwin(p, twin, now)
@@ -70,6 +83,103 @@ func createRequest(p *pipe, r *countersign.Request, maxPending int, now time.Tim
 		return nil, false, err
 	}
 	return got, true, nil
+}
+
+// createAtOnce stores r in one round trip when it is a new request that
+// waits for a human, has room under the limit and records no idempotency
+// key: the account's creation lock, one INSERT … SELECT that inserts only
+// when no live twin exists and fewer than maxPending requests wait (and
+// announces the request from its RETURNING), the links, outbox items, the
+// lock of the audit head and the entry, each only when the insert was made
+// (changedHere), and the commit. It returns nil and no error when it
+// stored nothing (a twin, the limit, or a request let through at once,
+// which it leaves alone): the caller then takes the way of two round
+// trips, which says which. r gets its id and creation time only when it
+// was stored here.
+func createAtOnce(p *pipe, r *countersign.Request, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, error) {
+	if idem := countersign.IdempotencyFrom(p.ctx); idem != nil && idem.Op == countersign.IdemCreate {
+		return nil, nil
+	}
+	if held, _, _ := letThroughCheck(r); held != "" {
+		return nil, nil
+	}
+	rc := *r
+	if rc.ID == "" {
+		rc.ID = countersign.NewOrderedID("req_")
+	}
+	if rc.CreatedAt.IsZero() {
+		rc.CreatedAt = now
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(`SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(accountLock), rc.AccountID)
+	a, err := requestValues(&rc)
+	if err != nil {
+		return nil, err
+	}
+	// The parameters of requestValues: $1 id, $2 account, $3 key, $6
+	// kind, $7 action, $9 args hash, $11 preview hash, $12 risk reasons,
+	// $13 context, $23 seed id, $26 tier, $27 protected.
+	lo, hi := countersign.TwinTTLRange(&rc, now)
+	where := `NOT EXISTS (SELECT 1 FROM requests
+		WHERE key_id = $3 AND kind = $6 AND action = $7 AND args_hash = $9 AND preview_hash = $11
+		  AND status = 'pending' AND expires_at > ` + a.add(nanos(now)) + ` AND seed_id = $23
+		  AND risk_reasons = $12 AND context = $13 AND expires_at - created_at BETWEEN ` + a.add(lo) + ` AND ` + a.add(hi) + `
+		  AND tier = $26 AND protected = $27)`
+	if countersign.PendingLimit(&rc, maxPending) > 0 {
+		where += ` AND (SELECT COUNT(*) FROM requests
+			WHERE account_id = $2 AND status = 'pending' AND expires_at > ` + a.add(nanos(now)) + `) < ` + a.add(maxPending)
+	}
+	mark := ""
+	items := rc.OutboxItems()
+	if len(items) > 0 {
+		mark = outboxMark
+	}
+	batch.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
+		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
+			$11::text, $12::text, $13::text, $14::text, $15::bigint, $16::bigint, $17::bigint, $18::text, $19::text, $20::bigint,
+			$21::bigint, $22::text, $23::text, $24::text, $25::text, $26::text, $27::boolean, $28::text
+		WHERE `+where+`
+		RETURNING `+requestColumns+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", mark)[1:])+`)::text`, a...)
+	for _, l := range rc.Links {
+		batch.Queue(`INSERT INTO links (hash, request_id, action, created_at) SELECT $1, $2, $3, $4 WHERE `+changedHere("$2"),
+			l.Hash, rc.ID, l.Action, nanos(rc.CreatedAt))
+	}
+	outboxIDs := queueOutboxIf(batch, items, rc.CreatedAt, changedHere("$2"))
+	p.db.queueAuditIfChanged(batch, now, auditItem{requestID: rc.ID, ev: ev})
+
+	br := p.sendCommit(batch)
+	if _, err := br.Exec(); err != nil {
+		return nil, p.unsent(fmt.Errorf("lock the account: %w", err))
+	}
+	got, err := scanRequest(withNotified{br.QueryRow()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		got = nil
+	} else if err != nil {
+		return nil, p.unsent(insertError(&rc, err))
+	}
+	for range rc.Links {
+		if _, err := br.Exec(); err != nil {
+			return nil, p.unsent(insertError(&rc, err))
+		}
+	}
+	for range outboxIDs {
+		if _, err := br.Exec(); err != nil {
+			return nil, p.unsent(outboxError(err, outboxIDs))
+		}
+	}
+	if err := auditResultsIfChanged(br, got != nil); err != nil {
+		return nil, p.unsent(err)
+	}
+	if err := commitResult(br); err != nil {
+		return nil, err
+	}
+	if got == nil {
+		// Nothing was written: the caller begins again.
+		p.began, p.committing, p.open = false, false, nil
+		return nil, nil
+	}
+	r.ID, r.CreatedAt = rc.ID, rc.CreatedAt
+	return got, nil
 }
 
 // pendingCount is how many requests of an account wait, and when the
@@ -191,7 +301,11 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 		queueLink(batch, countersign.Link{Hash: l.Hash, RequestID: r.ID, Action: l.Action, CreatedAt: r.CreatedAt})
 	}
 	outboxIDs := queueOutbox(batch, r.OutboxItems(), r.CreatedAt)
-	queueNotify(batch, r.ID, r.AccountID)
+	if len(outboxIDs) > 0 {
+		queueNotify(batch, p.db.payload(r.ID, r.AccountID, outboxMark))
+	} else {
+		queueNotify(batch, p.db.payload(r.ID, r.AccountID, ""))
+	}
 	p.db.queueAudit(batch, now, auditItem{r.AccountID, r.ID, ev})
 	idem := countersign.IdempotencyFrom(p.ctx)
 	if idem != nil && idem.Op == countersign.IdemCreate {
@@ -232,14 +346,26 @@ func insertRequest(p *pipe, r *countersign.Request, now time.Time, ev countersig
 
 // queueNotify queues the announcement of a change of a request; it is sent
 // when the transaction commits, and not at all when it rolls back.
-func queueNotify(b *pgx.Batch, requestID, accountID string) {
-	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, requestID+" "+accountID)
+func queueNotify(b *pgx.Batch, payload string) {
+	b.Queue(`SELECT pg_notify($1, $2)`, notifyChannel, payload)
+}
+
+// payload is the text of the notification of a change of a request by
+// this DB value, with mark ("" for none) at its end. The origin lets
+// Listen pass over what this value committed itself: its callers ring
+// their own waiters, with the request as it was committed.
+func (db *DB) payload(requestID, accountID, mark string) string {
+	s := requestID + " " + accountID + " " + db.origin
+	if mark != "" {
+		s += " " + mark
+	}
+	return s
 }
 
 // queueRequest queues the insert of r as a new row, returning the row
 // (requestColumns) when returning is set.
 func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
-	reasons, rctx, err := encodeJSON(r)
+	a, err := requestValues(r)
 	if err != nil {
 		return err
 	}
@@ -249,12 +375,22 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 	}
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)`+ret,
-		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
+		a...)
+	return nil
+}
+
+// requestValues returns the values of r's columns, requestColumns and
+// session_id, as the parameters $1 to $28.
+func requestValues(r *countersign.Request) (args, error) {
+	reasons, rctx, err := encodeJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	return args{r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, string(r.Kind), r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), string(r.Tier), r.Protected,
-		r.Context.SessionID)
-	return nil
+		r.Context.SessionID}, nil
 }
 
 // encodeJSON returns the text of r's JSON columns risk_reasons and

@@ -40,6 +40,9 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 }
 
 func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	if idem := countersign.IdempotencyFrom(p.ctx); t.Window == nil && t.To != countersign.StatusStopped && (idem == nil || !idem.Records(t.To)) {
+		return transitionAtOnce(p, t, ev)
+	}
 	got, err := updateStatus(p, t)
 	if err != nil {
 		return nil, err
@@ -69,7 +72,7 @@ func transition(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*
 			nanos(t.Now), got.KeyID, got.Context.SessionID)
 	}
 	for _, it := range items {
-		queueNotify(batch, it.requestID, it.accountID)
+		queueNotify(batch, p.db.payload(it.requestID, it.accountID, ""))
 	}
 	p.db.queueAudit(batch, t.Now, items...)
 	idem := countersign.IdempotencyFrom(p.ctx)
@@ -160,10 +163,69 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 	return items, nil
 }
 
+// transitionAtOnce makes a change that opens no window, stops no session
+// and records no idempotency key (a decision by id, a consumption) in one
+// round trip: the conditional UPDATE, which announces the request from
+// its RETURNING (so only when it changed it), then the lock of the audit
+// head and the entry, both only when the UPDATE changed the request
+// (changedHere), and the commit. When the UPDATE changed nothing, nothing
+// was written, and the request is read to say why.
+func transitionAtOnce(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
+	query, a := updateSQL(t)
+	batch := &pgx.Batch{}
+	batch.Queue(query+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", "")[1:])+`)::text`, a...)
+	p.db.queueAuditIfChanged(batch, t.Now, auditItem{requestID: t.ID, ev: ev})
+	br := p.sendCommit(batch)
+	got, err := scanRequest(withNotified{br.QueryRow()})
+	if errors.Is(err, pgx.ErrNoRows) {
+		got = nil
+	} else if err != nil {
+		return nil, p.unsent(fmt.Errorf("update request status: %w", badText(err)))
+	}
+	if err := auditResultsIfChanged(br, got != nil); err != nil {
+		return nil, p.unsent(err)
+	}
+	if err := commitResult(br); err != nil {
+		return nil, err
+	}
+	if got == nil {
+		return nil, transitionRefusal(p.ctx, p.conn, t)
+	}
+	return got, nil
+}
+
+// withNotified reads a row of requestColumns followed by the text of a
+// pg_notify call, which it drops.
+type withNotified struct{ pgx.Row }
+
+func (r withNotified) Scan(dest ...any) error {
+	var notified string
+	return r.Row.Scan(append(dest, &notified)...)
+}
+
 // updateStatus runs the one conditional UPDATE of t, in the round trip
 // that begins the transaction, and returns the updated request, or nil when
 // it changed nothing.
 func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, error) {
+	query, a := updateSQL(t)
+	batch := &pgx.Batch{}
+	batch.Queue(query, a...)
+	br := p.send(batch)
+	got, err := scanRequest(br.QueryRow())
+	if errors.Is(err, pgx.ErrNoRows) {
+		got, err = nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("update request status: %w", badText(err))
+	}
+	// Closed before the caller reads anything else on the connection.
+	if err := br.Close(); err != nil {
+		return nil, fmt.Errorf("update request status: %w", err)
+	}
+	return got, nil
+}
+
+// updateSQL is the one conditional UPDATE of t, returning requestColumns.
+func updateSQL(t countersign.Transition) (string, args) {
 	var a args
 	set := []string{"status = " + a.add(string(t.To))}
 	if t.To.IsDecision() {
@@ -191,21 +253,8 @@ func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, erro
 		where = append(where, "account_id = "+a.add(t.AccountID))
 	}
 
-	batch := &pgx.Batch{}
-	batch.Queue(`UPDATE requests SET `+strings.Join(set, ", ")+
-		` WHERE `+strings.Join(where, " AND ")+` RETURNING `+requestColumns, a...)
-	br := p.send(batch)
-	got, err := scanRequest(br.QueryRow())
-	if errors.Is(err, pgx.ErrNoRows) {
-		got, err = nil, nil
-	} else if err != nil {
-		return nil, fmt.Errorf("update request status: %w", badText(err))
-	}
-	// Closed before the caller reads anything else on the connection.
-	if err := br.Close(); err != nil {
-		return nil, fmt.Errorf("update request status: %w", err)
-	}
-	return got, nil
+	return `UPDATE requests SET ` + strings.Join(set, ", ") +
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the
@@ -268,7 +317,7 @@ func (db *DB) expireRequests(ctx context.Context, tx pgx.Tx, id string, now time
 	items := make([]auditItem, 0, len(out))
 	ev := countersign.AuditEvent{Event: "expired", Actor: "system", Detail: "{}"}
 	for _, e := range out {
-		queueNotify(batch, e.ID, e.AccountID)
+		queueNotify(batch, db.payload(e.ID, e.AccountID, ""))
 		items = append(items, auditItem{e.AccountID, e.ID, ev})
 	}
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {

@@ -37,7 +37,18 @@ type DB struct {
 	// keyExisted: the key file was there before this start (see
 	// WithKeyFileExisted).
 	keyExisted bool
+
+	// outbox rings after every commit that added outbox items (see
+	// countersign.OutboxWatcher).
+	outbox countersign.Bell
 }
+
+var _ countersign.OutboxWatcher = (*DB)(nil)
+
+// WatchOutbox implements countersign.OutboxWatcher for the changes this
+// process commits; another process on the same file is found by the
+// notification worker's poll.
+func (db *DB) WatchOutbox() (<-chan struct{}, func()) { return db.outbox.Watch() }
 
 // Open opens the database file at path, creating it when missing, and
 // applies the migrations this binary knows. A database whose schema is newer

@@ -19,9 +19,13 @@ func (db *DB) Enqueue(ctx context.Context, items []countersign.OutboxItem, now t
 	if len(items) == 0 {
 		return nil
 	}
-	return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
+	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 		return insertOutbox(ctx, tx, items, now)
 	})
+	if err == nil {
+		db.outbox.Ring()
+	}
+	return err
 }
 
 // insertOutbox inserts pending items, leaving out those whose channel is

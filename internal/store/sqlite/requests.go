@@ -35,6 +35,9 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	if err != nil {
 		return nil, false, err
 	}
+	if created && len(r.Outbox) > 0 {
+		db.outbox.Ring()
+	}
 	return got, created, nil
 }
 

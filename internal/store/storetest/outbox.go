@@ -399,3 +399,70 @@ func testOutboxClaimRace(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// testOutboxWatch: a store that is an OutboxWatcher rings its watchers
+// after a commit that added outbox items (a new request with them, an
+// Enqueue), and not after one that added none (a request without items, a
+// twin returned instead of a new request).
+func testOutboxWatch(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	ow, ok := s.(countersign.OutboxWatcher)
+	if !ok {
+		t.Fatalf("%T is not a countersign.OutboxWatcher", s)
+	}
+	hook := mustChannel(t, f, "n8n", countersign.ChannelWebhook)
+	added, stop := ow.WatchOutbox()
+	defer stop()
+	rang := func() bool {
+		select {
+		case <-added:
+			return true
+		default:
+			return false
+		}
+	}
+	// The ring is sent before the call returns: no wait is needed.
+	if rang() {
+		t.Fatalf("rang before anything was added")
+	}
+	plain := create(t, s, newRequest(f.key, "Bash", `{"n":1}`, "x"), Base)
+	if rang() {
+		t.Fatalf("rang after a request without outbox items (%s)", plain.ID)
+	}
+	r := newRequest(f.key, "Bash", `{"n":2}`, "y")
+	r.Outbox = []countersign.OutboxItem{item(hook, "", countersign.EventCreated)}
+	create(t, s, r, Base)
+	if !rang() {
+		t.Fatalf("no ring after a request with an outbox item")
+	}
+	twin := newRequest(f.key, "Bash", `{"n":2}`, "y")
+	twin.Outbox = []countersign.OutboxItem{item(hook, "", countersign.EventCreated)}
+	if _, created, err := s.CreateRequest(ctx, twin, 0, Base, createdEvent(twin)); err != nil || created {
+		t.Fatalf("twin: created=%v err=%v", created, err)
+	}
+	if rang() {
+		t.Fatalf("rang after a twin, which adds nothing")
+	}
+	if err := s.Enqueue(ctx, []countersign.OutboxItem{item(hook, r.ID, countersign.EventDecided)}, Base); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if !rang() {
+		t.Fatalf("no ring after Enqueue")
+	}
+	// A watch that ended hears nothing more; another one still does.
+	other, stopOther := ow.WatchOutbox()
+	defer stopOther()
+	stop()
+	if err := s.Enqueue(ctx, []countersign.OutboxItem{item(hook, r.ID, countersign.EventExpired)}, Base); err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	if rang() {
+		t.Fatalf("an ended watch was rung")
+	}
+	select {
+	case <-other:
+	default:
+		t.Fatalf("the second watch was not rung")
+	}
+}

@@ -88,6 +88,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxEnqueue", testOutboxEnqueue},
 		{"OutboxStatus", testOutboxStatus},
 		{"OutboxClaimRace", testOutboxClaimRace},
+		{"OutboxWatch", testOutboxWatch},
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
 		{"Idempotency", testIdempotency},
