@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyReuse", testIdempotencyReuse},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
