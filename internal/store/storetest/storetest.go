@@ -90,6 +90,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxClaimRace", testOutboxClaimRace},
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
+		{"PruneWhileDeciding", testPruneWhileDeciding},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyReuse", testIdempotencyReuse},
 	}
