@@ -46,7 +46,9 @@ func (db *DB) PruneRequests(ctx context.Context, before time.Time, limit int) (i
 			`DELETE FROM auto_approve_windows WHERE request_id = ANY($1)`,
 			`DELETE FROM coverages WHERE approval_id = ANY($1)`,
 			`DELETE FROM coverages WHERE request_id = ANY($1)`,
-			`DELETE FROM outbox WHERE request_id = ANY($1)`,
+			// The outbox's request_id has the database's collation,
+			// its index (outbox_request) "C".
+			`DELETE FROM outbox WHERE request_id COLLATE "C" = ANY($1)`,
 		} {
 			if _, err := tx.Exec(ctx, q, ids); err != nil {
 				return fmt.Errorf("prune requests: %w", err)
