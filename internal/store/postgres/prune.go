@@ -12,14 +12,18 @@ import (
 var _ countersign.HistoryPruner = (*DB)(nil)
 
 // pruneSelection finds the finished requests to prune, oldest first, among
-// the finished ones alone (requests_done_created), and locks them. It is
+// the finished ones alone (requests_done_created), less those an
+// Idempotency-Key's record refers to (its retry is answered with the
+// request), and locks them. It is
 // run once: under READ COMMITTED each statement sees what committed before
 // it, so a selection run again could name other requests (one finished
 // meanwhile, or another of equal age), and a DELETE of requests would then
 // meet what still refers to one. The id orders equal ages, and the lock
 // keeps anything new from referring to a selected request.
 const pruneSelection = `SELECT id FROM requests
-	WHERE status NOT IN ('pending', 'approved') AND created_at < $1 ORDER BY created_at, id LIMIT $2 FOR UPDATE`
+	WHERE status NOT IN ('pending', 'approved') AND created_at < $1
+	AND NOT EXISTS (SELECT 1 FROM idempotency i WHERE i.request_id = requests.id)
+	ORDER BY created_at, id LIMIT $2 FOR UPDATE OF requests`
 
 // PruneRequests removes old finished requests with what refers to them;
 // see countersign.HistoryPruner.

@@ -155,3 +155,39 @@ func testPruneWhileDeciding(t *testing.T, open Opener) {
 		}
 	}
 }
+
+// testPruneKeepsIdempotent: a finished request an Idempotency-Key's record
+// refers to stays, however short the retention, while the record lives,
+// so that a retry with the key gets its answer and never makes the change
+// again; once the record is pruned, the request goes too.
+func testPruneKeepsIdempotent(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	p, is := s.(countersign.HistoryPruner), s.(countersign.IdempotencyStore)
+	r := create(t, s, newRequest(f.key, "Bash", `{"n":1}`, "one"), Base)
+	plain := create(t, s, newRequest(f.key, "Bash", `{"n":2}`, "two"), Base)
+	deny(t, s, plain.ID, Base.Add(time.Second))
+	dec := &countersign.Idempotency{Principal: "approver:alice", Key: "d", Op: countersign.IdemDecision, Fingerprint: "f"}
+	if _, err := s.Transition(countersign.WithIdempotency(ctx, dec), countersign.Transition{ID: r.ID,
+		From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusDenied, Now: Base.Add(time.Second), DecidedBy: "alice"},
+		countersign.AuditEvent{Event: "denied", Actor: "approver:alice", Detail: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	// A retention shorter than the key's window: the request is old
+	// enough, its key's record is not.
+	if n, err := p.PruneRequests(ctx, Base.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("PruneRequests = %d, %v; want the request without a key", n, err)
+	}
+	if res, err := is.Idempotent(ctx, "approver:alice", "d", Base); err != nil || res.Request.ID != r.ID {
+		t.Fatalf("the key's answer after a prune = %+v, %v", res, err)
+	}
+	if _, err := s.Request(ctx, plain.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("the request without a key was kept: %v", err)
+	}
+	if _, err := is.PruneIdempotency(ctx, Base.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := p.PruneRequests(ctx, Base.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("PruneRequests once the key is forgotten = %d, %v; want 1", n, err)
+	}
+}

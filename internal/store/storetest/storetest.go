@@ -91,6 +91,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
 		{"PruneWhileDeciding", testPruneWhileDeciding},
+		{"PruneKeepsIdempotent", testPruneKeepsIdempotent},
 		{"Idempotency", testIdempotency},
 		{"IdempotencyReuse", testIdempotencyReuse},
 	}
