@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Passkeys", testPasskeys},
 		{"LastPasskey", testLastPasskey},
 		{"LastPasskeyRace", testLastPasskeyRace},
+		{"ClearPassword", testClearPassword},
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
