@@ -168,6 +168,11 @@ func ErrNoPasskeyToSignIn() *Error {
 	return Errorf(ECONFLICT, "the approver has no passkey: without a password it could never sign in")
 }
 
+// ErrClientGone is the ENOTFOUND of a grant for an OAuth client that is
+// no longer registered: never used, it expired or made room for another
+// while its consent page was open.
+var ErrClientGone = &Error{Code: ENOTFOUND, Message: "the application is no longer registered with this server"}
+
 // ErrNoCeremony is the ENOTFOUND of a passkey ceremony that was never
 // begun, or was taken already.
 func ErrNoCeremony() *Error {

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
+		{"GrantForGoneClient", testGrantForGoneClient},
 		{"GrantEndsWithApprover", testGrantEndsWithApprover},
 		{"KeyRevokeEndsGrant", testKeyRevokeEndsGrant},
 		{"RedeemRace", testRedeemRace},
