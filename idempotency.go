@@ -66,8 +66,9 @@ func IdempotencyFrom(ctx context.Context) *Idempotency {
 }
 
 // IdempotencyStore is implemented by a store that records changes made
-// with an Idempotency-Key. Recording a key a second time fails with
-// ErrIdempotencyKeyUsed, and the change with it.
+// with an Idempotency-Key. Recording a key a second time within
+// IdempotencyWindow fails with ErrIdempotencyKeyUsed, and the change with
+// it; a record older than that, not pruned yet, is replaced.
 type IdempotencyStore interface {
 	// Idempotent returns the change recorded for the principal's key at
 	// or after since. Errors: ENOTFOUND.

@@ -207,8 +207,10 @@ type OAuthStore interface {
 	// the consent signed in (nil: none) and the authorization code it
 	// issued, in one transaction, while the approver is a member of the
 	// account: a grant never outlives the membership that allowed it.
-	// Errors: ENOTFOUND for an unknown account or approver, EFORBIDDEN
-	// (ErrGrantNotMember) when the approver is not a member.
+	// It marks the client used, in the same transaction. Errors:
+	// ENOTFOUND for an unknown account or approver, or (ErrClientGone) a
+	// client no longer registered; EFORBIDDEN (ErrGrantNotMember) when the
+	// approver is not a member.
 	CreateGrant(ctx context.Context, g *Grant, key *AgentKey, sess *Session, code *OAuthToken) error
 	// Grant returns a grant by id, revoked or not. Errors: ENOTFOUND.
 	Grant(ctx context.Context, id string) (*Grant, error)
@@ -246,3 +248,8 @@ type OAuthStore interface {
 	// otherwise. Deleting a gone token is no error.
 	DeleteOAuthToken(ctx context.Context, hash, clientID string, at time.Time) (revoked string, err error)
 }
+
+// ErrClientGone is the ENOTFOUND of a grant for an OAuth client that is
+// no longer registered: never used, it expired or made room for another
+// while its consent page was open.
+var ErrClientGone = &Error{Code: ENOTFOUND, Message: "the application is no longer registered with this server"}

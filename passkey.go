@@ -44,6 +44,12 @@ func ErrLastPasskey() *Error {
 	return Errorf(ECONFLICT, "this is the only passkey of an approver without a password: removing it would lock the approver out")
 }
 
+// ErrNoPasskeyToSignIn is the conflict of clearing the password of an
+// approver without a passkey: it would lock the approver out.
+func ErrNoPasskeyToSignIn() *Error {
+	return Errorf(ECONFLICT, "the approver has no passkey: without a password it could never sign in")
+}
+
 // ErrPasskeyReplayed is the conflict of an assertion whose signature
 // counter did not advance.
 func ErrPasskeyReplayed() *Error {

@@ -63,6 +63,12 @@ type SessionStore interface {
 	// (RevokedPasswordReset). It returns the ids of the grants it revoked.
 	// Errors: ENOTFOUND.
 	SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) (revoked []string, err error)
+	// ClearPassword makes an approver passkey-only: as SetPassword with an
+	// empty hash, but only while the approver has a passkey, checked in
+	// the same statement, so that a passkey removed at the same moment
+	// (RemovePasskey, keepLast) cannot leave it with no way to sign in.
+	// Errors: ENOTFOUND, ECONFLICT (ErrNoPasskeyToSignIn).
+	ClearPassword(ctx context.Context, approverID string, keepGrants bool, at time.Time) (revoked []string, err error)
 	// RemoveMembership takes an approver out of an account, ending its
 	// sessions and revoking its tokens there, and, in the same
 	// transaction, every live grant it allowed there, as RevokeGrant does,

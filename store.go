@@ -205,6 +205,8 @@ type HistoryPruner interface {
 	// PruneRequests removes at most limit finished requests (neither
 	// pending nor approved) created before before, oldest first, with
 	// their links, auto-approve windows, coverages and notifications, and
-	// returns how many it removed. The audit log keeps every entry.
+	// returns how many it removed. A request the record of an
+	// Idempotency-Key refers to stays until the record is pruned. The
+	// audit log keeps every entry.
 	PruneRequests(ctx context.Context, before time.Time, limit int) (int, error)
 }

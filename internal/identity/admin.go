@@ -214,21 +214,26 @@ func (a *Admin) liveGrants(ctx context.Context, approverID string) ([]string, er
 // DisablePassword makes an approver passkey-only and returns how many
 // passkeys it signs in with, and the grants revoked (or with keepGrants
 // kept), as SetPassword does. It refuses an approver without a passkey,
-// who could then never sign in. The approver's browser sessions end.
-// Errors: ENOTFOUND, ECONFLICT.
+// who could then never sign in: the store checks it as it clears the
+// password, so a passkey removed meanwhile is seen. The approver's
+// browser sessions end. Errors: ENOTFOUND, ECONFLICT.
 func (a *Admin) DisablePassword(ctx context.Context, username string, keepGrants bool) (int, []string, error) {
 	ap, err := a.Store.ApproverByUsername(ctx, username)
 	if err != nil {
 		return 0, nil, err
 	}
-	list, err := a.Store.Passkeys(ctx, ap.ID)
-	if err != nil {
+	grants, err := a.Store.ClearPassword(ctx, ap.ID, keepGrants, a.now().Now())
+	if countersign.ErrorCode(err) == countersign.ECONFLICT {
+		return 0, nil, countersign.Errorf(countersign.ECONFLICT, "%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
+	} else if err != nil {
 		return 0, nil, err
 	}
-	if len(list) == 0 {
-		return 0, nil, countersign.Errorf(countersign.ECONFLICT, "%s has no passkey: add one first (countersign approver enrol --username %s), or the approver could never sign in", ap.Username, ap.Username)
+	if keepGrants {
+		if grants, err = a.liveGrants(ctx, ap.ID); err != nil {
+			return 0, nil, err
+		}
 	}
-	grants, err := a.resetPassword(ctx, ap, "", keepGrants)
+	list, err := a.Store.Passkeys(ctx, ap.ID)
 	if err != nil {
 		return 0, nil, err
 	}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/countersign/countersign"
@@ -9,11 +10,15 @@ import (
 )
 
 // storeCollector reports what a store says of itself, read when the
-// metrics are written.
+// metrics are written, at most once every statsFresh.
 type storeCollector struct {
 	stats    countersign.StatsReporter
 	health   countersign.WriteHealth // nil when the store cannot tell
 	now      func() time.Time
+	mu       sync.Mutex // held while the store is asked: one asks, the others wait for its answer
+	last     countersign.StoreStats
+	lastErr  error
+	lastAt   time.Time // zero: never asked
 	failures *prometheus.Desc
 	canWrite *prometheus.Desc
 	logBytes *prometheus.Desc
@@ -26,11 +31,16 @@ type storeCollector struct {
 // NewStoreCollector returns a collector of the store's metrics: failed
 // writes by cause, whether it can write, its write-ahead log's size and
 // bound, its checkpoints and their time (SQLite), and the age of the
-// oldest notification not delivered yet.
+// oldest notification not delivered yet. The store is asked at most once
+// every few seconds (statsFresh); whether it can write is read each time.
 func NewStoreCollector(s countersign.StatsReporter) prometheus.Collector {
+	return newStoreCollector(s, time.Now)
+}
+
+func newStoreCollector(s countersign.StatsReporter, now func() time.Time) *storeCollector {
 	h, _ := s.(countersign.WriteHealth)
 	return &storeCollector{
-		stats: s, health: h, now: time.Now,
+		stats: s, health: h, now: now,
 		failures: prometheus.NewDesc("countersign_store_write_failures_total",
 			"Writes to the store that failed, by cause (disk_full, io, read_only, corrupt, busy, connection, other).", []string{"cause"}, nil),
 		canWrite: prometheus.NewDesc("countersign_store_writable",
@@ -58,6 +68,28 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 // store that hangs, which is when the metrics matter most.
 const statsTimeout = 2 * time.Second
 
+// statsFresh is how long the store's answer is reported again before the
+// store is asked anew: /metrics needs no sign-in, so a flood of scrapes
+// costs the store one query every statsFresh, however many there are.
+// Prometheus scrapes every 15 seconds or more.
+const statsFresh = 5 * time.Second
+
+// storeStats returns the store's stats, asked at most once every
+// statsFresh.
+func (c *storeCollector) storeStats() (countersign.StoreStats, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if !c.lastAt.IsZero() && now.Sub(c.lastAt) < statsFresh && now.Sub(c.lastAt) >= 0 {
+		return c.last, c.lastErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
+	defer cancel()
+	c.last, c.lastErr = c.stats.StoreStats(ctx)
+	c.lastAt = now
+	return c.last, c.lastErr
+}
+
 // Collect reads the store's stats and reports them. The failures always
 // carry disk_full, at 0 before any, so that an alert on it has a series.
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
@@ -68,9 +100,7 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(c.canWrite, prometheus.GaugeValue, writable)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), statsTimeout)
-	defer cancel()
-	st, err := c.stats.StoreStats(ctx)
+	st, err := c.storeStats()
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.oldest, err)
 		return

@@ -79,6 +79,8 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 		// Its own argon2id slots: a parallel test's checks do not make
 		// this one's sign-ins wait past SignInWait.
 		PasswordSlots: identity.NewHashSlots(2),
+		// Set here, not left to the server, so that an option may wrap it.
+		Store: w.Store,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -210,7 +211,12 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request, b *browser) err
 		return s.refuseConsent(w, r, b, a, err)
 	}
 	code, sessionID, g, err := s.oauth.Allow(r.Context(), in)
-	if countersign.ErrorCode(err) == countersign.EINVALID {
+	if errors.Is(err, countersign.ErrClientGone) {
+		// Never used, the client expired or made room for another while
+		// the page was open: the application must register again.
+		s.log.Info("oauth consent for a client gone", "client_id", a.Client.ID, "approver", b.approver.Username)
+		return countersign.Errorf(countersign.EINVALID, "The application that sent you here is no longer registered with this server: its registration expired before you allowed it. Nothing was allowed. Go back and connect it again.")
+	} else if countersign.ErrorCode(err) == countersign.EINVALID {
 		return s.renderConsent(w, r, b, a, countersign.ErrorMessage(err), http.StatusBadRequest)
 	} else if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -740,4 +741,46 @@ func (e *ibEnv) consentAs(s ibSession, q url.Values) string {
 		e.t.Fatalf("allow: %d to %s", r.status, r.header.Get("Location"))
 	}
 	return e.sessionCookie(r).Value
+}
+
+// evictingStore makes room, as a new registration at the server's cap of
+// clients does, just before a grant is stored: the never-used client of
+// the consent page is deleted while its page was open.
+type evictingStore struct {
+	countersign.Store
+}
+
+func (s evictingStore) CreateGrant(ctx context.Context, g *countersign.Grant, key *countersign.AgentKey, sess *countersign.Session, code *countersign.OAuthToken) error {
+	other := &countersign.OAuthClient{ID: countersign.NewID("csc_"), Name: "other", RedirectURIs: []string{oaCallback}, AuthMethod: "none",
+		RegisteredFrom: "192.0.2.9", CreatedAt: time.Now()}
+	if err := s.Store.CreateOAuthClient(ctx, other, countersign.ClientLimits{Max: 1}); err != nil {
+		return err
+	}
+	return s.Store.CreateGrant(ctx, g, key, sess, code)
+}
+
+// TestConsentClientGone: a client deleted while its consent page was open
+// gets no grant, and the approver who allowed it reads why on a page (400),
+// not an internal error.
+func TestConsentClientGone(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t, oaMCP, func(c *server.Config) { c.Store = evictingStore{c.Store} })
+	c := e.registerClient(oaCallback)
+	q := e.authzQuery(c)
+	alice := e.session("alice")
+	page := e.get("/oauth/authorize?"+q.Encode(), e.as(alice.id)).want(t, "consent page", http.StatusOK)
+	form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "password": {ibPassword}}
+	for k, v := range q {
+		form[k] = v
+	}
+	r := e.post("/oauth/authorize", form, e.as(alice.id), ibFrom(e.nextAddr())).want(t, "allow for a client gone", http.StatusBadRequest)
+	if !strings.Contains(r.body, "no longer registered with this server") || !strings.Contains(r.body, "Go back and connect it again.") {
+		t.Errorf("the page says not why:\n%s", r.body)
+	}
+	if grants, err := e.store.Grants(e.ctx, ""); err != nil || len(grants) != 0 {
+		t.Errorf("grants after the refusal: %v, %v", grants, err)
+	}
+	if strings.Contains(e.logs.String(), "internal error") {
+		t.Errorf("the refusal was logged as an internal error:\n%s", e.logs.String())
+	}
 }

@@ -154,6 +154,16 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 		if err := grantMember(ctx, tx, g.ApproverID, g.AccountID); err != nil {
 			return err
 		}
+		// An allowed client is used: it no longer expires, nor makes
+		// room. One deleted since its consent page was shown gets no
+		// grant; the row locked here cannot be deleted until the grant
+		// is committed, and is then used.
+		tag, err := tx.Exec(ctx, `UPDATE oauth_clients SET last_used_at = $1 WHERE id = $2`, nanos(g.CreatedAt), g.ClientID)
+		if err != nil {
+			return fmt.Errorf("mark oauth client used: %w", badText(err))
+		} else if tag.RowsAffected() != 1 {
+			return countersign.ErrClientGone
+		}
 		if err := insertAgentKey(ctx, tx, key); err != nil {
 			return err
 		}
@@ -171,10 +181,6 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 			if err := insertOAuthToken(ctx, tx, code); err != nil {
 				return err
 			}
-		}
-		// An allowed client is used: it no longer expires, nor makes room.
-		if _, err := tx.Exec(ctx, `UPDATE oauth_clients SET last_used_at = $1 WHERE id = $2`, nanos(g.CreatedAt), g.ClientID); err != nil {
-			return fmt.Errorf("mark oauth client used: %w", err)
 		}
 		return nil
 	})

@@ -14,7 +14,12 @@ var _ countersign.IdempotencyStore = (*DB)(nil)
 
 // queueIdempotent queues, in the change's batch, the record of the key i
 // with the state r was left in; its result is read with idempotentResult.
+// A record of the key older than countersign.IdempotencyWindow, not pruned
+// yet, is deleted first, since the key's retry no longer finds it; a live
+// one makes the INSERT fail, and the change with it.
 func queueIdempotent(b *pgx.Batch, i *countersign.Idempotency, r *countersign.Request, created bool, now time.Time) {
+	b.Queue(`DELETE FROM idempotency WHERE principal = $1 AND key = $2 AND created_at < $3`,
+		i.Principal, i.Key, nanos(now.Add(-countersign.IdempotencyWindow)))
 	b.Queue(`INSERT INTO idempotency (principal, key, op, fingerprint, request_id, created,
 		status, expires_at, decided_at, decided_by, reason, auto_approve_until, consumed_at, created_at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
@@ -23,8 +28,11 @@ func queueIdempotent(b *pgx.Batch, i *countersign.Idempotency, r *countersign.Re
 }
 
 // idempotentResult reads the outcome of queueIdempotent: a key recorded
-// already fails the change.
+// already, within the window, fails the change.
 func idempotentResult(br pgx.BatchResults) error {
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("replace an old idempotency key: %w", badText(err))
+	}
 	if _, err := br.Exec(); isUnique(err) {
 		return countersign.ErrIdempotencyKeyUsed()
 	} else if err != nil {

@@ -68,7 +68,7 @@ func TestHotQueryPlans(t *testing.T) {
 	}, func() { tr.on.Store(true) })
 	tr.on.Store(false)
 
-	lists := 0
+	lists, oldest := 0, 0
 	for q, args := range tr.seen {
 		if !strings.Contains(q, "requests") && !strings.Contains(q, "outbox") && !strings.Contains(q, "auto_approve_windows") {
 			continue
@@ -91,14 +91,19 @@ func TestHotQueryPlans(t *testing.T) {
 			if !strings.Contains(plan, "requests_account_status_created") || sortNode.MatchString(plan) {
 				t.Errorf("the pending list does not walk the account's pending requests in order:\n%s\nplan:\n%s", q, plan)
 			}
+		case strings.Contains(q, "FROM outbox WHERE state = 'pending' ORDER BY created_at LIMIT 1"):
+			oldest++
+			if !strings.Contains(plan, "outbox_pending_created") || !strings.Contains(plan, "Limit") {
+				t.Errorf("the oldest undelivered notification is not the first entry of its index:\n%s\nplan:\n%s", q, plan)
+			}
 		case strings.Contains(q, "reference = $2"):
 			if !strings.Contains(plan, "requests_account_reference") {
 				t.Errorf("the lookup by reference code does not search the code's entries:\n%s\nplan:\n%s", q, plan)
 			}
 		}
 	}
-	if lists == 0 {
-		t.Errorf("the pending list was not among the %d statements run", len(tr.seen))
+	if lists == 0 || oldest == 0 {
+		t.Errorf("the pending list (%d) or the store's stats (%d) were not among the %d statements run", lists, oldest, len(tr.seen))
 	}
 }
 

@@ -154,17 +154,40 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 
 // SetPassword implements countersign.SessionStore.
 func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) ([]string, error) {
+	return db.setPassword(ctx, approverID, passwordHash, false, keepGrants, at)
+}
+
+// ClearPassword implements countersign.SessionStore.
+func (db *DB) ClearPassword(ctx context.Context, approverID string, keepGrants bool, at time.Time) ([]string, error) {
+	return db.setPassword(ctx, approverID, "", true, keepGrants, at)
+}
+
+// setPassword stores a password hash, with needPasskey only while the
+// approver has a passkey. It locks the approver first, as RemovePasskey
+// does: under READ COMMITTED the UPDATE's check would otherwise read the
+// passkeys as they were when it began, before a removal it waited for;
+// locked first, the UPDATE is a statement begun after that removal
+// committed, and sees it.
+func (db *DB) setPassword(ctx context.Context, approverID, passwordHash string, needPasskey, keepGrants bool, at time.Time) ([]string, error) {
 	if hasNUL(approverID) {
 		return nil, countersign.NotFound("approver")
 	}
 	var revoked []string
 	err := db.update(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE approvers SET password_hash = $1 WHERE id = $2`, passwordHash, approverID)
+		var one int
+		err := tx.QueryRow(ctx, `SELECT 1 FROM approvers WHERE id = $1 FOR UPDATE`, approverID).Scan(&one)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return countersign.NotFound("approver")
+		} else if err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `UPDATE approvers SET password_hash = $1 WHERE id = $2
+			AND (NOT $3 OR EXISTS (SELECT 1 FROM webauthn_credentials WHERE approver_id = $2))`, passwordHash, approverID, needPasskey)
 		if err != nil {
 			return fmt.Errorf("set password: %w", badText(err))
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.NotFound("approver")
+			return countersign.ErrNoPasskeyToSignIn()
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE approver_id = $1`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)

@@ -133,7 +133,16 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 		if err := grantMember(ctx, tx, g.ApproverID, g.AccountID); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		// An allowed client is used: it no longer expires, nor makes
+		// room. One deleted since its consent page was shown gets no
+		// grant.
+		res, err := tx.ExecContext(ctx, `UPDATE oauth_clients SET last_used_at = ? WHERE id = ?`, nanos(g.CreatedAt), g.ClientID)
+		if err != nil {
+			return fmt.Errorf("mark oauth client used: %w", err)
+		} else if n, _ := res.RowsAffected(); n != 1 {
+			return countersign.ErrClientGone
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 			key.ID, key.AccountID, key.Name, key.Hash, key.Hint, nanos(key.CreatedAt), 0, []byte{})
 		if isForeignKey(err) {
 			return countersign.NotFound("account")
@@ -162,10 +171,6 @@ func (db *DB) CreateGrant(ctx context.Context, g *countersign.Grant, key *counte
 			if err := insertOAuthToken(ctx, tx, code); err != nil {
 				return err
 			}
-		}
-		// An allowed client is used: it no longer expires, nor makes room.
-		if _, err := tx.ExecContext(ctx, `UPDATE oauth_clients SET last_used_at = ? WHERE id = ?`, nanos(g.CreatedAt), g.ClientID); err != nil {
-			return fmt.Errorf("mark oauth client used: %w", err)
 		}
 		return nil
 	})

@@ -13,21 +13,32 @@ var _ countersign.IdempotencyStore = (*DB)(nil)
 
 // recordIdempotent records, in the change's transaction, the key ctx
 // carries (countersign.WithIdempotency) with the state r was left in.
-// A key recorded already fails the change.
+// A key recorded already, within countersign.IdempotencyWindow, fails the
+// change; a record older than that, not pruned yet, is replaced, since the
+// key's retry no longer finds it.
 func recordIdempotent(ctx context.Context, tx querier, r *countersign.Request, created bool, now time.Time) error {
 	i := countersign.IdempotencyFrom(ctx)
 	if i == nil {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO idempotency (principal, key, op, fingerprint, request_id, created,
+	res, err := tx.ExecContext(ctx, `INSERT INTO idempotency (principal, key, op, fingerprint, request_id, created,
 		status, expires_at, decided_at, decided_by, reason, auto_approve_until, consumed_at, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (principal, key) DO UPDATE SET op = excluded.op, fingerprint = excluded.fingerprint,
+		request_id = excluded.request_id, created = excluded.created, status = excluded.status, expires_at = excluded.expires_at,
+		decided_at = excluded.decided_at, decided_by = excluded.decided_by, reason = excluded.reason,
+		auto_approve_until = excluded.auto_approve_until, consumed_at = excluded.consumed_at, created_at = excluded.created_at
+		WHERE idempotency.created_at < ?`,
 		i.Principal, i.Key, i.Op, i.Fingerprint, r.ID, created, r.Status, nanos(r.ExpiresAt), nanos(r.DecidedAt),
-		r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil), nanos(r.ConsumedAt), nanos(now))
-	if isUnique(err) {
-		return countersign.ErrIdempotencyKeyUsed()
-	} else if err != nil {
+		r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil), nanos(r.ConsumedAt), nanos(now), nanos(now.Add(-countersign.IdempotencyWindow)))
+	if err != nil {
 		return fmt.Errorf("record the idempotency key: %w", err)
+	}
+	// A live record of the key leaves the row as it was: no row changed.
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("record the idempotency key: %w", err)
+	} else if n == 0 {
+		return countersign.ErrIdempotencyKeyUsed()
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ func TestHotQueryPlans(t *testing.T) {
 	collect.Store(false)
 
 	raw := rawDB(t, path)
-	pendingList := 0
+	pendingList, oldest := 0, 0
 	for q := range seen {
 		if !strings.Contains(q, "requests") && !strings.Contains(q, "outbox") && !strings.Contains(q, "auto_approve_windows") {
 			continue
@@ -55,12 +55,18 @@ func TestHotQueryPlans(t *testing.T) {
 				t.Errorf("the pending list does not walk the account's pending requests in order:\n%s\nplan:\n%s", q, plan)
 			}
 		}
+		if strings.Contains(q, "MIN(created_at) FROM outbox") {
+			oldest++
+			if !strings.Contains(plan, "SEARCH outbox USING COVERING INDEX outbox_pending_created") {
+				t.Errorf("the oldest undelivered notification is not the first entry of its index:\n%s\nplan:\n%s", q, plan)
+			}
+		}
 		if strings.Contains(q, "reference = ?") && !strings.Contains(plan, "USING INDEX requests_account_reference (account_id=? AND reference=?)") {
 			t.Errorf("the lookup by reference code does not search the code's entries:\n%s\nplan:\n%s", q, plan)
 		}
 	}
-	if pendingList == 0 {
-		t.Errorf("the pending list was not among the %d statements run", len(seen))
+	if pendingList == 0 || oldest == 0 {
+		t.Errorf("the pending list (%d) or the store's stats (%d) were not among the %d statements run", pendingList, oldest, len(seen))
 	}
 }
 

@@ -11,10 +11,17 @@ import (
 var _ countersign.HistoryPruner = (*DB)(nil)
 
 // pruneSelection is the finished requests to prune, oldest first, found
-// among the finished ones alone (requests_done_created). Finished is
-// final, so every statement of the transaction selects the same rows.
+// among the finished ones alone (requests_done_created), less those an
+// Idempotency-Key's record refers to: its retry is answered with the
+// request. Each statement
+// of the transaction runs it again, and each selects the same rows: the
+// transaction is the only writer from its first statement to its commit
+// (SQLite writes one at a time), and the index walk orders equal ages the
+// same way every time.
 const pruneSelection = `SELECT id FROM requests INDEXED BY requests_done_created
-	WHERE status NOT IN ('pending', 'approved') AND created_at < ?1 ORDER BY created_at LIMIT ?2`
+	WHERE status NOT IN ('pending', 'approved') AND created_at < ?1
+	AND NOT EXISTS (SELECT 1 FROM idempotency i WHERE i.request_id = requests.id)
+	ORDER BY created_at LIMIT ?2`
 
 // PruneRequests removes old finished requests with what refers to them;
 // see countersign.HistoryPruner. It goes through the cached path: a

@@ -131,14 +131,28 @@ func (db *DB) DeleteSessions(ctx context.Context, approverID string) (int, error
 
 // SetPassword implements countersign.SessionStore.
 func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string, keepGrants bool, at time.Time) ([]string, error) {
+	return db.setPassword(ctx, approverID, passwordHash, false, keepGrants, at)
+}
+
+// ClearPassword implements countersign.SessionStore.
+func (db *DB) ClearPassword(ctx context.Context, approverID string, keepGrants bool, at time.Time) ([]string, error) {
+	return db.setPassword(ctx, approverID, "", true, keepGrants, at)
+}
+
+// setPassword stores a password hash, with needPasskey only while the
+// approver has a passkey: the check is the UPDATE's own, as RemovePasskey's
+// is its DELETE's, so that of the two at once one sees the other's change.
+func (db *DB) setPassword(ctx context.Context, approverID, passwordHash string, needPasskey, keepGrants bool, at time.Time) ([]string, error) {
 	var revoked []string
 	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
-		res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE id = ?`, passwordHash, approverID)
+		res, err := tx.ExecContext(ctx, `UPDATE approvers SET password_hash = ? WHERE id = ?
+			AND (NOT ? OR EXISTS (SELECT 1 FROM webauthn_credentials WHERE approver_id = ?))`,
+			passwordHash, approverID, needPasskey, approverID)
 		if err != nil {
 			return fmt.Errorf("set password: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.NotFound("approver")
+			return noPasswordSet(ctx, tx, approverID)
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE approver_id = ?`, approverID); err != nil {
 			return fmt.Errorf("set password: %w", err)
@@ -150,6 +164,19 @@ func (db *DB) SetPassword(ctx context.Context, approverID, passwordHash string, 
 		return err
 	})
 	return revoked, err
+}
+
+// noPasswordSet says why a password was not set: the approver is there,
+// so it has no passkey; or it is not.
+func noPasswordSet(ctx context.Context, tx querier, approverID string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, `SELECT 1 FROM approvers WHERE id = ?`, approverID).Scan(&one)
+	if err == sql.ErrNoRows {
+		return countersign.NotFound("approver")
+	} else if err != nil {
+		return fmt.Errorf("set password: %w", err)
+	}
+	return countersign.ErrNoPasskeyToSignIn()
 }
 
 // RemoveMembership implements countersign.SessionStore.

@@ -22,10 +22,51 @@ func newGrant(t *testing.T, s countersign.Store, acc *countersign.Account, ap *c
 		CreatedAt: Base, ExpiresAt: Base.Add(12 * time.Hour), LastSeenAt: Base, UserAgent: "b", Client: "192.0.2.1"}
 	code := &countersign.OAuthToken{Hash: sha("code-" + name), Kind: countersign.TokenCode, ClientID: g.ClientID, Resource: "https://x.example/mcp",
 		RedirectURI: "https://claude.ai/api/mcp/auth_callback", Challenge: "challenge", CreatedAt: Base, ExpiresAt: Base.Add(time.Minute)}
+	mustClient(t, s, g.ClientID)
 	if err := s.CreateGrant(t.Context(), g, key, sess, code); err != nil {
 		t.Fatalf("CreateGrant: %v", err)
 	}
 	return g, sess, code.Hash
+}
+
+// mustClient registers the OAuth client id unless it is registered.
+func mustClient(t *testing.T, s countersign.Store, id string) {
+	t.Helper()
+	if _, err := s.OAuthClient(t.Context(), id); err == nil {
+		return
+	}
+	c := &countersign.OAuthClient{ID: id, Name: "n", RedirectURIs: []string{"https://a.example/cb"}, AuthMethod: "none",
+		RegisteredFrom: "192.0.2.1", CreatedAt: Base}
+	if err := s.CreateOAuthClient(t.Context(), c, countersign.ClientLimits{}); err != nil {
+		t.Fatalf("CreateOAuthClient(%s): %v", id, err)
+	}
+}
+
+// testGrantForGoneClient: a grant for a client deleted meanwhile (expired
+// unused, or evicted to make room) is refused with ENOTFOUND, and nothing
+// of it is stored: no grant, key, session nor code.
+func testGrantForGoneClient(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc := mustAccount(t, s, "one")
+	ap := approverIn(t, s, "x", acc)
+	g := &countersign.Grant{ID: countersign.NewID("grt_"), AccountID: acc.ID, ClientID: "csc_gone", ClientName: "gone", ApproverID: ap.ID,
+		ApproverName: ap.Username, Tiers: []string{"read"}, CreatedAt: Base}
+	key := &countersign.AgentKey{AccountID: acc.ID, Name: "grant-gone", Hash: sha("grant-key-gone"), Hint: "(grant)", CreatedAt: Base}
+	sess := &countersign.Session{Hash: sha("grant-session-gone"), ApproverID: ap.ID, AccountID: acc.ID,
+		CreatedAt: Base, ExpiresAt: Base.Add(12 * time.Hour), LastSeenAt: Base, UserAgent: "b", Client: "192.0.2.1"}
+	code := &countersign.OAuthToken{Hash: sha("code-gone"), Kind: countersign.TokenCode, ClientID: g.ClientID, Resource: "https://x.example/mcp",
+		RedirectURI: "https://a.example/cb", Challenge: "challenge", CreatedAt: Base, ExpiresAt: Base.Add(time.Minute)}
+	err := s.CreateGrant(ctx, g, key, sess, code)
+	wantError(t, "CreateGrant for a client that is gone", err, countersign.ENOTFOUND,
+		"the application is no longer registered with this server")
+	_, err = s.Grant(ctx, g.ID)
+	wantCode(t, "the refused grant", err, countersign.ENOTFOUND)
+	_, _, err = s.SessionByHash(ctx, sess.Hash, Base)
+	wantCode(t, "the refused grant's session", err, countersign.ENOTFOUND)
+	_, err = s.AgentKeyByHash(ctx, key.Hash)
+	wantCode(t, "the refused grant's key", err, countersign.ENOTFOUND)
+	_, _, err = s.RedeemOAuthToken(ctx, code.Hash, countersign.TokenCode, Base, func(*countersign.OAuthToken) error { return nil }, nil)
+	wantCode(t, "the refused grant's code", err, countersign.ENOTFOUND)
 }
 
 func tokens(name string, expires time.Time) []*countersign.OAuthToken {

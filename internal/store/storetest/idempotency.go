@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -82,5 +83,48 @@ func testIdempotency(t *testing.T, open Opener) {
 	}
 	if _, err := is.Idempotent(ctx, agent, "c1", Base); err != nil {
 		t.Errorf("the newer key was pruned: %v", err)
+	}
+}
+
+// testIdempotencyReuse: a key whose record is older than the window, not
+// yet pruned, is free again: a change made with it is recorded in place of
+// the old record, and its retry gets the new answer. Within the window the
+// key is still taken.
+func testIdempotencyReuse(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	is := s.(countersign.IdempotencyStore)
+	agent := "key:" + f.key.ID
+	withKey := func(body string) context.Context {
+		return countersign.WithIdempotency(ctx, &countersign.Idempotency{Principal: agent, Key: "reused", Op: countersign.IdemCreate, Fingerprint: sha(body)})
+	}
+	first := newRequest(f.key, "Bash", `{"n":1}`, "one")
+	first.ExpiresAt = Base.Add(100 * 24 * time.Hour)
+	if _, _, err := s.CreateRequest(withKey("one"), first, 0, Base, createdEvent(first)); err != nil {
+		t.Fatalf("CreateRequest with a key: %v", err)
+	}
+	within := newRequest(f.key, "Bash", `{"n":2}`, "two")
+	_, _, err := s.CreateRequest(withKey("two"), within, 0, Base.Add(countersign.IdempotencyWindow-time.Second), createdEvent(within))
+	wantCode(t, "the key again within its window", err, countersign.ECONFLICT)
+
+	later := Base.Add(countersign.IdempotencyWindow + time.Hour)
+	second := newRequest(f.key, "Bash", `{"n":3}`, "three")
+	second.CreatedAt, second.ExpiresAt = later, first.ExpiresAt
+	if _, created, err := s.CreateRequest(withKey("three"), second, 0, later, createdEvent(second)); err != nil || !created {
+		t.Fatalf("CreateRequest with the key past its window = %v, %v; want the change made", created, err)
+	}
+	res, err := is.Idempotent(ctx, agent, "reused", later.Add(-countersign.IdempotencyWindow))
+	if err != nil || res.RequestID != second.ID || res.Fingerprint != sha("three") || !res.At.Equal(later) {
+		t.Fatalf("Idempotent after the reuse = %+v, %v; want the new change's record", res, err)
+	}
+	// The decision's key too: the same rule holds for every change.
+	dec := &countersign.Idempotency{Principal: "approver:alice", Key: "d", Op: countersign.IdemDecision, Fingerprint: "f"}
+	for i, r := range []*countersign.Request{first, second} {
+		now := later.Add(time.Duration(i) * (countersign.IdempotencyWindow + time.Minute))
+		if _, err := s.Transition(countersign.WithIdempotency(ctx, dec), countersign.Transition{ID: r.ID,
+			From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusDenied, Now: now, DecidedBy: "alice"},
+			countersign.AuditEvent{Event: "denied", Actor: "approver:alice", Detail: "{}"}); err != nil {
+			t.Fatalf("decision %d with the key: %v", i, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -127,6 +128,87 @@ func testLastPasskeyRace(t *testing.T, open Opener) {
 		}
 		if len(list) != 1 || removed != keys-1 {
 			t.Fatalf("round %d: %d racing removals removed %d passkeys of %d, leaving %d; want exactly one left", round, n, removed, keys, len(list))
+		}
+	}
+}
+
+// testClearPassword: the password of an approver goes only while it has a
+// passkey, and of a removal of its last passkey and the clearing of its
+// password, asked at once, at most one is made: the approver always keeps
+// a way to sign in. Many rounds, since a race shows only sometimes.
+func testClearPassword(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	approver := func(name string) *countersign.Approver {
+		t.Helper()
+		ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: name, PasswordHash: "h", CreatedAt: Base}
+		if err := s.CreateApprover(ctx, ap); err != nil {
+			t.Fatalf("CreateApprover: %v", err)
+		}
+		return ap
+	}
+	passkey := func(ap *countersign.Approver) string {
+		t.Helper()
+		pk := &countersign.Passkey{ID: countersign.NewID("pk_"), ApproverID: ap.ID, CredentialID: []byte(countersign.NewID("cred_")),
+			PublicKey: []byte{1}, Name: "key", CreatedAt: Base}
+		if err := s.CreatePasskey(ctx, pk); err != nil {
+			t.Fatalf("CreatePasskey: %v", err)
+		}
+		return pk.ID
+	}
+	hash := func(ap *countersign.Approver) string {
+		t.Helper()
+		got, err := s.ApproverByID(ctx, ap.ID)
+		if err != nil {
+			t.Fatalf("ApproverByID: %v", err)
+		}
+		return got.PasswordHash
+	}
+
+	lone := approver("lone")
+	_, err := s.ClearPassword(ctx, lone.ID, false, Base)
+	wantError(t, "ClearPassword without a passkey", err, countersign.ECONFLICT,
+		"the approver has no passkey: without a password it could never sign in")
+	if h := hash(lone); h != "h" {
+		t.Errorf("the refused clearing left the password %q", h)
+	}
+	_, err = s.ClearPassword(ctx, "apr_missing", false, Base)
+	wantCode(t, "ClearPassword of a missing approver", err, countersign.ENOTFOUND)
+	passkey(lone)
+	if _, err := s.ClearPassword(ctx, lone.ID, false, Base); err != nil || hash(lone) != "" {
+		t.Fatalf("ClearPassword with a passkey: %v, password %q", err, hash(lone))
+	}
+
+	for round := range 30 {
+		ap := approver(fmt.Sprint("racer", round))
+		pk := passkey(ap)
+		var wg sync.WaitGroup
+		var cleared, removed error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, cleared = s.ClearPassword(ctx, ap.ID, false, Base)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			removed = s.RemovePasskey(ctx, ap.ID, pk, true)
+		}()
+		close(start)
+		wg.Wait()
+		for what, err := range map[string]error{"ClearPassword": cleared, "RemovePasskey": removed} {
+			if err != nil && countersign.ErrorCode(err) != countersign.ECONFLICT {
+				t.Fatalf("round %d: %s: %v", round, what, err)
+			}
+		}
+		list, err := s.Passkeys(ctx, ap.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cleared == nil && removed == nil || hash(ap) == "" && len(list) == 0 {
+			t.Fatalf("round %d: the password cleared (%v) and the last passkey removed (%v) at once: %d passkeys, password %q",
+				round, cleared, removed, len(list), hash(ap))
 		}
 	}
 }

@@ -73,9 +73,11 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Passkeys", testPasskeys},
 		{"LastPasskey", testLastPasskey},
 		{"LastPasskeyRace", testLastPasskeyRace},
+		{"ClearPassword", testClearPassword},
 		{"Ceremonies", testCeremonies},
 		{"OAuthClients", testOAuthClients},
 		{"Grants", testGrants},
+		{"GrantForGoneClient", testGrantForGoneClient},
 		{"GrantEndsWithApprover", testGrantEndsWithApprover},
 		{"KeyRevokeEndsGrant", testKeyRevokeEndsGrant},
 		{"RedeemRace", testRedeemRace},
@@ -91,7 +93,10 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"OutboxWatch", testOutboxWatch},
 		{"StoreStats", testStoreStats},
 		{"PruneRequests", testPruneRequests},
+		{"PruneWhileDeciding", testPruneWhileDeciding},
+		{"PruneKeepsIdempotent", testPruneKeepsIdempotent},
 		{"Idempotency", testIdempotency},
+		{"IdempotencyReuse", testIdempotencyReuse},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
