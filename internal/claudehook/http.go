@@ -26,8 +26,8 @@ type HTTPHook struct {
 // answer as no decision and goes on, so what the command hook says with
 // exit status 2 — a blocked call — is written as JSON that denies, and a
 // call left to Claude Code is an empty object. projectDir is Claude
-// Code's CLAUDE_PROJECT_DIR, which the command hook reads from its
-// environment.
+// Code's project directory (ProjectDirHeader), which the command hook
+// reads from its environment's CLAUDE_PROJECT_DIR.
 func (h *HTTPHook) Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir string, start time.Time,
 	serverURL, key string, ask saferm.Server) []byte {
 	load := h.Load

@@ -128,15 +128,16 @@ type groupJSON struct {
 func hookEntry(o InstallOptions) hookJSON {
 	if o.HTTP != "" {
 		return hookJSON{Type: "http", URL: fmt.Sprintf("%s?timeout=%d", o.HTTP, o.seconds()),
-			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$CLAUDE_PROJECT_DIR"},
-			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "CLAUDE_PROJECT_DIR"}, Timeout: o.seconds()}
+			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$PWD"},
+			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "PWD"}, Timeout: o.seconds()}
 	}
 	return hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
 }
 
-// ProjectDirHeader carries Claude Code's project directory
-// (CLAUDE_PROJECT_DIR) to the HTTP hook, which the command hook reads from
-// its environment.
+// ProjectDirHeader carries Claude Code's project directory to the HTTP
+// hook: the directory it started in, its PWD (Claude Code sets
+// CLAUDE_PROJECT_DIR for command hooks only). Without it, the project is
+// the input's cwd.
 const ProjectDirHeader = "X-Countersign-Project-Dir"
 
 // HTTPPath is the server's route of the HTTP hook.

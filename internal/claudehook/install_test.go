@@ -206,11 +206,11 @@ const printedHTTPBlock = `{
             "url": "http://127.0.0.1:8080/api/v1/hooks/claude?timeout=600",
             "headers": {
               "Authorization": "Bearer $COUNTERSIGN_KEY",
-              "X-Countersign-Project-Dir": "$CLAUDE_PROJECT_DIR"
+              "X-Countersign-Project-Dir": "$PWD"
             },
             "allowedEnvVars": [
               "COUNTERSIGN_KEY",
-              "CLAUDE_PROJECT_DIR"
+              "PWD"
             ],
             "timeout": 600
           }

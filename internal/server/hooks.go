@@ -28,9 +28,9 @@ type ClaudeHook interface {
 		serverURL, key string, ask saferm.Server) []byte
 }
 
-// ProjectDirHeader carries Claude Code's project directory
-// (CLAUDE_PROJECT_DIR) to the HTTP hook, which the command hook reads from
-// its environment.
+// ProjectDirHeader carries Claude Code's project directory to the HTTP
+// hook (claudehook.ProjectDirHeader), which the command hook reads from
+// its environment's CLAUDE_PROJECT_DIR.
 const ProjectDirHeader = "X-Countersign-Project-Dir"
 
 // maxHookInput bounds a hook input, as the command hook bounds its
