@@ -19,7 +19,7 @@ var binaries = []string{"countersign", "countersign-agent"}
 
 // binaryTests are the tests that run them: TestMain starts building when
 // one of them is to run, so that the build goes on while other tests do.
-var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper"}
+var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper", "TestClaudeCode"}
 
 // built holds the binaries, built once for all tests. TestMain removes the
 // directory.
@@ -96,6 +96,10 @@ func runsBinaries() bool {
 }
 
 func TestMain(m *testing.M) {
+	if log := os.Getenv("COUNTERSIGN_TEST_MCP_PEER"); log != "" {
+		mcpPeer(log)
+		os.Exit(0)
+	}
 	flag.Parse()
 	if runsBinaries() {
 		go build()
