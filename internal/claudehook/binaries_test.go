@@ -58,7 +58,7 @@ func build() {
 // binary returns the path of cmd/name, built on first use or by TestMain
 // beforehand. A test must not change the file: it links or copies it where
 // it needs another name or place.
-func binary(t *testing.T, name string) string {
+func binary(t testing.TB, name string) string {
 	t.Helper()
 	build()
 	if built.err != nil {

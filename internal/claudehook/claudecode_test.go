@@ -32,7 +32,7 @@ import (
 const claudeCodeDir = "testdata/npm"
 
 // claudeCode returns the real Claude Code binary, or ends the test.
-func claudeCode(t *testing.T) string {
+func claudeCode(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the real Claude Code")
@@ -68,10 +68,12 @@ type modelAPI struct {
 
 	mu      sync.Mutex
 	results []toolResult
+	sent    time.Time       // when the last tool call went out
+	calls   []time.Duration // from each tool call sent to its result back
 }
 
 // newModelAPI serves the script on 127.0.0.1.
-func newModelAPI(t *testing.T, script ...toolUse) *modelAPI {
+func newModelAPI(t testing.TB, script ...toolUse) *modelAPI {
 	t.Helper()
 	m := &modelAPI{script: script}
 	ts := httptest.NewServer(http.HandlerFunc(m.serve))
@@ -131,10 +133,16 @@ func (m *modelAPI) serve(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	if len(results) > len(m.results) {
 		m.results = results
+		if !m.sent.IsZero() {
+			m.calls = append(m.calls, time.Since(m.sent))
+		}
 	}
 	m.mu.Unlock()
 	if len(results) < len(m.script) {
 		m.answer(w, req.Stream, &m.script[len(results)], "")
+		m.mu.Lock()
+		m.sent = time.Now()
+		m.mu.Unlock()
 		return
 	}
 	m.answer(w, req.Stream, nil, "done")
@@ -212,7 +220,7 @@ func (m *modelAPI) Results() []toolResult {
 // by the product, run against the scripted model and the real server; an
 // rm wrapper (the countersign binary named rm) is first in its PATH.
 type claudeRig struct {
-	t      *testing.T
+	t      testing.TB
 	bin    string
 	w      *world
 	srv    *testServer
@@ -253,7 +261,7 @@ type rigOptions struct {
 	capture bool   // a second hook keeps every input it gets
 }
 
-func newClaudeRig(t *testing.T, o rigOptions) *claudeRig {
+func newClaudeRig(t testing.TB, o rigOptions) *claudeRig {
 	t.Helper()
 	bin := claudeCode(t)
 	cs := binary(t, "countersign")
@@ -335,6 +343,20 @@ func (r *claudeRig) down() {
 // output and the model's view of each call's result.
 func (r *claudeRig) run(args []string, script ...toolUse) (string, []toolResult) {
 	r.t.Helper()
+	out, results, _, _ := r.runAll(args, script...)
+	return out, results
+}
+
+// runTimed is run for a benchmark: it returns the output, the time of
+// each call from the model's side, and Claude Code's debug log.
+func (r *claudeRig) runTimed(args []string, script ...toolUse) (string, []time.Duration, []byte) {
+	r.t.Helper()
+	out, _, calls, debug := r.runAll(args, script...)
+	return out, calls, debug
+}
+
+func (r *claudeRig) runAll(args []string, script ...toolUse) (string, []toolResult, []time.Duration, []byte) {
+	r.t.Helper()
 	api := newModelAPI(r.t, script...)
 	claudeSlots <- struct{}{}
 	defer func() { <-claudeSlots }()
@@ -358,7 +380,11 @@ func (r *claudeRig) run(args []string, script ...toolUse) (string, []toolResult)
 		lines := strings.Split(string(d), "\n")
 		r.t.Logf("the end of its debug log:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 	}
-	return out.String(), api.Results()
+	d, _ := os.ReadFile(debug)
+	results := api.Results()
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	return out.String(), results, slices.Clone(api.calls), d
 }
 
 // hookKinds are the two ways Claude Code runs the hook.

@@ -37,7 +37,7 @@ func newTestServer(t *testing.T) *testServer {
 
 // newTestServerWith is newTestServer with a server configuration changed
 // by set.
-func newTestServerWith(t *testing.T, set func(*server.Config)) *testServer {
+func newTestServerWith(t testing.TB, set func(*server.Config)) *testServer {
 	t.Helper()
 	w := testutil.NewWorld(t)
 	key, token := w.Key("acme", "claude"), w.Token("alice", "acme")
@@ -61,7 +61,7 @@ func newTestServerWith(t *testing.T, set func(*server.Config)) *testServer {
 }
 
 // requests returns the account's requests, newest first.
-func (s *testServer) requests(t *testing.T) []*client.Request {
+func (s *testServer) requests(t testing.TB) []*client.Request {
 	t.Helper()
 	list, err := s.human.List(context.Background(), "", 50)
 	if err != nil {
@@ -86,7 +86,7 @@ func (s *testServer) pending(t *testing.T) *client.Request {
 }
 
 // decide records a human's decision.
-func (s *testServer) decide(t *testing.T, r *client.Request, d client.Decision) {
+func (s *testServer) decide(t testing.TB, r *client.Request, d client.Decision) {
 	t.Helper()
 	if _, err := s.human.Decide(context.Background(), r.ID, d); err != nil {
 		t.Errorf("decide %s: %v", d.Decision, err)
