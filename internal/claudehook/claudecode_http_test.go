@@ -1,10 +1,17 @@
 package claudehook
 
 import (
+	"encoding/json"
+	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // TestClaudeCodeHTTPHookKey runs the real Claude Code with the HTTP hook
@@ -52,5 +59,83 @@ func TestClaudeCodeHTTPHookServerDown(t *testing.T) {
 	if !res.IsError || !strings.Contains(res.Text, "countersign rm: cannot reach the countersign server") ||
 		!strings.Contains(res.Text, "nothing was deleted") || !exists(filepath.Join(r.w.project, "build", "x.o")) {
 		t.Errorf("acceptEdits, server down: the model got %+v; want the wrapper's refusal and build kept", res)
+	}
+}
+
+// TestClaudeCodeServeHTTPHook runs the whole product: `countersign serve
+// --claude-hook`, a key made by `countersign key create`, the HTTP hook
+// `hook claude install --http` wrote, and the real Claude Code. The
+// server's policy is its user's configuration file: a [hook] rule there
+// denies a line, the built-in policy another, and a harmless line runs.
+func TestClaudeCodeServeHTTPHook(t *testing.T) {
+	t.Parallel()
+	r := newClaudeRig(t, rigOptions{http: true, config: "[hook]\ndeny = [\"Bash(touch *)\"]\n"})
+	cs := binary(t, "countersign")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	env := []string{"HOME=" + r.w.home, "PATH=" + r.path, "COUNTERSIGN_DATA=" + filepath.Join(r.w.root, "data")}
+	serve := exec.Command(cs, "serve", "--addr", addr, "--claude-hook")
+	serve.Env = env
+	var log testutil.LogBuffer
+	serve.Stdout, serve.Stderr = &log, &log
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		serve.Process.Kill()
+		serve.Wait()
+	})
+	url := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("countersign serve did not come up: %v\n%s", err, log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	run := func(args ...string) string {
+		cmd := exec.Command(cs, args...)
+		cmd.Env = env
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("countersign %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	var created struct {
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal([]byte(run("key", "create", "--account", "default", "--name", "claude", "--json")), &created); err != nil || created.Key == "" {
+		t.Fatalf("key create: %v", err)
+	}
+	run("hook", "claude", "install", "--settings", filepath.Join(r.w.home, ".claude", "settings.json"), "--http", "--server", url, "--timeout", "60")
+	r.url, r.key = url, created.Key
+
+	out, results := r.run(nil, bash("touch made.txt"), bash("rm -rf /"), bash("ls"))
+	if len(results) != 3 {
+		t.Fatalf("the model got %+v; Claude Code said %s", results, out)
+	}
+	if !results[0].IsError || !strings.Contains(results[0].Text, "countersign refused this call: rule deny Bash(touch *)") || exists(filepath.Join(r.w.project, "made.txt")) {
+		t.Errorf("the rule's line: the model got %+v; want the rule's refusal and no file", results[0])
+	}
+	if !results[1].IsError || !strings.Contains(results[1].Text, "countersign refused this call: refusing to delete /") {
+		t.Errorf("rm -rf /: the model got %+v; want the policy's refusal", results[1])
+	}
+	if results[2].IsError || !strings.Contains(results[2].Text, "a.txt") {
+		t.Errorf("ls: the model got %+v; want the listing", results[2])
+	}
+	if strings.Contains(log.String(), created.Key) {
+		t.Error("the server logged the agent key")
 	}
 }
