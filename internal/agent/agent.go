@@ -79,7 +79,7 @@ func Hook(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	if len(args) > 1 && args[1] == "install" {
-		err := claudehook.Install(args[2:], env.Stdout, env.Stderr)
+		err := claudehook.Install(args[2:], env.Stdout, env.Stderr, env.Getenv)
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return 0

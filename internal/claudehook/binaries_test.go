@@ -19,7 +19,7 @@ var binaries = []string{"countersign", "countersign-agent"}
 
 // binaryTests are the tests that run them: TestMain starts building when
 // one of them is to run, so that the build goes on while other tests do.
-var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper"}
+var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper", "TestClaudeCode"}
 
 // built holds the binaries, built once for all tests. TestMain removes the
 // directory.
@@ -58,7 +58,7 @@ func build() {
 // binary returns the path of cmd/name, built on first use or by TestMain
 // beforehand. A test must not change the file: it links or copies it where
 // it needs another name or place.
-func binary(t *testing.T, name string) string {
+func binary(t testing.TB, name string) string {
 	t.Helper()
 	build()
 	if built.err != nil {
@@ -96,6 +96,10 @@ func runsBinaries() bool {
 }
 
 func TestMain(m *testing.M) {
+	if log := os.Getenv("COUNTERSIGN_TEST_MCP_PEER"); log != "" {
+		mcpPeer(log)
+		os.Exit(0)
+	}
 	flag.Parse()
 	if runsBinaries() {
 		go build()

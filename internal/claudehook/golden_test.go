@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/server"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden .out.json files")
@@ -98,27 +101,46 @@ func readCase(t *testing.T, path string) goldenCase {
 // the exit status with NAME.case. Paths, the server's address, reference
 // codes and inbox URLs are written as {{PROJECT}}, {{HOME}}, {{CONFIG}},
 // {{SERVER}}, {{REF}} and {{INBOX}}.
+//
+// Each case whose server is up runs a second time through the server's
+// HTTP hook, POST /api/v1/hooks/claude, which must answer alike: the same
+// policy, the same requests, the same JSON ({} for no answer). Cases of a
+// server that is down or missing, of a late start or of an exit status
+// are the command hook's own.
 func TestGolden(t *testing.T) {
 	ins, err := filepath.Glob("testdata/golden/*.in.json")
 	if err != nil || len(ins) < 30 {
 		t.Fatalf("golden inputs: %d, %v", len(ins), err)
 	}
+	var viaHTTP int
 	for _, in := range ins {
 		name := strings.TrimSuffix(filepath.Base(in), ".in.json")
+		base := strings.TrimSuffix(in, ".in.json")
+		c := readCase(t, base+".case")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			runGolden(t, strings.TrimSuffix(in, ".in.json"))
+			runGolden(t, base, false)
 		})
+		if (c.server == "up" || c.server == "file") && c.late == 0 && c.exit == 0 && !*update {
+			viaHTTP++
+			t.Run(name+"/http", func(t *testing.T) {
+				t.Parallel()
+				runGolden(t, base, true)
+			})
+		}
+	}
+	if viaHTTP < 60 {
+		t.Errorf("only %d golden cases run through the HTTP hook", viaHTTP)
 	}
 }
 
-func runGolden(t *testing.T, base string) {
+func runGolden(t *testing.T, base string, viaHTTP bool) {
 	c := readCase(t, base+".case")
 	w := newWorld(t)
 	for _, kv := range c.setup {
 		w.setup(kv[0], kv[1])
 	}
-	srv := newTestServer(t)
+	srv := newTestServerWith(t, func(cfg *server.Config) { cfg.ClaudeHook = &HTTPHook{Load: w.load()} })
 	if cfg, err := os.ReadFile(base + ".toml"); err == nil {
 		w.writeConfig(strings.NewReplacer("{{SERVER}}", srv.URL, "{{KEY}}", srv.agentKey).Replace(string(cfg)))
 	}
@@ -151,10 +173,18 @@ func runGolden(t *testing.T, base string) {
 	}()
 	var stdout, stderr bytes.Buffer
 	start := time.Now().Add(-c.late)
-	code := Run(context.Background(), &Env{Connect: connect,
-		Args: c.args, Stdin: strings.NewReader(input), Stdout: &stdout, Stderr: &stderr,
-		Getenv: w.getenv, Cwd: w.project, Start: start, Load: w.load(),
-	})
+	var code int
+	if viaHTTP {
+		stdout.Write(postHook(t, srv, c.args, w.project, input))
+		if stdout.String() == "{}\n" {
+			stdout.Reset() // no answer: the command hook writes nothing
+		}
+	} else {
+		code = Run(context.Background(), &Env{Connect: connect,
+			Args: c.args, Stdin: strings.NewReader(input), Stdout: &stdout, Stderr: &stderr,
+			Getenv: w.getenv, Cwd: w.project, Start: start, Load: w.load(),
+		})
+	}
 	elapsed := time.Since(start)
 	<-done
 
@@ -177,6 +207,36 @@ func runGolden(t *testing.T, base string) {
 	got := normalize(stdout.String(), w, srv)
 	checkRequests(t, srv, c, opener, probe.ToolName, probe.SessionID, probe.ToolInput, w, &got)
 	compareGolden(t, base+".out.json", got)
+}
+
+// postHook posts a hook input to the server's HTTP hook as Claude Code
+// does, with the hook's flags as the URL's timeout, and returns the body
+// of its answer, which must be a 200.
+func postHook(t *testing.T, srv *testServer, args []string, project, input string) []byte {
+	t.Helper()
+	u := srv.URL + HTTPPath
+	if len(args) == 2 && args[0] == "--timeout" {
+		u += "?timeout=" + args[1]
+	} else if len(args) > 0 {
+		t.Fatalf("the HTTP hook takes no flags %v", args)
+	}
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(input))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+srv.agentKey)
+	req.Header.Set(ProjectDirHeader, project)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("the HTTP hook answered %d %s: %s %v", resp.StatusCode, resp.Header.Get("Content-Type"), body, err)
+	}
+	return body
 }
 
 // actAsHuman waits for the hook's request and decides as the case says.

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/countersign/countersign/internal/saferm"
 )
 
 // InstallOptions are the flags of `countersign hook claude install`.
@@ -20,12 +23,15 @@ type InstallOptions struct {
 	Timeout  time.Duration // --timeout: the hook's timeout, passed to the hook too
 	Command  string        // --command: how Claude Code starts the hook
 	Events   []string      // --events: PreToolUse, PermissionRequest
+	// HTTP, with --http, is the server's hook URL: Claude Code posts the
+	// event to the server instead of starting a process.
+	HTTP string
 }
 
 // Install is `countersign hook claude install`: print the hooks block for
 // settings.json, or merge it into the given file.
-func Install(args []string, stdout, stderr io.Writer) error {
-	o, err := parseInstall(args, stderr)
+func Install(args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	o, err := parseInstall(args, stderr, getenv)
 	if err != nil {
 		return err
 	}
@@ -52,7 +58,7 @@ func Install(args []string, stdout, stderr io.Writer) error {
 }
 
 // parseInstall reads install's flags.
-func parseInstall(args []string, stderr io.Writer) (InstallOptions, error) {
+func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (InstallOptions, error) {
 	o := InstallOptions{Timeout: DefaultTimeout, Command: defaultCommand()}
 	fs := flag.NewFlagSet("countersign hook claude install", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -64,11 +70,23 @@ func parseInstall(args []string, stderr io.Writer) (InstallOptions, error) {
 	})
 	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
 	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
+	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
+	server := fs.String("server", "", "with --http: the server's URL (default: COUNTERSIGN_URL, or server_url in the configuration file)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *server != "" && !*http {
+		return o, errors.New("--server is for --http")
+	}
+	if *http {
+		u, err := hookURL(*server, getenv)
+		if err != nil {
+			return o, err
+		}
+		o.HTTP = u
 	}
 	for _, ev := range strings.Split(*events, ",") {
 		ev = strings.TrimSpace(ev)
@@ -86,11 +104,15 @@ func parseInstall(args []string, stderr io.Writer) (InstallOptions, error) {
 // seconds is the timeout as settings.json writes it.
 func (o InstallOptions) seconds() int { return int(o.Timeout / time.Second) }
 
-// hookJSON is a command hook entry of settings.json.
+// hookJSON is a hook entry of settings.json: a command hook, or an HTTP
+// hook.
 type hookJSON struct {
-	Type    string `json:"type"`
-	Command string `json:"command"`
-	Timeout int    `json:"timeout"`
+	Type           string            `json:"type"`
+	Command        string            `json:"command,omitempty"`
+	URL            string            `json:"url,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	AllowedEnvVars []string          `json:"allowedEnvVars,omitempty"`
+	Timeout        int               `json:"timeout"`
 }
 
 // groupJSON is a matcher group of settings.json.
@@ -99,10 +121,46 @@ type groupJSON struct {
 	Hooks   []hookJSON `json:"hooks"`
 }
 
-// hookEntry is the command hook entry. The command passes the timeout on,
-// so that the hook answers before Claude Code gives up on it.
+// hookEntry is the hook entry. The command passes the timeout on, and so
+// does the URL, so that the hook answers before Claude Code gives up on
+// it. The HTTP hook's key comes from Claude Code's environment when it
+// posts: settings.json holds the name of the variable, never the key.
 func hookEntry(o InstallOptions) hookJSON {
+	if o.HTTP != "" {
+		return hookJSON{Type: "http", URL: fmt.Sprintf("%s?timeout=%d", o.HTTP, o.seconds()),
+			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$PWD"},
+			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "PWD"}, Timeout: o.seconds()}
+	}
 	return hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
+}
+
+// ProjectDirHeader carries Claude Code's project directory to the HTTP
+// hook: the directory it started in, its PWD (Claude Code sets
+// CLAUDE_PROJECT_DIR for command hooks only). Without it, the project is
+// the input's cwd.
+const ProjectDirHeader = "X-Countersign-Project-Dir"
+
+// HTTPPath is the server's route of the HTTP hook.
+const HTTPPath = "/api/v1/hooks/claude"
+
+// hookURL is the HTTP hook's URL on the server at base, or on the
+// configured server.
+func hookURL(base string, getenv func(string) string) (string, error) {
+	if base == "" {
+		cfg, err := saferm.LoadConfig(saferm.Invocation{}, saferm.LoadOptions{Getenv: getenv})
+		if err != nil {
+			return "", err
+		}
+		base = cfg.ServerURL
+	}
+	if base == "" {
+		return "", errors.New("--http needs the server's URL: --server URL, COUNTERSIGN_URL, or server_url in the configuration file")
+	}
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("--http: the server's URL %q is not an http or https URL", base)
+	}
+	return strings.TrimSuffix(u.String(), "/") + HTTPPath, nil
 }
 
 // group is the matcher group holding the hook: every tool, since the
@@ -189,9 +247,15 @@ func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err e
 			if err != nil || !isCountersign(entry) {
 				continue
 			}
-			entry.set("command", hookEntry(o).Command)
-			entry.set("timeout", o.seconds())
-			entries[ei] = entry.marshal()
+			if want := hookEntry(o); want.Type == "command" && entryType(entry) == "command" {
+				entry.set("command", want.Command)
+				entry.set("timeout", o.seconds())
+				entries[ei] = entry.marshal()
+			} else {
+				// Another kind of hook, or the HTTP hook, whose URL,
+				// headers and variables go together: replaced whole.
+				entries[ei] = mustJSON(want)
+			}
 			grp.set("hooks", entries)
 			groups[gi] = grp.marshal()
 			hooks.set(ev, groups)
@@ -203,9 +267,25 @@ func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err e
 	return false, nil
 }
 
+// entryType is a hook entry's type.
+func entryType(entry *object) string {
+	raw, _ := entry.get("type")
+	var t string
+	json.Unmarshal(raw, &t)
+	return t
+}
+
 // isCountersign reports whether a hook entry runs `countersign hook
-// claude`, whatever the path of the binary.
+// claude`, whatever the path of the binary, or posts to a countersign
+// server's HTTP hook.
 func isCountersign(entry *object) bool {
+	if entryType(entry) == "http" {
+		raw, _ := entry.get("url")
+		var s string
+		json.Unmarshal(raw, &s)
+		u, err := url.Parse(s)
+		return err == nil && u.Path == HTTPPath
+	}
 	raw, _ := entry.get("command")
 	var cmd string
 	if json.Unmarshal(raw, &cmd) != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -29,14 +30,14 @@ const printedBlock = `{
 
 func TestInstallPrints(t *testing.T) {
 	var out, errs bytes.Buffer
-	if err := Install(nil, &out, &errs); err != nil {
+	if err := Install(nil, &out, &errs, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	if out.String() != printedBlock {
 		t.Errorf("printed\n%s\nwant\n%s", out.String(), printedBlock)
 	}
 	out.Reset()
-	if err := Install([]string{"--timeout", "120", "--events", "PreToolUse,PermissionRequest", "--command", "/usr/local/bin/countersign hook claude"}, &out, &errs); err != nil {
+	if err := Install([]string{"--timeout", "120", "--events", "PreToolUse,PermissionRequest", "--command", "/usr/local/bin/countersign hook claude"}, &out, &errs, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	var v struct {
@@ -52,7 +53,7 @@ func TestInstallPrints(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]string{{"--events", "Stop"}, {"--timeout", "0"}, {"--timeout", "1.5s"}, {"extra"}} {
-		if err := Install(bad, &out, &errs); err == nil {
+		if err := Install(bad, &out, &errs, noEnv); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -82,7 +83,7 @@ func TestInstallMerges(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := Install([]string{"--settings", path}, &out, &out); err != nil {
+	if err := Install([]string{"--settings", path}, &out, &out, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "installed in") {
@@ -114,7 +115,7 @@ func TestInstallMerges(t *testing.T) {
 
 	// Again, with another timeout: updated in place, not added twice.
 	out.Reset()
-	if err := Install([]string{"--settings", path, "--timeout", "300"}, &out, &out); err != nil {
+	if err := Install([]string{"--settings", path, "--timeout", "300"}, &out, &out, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	json.Unmarshal(readFile(t, path), &s)
@@ -147,7 +148,7 @@ func TestInstallCreatesAndRefuses(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "new", "settings.json")
 	var out bytes.Buffer
-	if err := Install([]string{"--settings", path}, &out, &out); err != nil {
+	if err := Install([]string{"--settings", path}, &out, &out, noEnv); err != nil {
 		t.Fatal(err)
 	}
 	if got := string(readFile(t, path)); got != printedBlock {
@@ -163,7 +164,7 @@ func TestInstallCreatesAndRefuses(t *testing.T) {
 	} {
 		p := filepath.Join(dir, strings.ReplaceAll(name, " ", "_")+".json")
 		os.WriteFile(p, []byte(content), 0o600)
-		if err := Install([]string{"--settings", p}, &out, &out); err == nil {
+		if err := Install([]string{"--settings", p}, &out, &out, noEnv); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 		if got := string(readFile(t, p)); got != content {
@@ -189,4 +190,100 @@ func topKeys(t *testing.T, data []byte) []string {
 		t.Fatal(err)
 	}
 	return o.keys
+}
+
+// noEnv is an empty environment.
+func noEnv(string) string { return "" }
+
+const printedHTTPBlock = `{
+  "hooks": {
+    "PreToolUse": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "http",
+            "url": "http://127.0.0.1:8080/api/v1/hooks/claude?timeout=600",
+            "headers": {
+              "Authorization": "Bearer $COUNTERSIGN_KEY",
+              "X-Countersign-Project-Dir": "$PWD"
+            },
+            "allowedEnvVars": [
+              "COUNTERSIGN_KEY",
+              "PWD"
+            ],
+            "timeout": 600
+          }
+        ]
+      }
+    ]
+  }
+}
+`
+
+// TestInstallHTTP: --http writes Claude Code's HTTP hook for the
+// configured server, with the key as a reference to Claude Code's
+// environment, never the key; installing one kind over the other replaces
+// countersign's entry instead of adding a second.
+func TestInstallHTTP(t *testing.T) {
+	env := func(k string) string {
+		return map[string]string{"COUNTERSIGN_URL": "http://127.0.0.1:8080/", "COUNTERSIGN_KEY": "csk_secret_never_written"}[k]
+	}
+	var out, errs bytes.Buffer
+	if err := Install([]string{"--http"}, &out, &errs, env); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != printedHTTPBlock {
+		t.Errorf("printed\n%s\nwant\n%s", out.String(), printedHTTPBlock)
+	}
+	for _, bad := range [][]string{{"--http"}, {"--server", "http://x"}, {"--http", "--server", "ftp://x"}, {"--http", "--server", "http://x/?a=b"}} {
+		if err := Install(bad, &out, &errs, noEnv); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte(`{"hooks":{"PreToolUse":[{"matcher":"Bash","hooks":[{"type":"command","command":"lint"}]}]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	entries := func() []hookJSON {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(data), "csk_secret_never_written") {
+			t.Fatal("settings.json holds the key")
+		}
+		var v struct {
+			Hooks map[string][]groupJSON `json:"hooks"`
+		}
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatal(err)
+		}
+		var list []hookJSON
+		for _, g := range v.Hooks["PreToolUse"] {
+			list = append(list, g.Hooks...)
+		}
+		return list
+	}
+	for _, step := range []struct {
+		args []string
+		want string // the type of countersign's entry
+	}{
+		{[]string{"--settings", path}, "command"},
+		{[]string{"--settings", path, "--http", "--server", "http://127.0.0.1:9000"}, "http"},
+		{[]string{"--settings", path, "--http", "--server", "http://127.0.0.1:9000", "--timeout", "300"}, "http"},
+		{[]string{"--settings", path}, "command"},
+	} {
+		if err := Install(step.args, &out, &errs, env); err != nil {
+			t.Fatalf("%q: %v", step.args, err)
+		}
+		list := entries()
+		if len(list) != 2 || list[0].Command != "lint" || list[1].Type != step.want {
+			t.Fatalf("after %q: %+v; want lint and one countersign %s hook", step.args, list, step.want)
+		}
+		if step.want == "http" && list[1].URL != "http://127.0.0.1:9000/api/v1/hooks/claude?timeout="+strconv.Itoa(list[1].Timeout) {
+			t.Errorf("after %q: url %s, timeout %d", step.args, list[1].URL, list[1].Timeout)
+		}
+	}
 }

@@ -32,6 +32,13 @@ const publicURL = "https://approve.example.com"
 
 func newTestServer(t *testing.T) *testServer {
 	t.Helper()
+	return newTestServerWith(t, nil)
+}
+
+// newTestServerWith is newTestServer with a server configuration changed
+// by set.
+func newTestServerWith(t testing.TB, set func(*server.Config)) *testServer {
+	t.Helper()
 	w := testutil.NewWorld(t)
 	key, token := w.Key("acme", "claude"), w.Token("alice", "acme")
 	pub, _ := url.Parse(publicURL)
@@ -39,7 +46,11 @@ func newTestServer(t *testing.T) *testServer {
 	hub := approval.NewHub()
 	log := slog.New(slog.DiscardHandler)
 	svc := approval.New(w.Store, w.Clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv, err := server.New(server.Config{PublicURL: pub}, svc, w.Auth, reg, log)
+	cfg := server.Config{PublicURL: pub}
+	if set != nil {
+		set(&cfg)
+	}
+	srv, err := server.New(cfg, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +61,7 @@ func newTestServer(t *testing.T) *testServer {
 }
 
 // requests returns the account's requests, newest first.
-func (s *testServer) requests(t *testing.T) []*client.Request {
+func (s *testServer) requests(t testing.TB) []*client.Request {
 	t.Helper()
 	list, err := s.human.List(context.Background(), "", 50)
 	if err != nil {
@@ -75,7 +86,7 @@ func (s *testServer) pending(t *testing.T) *client.Request {
 }
 
 // decide records a human's decision.
-func (s *testServer) decide(t *testing.T, r *client.Request, d client.Decision) {
+func (s *testServer) decide(t testing.TB, r *client.Request, d client.Decision) {
 	t.Helper()
 	if _, err := s.human.Decide(context.Background(), r.ID, d); err != nil {
 		t.Errorf("decide %s: %v", d.Decision, err)

@@ -13,12 +13,14 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/claudehook"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gctune"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
+	"github.com/countersign/countersign/internal/saferm"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 )
@@ -58,6 +60,9 @@ type serveConfig struct {
 	replicaURL string
 	// maxLogMB bounds the SQLite store's write-ahead log, in MiB.
 	maxLogMB int
+	// claudeHook turns on Claude Code's HTTP hook at /api/v1/hooks/claude
+	// (COUNTERSIGN_CLAUDE_HOOK).
+	claudeHook bool
 	// retentionDays is how long finished requests are kept; 0: for ever.
 	retentionDays int
 }
@@ -120,7 +125,11 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer stopMCP()
-	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore}, svc,
+	var claudeHook server.ClaudeHook
+	if cfg.claudeHook {
+		claudeHook = &claudehook.HTTPHook{Load: saferm.LoadOptions{Getenv: env.Getenv}}
+	}
+	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore, ClaudeHook: claudeHook}, svc,
 		&identity.Authenticator{Store: store}, reg, log)
 	if err != nil {
 		ln.Close()
@@ -173,6 +182,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	retention := fs.String("retention-days", envOr(env, "COUNTERSIGN_RETENTION_DAYS", "90"), "days finished requests are kept, with their links and notifications (the audit log keeps every entry); 0 keeps them for ever (COUNTERSIGN_RETENTION_DAYS)")
 	maxLog := fs.String("sqlite-log-mb", envOr(env, "COUNTERSIGN_SQLITE_LOG_MB", "32"), "with SQLite: MiB the write-ahead log may take before it is copied into the database and truncated, 1 to 64 (COUNTERSIGN_SQLITE_LOG_MB)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
+	fs.BoolVar(&cfg.claudeHook, "claude-hook", env.Getenv("COUNTERSIGN_CLAUDE_HOOK") == "1", "answer Claude Code's HTTP hook at /api/v1/hooks/claude with the hook policy of this machine's user; only for a server on the machine where Claude Code runs, as the same user (COUNTERSIGN_CLAUDE_HOOK=1)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return nil, err

@@ -59,6 +59,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		"COUNTERSIGN_REPLICA_URL":     "http://10.0.0.5:8080",
 		"COUNTERSIGN_SQLITE_LOG_MB":   "8",
 		"COUNTERSIGN_RETENTION_DAYS":  "0",
+		"COUNTERSIGN_CLAUDE_HOOK":     "1",
 	}
 	env, _, _ := testEnv(vars)
 	cfg, err := parseServe(env, nil)
@@ -67,7 +68,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 	}
 	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
 		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp,
-		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080", maxLogMB: 8}
+		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080", maxLogMB: 8, claudeHook: true}
 	var proxies []string
 	for _, p := range cfg.proxies {
 		proxies = append(proxies, p.String())

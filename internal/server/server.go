@@ -64,6 +64,10 @@ type Config struct {
 	// MaxOAuthClients is the most registered OAuth clients the server
 	// keeps (0: identity.DefaultMaxClients).
 	MaxOAuthClients int
+	// ClaudeHook answers Claude Code's HTTP hook at POST
+	// /api/v1/hooks/claude (hooks.go); nil: that route denies every call,
+	// saying the server does not answer hooks.
+	ClaudeHook ClaudeHook
 }
 
 // Server holds the handlers' dependencies.
