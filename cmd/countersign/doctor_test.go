@@ -14,6 +14,8 @@ import (
 
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/testutil"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // doctorBed is a bed for countersign doctor: no data directory, no
@@ -496,4 +498,191 @@ func TestDoctorPostgres(t *testing.T) {
 	wantFinding(t, out, "FAIL", "secret key", "a PostgreSQL store needs the secret key file, and none is set",
 		"set COUNTERSIGN_SECRET_KEY_FILE (or --secret-key-file) to the file every replica uses")
 	wantFinding(t, out, "skip", "notifications", "the store is not read until the checks above pass", "")
+}
+
+// dirFiles is every file of a directory: its name, mode and content.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = fi.Mode().String() + "\n" + string(b)
+	}
+	return files
+}
+
+// doctorUnchanged runs doctor on the data directory and fails the test
+// unless every file of it is as it was: the same names, modes and bytes.
+func (b *bed) doctorUnchanged(env []string, wantCode int) string {
+	b.t.Helper()
+	before := dirFiles(b.t, b.data)
+	out := b.doctor(env, wantCode)
+	after := dirFiles(b.t, b.data)
+	for name, was := range before {
+		if now, ok := after[name]; !ok {
+			b.t.Fatalf("doctor removed %s from the data directory", name)
+		} else if now != was {
+			b.t.Fatalf("doctor changed %s in the data directory", name)
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			b.t.Fatalf("doctor made %s in the data directory", name)
+		}
+	}
+	return out
+}
+
+// sqliteVersion is the schema version recorded in the data directory's
+// store.
+func sqliteVersion(t *testing.T, data string) int {
+	t.Helper()
+	db := openDB(t, data)
+	defer db.Close()
+	var v int
+	if err := db.QueryRow(`SELECT MAX(version) FROM schema_migrations`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestDoctorOlderStore: a store another version left, older or newer, is
+// neither migrated nor opened by doctor, which a new binary installed
+// beside a server not yet restarted may run: every file of the data
+// directory stays as it was, and the notifications check says why it did
+// not read the channels. Once the store is at doctor's version, it reads
+// them.
+func TestDoctorOlderStore(t *testing.T) {
+	t.Parallel()
+	b := doctorBed(t)
+	admin := b.env("COUNTERSIGN_DATA=" + b.data)
+	b.mustRun(admin, "account", "create", "default")
+	secret := filepath.Join(b.home, "whsec")
+	writeFile(t, secret, "whsec_doctor-test-secret", 0o600)
+	b.mustRun(admin, "notify", "add", "--name", "n8n", "--type", "webhook", "--url", "https://n8n.example.com/hook", "--secret-file", secret)
+	known := sqliteVersion(t, b.data)
+
+	// The store as the version before migrations/0020_outbox_oldest.sql
+	// left it; what came after it is forgotten too.
+	db := openDB(t, b.data)
+	for _, q := range []string{`DROP INDEX outbox_pending_created`, `DELETE FROM schema_migrations WHERE version >= 20`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	env := b.doctorEnv("COUNTERSIGN_URL=" + closedURL(t))
+	out := b.doctorUnchanged(env, 1)
+	wantFinding(t, out, "ok", "data dir", b.data+" is 0700, its files closed to other users", "")
+	wantFinding(t, out, "ok", "secret key", filepath.Join(b.data, "secret.key")+" is 0600", "")
+	wantFinding(t, out, "warn", "notifications", fmt.Sprintf("the store is at schema 19, this binary's is %d: notifications not checked, as doctor changes nothing", known),
+		"start countersign serve of this version, which upgrades the store; then run doctor again")
+	if strings.Contains(out, "channel n8n") || !strings.HasSuffix(out, "\n1 problem found\n") {
+		t.Fatalf("doctor's output:\n%s", out)
+	}
+	if v := sqliteVersion(t, b.data); v != 19 {
+		t.Fatalf("after doctor the store is at schema %d, want 19", v)
+	}
+
+	// Upgraded, the store is read as before.
+	b.mustRun(admin, "migrate")
+	out = b.doctor(env, 1)
+	wantFinding(t, out, "warn", "notifications", "webhook channel n8n of account default: nothing delivered yet",
+		"see it work: countersign notify test --account default n8n")
+
+	// A store a newer version migrated further is not opened either.
+	db = openDB(t, b.data)
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, known+1); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	out = b.doctorUnchanged(env, 1)
+	wantFinding(t, out, "warn", "notifications", fmt.Sprintf("the store is at schema %d, newer than this binary's %d: notifications not checked", known+1, known),
+		"run the doctor of the countersign version that serves the store")
+}
+
+// pgScan runs a query returning one row on the database (and schema) of
+// url and scans it into dest.
+func pgScan(t *testing.T, url, sql string, dest ...any) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), url)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL: %v", err)
+	}
+	defer conn.Close(t.Context())
+	if err := conn.QueryRow(t.Context(), sql).Scan(dest...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestDoctorPostgresOlderStore: doctor neither migrates nor opens a
+// PostgreSQL store at another schema version than its own, nor makes one
+// in an empty database; it says why it did not read the channels.
+func TestDoctorPostgresOlderStore(t *testing.T) {
+	t.Parallel()
+	b := doctorBed(t)
+	keyFile := filepath.Join(b.home, "secret.key")
+	b.mustRun(b.env(), "secret-key", "create", keyFile)
+	env := func(url string) []string {
+		return b.doctorEnv("COUNTERSIGN_URL="+closedURL(t), "COUNTERSIGN_DATABASE_URL="+url, "COUNTERSIGN_SECRET_KEY_FILE="+keyFile)
+	}
+	tables := `SELECT COUNT(*) FROM pg_tables WHERE schemaname = current_schema()`
+
+	// An empty database: doctor makes no table in it.
+	empty := pgtest.SchemaURL(t)
+	out := b.doctor(env(empty), 1)
+	wantFinding(t, out, "warn", "notifications", "the store holds no schema yet: notifications not checked, as doctor changes nothing",
+		"start countersign serve, which makes it; then run doctor again")
+	var n int
+	if pgScan(t, empty, tables, &n); n != 0 {
+		t.Fatalf("doctor made %d tables in an empty database", n)
+	}
+
+	url := pgtest.SchemaURL(t)
+	pg := b.env("COUNTERSIGN_DATABASE_URL="+url, "COUNTERSIGN_SECRET_KEY_FILE="+keyFile)
+	b.mustRun(pg, "account", "create", "default")
+	secret := filepath.Join(b.home, "whsec")
+	writeFile(t, secret, "whsec_doctor-test-secret", 0o600)
+	b.mustRun(pg, "notify", "add", "--name", "n8n", "--type", "webhook", "--url", "https://n8n.example.com/hook", "--secret-file", secret)
+	var known int
+	pgScan(t, url, `SELECT MAX(version) FROM schema_migrations`, &known)
+
+	// The store as the version before migrations/0020_outbox_oldest.sql
+	// left it; what came after it is forgotten too.
+	pgtest.ExecURL(t, url, `DROP INDEX outbox_pending_created; DELETE FROM schema_migrations WHERE version >= 20`)
+	out = b.doctor(env(url), 1)
+	wantFinding(t, out, "warn", "notifications", fmt.Sprintf("the store is at schema 19, this binary's is %d: notifications not checked, as doctor changes nothing", known),
+		"start countersign serve of this version, which upgrades the store; then run doctor again")
+	var version int
+	var index bool
+	pgScan(t, url, `SELECT (SELECT MAX(version) FROM schema_migrations), EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'outbox_pending_created')`,
+		&version, &index)
+	if version != 19 || index {
+		t.Fatalf("after doctor the store is at schema %d (the index of 20 there: %v), want 19 without it", version, index)
+	}
+
+	// Upgraded, the store is read as before.
+	b.mustRun(pg, "migrate")
+	out = b.doctor(env(url), 1)
+	wantFinding(t, out, "warn", "notifications", "webhook channel n8n of account default: nothing delivered yet",
+		"see it work: countersign notify test --account default n8n")
+
+	pgtest.ExecURL(t, url, `INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)`, known+1)
+	out = b.doctor(env(url), 1)
+	wantFinding(t, out, "warn", "notifications", fmt.Sprintf("the store is at schema %d, newer than this binary's %d: notifications not checked", known+1, known),
+		"run the doctor of the countersign version that serves the store")
+	if pgScan(t, url, `SELECT MAX(version) FROM schema_migrations`, &version); version != known+1 {
+		t.Fatalf("after doctor the store is at schema %d, want %d", version, known+1)
+	}
 }

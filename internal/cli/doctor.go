@@ -22,9 +22,12 @@ Checks a set-up and says, one line each, what is right and what to fix: the
 server answers, its public URL, notifications, the rm wrapper, the Claude
 Code hook, the MCP gateway's upstreams, the data directory and the secret
 key file. A check that does not apply where it runs says "skip" and why.
-It tightens no mode and makes no file; it opens the store, as notify status
-does, only once the data directory and the key file passed. Exit status 1
-when a check failed.`
+It tightens no mode, makes no file and upgrades no schema: it reads the
+store's schema version read-only, and opens the store, as notify status
+does, only once the data directory and the key file passed and that
+version is this binary's; a store at another version is left as it is (a
+warning: start countersign serve of this version to upgrade it). Exit
+status 1 when a check failed.`
 
 // doctorTimeout bounds each network check: a server or an upstream that
 // does not answer within it is reported, not waited for.

@@ -8,10 +8,13 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/countersign/countersign/internal/notify"
 	"github.com/countersign/countersign/internal/secretkey"
+	"github.com/countersign/countersign/internal/store/postgres"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // checkDataDir: the data directory and the secret key file are closed to
@@ -114,7 +117,9 @@ func (d *doctor) checkKeyFile(path string, needed bool) bool {
 
 // checkNotifications: channels are configured, and the last delivery of
 // each worked. It reads the store, beside the server: no endpoint of the
-// server tells it to anyone who asks.
+// server tells it to anyone who asks. The store is opened only when its
+// schema is this binary's (storeCurrent), so that opening it migrates
+// nothing.
 func (d *doctor) checkNotifications(ctx context.Context) {
 	const check = "notifications"
 	u, _ := d.where.url()
@@ -124,6 +129,9 @@ func (d *doctor) checkNotifications(ctx context.Context) {
 			why = "the store is not read until the checks above pass"
 		}
 		d.add(statusSkip, check, why, "")
+		return
+	}
+	if !d.storeCurrent(ctx, check, u) {
 		return
 	}
 	store, err := d.where.open(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -167,4 +175,40 @@ func (d *doctor) checkNotifications(ctx context.Context) {
 		d.add(statusWarn, check, "no channel: approvers learn of a request only in the inbox",
 			"countersign notify add --name phone --type ntfy --topic TOPIC (or webhook, email; see countersign notify -h)")
 	}
+}
+
+// storeCurrent reads the store's schema version without opening the store,
+// and says whether it is this binary's. Opening a store applies the
+// binary's migrations: a new binary's doctor, run before the server was
+// restarted, would upgrade the schema under the old server. So a store
+// at another version is left as it is, and the notifications are not
+// checked.
+func (d *doctor) storeCurrent(ctx context.Context, check, databaseURL string) bool {
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
+	defer cancel()
+	var stored, known int
+	var err error
+	if databaseURL != "" {
+		stored, err = postgres.StoredVersion(ctx, databaseURL)
+		known = postgres.Latest()
+	} else {
+		stored, err = sqlite.StoredVersion(ctx, filepath.Join(d.data, "countersign.db"))
+		known = sqlite.Latest()
+	}
+	switch {
+	case err != nil:
+		d.add(statusFail, check, d.where.describe()+": "+message(err), "")
+	case stored == known:
+		return true
+	case stored == 0:
+		d.add(statusWarn, check, "the store holds no schema yet: notifications not checked, as doctor changes nothing",
+			"start countersign serve, which makes it; then run doctor again")
+	case stored < known:
+		d.add(statusWarn, check, fmt.Sprintf("the store is at schema %d, this binary's is %d: notifications not checked, as doctor changes nothing", stored, known),
+			"start countersign serve of this version, which upgrades the store; then run doctor again")
+	default:
+		d.add(statusWarn, check, fmt.Sprintf("the store is at schema %d, newer than this binary's %d: notifications not checked", stored, known),
+			"run the doctor of the countersign version that serves the store")
+	}
+	return false
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign/internal/store/migrate"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -135,4 +136,36 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 		return err
 	})
 	return v, err
+}
+
+// StoredVersion reads the schema version of the database at url without
+// opening the store: no migration is applied, no lock taken, and the one
+// connection it makes is read-only (default_transaction_read_only), so
+// that nothing is written. A database without the store's
+// schema_migrations, looked for where the migrations write it, is at
+// version 0.
+func StoredVersion(ctx context.Context, url string) (int, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx redacts the password from the message.
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	cc := cfg.ConnConfig
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "countersign"
+	}
+	cc.RuntimeParams["default_transaction_read_only"] = "on"
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'schema_migrations')`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	return schemaVersion(ctx, conn)
 }

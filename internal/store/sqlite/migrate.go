@@ -4,7 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/countersign/countersign/internal/store/migrate"
@@ -81,4 +86,47 @@ func schemaVersion(ctx context.Context, q querier) (int, error) {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil
+}
+
+// Latest returns the newest schema version this binary knows.
+func Latest() int {
+	return migrate.Latest(migrations())
+}
+
+// StoredVersion reads the schema version of the database file at path
+// without opening the store: no migration is applied, and nothing is
+// written. The file is opened read-only. When no write-ahead log is beside
+// it (no process has it open, and the last one closed it cleanly), every
+// commit is in the file itself, and it is read as immutable, so that
+// SQLite makes no -wal or -shm file either; otherwise the log, which a
+// running server may still hold commits in, is read too. A file without
+// schema_migrations is at version 0.
+func StoredVersion(ctx context.Context, path string) (int, error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, err
+	}
+	q := url.Values{}
+	q.Set("mode", "ro")
+	if _, err := os.Lstat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		q.Set("immutable", "1")
+	}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "query_only(1)")
+	// A file: URI with the path escaped, as the engine's: a '?' or '#'
+	// in a directory name is not the start of the parameters.
+	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	db, err := sql.Open("sqlite", "file:"+esc+"?"+q.Encode())
+	if err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	var exists bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations')`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	return schemaVersion(ctx, db)
 }

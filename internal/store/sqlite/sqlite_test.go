@@ -4,8 +4,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +113,53 @@ func TestNewerSchemaRefused(t *testing.T) {
 	want := fmt.Sprintf("database schema version %d is newer than this binary (%d); upgrade countersign", known+1, known)
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Open of a newer database: %v, want an error containing %q", err, want)
+	}
+}
+
+// TestStoredVersion: the version is read without opening the store, from
+// the write-ahead log of a store open in another connection, and from the
+// file alone once it is closed, making no file beside it.
+func TestStoredVersion(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "countersign.db")
+	if _, err := StoredVersion(t.Context(), path); err == nil {
+		t.Fatal("StoredVersion of a missing file: no error")
+	}
+	db, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := Latest()
+	if _, err := db.configExec(t.Context(), `INSERT INTO schema_migrations (version, applied_at) VALUES (?, 0)`, known+1); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := StoredVersion(t.Context(), path); err != nil || v != known+1 {
+		t.Fatalf("StoredVersion of an open store = %d, %v; want %d", v, err, known+1)
+	}
+	db.Close()
+	names := func() []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range entries {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	before := names()
+	if v, err := StoredVersion(t.Context(), path); err != nil || v != known+1 {
+		t.Fatalf("StoredVersion of a closed store = %d, %v; want %d", v, err, known+1)
+	}
+	if after := names(); !slices.Equal(before, after) {
+		t.Fatalf("StoredVersion changed the directory from %v to %v", before, after)
+	}
+
+	other := filepath.Join(dir, "other.db")
+	exec(t, rawDB(t, other), `CREATE TABLE t (x INTEGER)`)
+	if v, err := StoredVersion(t.Context(), other); err != nil || v != 0 {
+		t.Fatalf("StoredVersion of a file without schema_migrations = %d, %v; want 0", v, err)
 	}
 }
 
