@@ -1,16 +1,13 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,33 +51,7 @@ func TestProgressStaysWithItsUpstream(t *testing.T) {
 		t.Cleanup(srv.Close)
 		ups = append(ups, gateway.UpstreamConfig{Name: name, URL: srv.URL})
 	}
-	cfg := gateway.NewConfig()
-	cfg.Rate = 0
-	cfg.Upstreams = ups
-	quickStop(cfg)
-	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Start(t.Context(), 20*time.Second)
-	t.Cleanup(g.Close)
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { g.ServeStdio(ctx, inR, outW); outW.Close() }()
-	t.Cleanup(func() { cancel(); inW.Close() })
-	lines := bufio.NewScanner(outR)
-	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	send := func(s string) {
-		if _, err := io.WriteString(inW, s+"\n"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wire","version":"1"}}}`)
-	if !lines.Scan() {
-		t.Fatal("no answer to initialize")
-	}
-	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send, lines := stdioWire(t, ups)
 	send(progressCall(1, "wait_good", nil))
 	send(progressCall(2, "spoof_evil", nil))
 

@@ -85,6 +85,35 @@ func progressTools(t *testing.T) (upstreams []gateway.UpstreamConfig, calls []fu
 func TestProgressOnTheWireStdio(t *testing.T) {
 	t.Parallel()
 	ups, tools := progressTools(t)
+	send, lines := stdioWire(t, ups)
+	next := func() (wireMsg, bool) {
+		var m wireMsg
+		if !lines.Scan() {
+			return m, false
+		}
+		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
+			t.Fatalf("not JSON-RPC: %q", lines.Text())
+		}
+		return m, true
+	}
+	for ti, tool := range tools {
+		total := 0
+		for i := 1; i <= 50; i++ {
+			id := ti*100 + i
+			send(tool(id))
+			total += countProgress(t, next, id)
+		}
+		if total != 250 {
+			t.Errorf("tool %d: %d progress notifications before their results, want 250", ti, total)
+		}
+	}
+}
+
+// stdioWire starts a stdio gateway in front of ups, past its handshake,
+// with no SDK on the client side: send writes one message, lines reads
+// the gateway's, one a line.
+func stdioWire(t *testing.T, ups []gateway.UpstreamConfig) (send func(string), lines *bufio.Scanner) {
+	t.Helper()
 	cfg := gateway.NewConfig()
 	cfg.Rate = 0
 	cfg.Upstreams = ups
@@ -100,39 +129,20 @@ func TestProgressOnTheWireStdio(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { g.ServeStdio(ctx, inR, outW); outW.Close() }()
 	t.Cleanup(func() { cancel(); inW.Close() })
-	lines := bufio.NewScanner(outR)
+	lines = bufio.NewScanner(outR)
 	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	next := func() (wireMsg, bool) {
-		var m wireMsg
-		if !lines.Scan() {
-			return m, false
-		}
-		if err := json.Unmarshal(lines.Bytes(), &m); err != nil {
-			t.Fatalf("not JSON-RPC: %q", lines.Text())
-		}
-		return m, true
-	}
-	send := func(s string) {
+	send = func(s string) {
 		if _, err := io.WriteString(inW, s+"\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"wire","version":"1"}}}`)
-	if m, ok := next(); !ok || string(m.ID) != "0" {
-		t.Fatalf("initialize: %+v", m)
+	var m wireMsg
+	if !lines.Scan() || json.Unmarshal(lines.Bytes(), &m) != nil || string(m.ID) != "0" {
+		t.Fatalf("initialize: %q", lines.Text())
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	for ti, tool := range tools {
-		total := 0
-		for i := 1; i <= 50; i++ {
-			id := ti*100 + i
-			send(tool(id))
-			total += countProgress(t, next, id)
-		}
-		if total != 250 {
-			t.Errorf("tool %d: %d progress notifications before their results, want 250", ti, total)
-		}
-	}
+	return send, lines
 }
 
 // TestProgressOnTheWireHTTP: the same through /mcp, read off each call's
