@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // sseEvent is one server-sent event as it is on the wire.
@@ -156,7 +157,17 @@ func TestResumeAfterDrop(t *testing.T) {
 		t.Fatalf("before the drop: %+v, want the priming event and one progress notification", seen)
 	}
 
-	resp = s.resume(s.id, seen[1].ID)
+	// The server learns of the drop a moment after the client made it:
+	// until then the stream is still its, and a resume of it is refused
+	// with 409, which a client answers by trying again.
+	testutil.Eventually(t, func() bool {
+		resp = s.resume(s.id, seen[1].ID)
+		if resp.StatusCode == http.StatusConflict {
+			resp.Body.Close()
+			return false
+		}
+		return true
+	}, "a resume taken once the server saw the drop")
 	rest := sseEvents(t, resp.Body, func(e sseEvent) bool { return isResult(e, 1) })
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
