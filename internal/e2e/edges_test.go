@@ -60,6 +60,11 @@ func TestBrowserStepUpReturn(t *testing.T) {
 		if !eval[bool](t, ctx, `document.querySelector('form[data-webauthn="stepup"] button').disabled`) {
 			t.Fatalf("%s: the step-up Approve is enabled without a passkey", sz.name)
 		}
+		// It looks disabled too: not the colour of an Approve that works.
+		look := `getComputedStyle(document.querySelector('form[data-webauthn="stepup"] button')).backgroundColor`
+		if got := eval[string](t, ctx, look); got != "rgb(227, 230, 234)" {
+			t.Fatalf("%s: the disabled Approve is coloured %s, not grey", sz.name, got)
+		}
 		links := eval[[]string](t, ctx, `[...document.querySelectorAll('main a[href^="/passkeys"]')].map(a => a.getAttribute("href"))`)
 		if want := "/passkeys?next=" + url.QueryEscape(page); len(links) != 1 || links[0] != want {
 			t.Fatalf("%s: links to add a passkey %q, want one to %q", sz.name, links, want)
