@@ -276,6 +276,9 @@ func TestUploadTotal(t *testing.T) {
 	conn := e.raw(t, page.ID, alice, 1<<20)
 	go func() {
 		for range 50 {
+			// Not a wait: this is the slow client, writing a byte
+			// every 100 ms so that it keeps its pace but outlasts
+			// the total.
 			time.Sleep(100 * time.Millisecond)
 			if _, err := conn.Write([]byte("y")); err != nil {
 				return
