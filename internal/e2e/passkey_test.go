@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -133,17 +134,17 @@ func press(sel string) chromedp.Action[chromedp.Void] {
 	q, _ := json.Marshal(sel)
 	expr := fmt.Sprintf("(() => { const el = document.querySelector(%s); if (!el) return false; el.click(); return true; })()", q)
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		for {
+		// Pressed, or the context done: either stops the wait.
+		pressed := false
+		testutil.Wait(func() bool {
 			ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
-			if err == nil && ok {
-				return chromedp.Void{}, nil
-			}
-			select {
-			case <-ctx.Done():
-				return chromedp.Void{}, fmt.Errorf("press %s: %w", sel, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
+			pressed = err == nil && ok
+			return pressed || ctx.Err() != nil
+		}, testutil.EventuallyWithin)
+		if !pressed {
+			return chromedp.Void{}, fmt.Errorf("press %s: %w", sel, cmp.Or(ctx.Err(), context.DeadlineExceeded))
 		}
+		return chromedp.Void{}, nil
 	}
 }
 
