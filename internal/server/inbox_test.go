@@ -459,6 +459,8 @@ func TestInboxEvents(t *testing.T) {
 	testutil.Eventually(t, func() bool { return e.hub.Waiters() >= 1 }, "the event stream subscribing")
 
 	e.create(e.agX, ibTool("s1"))
+	// A wait for something not to happen: no signal tells that the ring
+	// went elsewhere, so half a second without a line is the check.
 	if l := next(500 * time.Millisecond); l != "" {
 		t.Fatalf("another account's request rang alice's stream: %q", l)
 	}

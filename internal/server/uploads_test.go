@@ -251,7 +251,7 @@ func TestUploadTrickle(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(100 * time.Millisecond): // 8 KB/s
+			case <-time.After(100 * time.Millisecond): // not a wait: the slow client's pace, 8 KB/s
 			}
 			if _, err := conn.Write(chunk); err != nil {
 				return

@@ -176,7 +176,7 @@ func startServe(t *testing.T, name, url, keyFile string) *process {
 	}
 	select {
 	case p.agentKey = <-keys:
-	case <-time.After(100 * time.Millisecond): // not the first start
+	case <-time.After(100 * time.Millisecond): // not the first start (a wait for a line that may not come)
 	}
 	return p
 }
