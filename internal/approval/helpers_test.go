@@ -199,12 +199,8 @@ func rang(ch <-chan struct{}) bool {
 // only once a Wait is really holding.
 func waitForWaiters(t *testing.T, hub *approval.Hub, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for hub.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("hub has %d waiters, want %d", hub.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.Wait(func() bool { return hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		t.Fatalf("hub has %d waiters, want %d", hub.Waiters(), n)
 	}
 }
 

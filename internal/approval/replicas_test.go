@@ -107,6 +107,8 @@ func TestFollowReplicasResync(t *testing.T) {
 	}
 	// r2 did not change: its waiter read the store again and waits on.
 	waitForWaiters(t, e.hub, 1)
+	// A wait for something not to happen: nothing tells that the waiter
+	// will not return, so a while without an answer is the check.
 	select {
 	case got := <-res2:
 		t.Fatalf("the wait of an unchanged request returned: %+v", got)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 type waitResult struct {
@@ -144,13 +145,7 @@ func TestWaitTakesTheRungRequest(t *testing.T) {
 	// Neither of these may end the wait: the store still says pending.
 	watching := func() {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for e.hub.Watching(r.ID) != 1 {
-			if time.Now().After(deadline) {
-				t.Fatal("the wait did not subscribe again")
-			}
-			time.Sleep(time.Millisecond)
-		}
+		testutil.Eventually(t, func() bool { return e.hub.Watching(r.ID) == 1 }, "the wait subscribing again")
 	}
 	watching()
 	stale := *r

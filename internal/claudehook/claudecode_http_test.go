@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -90,19 +89,15 @@ func TestClaudeCodeServeHTTPHook(t *testing.T) {
 		serve.Wait()
 	})
 	url := "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
+	if !testutil.Wait(func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(url + "/healthz"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("countersign serve did not come up: %v\n%s", err, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("countersign serve did not come up: %v\n%s", err, log.String())
 	}
 	run := func(args ...string) string {
 		cmd := exec.Command(cs, args...)

@@ -408,7 +408,7 @@ func (r *claudeRig) human(decisions ...client.Decision) func() {
 		for _, d := range decisions {
 			req := r.nextPending(exited)
 			if req == nil {
-				r.t.Errorf("Claude Code exited before a request to %s was pending", d.Decision)
+				r.t.Errorf("no request to %s was pending before Claude Code exited (or within %s)", d.Decision, testutil.EventuallyWithin)
 				return
 			}
 			r.srv.decide(r.t, req, d)
@@ -417,19 +417,24 @@ func (r *claudeRig) human(decisions ...client.Decision) func() {
 	return func() { <-done }
 }
 
-// nextPending waits for a pending request until Claude Code exits.
+// nextPending waits for a pending request until Claude Code exits; nil
+// when it exits first or none comes within testutil.EventuallyWithin.
 func (r *claudeRig) nextPending(exited <-chan struct{}) *client.Request {
-	for {
+	var req *client.Request
+	testutil.Wait(func() bool {
 		list, err := r.srv.human.List(context.Background(), "pending", 5)
 		if err == nil && len(list) > 0 {
-			return list[0]
+			req = list[0]
+			return true
 		}
 		select {
 		case <-exited:
-			return nil
-		case <-time.After(10 * time.Millisecond):
+			return true
+		default:
+			return false
 		}
-	}
+	}, testutil.EventuallyWithin)
+	return req
 }
 
 // askedOnce checks that a human decided exactly one request of the rig,

@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // TestAgentBinaryHandsOff: the small countersign-agent binary links no
@@ -55,16 +55,15 @@ func TestAgentBinaryHandsOff(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
+		testutil.Wait(func() bool {
 			for _, r := range srv.requests(t) {
 				if r.Status == "pending" {
 					srv.decide(t, r, client.Decision{Decision: "approve"})
-					return
+					return true
 				}
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return false
+		}, testutil.EventuallyWithin)
 	}()
 	stdout, stderr, code := run(agent)
 	<-done

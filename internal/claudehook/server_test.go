@@ -73,16 +73,17 @@ func (s *testServer) requests(t testing.TB) []*client.Request {
 // pending waits until a request is pending and returns it.
 func (s *testServer) pending(t *testing.T) *client.Request {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
+	var r *client.Request
+	if !testutil.Wait(func() bool {
 		list, err := s.human.List(context.Background(), "pending", 5)
 		if err == nil && len(list) > 0 {
-			return list[0]
+			r = list[0]
 		}
-		time.Sleep(10 * time.Millisecond)
+		return r != nil
+	}, testutil.EventuallyWithin) {
+		t.Errorf("no request became pending")
 	}
-	t.Errorf("no request became pending")
-	return nil
+	return r
 }
 
 // decide records a human's decision.

@@ -79,10 +79,8 @@ func start(t *testing.T) *env {
 // stream, and the agent's long poll.
 func (e *env) waiters(t *testing.T, n int64, what string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); e.hub.Waiters() < n; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the hub has %d waiters, want %d", what, e.hub.Waiters(), n)
-		}
+	if !testutil.Wait(func() bool { return e.hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		t.Fatalf("%s: the hub has %d waiters, want %d", what, e.hub.Waiters(), n)
 	}
 }
 
@@ -217,22 +215,24 @@ func appears(s string) chromedp.Action[chromedp.Void] {
 })`, q)
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		var last error
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		seen := false
+		// Seen, or the context done: either stops the wait. An error
+		// is a document on its way out: the next check asks the next
+		// one.
+		if !testutil.Wait(func() bool {
 			ok, err := chromedp.Evaluate[bool](expr, chromedp.EvalAwaitPromise)(ctx, tg)
-			if err == nil && ok {
-				return chromedp.Void{}, nil
-			}
 			if err != nil {
 				last = err
-				// A document on its way out: ask the next one.
-				select {
-				case <-ctx.Done():
-					return chromedp.Void{}, ctx.Err()
-				case <-time.After(10 * time.Millisecond):
-				}
 			}
+			seen = err == nil && ok
+			return seen || ctx.Err() != nil
+		}, 10*time.Second) {
+			return chromedp.Void{}, fmt.Errorf("%q did not appear within 10 s (last error: %v)", s, last)
 		}
-		return chromedp.Void{}, fmt.Errorf("%q did not appear within 10 s (last error: %v)", s, last)
+		if !seen {
+			return chromedp.Void{}, ctx.Err()
+		}
+		return chromedp.Void{}, nil
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/countersign/countersign/internal/identity"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // consentClient registers a public OAuth client whose redirect URI is a
@@ -150,10 +151,8 @@ func TestBrowserConsent(t *testing.T) {
 	do(t, ctx, "open the consent page again", 10*time.Second, chromedp.Navigate(authorize("s2")), appears("Allow with a passkey"))
 	eval[bool](t, ctx, hookJS)
 	do(t, ctx, "allow with the passkey", 5*time.Second, press("#allow-passkey"))
-	for deadline := time.Now().Add(10 * time.Second); eval[string](t, ctx, `window.__challenge || ""`) == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never asked the authenticator\n%s", state(ctx))
-		}
+	if !testutil.Wait(func() bool { return eval[string](t, ctx, `window.__challenge || ""`) != "" }, testutil.EventuallyWithin) {
+		t.Fatalf("the page never asked the authenticator\n%s", state(ctx))
 	}
 	nonce, binding := e.consentNonce(t)
 	alice, err := e.store.ApproverByUsername(t.Context(), "alice")

@@ -173,19 +173,23 @@ func (e *decideEnv) backgroundIn(t *testing.T, dir, stdin string, which func(*co
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); cmd.Wait() })
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	var found *countersign.Request
+	if !testutil.Wait(func() bool {
 		list, err := e.store.Requests(t.Context(), countersign.RequestFilter{AccountID: e.account, Status: countersign.StatusPending, Limit: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range list {
 			if which(r) {
-				return r
+				found = r
+				return true
 			}
 		}
+		return false
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("countersign %s filed no request within %s:\n%s", strings.Join(args, " "), testutil.EventuallyWithin, out.String())
 	}
-	t.Fatalf("countersign %s filed no request within 20 s:\n%s", strings.Join(args, " "), out.String())
-	return nil
+	return found
 }
 
 // hookInput is the PermissionRequest event of Claude Code for a tool call.

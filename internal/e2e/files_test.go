@@ -237,13 +237,11 @@ func TestBrowserFiles(t *testing.T) {
 	// Chromium may hold the name with an empty file before it moves the
 	// finished download there: an empty file is not the download yet.
 	var saved []byte
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if b, err := os.ReadFile(filepath.Join(dir, "page.html")); err == nil {
-			if saved = b; len(b) > 0 {
-				break
-			}
-		}
-	}
+	testutil.Wait(func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "page.html"))
+		saved = b
+		return err == nil && len(b) > 0
+	}, testutil.EventuallyWithin)
 	if !strings.Contains(string(saved), "<script>") {
 		t.Fatalf("the download was not saved as page.html in %s", dir)
 	}

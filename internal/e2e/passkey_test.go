@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -133,17 +134,17 @@ func press(sel string) chromedp.Action[chromedp.Void] {
 	q, _ := json.Marshal(sel)
 	expr := fmt.Sprintf("(() => { const el = document.querySelector(%s); if (!el) return false; el.click(); return true; })()", q)
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
-		for {
+		// Pressed, or the context done: either stops the wait.
+		pressed := false
+		testutil.Wait(func() bool {
 			ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
-			if err == nil && ok {
-				return chromedp.Void{}, nil
-			}
-			select {
-			case <-ctx.Done():
-				return chromedp.Void{}, fmt.Errorf("press %s: %w", sel, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
+			pressed = err == nil && ok
+			return pressed || ctx.Err() != nil
+		}, testutil.EventuallyWithin)
+		if !pressed {
+			return chromedp.Void{}, fmt.Errorf("press %s: %w", sel, cmp.Or(ctx.Err(), context.DeadlineExceeded))
 		}
+		return chromedp.Void{}, nil
 	}
 }
 
@@ -290,10 +291,8 @@ func TestBrowserPasskeys(t *testing.T) {
 	do(t, ctx, "open the step-up request", 10*time.Second, chromedp.Navigate(e.URL+"/approvals/"+a.ID), appears("needs your passkey"))
 	eval[bool](t, ctx, hookJS)
 	do(t, ctx, "click approve", 5*time.Second, press(`form[data-webauthn="stepup"] button`))
-	for deadline := time.Now().Add(10 * time.Second); eval[string](t, ctx, `window.__challenge || ""`) == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never asked the authenticator\n%s", state(ctx))
-		}
+	if !testutil.Wait(func() bool { return eval[string](t, ctx, `window.__challenge || ""`) != "" }, testutil.EventuallyWithin) {
+		t.Fatalf("the page never asked the authenticator\n%s", state(ctx))
 	}
 	challenge := eval[string](t, ctx, `window.__challenge`)
 	want := base64.RawURLEncoding.EncodeToString(identity.StepUpChallenge(e.stepUpNonce(t), a.ID, a.BindingHash(), "approve", 0))
@@ -377,10 +376,8 @@ func TestBrowserPasskeys(t *testing.T) {
 	// Under a flood of wrong passwords from many addresses, which keeps
 	// both argon2id slots busy, the passkey sign-in goes through.
 	stop, done := flood(t, e.base, e.env.URL)
-	for deadline := time.Now().Add(30 * time.Second); done.Load() < 4; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the flood answered only %d sign-ins in 30 s", done.Load())
-		}
+	if !testutil.Wait(func() bool { return done.Load() >= 4 }, testutil.EventuallyWithin) {
+		t.Fatalf("the flood answered only %d sign-ins in %s", done.Load(), testutil.EventuallyWithin)
 	}
 	before := done.Load()
 	// Side by side, under the same flood: alice's password sign-in, whose

@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // TestElicitationDecides: a real TypeScript client answers the form
@@ -112,10 +112,8 @@ func TestElicitationDecides(t *testing.T) {
 // the client's Accept and did not approve with it.
 func (h *harness) holding(t *testing.T, id string) {
 	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); h.hub.Watching(id) == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no call holds on %s; it is %s", id, h.request(id).Status)
-		}
+	if !testutil.Wait(func() bool { return h.hub.Watching(id) > 0 }, testutil.EventuallyWithin) {
+		t.Fatalf("no call holds on %s; it is %s", id, h.request(id).Status)
 	}
 }
 

@@ -204,7 +204,7 @@ func fixtureServer(name, logFile string) *mcp.Server {
 				case <-ctx.Done():
 					record(logFile, "slow %v cancelled", id)
 					return nil, ctx.Err()
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(20 * time.Millisecond): // not a wait: the slow tool's pace
 				}
 			}
 			return text("slow done"), nil

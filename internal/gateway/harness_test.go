@@ -313,14 +313,11 @@ func wantCalls(t testing.TB, logFile string, want ...string) {
 	}
 }
 
-// eventually polls cond for a while.
+// eventually waits for cond (testutil.Wait), failing in the words "timed
+// out waiting for what".
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Wait(cond, testutil.EventuallyWithin) {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }

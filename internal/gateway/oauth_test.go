@@ -106,10 +106,11 @@ func pageText(ctx context.Context) (string, string) {
 
 // waitFor waits until the page's text holds s, riding out navigations.
 func waitFor(ctx context.Context, s string) error {
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if _, text := pageText(ctx); strings.Contains(text, s) {
-			return nil
-		}
+	if testutil.Wait(func() bool {
+		_, text := pageText(ctx)
+		return strings.Contains(text, s)
+	}, testutil.EventuallyWithin) {
+		return nil
 	}
 	href, text := pageText(ctx)
 	return fmt.Errorf("%q did not appear; the page at %s:\n%s", s, href, text)

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/countersign/countersign/internal/testutil"
@@ -44,10 +43,8 @@ func TestStandalonePageChromium(t *testing.T) {
 	}
 	waitText := func(want string) {
 		t.Helper()
-		for deadline := time.Now().Add(15 * time.Second); !strings.Contains(text(), want); time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the browser never showed %q; it shows %q", want, text())
-			}
+		if !testutil.Wait(func() bool { return strings.Contains(text(), want) }, testutil.EventuallyWithin) {
+			t.Fatalf("the browser never showed %q; it shows %q", want, text())
 		}
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+file)); err != nil {

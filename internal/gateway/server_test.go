@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -350,8 +351,11 @@ func TestElicitHold(t *testing.T) {
 		asked++
 		if asked == 2 {
 			go func() {
-				time.Sleep(50 * time.Millisecond)
-				h.decide(h.pending("delete_note").ID, countersign.DecisionApprove)
+				// Decide once the call holds on the request, so that
+				// the decision comes during the hold.
+				id := h.pending("delete_note").ID
+				testutil.Wait(func() bool { return h.hub.Watching(id) > 0 }, testutil.EventuallyWithin)
+				h.decide(id, countersign.DecisionApprove)
 			}()
 		}
 		return &mcp.ElicitResult{Action: "accept"}, nil

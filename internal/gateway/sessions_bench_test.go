@@ -151,6 +151,7 @@ func startFlood(h *harness, count int, limit time.Duration, perSecond int) *floo
 	tr := &http.Transport{MaxIdleConnsPerHost: floodWorkers}
 	client := &http.Client{Transport: tr}
 	body := []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"flood","version":"1"}}}`)
+	// Not a wait: the deadline bounds how long the flood sends.
 	start, deadline := time.Now(), time.Now().Add(limit)
 	for range floodWorkers {
 		f.wg.Go(func() {

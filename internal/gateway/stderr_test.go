@@ -65,10 +65,8 @@ func TestUpstreamStderrInLog(t *testing.T) {
 	gw.Start(w.Ctx, 20*time.Second)
 	t.Cleanup(gw.Close)
 	want := `level=INFO msg="upstream stderr" upstream=notes line="Error: cannot open config"`
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the log lacks %s:\n%s", want, out.String())
-		}
+	if !testutil.Wait(func() bool { return strings.Contains(out.String(), want) }, testutil.EventuallyWithin) {
+		t.Fatalf("the log lacks %s:\n%s", want, out.String())
 	}
 	for _, line := range strings.Split(out.String(), "\n") {
 		if strings.HasPrefix(line, "Error:") {

@@ -27,6 +27,8 @@ func countArgon(t *testing.T, hold time.Duration) (most *atomic.Int32) {
 		n := now.Add(1)
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
+		// Not a wait: the computation holds its slot a while, so that
+		// the checks overlap and the limit on how many run at once shows.
 		time.Sleep(hold)
 		now.Add(-1)
 		return argon2.IDKey(password, salt, time_, memory, threads, keyLen)

@@ -6,21 +6,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
-// waitWaiting polls until the slots count that many waiters.
+// waitWaiting waits until the slots count that many waiters.
 func waitWaiting(t *testing.T, slots *HashSlots, known, unknown int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second) // a guard against a hang, not a timing assertion
-	for {
-		k, u := slots.Waiting()
-		if k == known && u == unknown {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting: %d known, %d unknown; want %d, %d", k, u, known, unknown)
-		}
-		time.Sleep(time.Millisecond)
+	var k, u int
+	if !wait.For(func() bool {
+		k, u = slots.Waiting()
+		return k == known && u == unknown
+	}, wait.Within) {
+		t.Fatalf("waiting: %d known, %d unknown; want %d, %d", k, u, known, unknown)
 	}
 }
 

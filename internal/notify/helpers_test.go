@@ -285,13 +285,10 @@ func (r *receiver) up() {
 	r.t.Helper()
 	var ln net.Listener
 	var err error
-	for range 50 {
-		if ln, err = net.Listen("tcp", r.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
+	if !testutil.Wait(func() bool {
+		ln, err = net.Listen("tcp", r.addr)
+		return err == nil
+	}, testutil.EventuallyWithin) {
 		r.t.Fatalf("listen again on %s: %v", r.addr, err)
 	}
 	r.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: r.handler}}

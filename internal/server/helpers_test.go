@@ -246,12 +246,8 @@ func (s *testServer) unchanged(what, before string) {
 // only once a long poll is really holding.
 func (s *testServer) waitForWaiters(n int64) {
 	s.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for s.hub.Waiters() < n {
-		if time.Now().After(deadline) {
-			s.t.Fatalf("hub has %d waiters, want %d", s.hub.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.Wait(func() bool { return s.hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		s.t.Fatalf("hub has %d waiters, want %d", s.hub.Waiters(), n)
 	}
 }
 

@@ -219,19 +219,14 @@ func TestSigninKnownDeviceFirst(t *testing.T) {
 		}()
 		return c
 	}
-	// A guard against a hang, not a timing assertion.
-	deadline := time.Now().Add(30 * time.Second)
 	waiting := func(known, unknown int) {
 		t.Helper()
-		for {
-			k, u := slots.Waiting()
-			if k == known && u == unknown {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d known and %d unknown wait, want %d and %d", k, u, known, unknown)
-			}
-			time.Sleep(time.Millisecond)
+		var k, u int
+		if !testutil.Wait(func() bool {
+			k, u = slots.Waiting()
+			return k == known && u == unknown
+		}, testutil.EventuallyWithin) {
+			t.Fatalf("%d known and %d unknown wait, want %d and %d", k, u, known, unknown)
 		}
 	}
 	var unknown []<-chan int

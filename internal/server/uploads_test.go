@@ -251,7 +251,7 @@ func TestUploadTrickle(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(100 * time.Millisecond): // 8 KB/s
+			case <-time.After(100 * time.Millisecond): // not a wait: the slow client's pace, 8 KB/s
 			}
 			if _, err := conn.Write(chunk); err != nil {
 				return
@@ -276,6 +276,9 @@ func TestUploadTotal(t *testing.T) {
 	conn := e.raw(t, page.ID, alice, 1<<20)
 	go func() {
 		for range 50 {
+			// Not a wait: this is the slow client, writing a byte
+			// every 100 ms so that it keeps its pace but outlasts
+			// the total.
 			time.Sleep(100 * time.Millisecond)
 			if _, err := conn.Write([]byte("y")); err != nil {
 				return

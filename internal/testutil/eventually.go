@@ -3,12 +3,14 @@ package testutil
 import (
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
 // EventuallyWithin is the longest Eventually waits: far more than anything
 // a test waits for takes on a loaded machine, so that reaching it means
 // the thing never happens.
-const EventuallyWithin = 30 * time.Second
+const EventuallyWithin = wait.Within
 
 // Eventually waits until cond holds and fails the test with what (saying
 // what never happened) when it does not within EventuallyWithin. It
@@ -18,26 +20,13 @@ const EventuallyWithin = 30 * time.Second
 // code under test can say that it is done, wait on that instead.
 func Eventually(t testing.TB, cond func() bool, what string) {
 	t.Helper()
-	if !Wait(cond, EventuallyWithin) {
-		t.Fatalf("%s did not happen within %s", what, EventuallyWithin)
-	}
+	wait.Eventually(t, cond, what)
 }
 
 // Wait is Eventually without a test: it reports whether cond held within
 // d, for a helper that fails in its own words or waits for something
-// that may not come.
+// that may not come. (Package wait holds the one implementation, for
+// the tests that cannot import testutil.)
 func Wait(cond func() bool, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	pause := time.Millisecond
-	for {
-		if cond() {
-			return true
-		}
-		if !time.Now().Before(deadline) {
-			return false
-		}
-		timer := time.NewTimer(min(pause, time.Until(deadline)))
-		<-timer.C
-		pause = min(2*pause, 50*time.Millisecond)
-	}
+	return wait.For(cond, d)
 }

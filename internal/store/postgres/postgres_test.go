@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -355,17 +356,12 @@ func terminatePool(t *testing.T, db *DB) {
 		pgtest.Exec(t, `SELECT pg_terminate_backend($1)`, int(pid))
 	}
 	// pg_terminate_backend returns before the backend has gone.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Wait(func() bool {
 		var n int
 		pgtest.Scan(t, `SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ANY($1)`, []any{pids}, &n)
-		if n == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backends %v still alive", pids)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return n == 0
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("backends %v still alive", pids)
 	}
 }
 

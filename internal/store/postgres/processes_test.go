@@ -153,28 +153,30 @@ func startServe(t *testing.T, name, url, keyFile string) *process {
 	}()
 	t.Cleanup(p.stop)
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(p.URL + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
+	// Healthy, or ended: either stops the wait.
+	healthy := false
+	if !testutil.Wait(func() bool {
 		select {
 		case <-p.exited:
-			t.Fatalf("%s exited at start: %s", name, p.stderr)
+			return true
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is not healthy after 30 s: %v\n%s", name, err, p.stderr)
+		resp, err := http.Get(p.URL + "/healthz")
+		if err != nil {
+			return false
 		}
-		time.Sleep(20 * time.Millisecond)
+		resp.Body.Close()
+		healthy = resp.StatusCode == http.StatusOK
+		return healthy
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("%s is not healthy after %s:\n%s", name, testutil.EventuallyWithin, p.stderr)
+	}
+	if !healthy {
+		t.Fatalf("%s exited at start: %s", name, p.stderr)
 	}
 	select {
 	case p.agentKey = <-keys:
-	case <-time.After(100 * time.Millisecond): // not the first start
+	case <-time.After(100 * time.Millisecond): // not the first start (a wait for a line that may not come)
 	}
 	return p
 }
@@ -225,12 +227,8 @@ func (p *process) waiters() int {
 // decision that follows must wake a parked waiter.
 func (p *process) waitForWaiters(n int) {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.waiters() != n {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("%s holds %d waiters, want %d", p.name, p.waiters(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Wait(func() bool { return p.waiters() == n }, testutil.EventuallyWithin) {
+		p.t.Fatalf("%s holds %d waiters, want %d", p.name, p.waiters(), n)
 	}
 }
 
@@ -356,18 +354,18 @@ func TestServeDatabaseRestart(t *testing.T) {
 	t.Logf("PostgreSQL restarted in %v", time.Since(began))
 	// B may need a moment to find the server again; the decision is
 	// retried until it is made.
-	deadline := time.Now().Add(30 * time.Second)
-	for tries := 1; ; tries++ {
-		_, err := approverB.Decide(t.Context(), r.ID, client.Decision{Decision: "approve"})
-		if err == nil {
-			t.Logf("decided on B after %d tries, %v after the restart began", tries, time.Since(began))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("decide on B after the restart: %v\n%s", err, b.stderr)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var (
+		tries int
+		err   error
+	)
+	if !testutil.Wait(func() bool {
+		tries++
+		_, err = approverB.Decide(t.Context(), r.ID, client.Decision{Decision: "approve"})
+		return err == nil
+	}, testutil.EventuallyWithin) {
+		t.Fatalf("decide on B after the restart: %v\n%s", err, b.stderr)
 	}
+	t.Logf("decided on B after %d tries, %v after the restart began", tries, time.Since(began))
 	decided := time.Now()
 	if got := answer(t, res); got.err != nil || got.r.Status != "approved" {
 		t.Fatalf("wait on A across the restart = %+v, %v; want approved\nA: %s", got.r, got.err, a.stderr)
@@ -390,11 +388,9 @@ func restartPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("pg_ctlcluster restart: %v\n%s", err, out)
 	}
-	for ctx.Err() == nil {
-		if exec.CommandContext(ctx, "pg_isready", "-h", "127.0.0.1", "-q").Run() == nil {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Wait(func() bool {
+		return exec.CommandContext(ctx, "pg_isready", "-h", "127.0.0.1", "-q").Run() == nil
+	}, 60*time.Second) {
+		t.Fatal("PostgreSQL did not come back within 60 s")
 	}
-	t.Fatal("PostgreSQL did not come back within 60 s")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // replica is one in-process server on a shared database: its own store
@@ -130,12 +131,8 @@ func answer(t *testing.T, ch <-chan waitResult) waitResult {
 // waitForWaiters blocks until the hub holds n waiters.
 func waitForWaiters(t *testing.T, hub *approval.Hub, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for hub.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("hub holds %d waiters, want %d", hub.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testutil.Wait(func() bool { return hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		t.Fatalf("hub holds %d waiters, want %d", hub.Waiters(), n)
 	}
 }
 
@@ -253,16 +250,9 @@ func TestReplicaListenerDropped(t *testing.T) {
 			t.Fatalf("long poll on A = %+v, %v; want denied", got.r, got.err)
 		}
 		// Wait for A to listen again before the next round.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testutil.Eventually(t, func() bool {
 			pgtest.Scan(t, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1`, []any{appName + " listener"}, &n)
-			if n == 1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("A's listener did not come back")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return n == 1
+		}, "A's listener coming back")
 	}
 }

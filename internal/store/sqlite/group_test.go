@@ -374,6 +374,8 @@ func TestGroupRefusalAnsweredAfterRerun(t *testing.T) {
 			}
 			// An answer given now would reach its caller well within
 			// the wait; one given after the group cannot come at all.
+			// (A wait for something not to happen, which no signal
+			// can tell; it also holds the transaction open meanwhile.)
 			select {
 			case <-answered:
 				t.Error("the refusal was answered before its group was settled")

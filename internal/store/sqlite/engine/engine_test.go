@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
+
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
 // openTest opens an engine on the file at path, closed when the test ends.
@@ -96,20 +97,21 @@ func TestCheckpointer(t *testing.T) {
 
 	// A copy of the database file alone, without its log, holds every
 	// row once the checkpointer has run after the last commit.
-	deadline := time.Now().Add(10 * time.Second)
-	for i := 0; ; i++ {
+	var (
+		i   int
+		got int
+		err error
+	)
+	if !wait.For(func() bool {
 		// A copy taken while a checkpoint writes may be torn: then
 		// the next one is looked at.
-		got, err := rowsInFileAlone(t, path, filepath.Join(t.TempDir(), fmt.Sprintf("copy%d.db", i)))
+		i++
+		got, err = rowsInFileAlone(t, path, filepath.Join(t.TempDir(), fmt.Sprintf("copy%d.db", i)))
 		// The checkpointer counts a checkpoint after it ran: the file can
 		// be whole a moment before the count moves.
-		if err == nil && got == n && db.checkpoints.Load() > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the database file alone holds %d rows of %d (%v) after %d checkpoints", got, n, err, db.checkpoints.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
+		return err == nil && got == n && db.checkpoints.Load() > 0
+	}, wait.Within) {
+		t.Fatalf("the database file alone holds %d rows of %d (%v) after %d checkpoints", got, n, err, db.checkpoints.Load())
 	}
 }
 

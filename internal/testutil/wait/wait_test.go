@@ -1,4 +1,4 @@
-package testutil
+package wait
 
 import (
 	"sync/atomic"
@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-func TestWait(t *testing.T) {
+func TestFor(t *testing.T) {
 	var n atomic.Int32
-	if !Wait(func() bool { return n.Add(1) == 5 }, EventuallyWithin) {
+	if !For(func() bool { return n.Add(1) == 5 }, Within) {
 		t.Fatal("a condition that comes true was not seen")
 	}
 	if got := n.Load(); got != 5 {
 		t.Errorf("checked %d times, want 5 (stop at the first true)", got)
 	}
 	var checks atomic.Int32
-	if Wait(func() bool { checks.Add(1); return false }, 30*time.Millisecond) {
+	if For(func() bool { checks.Add(1); return false }, 30*time.Millisecond) {
 		t.Fatal("a condition that never holds was seen to hold")
 	}
 	if checks.Load() < 2 {

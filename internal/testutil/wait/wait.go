@@ -1,0 +1,49 @@
+// Package wait is how a test waits for something it cannot be told of:
+// a condition checked again and again until it holds or a bounded
+// deadline passes. It imports nothing of the module, so that the tests
+// inside any package (which cannot import testutil without a cycle) use
+// the same wait as every other test; testutil.Eventually and
+// testutil.Wait call it.
+package wait
+
+import (
+	"testing"
+	"time"
+)
+
+// Within is the longest Eventually waits: far more than anything a test
+// waits for takes on a loaded machine, so that reaching it means the
+// thing never happens.
+const Within = 30 * time.Second
+
+// Eventually waits until cond holds and fails the test with what (saying
+// what never happened) when it does not within Within. It checks at
+// once, then every millisecond, backing off to 50 ms, so that a test
+// waits about as long as the thing takes. It is for what a test cannot
+// be told of: another process's state, a file, a port; where the code
+// under test can say that it is done, wait on that instead.
+func Eventually(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	if !For(cond, Within) {
+		t.Fatalf("%s did not happen within %s", what, Within)
+	}
+}
+
+// For is Eventually without a test: it reports whether cond held within
+// d, for a helper that fails in its own words or waits for something
+// that may not come.
+func For(cond func() bool, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	pause := time.Millisecond
+	for {
+		if cond() {
+			return true
+		}
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		timer := time.NewTimer(min(pause, time.Until(deadline)))
+		<-timer.C
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
