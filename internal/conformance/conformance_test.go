@@ -185,7 +185,15 @@ func startProcess(t *testing.T, log string, name string, args ...string) *exec.C
 // the agent key.
 func startGateway(t *testing.T, dir, bin, ref string) string {
 	t.Helper()
-	proxyAddr, serveAddr := freeAddr(t), freeAddr(t)
+	// The proxy's listener is held from the start: its address goes into
+	// the server's public URL, and a port only looked up could be taken by
+	// another test's server before the proxy listened on it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	proxyAddr, serveAddr := ln.Addr().String(), freeAddr(t)
 	cfg := filepath.Join(dir, "mcp.toml")
 	config := fmt.Sprintf("[[upstream]]\nname = \"conformance\"\ncommand = [%q]\n\n[[tier]]\nmatch = \"conformance/*\"\ntier = \"read\"\n", ref)
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
@@ -223,10 +231,6 @@ func startGateway(t *testing.T, dir, bin, ref string) string {
 			r.Out.Header.Set("Authorization", "Bearer "+key)
 		},
 		FlushInterval: -1, // server-sent events go through as they come
-	}
-	ln, err := net.Listen("tcp", proxyAddr)
-	if err != nil {
-		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
