@@ -450,6 +450,33 @@ headers = { Authorization = "Bearer tok_secret_header" }
 	wantFinding(t, out, "skip", "mcp", "no MCP gateway configuration (--mcp-config, COUNTERSIGN_MCP_CONFIG)", "")
 }
 
+// TestDoctorMCPURLSecrets: an upstream's URL with user info and a query
+// that does not answer: doctor names it by scheme, host and path alone,
+// in the finding and in the error it reports, however the error shows
+// the URL (net/http shows it with the password as "***" and the query
+// whole).
+func TestDoctorMCPURLSecrets(t *testing.T) {
+	t.Parallel()
+	b := doctorBed(t)
+	env := b.doctorEnv("COUNTERSIGN_URL=" + closedURL(t))
+	cfg := filepath.Join(b.home, "mcp.toml")
+	host := strings.TrimPrefix(closedURL(t), "http://")
+	writeFile(t, cfg, fmt.Sprintf(`[[upstream]]
+name = "remote"
+url = "http://someone:pw_secret_in_url@%s/mcp?token=tok_secret_in_query#frag_secret"
+`, host), 0o600)
+
+	out := b.doctor(env, 1, "--mcp-config", cfg)
+	if !strings.Contains(out, "FAIL  mcp            upstream remote (http://"+host+"/mcp) does not answer tools/list: ") {
+		t.Fatalf("doctor's output for the upstream that does not answer:\n%s", out)
+	}
+	for _, secret := range []string{"pw_secret_in_url", "tok_secret_in_query", "frag_secret", "someone", "token="} {
+		if strings.Contains(out, secret) {
+			t.Errorf("doctor printed %q:\n%s", secret, out)
+		}
+	}
+}
+
 // TestDoctorUsage: countersign help names doctor, and doctor takes no
 // argument.
 func TestDoctorUsage(t *testing.T) {

@@ -97,22 +97,27 @@ func Fields(raw json.RawMessage, uploads map[string]*Upload) []Field {
 		r.value("arguments", 0, raw)
 		return r.out
 	}
+	// The targets in the order of targetKeys, then the short arguments,
+	// then the long ones, each in their order: one pass over the members,
+	// so that the work grows with their number, not with its square.
+	targets := make([]int, len(targetKeys))
+	var short, long []int
+	for i, m := range members {
+		if t := slices.Index(targetKeys, m.key); t >= 0 {
+			targets[t] = i + 1 // a member's name is unique: one per key
+		} else if isShort(m.value) {
+			short = append(short, i)
+		} else {
+			long = append(long, i)
+		}
+	}
 	order := make([]int, 0, len(members))
-	for _, k := range targetKeys {
-		for i, m := range members {
-			if m.key == k {
-				order = append(order, i)
-			}
+	for _, i := range targets {
+		if i > 0 {
+			order = append(order, i-1)
 		}
 	}
-	// Then the short arguments, then the long texts, each in their order.
-	for _, short := range []bool{true, false} {
-		for i, m := range members {
-			if !slices.Contains(order, i) && isShort(m.value) == short {
-				order = append(order, i)
-			}
-		}
-	}
+	order = append(append(order, short...), long...)
 	for n, i := range order {
 		if len(r.out) >= MaxFields {
 			r.out = append(r.out, Field{Kind: "more", Count: len(order) - n})
@@ -129,8 +134,12 @@ const maxShort = 200
 // isShort reports whether a value reads as one short line: a number, a
 // word, or a text of one line of at most maxShort bytes.
 func isShort(raw json.RawMessage) bool {
-	if c := firstByte(raw); c == '{' || c == '[' {
+	switch firstByte(raw) {
+	case '{', '[':
 		return false
+	case '"':
+	default: // a number, true, false or null
+		return len(raw) <= maxShort
 	}
 	var s string
 	if json.Unmarshal(raw, &s) != nil {

@@ -136,6 +136,37 @@ func TestFieldsBounds(t *testing.T) {
 	}
 }
 
+// TestFieldsManyMembers renders arguments of as many members as MaxRaw
+// holds, {"0":0,"1":0,…} with targets and a long text among them, in the
+// order of the fields: the targets, the short arguments, the long ones.
+// BenchmarkFieldsManyMembers measures their cost.
+func TestFieldsManyMembers(t *testing.T) {
+	raw := manyMembers(MaxRaw - 1024)
+	n := strings.Count(string(raw), ":")
+	raw = json.RawMessage(`{"url":"https://example.com/","00":"a\nb","path":"/srv/x",` + string(raw[1:]))
+	if len(raw) > MaxRaw {
+		t.Fatalf("the arguments are %d bytes, more than MaxRaw", len(raw))
+	}
+	fs := Fields(raw, nil)
+	if len(fs) != MaxFields+1 || fs[0].Name != "path" || fs[1].Name != "url" {
+		t.Fatalf("%d fields, the first %+v", len(fs), fs[:2])
+	}
+	// The short ones in the order of their names: "0", "1", "10", "100", …
+	for i, want := range []string{"0", "1", "10", "100", "1000", "10000"} {
+		if fs[2+i].Name != want || fs[2+i].Kind != "number" {
+			t.Errorf("field %d is %+v, not %q", 2+i, fs[2+i], want)
+		}
+	}
+	if last := fs[len(fs)-1]; last.Kind != "more" || last.Count != n+3-MaxFields {
+		t.Errorf("the last field is %+v, not %d more", last, n+3-MaxFields)
+	}
+	// Of few members, the long text comes after the short ones.
+	fs = Fields(json.RawMessage(`{"00":"a\nb","1":0,"path":"/srv/x"}`), nil)
+	if len(fs) != 3 || fs[0].Name != "path" || fs[1].Name != "1" || fs[2].Name != "00" {
+		t.Errorf("the fields of few members: %+v", fs)
+	}
+}
+
 func TestFieldsUpload(t *testing.T) {
 	up := &Upload{Reference: "2VZ-D49", MIME: "application/pdf", SHA256: "ab", Size: 48, URL: "/files/u1"}
 	fs := Fields(json.RawMessage(`{"file":"upload:u1","other":"upload:u2"}`), map[string]*Upload{"u1": up})

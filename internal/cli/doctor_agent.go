@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/countersign/countersign/internal/claudehook"
@@ -255,11 +258,8 @@ func (d *doctor) probe(ctx context.Context, u gateway.UpstreamConfig) {
 		reason := err.Error()
 		if ctx.Err() != nil {
 			reason = fmt.Sprintf("no answer within %s", doctorTimeout)
-		}
-		if u.URL != "" {
-			if p, perr := url.Parse(u.URL); perr == nil {
-				reason = strings.ReplaceAll(reason, u.URL, showURL(p))
-			}
+		} else if u.URL != "" {
+			reason = hideURLs(err, u.URL)
 		}
 		d.add(statusFail, check, what+" does not answer tools/list: "+reason,
 			"run its command (or open its URL) by hand to see why; the gateway starts it the same way")
@@ -267,3 +267,64 @@ func (d *doctor) probe(ctx context.Context, u gateway.UpstreamConfig) {
 	}
 	d.add(statusOK, check, fmt.Sprintf("%s answers tools/list: %d tools", what, n), "")
 }
+
+// urlInText is a URL in the text of an error, up to a space or a quote.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// hideURLs is the text of err, the error of the upstream at the URL raw,
+// with every URL in it shown as showURL shows one: scheme, host and path,
+// without user info, query or fragment, which can hold secrets. net/http
+// names the URL of a request that failed with its password as "***" and
+// its query whole; another layer may name it as configured. When a part
+// of raw that showURL leaves out is in the text still, the text is not
+// shown at all: its user name, password, query, fragment, or a value of
+// the query.
+func hideURLs(err error, raw string) string {
+	reason := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		shown := "(the URL)"
+		if p, perr := url.Parse(ue.URL); perr == nil {
+			shown = showURL(p)
+		}
+		reason = strings.ReplaceAll(reason, ue.Error(), ue.Op+" "+strconv.Quote(shown)+": "+ue.Err.Error())
+	}
+	p, perr := url.Parse(raw)
+	if perr != nil {
+		return "(its error is not shown: it may hold the URL, which does not parse)"
+	}
+	shown := showURL(p)
+	for _, form := range []string{raw, p.String(), p.Redacted()} {
+		reason = strings.ReplaceAll(reason, strconv.Quote(form), strconv.Quote(shown))
+		reason = strings.ReplaceAll(reason, form, shown)
+	}
+	reason = urlInText.ReplaceAllStringFunc(reason, func(s string) string {
+		if q, err := url.Parse(s); err == nil && q.Host != "" {
+			return showURL(q)
+		}
+		return "(a URL)"
+	})
+	password, _ := p.User.Password()
+	secrets := []string{p.User.Username(), password, p.RawQuery, p.Fragment}
+	for _, pair := range strings.FieldsFunc(p.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		_, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			v = pair
+		}
+		secrets = append(secrets, v)
+		if v, err := url.QueryUnescape(v); err == nil {
+			secrets = append(secrets, v)
+		}
+	}
+	for _, secret := range secrets {
+		if len(secret) >= minHidden && strings.Contains(reason, secret) {
+			return "(its error is not shown: it holds a part of the URL that may be secret)"
+		}
+	}
+	return reason
+}
+
+// minHidden is the shortest part of a URL that hideURLs looks for in an
+// error's text once its URLs are hidden: a shorter one is found in any
+// text.
+const minHidden = 4

@@ -225,9 +225,12 @@ func (g *Gateway) resume(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 	switch {
 	case answer == nil:
 		return g.elicit(ctx, req, e, p, c, t, st.Mode), nil
-	case st.Mode == modeForm && g.approvals.acceptApproves(ctx, p, t.ID):
+	case st.Mode == modeForm && st.Decides && g.approvals.acceptApproves(ctx, p, t.ID):
 		// The Accept is the approval of this request, whose state bound
-		// it to this exact call; settle consumes it once.
+		// it to this exact call; settle consumes it once. Only a form
+		// that said so approves (sealed in its state), and only while
+		// the key is marked still: a form that sent the user to the
+		// inbox does not approve because the key was marked since.
 		if t, err = g.approvals.decide(ctx, p, t.ID, true); err != nil {
 			if countersign.ErrorCode(err) != countersign.EFORBIDDEN && countersign.ErrorCode(err) != countersign.ECONFLICT {
 				return g.failed(e, err), nil

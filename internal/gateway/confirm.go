@@ -72,6 +72,7 @@ func (g *Gateway) elicit(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 		params = &mcp.ElicitParams{Mode: "url", URL: t.InboxURL, ElicitationID: t.ID,
 			Message: fmt.Sprintf("countersign: approve request %s (%s) in the inbox, then come back here.", t.Reference, e.name)}
 	case g.approvals.acceptApproves(ctx, p, t.ID):
+		st.Decides = true
 		params = &mcp.ElicitParams{Mode: "form", RequestedSchema: emptyForm(),
 			Message: fmt.Sprintf("Allow this call once? (countersign request %s)\n\n%s\n\nAccept runs it once; Decline refuses it.", t.Reference, c.Preview)}
 	default:

@@ -13,6 +13,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestElicitationDecides: a real TypeScript client answers the form
@@ -170,4 +171,61 @@ func TestElicitationDecidesConfig(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "per agent key") {
 		t.Fatalf("elicitation_decides under [policy]: %v", err)
 	}
+}
+
+// TestElicitationDecidesSealed: whether a form's Accept approves is what
+// the form said, sealed in its state, and the key must be marked still
+// when the answer comes: a form that sent the user to the inbox does not
+// approve when the server restarted meanwhile with the key marked, and a
+// form that offered to run the call does not once the mark is gone.
+func TestElicitationDecidesSealed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	byHand := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		return nil, fmt.Errorf("answered by hand")
+	}
+	mark := func(c *gateway.Config) {
+		c.Keys["acme/agent"] = gateway.Policy{Tiers: gateway.AllTiers, Confirm: c.Policy.Confirm, ElicitationDecides: true}
+	}
+
+	// Unmarked: the form sends the user to the inbox.
+	args := map[string]any{"id": "m1"}
+	state, el := firstRound(t, h.connect(clientOpts{noMRTR: true, elicit: byHand}), "delete_note", args)
+	if !strings.Contains(el.Message, "/approvals/") || strings.Contains(el.Message, "Accept runs it once") {
+		t.Fatalf("the unmarked key's form: %q", el.Message)
+	}
+	id := h.pending("delete_note").ID
+	// The server restarts with the key marked; the user chooses Accept
+	// on the form it showed before: that holds, and asks anew.
+	marked := h.restarted(mark)
+	cs := marked.connect(clientOpts{noMRTR: true, elicit: byHand})
+	res := retry(t, cs, "delete_note", args, state, "accept")
+	wantCalls(t, h.logFile)
+	if r := h.request(id); r.Status != countersign.StatusPending {
+		t.Fatalf("after the Accept of the inbox's form, the request is %s by %q", r.Status, r.DecidedBy)
+	}
+	again, _ := res.InputRequests["countersign_approval"].(*mcp.ElicitParams)
+	if !res.NeedsInput() || again == nil || !strings.Contains(again.Message, "Accept runs it once") {
+		t.Fatalf("after the Accept of the inbox's form: %q %+v", textOf(res), res.InputRequests)
+	}
+	// The form that says so approves.
+	wantRan(t, retry(t, cs, "delete_note", args, res.RequestState, "accept"), "deleted m1")
+	if r := h.request(id); r.Status != countersign.StatusConsumed || r.DecidedBy != approval.DecidedByElicitation {
+		t.Fatalf("request %s by %q, want consumed, decided by elicitation", r.Status, r.DecidedBy)
+	}
+
+	// Marked: the form offers to run the call; the server restarts
+	// without the mark, and the Accept holds.
+	args = map[string]any{"id": "m2"}
+	state, el = firstRound(t, cs, "delete_note", args)
+	if !strings.Contains(el.Message, "Accept runs it once") {
+		t.Fatalf("the marked key's form: %q", el.Message)
+	}
+	id = h.pending("delete_note").ID
+	plain := h.restarted(nil)
+	res = retry(t, plain.connect(clientOpts{noMRTR: true, elicit: byHand}), "delete_note", args, state, "accept")
+	if r := h.request(id); r.Status != countersign.StatusPending || textOf(res) == "deleted m2" {
+		t.Fatalf("after the Accept once the mark is gone: request %s, result %q", r.Status, textOf(res))
+	}
+	wantCalls(t, h.logFile, "delete_note m1")
 }

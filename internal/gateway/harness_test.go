@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -49,6 +50,8 @@ type harness struct {
 	logFile string
 	gw      *gateway.Gateway
 	hub     *approval.Hub
+	auth    *identity.Authenticator
+	rate    int // the API's rate per client address
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -84,6 +87,20 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	}
 	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: w.Acme.ID}
 
+	cfg := h.config(configure)
+	hub := approval.NewHub()
+	h.hub = hub
+	h.svc = approval.New(store, h.clock, hub, acfg, nil, nil)
+	h.auth, h.rate = w.Auth, ratePerMinute
+	h.serve(cfg)
+	return h
+}
+
+// config is the gateway's configuration: the fixture as its upstream, the
+// key reader limited to read and write, then what configure sets.
+func (h *harness) config(configure func(*gateway.Config)) *gateway.Config {
+	t := h.t
+	t.Helper()
 	cfg := gateway.NewConfig()
 	cfg.Hold = 300 * time.Millisecond
 	cfg.Clock = h.clock
@@ -93,20 +110,35 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	if configure != nil {
 		configure(cfg)
 	}
-	if err := cfg.ResolveKeys(ctx, store); err != nil {
+	if err := cfg.ResolveKeys(h.ctx, h.store); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
 
-	hub := approval.NewHub()
-	h.hub = hub
-	h.svc = approval.New(store, h.clock, hub, acfg, nil, nil)
+// restarted is the server restarted with the configuration configure
+// sets: a gateway and a server of their own, at another address, over the
+// same store, approval service and request state key. The harness goes
+// on serving too.
+func (h *harness) restarted(configure func(*gateway.Config)) *harness {
+	h.t.Helper()
+	r := *h
+	r.serve(r.config(configure))
+	return &r
+}
+
+// serve starts the gateway of cfg, and the server with it at /mcp, on a
+// port of their own: what countersign serve starts.
+func (h *harness) serve(cfg *gateway.Config) {
+	t, ctx, auth := h.t, h.ctx, h.auth
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.base = "http://" + ln.Addr().String()
 	public, _ := url.Parse(h.base)
-	key, err := store.ServerKey(ctx, "mcp-request-state", 32)
+	key, err := h.store.ServerKey(ctx, "mcp-request-state", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +148,8 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 	}
 	h.gw.Start(ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
-	auth := w.Auth
 	// /mcp takes agent keys and the OAuth access tokens issued for it.
-	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: ratePerMinute},
+	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: h.rate},
 		h.svc, auth, metrics.NewRegistry(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +165,6 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 		stop()
 		<-done
 	})
-	return h
 }
 
 // quickStop gives command upstreams 100 ms to exit once their stdin is

@@ -33,7 +33,13 @@ type requestState struct {
 	PreviewHash string `json:"ph"`
 	Request     string `json:"r"`
 	Mode        string `json:"m"` // form or url
-	Expires     int64  `json:"e"` // Unix seconds
+	// Decides is whether the form said that its Accept runs the call
+	// (elicitation_decides). An Accept approves only if the form said so
+	// and the key is marked still: a form that said "approve in the
+	// inbox" never approves, whatever the configuration says by the time
+	// it is answered.
+	Decides bool  `json:"d,omitempty"`
+	Expires int64 `json:"e"` // Unix seconds
 }
 
 // errBadState is every refusal of a request state: the client learns that

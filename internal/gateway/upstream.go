@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"sync"
@@ -261,9 +262,11 @@ func collect[T any](seq iter.Seq2[T, error]) ([]T, error) {
 // with the configured headers.
 func (u *upstream) transport() mcp.Transport {
 	if u.cfg.URL != "" {
-		return &mcp.StreamableClientTransport{Endpoint: u.cfg.URL, HTTPClient: &http.Client{
+		endpoint, full := splitURL(u.cfg.URL)
+		return &mcp.StreamableClientTransport{Endpoint: endpoint.String(), HTTPClient: &http.Client{
 			Transport: &sseTapTransport{tap: u.taps(),
-				base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: u.web}},
+				base: &urlSecretsTransport{endpoint: endpoint, full: full,
+					base: &headerTransport{headers: expandHeaders(u.cfg.Headers), base: u.web}}},
 		}}
 	}
 	// Not exec.CommandContext: the process outlives the connect call, and
@@ -410,6 +413,46 @@ func upstreamTransport() *http.Transport {
 }
 
 // headerTransport adds the configured headers to every request.
+// splitURL parses an upstream's URL (Check made sure it parses) into the
+// endpoint the MCP client is given, scheme, host and path, and the URL as
+// configured. The user info and the query, which can hold secrets, are
+// added to each request by urlSecretsTransport: an error of net/http
+// names the request's URL, and such an error reaches logs and, as why the
+// upstream is not available, the agent.
+func splitURL(raw string) (endpoint, full *url.URL) {
+	full, err := url.Parse(raw)
+	if err != nil {
+		full = &url.URL{}
+	}
+	e := *full
+	e.User, e.RawQuery, e.ForceQuery, e.Fragment, e.RawFragment = nil, "", false, "", ""
+	return &e, full
+}
+
+// urlSecretsTransport adds the configured URL's query and user info (as
+// basic authentication, as net/http does) to requests for the endpoint.
+// A request for another URL, where the upstream redirects, gets neither,
+// as net/http would not send them there either.
+type urlSecretsTransport struct {
+	endpoint, full *url.URL
+	base           http.RoundTripper
+}
+
+func (t *urlSecretsTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	u := r.URL
+	if (t.full.RawQuery == "" && t.full.User == nil) || u.Scheme != t.endpoint.Scheme || u.Host != t.endpoint.Host ||
+		u.EscapedPath() != t.endpoint.EscapedPath() || u.RawQuery != "" {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.URL.RawQuery = t.full.RawQuery
+	if user := t.full.User; user != nil && r.Header.Get("Authorization") == "" {
+		password, _ := user.Password()
+		r.SetBasicAuth(user.Username(), password)
+	}
+	return t.base.RoundTrip(r)
+}
+
 type headerTransport struct {
 	headers map[string]string
 	base    http.RoundTripper

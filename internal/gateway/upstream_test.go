@@ -434,3 +434,44 @@ func TestHTTPUpstreamConnectionsClosedOnStop(t *testing.T) {
 	g.Close()
 	eventually(t, "the upstream's connections closed", func() bool { return open.Load() == 0 })
 }
+
+// TestHTTPUpstreamURLSecrets: the user info and the query of an upstream's
+// URL reach the upstream (as basic authentication and the query), and an
+// error that names the URL, which reaches the log and the agent, holds
+// neither.
+func TestHTTPUpstreamURLSecrets(t *testing.T) {
+	t.Parallel()
+	logFile := filepath.Join(t.TempDir(), "http.log")
+	fixture := fixtureHTTP("web", logFile)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if user, password, ok := r.BasicAuth(); !ok || user != "someone" || password != "pw_in_url" || r.URL.Query().Get("token") != "tok_in_query" {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+			return
+		}
+		fixture.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	secrets := strings.Replace(srv.URL, "http://", "http://someone:pw_in_url@", 1) + "/?token=tok_in_query"
+	h := newHarness(t, func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: secrets, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
+	})
+	wantRan(t, call(t, h.connect(clientOpts{}), "read_note", map[string]any{"id": "s"}), "note s from web")
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	defer cancel()
+	_, err = gateway.Probe(ctx, gateway.UpstreamConfig{Name: "down", URL: "http://someone:pw_in_url@" + closed + "/mcp?token=tok_in_query#frag"}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"http://`+closed+`/mcp"`) {
+		t.Fatalf("the error of an upstream at a closed port: %v", err)
+	}
+	for _, secret := range []string{"someone", "pw_in_url", "tok_in_query", "frag"} {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("the error holds %q: %v", secret, err)
+		}
+	}
+}
