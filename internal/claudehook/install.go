@@ -70,7 +70,7 @@ func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (
 	})
 	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
 	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
-	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
+	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook ACCOUNT), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
 	server := fs.String("server", "", "with --http: the server's URL (default: COUNTERSIGN_URL, or server_url in the configuration file)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

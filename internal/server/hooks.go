@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -20,7 +22,11 @@ import (
 // for an agent key the server has checked: the command hook's policy, run
 // in the server's process on the files of the machine it runs on, so it
 // is for a server on the machine where Claude Code runs, as the same user
-// (claudehook.HTTPHook).
+// (claudehook.HTTPHook). The server serves it only to a client on this
+// machine (a loopback peer, not through a proxy) with a key of the one
+// account the operator named (Config.ClaudeHookAccount): the policy looks
+// at this machine's files (it counts what a glob matches, say) and keeps
+// what it saw in the account's requests.
 type ClaudeHook interface {
 	// Answer answers one input; ask asks through this server's API with
 	// the hook's key.
@@ -68,12 +74,17 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		refuse(peek(), "too many hook calls from this address")
 		return
 	}
+	if !localPeer(r) {
+		refuse(peek(), "the server answers Claude Code's HTTP hook only for a client on its own machine (a loopback address, not through a proxy)")
+		return
+	}
 	secret, err := bearer(r)
 	if err != nil {
 		refuse(peek(), "the HTTP hook sent no agent key (the header Authorization: Bearer $COUNTERSIGN_KEY, with COUNTERSIGN_KEY in Claude Code's environment and in the hook's allowedEnvVars)")
 		return
 	}
-	if _, err := s.agentOf(r); err != nil {
+	agent, err := s.agentOf(r)
+	if err != nil {
 		var ce *countersign.Error
 		if errors.As(err, &ce) && ce.Code == countersign.EUNAUTHORIZED {
 			refuse(peek(), "the server at %s refused the agent key the HTTP hook sent (COUNTERSIGN_KEY)", s.cfg.PublicURL)
@@ -92,7 +103,11 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.ClaudeHook == nil {
-		refuse(input, "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook turns it on)", s.cfg.PublicURL)
+		refuse(input, "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook ACCOUNT turns it on)", s.cfg.PublicURL)
+		return
+	}
+	if agent.AccountID != s.cfg.ClaudeHookAccount {
+		refuse(input, "the agent key the HTTP hook sent is not of the account the server's hook serves (countersign serve --claude-hook ACCOUNT)")
 		return
 	}
 	timeout := defaultHookTimeout
@@ -113,6 +128,23 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	ask.HTTP = &http.Client{Transport: &inProcess{h: s.handler, remote: r.RemoteAddr}}
 	answer(s.cfg.ClaudeHook.Answer(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), start,
 		s.cfg.PublicURL.String(), secret, ask))
+}
+
+// localPeer reports whether the request's TCP peer is a loopback address
+// and it names no other client: the peer itself, never X-Forwarded-For,
+// which a trusted proxy sets for a client anywhere, and a request a proxy
+// forwarded (it says so in X-Forwarded-For or Forwarded) is not local
+// even from a proxy on this machine.
+func localPeer(r *http.Request) bool {
+	if r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // hookBlocked is the JSON answer that denies the input's call: a deny of
