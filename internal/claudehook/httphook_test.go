@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,12 +36,16 @@ func TestHTTPHookFailsClosed(t *testing.T) {
 		{"bad timeout", on.URL + HTTPPath + "?timeout=soon", on.agentKey, input, "timeout must be whole seconds"},
 		{"permission request", on.URL + HTTPPath + "?timeout=0", on.agentKey, perm, "timeout must be whole seconds"},
 		{"not JSON", on.URL + HTTPPath, on.agentKey, "{", "the hook input is not a JSON object"},
+		{"no PATH", on.URL + HTTPPath, on.agentKey, input, "the HTTP hook sent no PATH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, tt.url, strings.NewReader(tt.body))
 			if tt.key != "" {
 				req.Header.Set("Authorization", "Bearer "+tt.key)
+			}
+			if tt.name != "no PATH" {
+				req.Header.Set(PathHeader, "/usr/bin:/bin")
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -97,6 +102,9 @@ func TestProjectDirHeader(t *testing.T) {
 	if server.ProjectDirHeader != ProjectDirHeader {
 		t.Errorf("the server reads %s, install writes %s", server.ProjectDirHeader, ProjectDirHeader)
 	}
+	if server.PathHeader != PathHeader {
+		t.Errorf("the server reads %s, install writes %s", server.PathHeader, PathHeader)
+	}
 }
 
 // postAs posts a PreToolUse input to srv's HTTP hook with key and the
@@ -142,7 +150,7 @@ func TestHTTPHookServesOneAccount(t *testing.T) {
 	srv := newTestServerWith(t, func(c *server.Config) { c.ClaudeHook = &HTTPHook{Load: w.load()} })
 	input := `{"session_id":"s","cwd":"/","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -rf '` +
 		w.project + `/build/'*"},"tool_use_id":"t"}`
-	header := map[string]string{ProjectDirHeader: w.project}
+	header := map[string]string{ProjectDirHeader: w.project, PathHeader: "/usr/bin:/bin"}
 
 	decision, reason := postAs(t, srv, srv.otherKey, input, header)
 	if decision != "deny" || !strings.Contains(reason, "not of the account the server's hook serves") || strings.Contains(reason, "x.o") {
@@ -215,7 +223,7 @@ func TestHTTPHookLocalOnly(t *testing.T) {
 		if tt.header == nil {
 			tt.header = map[string]string{}
 		}
-		tt.header[ProjectDirHeader] = w.project
+		tt.header[ProjectDirHeader], tt.header[PathHeader] = w.project, "/usr/bin:/bin"
 		decision, reason := postAs(t, tt.srv, tt.srv.agentKey, input, tt.header)
 		if decision != "deny" || !strings.Contains(reason, "only for a client on its own machine") {
 			t.Errorf("%s: %s %q; want the deny", tt.name, decision, reason)
@@ -223,6 +231,49 @@ func TestHTTPHookLocalOnly(t *testing.T) {
 	}
 	if n := len(far.requests(t)) + len(near.requests(t)); n != 0 {
 		t.Errorf("%d requests from clients the hook does not serve", n)
+	}
+}
+
+// TestHTTPHookWrapperOnClaudeCodesPath: the HTTP hook finds the rm
+// wrapper's links on the PATH Claude Code sends (PathHeader), not on the
+// server's own, which here lacks the wrapper's directory: removing or
+// replacing the link is asked, as the command hook asks.
+func TestHTTPHookWrapperOnClaudeCodesPath(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	srv := newTestServerWith(t, func(c *server.Config) { c.ClaudeHook = &HTTPHook{Load: w.load()} })
+	// The wrapper is a countersign other than the server's program, as
+	// when the server runs from another install.
+	bin := filepath.Join(w.home, "bin")
+	prog := w.file("opt/countersign", "#!/bin/sh\n")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(prog, filepath.Join(bin, "rm")); err != nil {
+		t.Fatal(err)
+	}
+	if w.getenv("PATH") != "" {
+		t.Fatal("the server's PATH must not hold the wrapper's directory")
+	}
+	header := map[string]string{ProjectDirHeader: w.project, PathHeader: bin + ":/usr/bin:/bin"}
+	for _, command := range []string{"rm " + bin + "/rm", "ln -sf /bin/rm " + bin + "/rm"} {
+		input := `{"session_id":"s","cwd":"` + w.project + `","permission_mode":"bypassPermissions","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"` + command + `"},"tool_use_id":"t"}`
+		done := make(chan *client.Request, 1)
+		go func() {
+			r := srv.pending(t)
+			if r != nil {
+				srv.decide(t, r, client.Decision{Decision: "deny"})
+			}
+			done <- r
+		}()
+		decision, reason := postAs(t, srv, srv.agentKey, input, header)
+		asked := <-done
+		if decision != "deny" || asked == nil || !strings.Contains(strings.Join(asked.RiskReasons, "; "), "countersign's rm wrapper") {
+			t.Errorf("%s: %s %q, asked %s; want the human asked about the wrapper and the call denied", command, decision, reason, testJSON(asked))
+		}
+	}
+	if !exists(filepath.Join(bin, "rm")) {
+		t.Error("the wrapper's link is gone")
 	}
 }
 

@@ -30,7 +30,9 @@ import (
 type ClaudeHook interface {
 	// Answer answers one input; ask asks through this server's API with
 	// the hook's key.
-	Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir string, start time.Time,
+	// projectDir and path are Claude Code's project directory and PATH
+	// (ProjectDirHeader, PathHeader).
+	Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
 		serverURL, key string, ask saferm.Server) []byte
 }
 
@@ -38,6 +40,11 @@ type ClaudeHook interface {
 // hook (claudehook.ProjectDirHeader), which the command hook reads from
 // its environment's CLAUDE_PROJECT_DIR.
 const ProjectDirHeader = "X-Countersign-Project-Dir"
+
+// PathHeader carries Claude Code's PATH to the HTTP hook
+// (claudehook.PathHeader), on which the policy finds the rm wrapper's
+// links: the server's own PATH is not Claude Code's.
+const PathHeader = "X-Countersign-Path"
 
 // maxHookInput bounds a hook input, as the command hook bounds its
 // standard input: a Write carries the whole file.
@@ -110,6 +117,14 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		refuse(input, "the agent key the HTTP hook sent is not of the account the server's hook serves (countersign serve --claude-hook ACCOUNT)")
 		return
 	}
+	// Without Claude Code's PATH the policy cannot tell the rm wrapper's
+	// links, whose removal switches the wrapper off: a hook installed
+	// before the header was added sends none.
+	path := r.Header.Get(PathHeader)
+	if path == "" {
+		refuse(input, "the HTTP hook sent no PATH (the header %s: $PATH, with PATH in the hook's allowedEnvVars); install the hook again with countersign hook claude install --http", PathHeader)
+		return
+	}
 	timeout := defaultHookTimeout
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -126,7 +141,7 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	// the command hook.
 	ask := client.New(s.cfg.PublicURL.String(), secret)
 	ask.HTTP = &http.Client{Transport: &inProcess{h: s.handler, remote: r.RemoteAddr}}
-	answer(s.cfg.ClaudeHook.Answer(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), start,
+	answer(s.cfg.ClaudeHook.Answer(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), path, start,
 		s.cfg.PublicURL.String(), secret, ask))
 }
 
