@@ -277,6 +277,29 @@ func TestHTTPHookWrapperOnClaudeCodesPath(t *testing.T) {
 	}
 }
 
+// TestHTTPHookPanicDenies: a policy that panics gets its call denied, not
+// a dropped connection (which Claude Code takes as no decision, and runs
+// the call), and the server logs the failure without the panic's value.
+func TestHTTPHookPanicDenies(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	load := w.load()
+	load.Getenv = func(k string) string { panic("the secret file /home/alice/plans.txt") }
+	srv := newTestServerWith(t, func(c *server.Config) { c.ClaudeHook = &HTTPHook{Load: load} })
+	input := `{"session_id":"s","cwd":"` + w.project + `","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"rm -r build"},"tool_use_id":"t"}`
+	decision, reason := postAs(t, srv, srv.agentKey, input, map[string]string{ProjectDirHeader: w.project, PathHeader: "/usr/bin:/bin"})
+	if decision != "deny" || !strings.Contains(reason, "the hook failed inside the server") {
+		t.Errorf("%s %q; want a deny", decision, reason)
+	}
+	logs := srv.log.String()
+	if !strings.Contains(logs, "the Claude Code hook failed") || strings.Contains(logs, "plans.txt") || strings.Contains(logs, srv.agentKey) {
+		t.Errorf("the log %q; want the failure without the panic's value or the key", logs)
+	}
+	if !exists(filepath.Join(w.project, "build")) || len(srv.requests(t)) != 0 {
+		t.Error("the panicking hook ran or asked")
+	}
+}
+
 func testJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)

@@ -30,6 +30,7 @@ type testServer struct {
 	// is otherHuman: the hook serves acme only.
 	otherKey   string
 	otherHuman *client.Client
+	log        *testutil.LogBuffer // what the server logged
 }
 
 // publicURL is the server's public URL: inbox links start with it.
@@ -56,7 +57,8 @@ func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Lis
 	pub, _ := url.Parse(publicURL)
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	log := slog.New(slog.DiscardHandler)
+	var logs testutil.LogBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	svc := approval.New(w.Store, w.Clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
 	cfg := server.Config{PublicURL: pub}
 	if set != nil {
@@ -77,7 +79,7 @@ func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Lis
 	t.Cleanup(ts.Close)
 	return &testServer{URL: ts.URL, svc: svc, clock: w.Clock, agentKey: key,
 		human: client.New(ts.URL, token), agent: client.New(ts.URL, key),
-		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other"))}
+		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other")), log: &logs}
 }
 
 // requests returns the account's requests, newest first.

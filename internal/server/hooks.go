@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -141,8 +143,27 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	// the command hook.
 	ask := client.New(s.cfg.PublicURL.String(), secret)
 	ask.HTTP = &http.Client{Transport: &inProcess{h: s.handler, remote: r.RemoteAddr}}
-	answer(s.cfg.ClaudeHook.Answer(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), path, start,
-		s.cfg.PublicURL.String(), secret, ask))
+	answer(s.answerHook(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), path, start, secret, ask))
+}
+
+// answerHook is the hook's answer to the input, or, when the policy
+// panics, a deny: net/http would drop the connection, which Claude Code
+// takes as no decision, and the call would run. The log gets the panic's
+// kind and stack, never its value, which may hold a command or a file
+// name.
+func (s *Server) answerHook(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
+	secret string, ask saferm.Server) (out []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			what := fmt.Sprintf("%T", v)
+			if re, ok := v.(runtime.Error); ok {
+				what = re.Error()
+			}
+			s.log.Error("the Claude Code hook failed; its call was denied", "panic", what, "stack", string(debug.Stack()))
+			out = hookBlocked(input, "countersign: the hook failed inside the server; the call was not run. Tell the user.")
+		}
+	}()
+	return s.cfg.ClaudeHook.Answer(ctx, input, timeout, projectDir, path, start, s.cfg.PublicURL.String(), secret, ask)
 }
 
 // localPeer reports whether the request's TCP peer is a loopback address
