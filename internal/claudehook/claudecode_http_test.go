@@ -77,7 +77,7 @@ func TestClaudeCodeServeHTTPHook(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	env := []string{"HOME=" + r.w.home, "PATH=" + r.path, "COUNTERSIGN_DATA=" + filepath.Join(r.w.root, "data")}
-	serve := exec.Command(cs, "serve", "--addr", addr, "--claude-hook")
+	serve := exec.Command(cs, "serve", "--addr", addr, "--claude-hook", "default")
 	serve.Env = env
 	var log testutil.LogBuffer
 	serve.Stdout, serve.Stderr = &log, &log

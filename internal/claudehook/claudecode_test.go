@@ -241,12 +241,12 @@ type projectDirs struct {
 	dirs *[]string
 }
 
-func (h *projectDirs) Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir string, start time.Time,
+func (h *projectDirs) Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
 	serverURL, key string, ask saferm.Server) []byte {
 	h.mu.Lock()
 	*h.dirs = append(*h.dirs, projectDir)
 	h.mu.Unlock()
-	return h.HTTPHook.Answer(ctx, input, timeout, projectDir, start, serverURL, key, ask)
+	return h.HTTPHook.Answer(ctx, input, timeout, projectDir, path, start, serverURL, key, ask)
 }
 
 // claudeSlots bounds how many Claude Code processes run at once: each

@@ -2,6 +2,7 @@ package claudehook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -175,7 +176,7 @@ func runGolden(t *testing.T, base string, viaHTTP bool) {
 	start := time.Now().Add(-c.late)
 	var code int
 	if viaHTTP {
-		stdout.Write(postHook(t, srv, c.args, w.project, input))
+		stdout.Write(postHook(t, srv, c.args, w.project, cmp.Or(w.env["PATH"], os.Getenv("PATH")), input))
 		if stdout.String() == "{}\n" {
 			stdout.Reset() // no answer: the command hook writes nothing
 		}
@@ -212,7 +213,7 @@ func runGolden(t *testing.T, base string, viaHTTP bool) {
 // postHook posts a hook input to the server's HTTP hook as Claude Code
 // does, with the hook's flags as the URL's timeout, and returns the body
 // of its answer, which must be a 200.
-func postHook(t *testing.T, srv *testServer, args []string, project, input string) []byte {
+func postHook(t *testing.T, srv *testServer, args []string, project, path, input string) []byte {
 	t.Helper()
 	u := srv.URL + HTTPPath
 	if len(args) == 2 && args[0] == "--timeout" {
@@ -227,6 +228,7 @@ func postHook(t *testing.T, srv *testServer, args []string, project, input strin
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+srv.agentKey)
 	req.Header.Set(ProjectDirHeader, project)
+	req.Header.Set(PathHeader, path)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -27,8 +27,9 @@ type HTTPHook struct {
 // exit status 2 — a blocked call — is written as JSON that denies, and a
 // call left to Claude Code is an empty object. projectDir is Claude
 // Code's project directory (ProjectDirHeader), which the command hook
-// reads from its environment's CLAUDE_PROJECT_DIR.
-func (h *HTTPHook) Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir string, start time.Time,
+// reads from its environment's CLAUDE_PROJECT_DIR; path is Claude Code's
+// PATH (PathHeader), on which the rm wrapper's links are found.
+func (h *HTTPHook) Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
 	serverURL, key string, ask saferm.Server) []byte {
 	load := h.Load
 	getenv := load.Getenv
@@ -43,6 +44,8 @@ func (h *HTTPHook) Answer(ctx context.Context, input []byte, timeout time.Durati
 			return key
 		case "CLAUDE_PROJECT_DIR":
 			return projectDir
+		case "PATH":
+			return path
 		}
 		return getenv(k)
 	}

@@ -70,7 +70,7 @@ func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (
 	})
 	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
 	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
-	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
+	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook ACCOUNT), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
 	server := fs.String("server", "", "with --http: the server's URL (default: COUNTERSIGN_URL, or server_url in the configuration file)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -128,8 +128,8 @@ type groupJSON struct {
 func hookEntry(o InstallOptions) hookJSON {
 	if o.HTTP != "" {
 		return hookJSON{Type: "http", URL: fmt.Sprintf("%s?timeout=%d", o.HTTP, o.seconds()),
-			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$PWD"},
-			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "PWD"}, Timeout: o.seconds()}
+			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$PWD", PathHeader: "$PATH"},
+			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "PWD", "PATH"}, Timeout: o.seconds()}
 	}
 	return hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
 }
@@ -139,6 +139,12 @@ func hookEntry(o InstallOptions) hookJSON {
 // CLAUDE_PROJECT_DIR for command hooks only). Without it, the project is
 // the input's cwd.
 const ProjectDirHeader = "X-Countersign-Project-Dir"
+
+// PathHeader carries Claude Code's PATH to the HTTP hook, which finds
+// the rm wrapper's links on it (WrapperLinks), as the command hook does
+// on the PATH it inherits from Claude Code: the server's own PATH may not
+// hold the wrapper's directory.
+const PathHeader = "X-Countersign-Path"
 
 // HTTPPath is the server's route of the HTTP hook.
 const HTTPPath = "/api/v1/hooks/claude"

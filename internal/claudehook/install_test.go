@@ -206,11 +206,13 @@ const printedHTTPBlock = `{
             "url": "http://127.0.0.1:8080/api/v1/hooks/claude?timeout=600",
             "headers": {
               "Authorization": "Bearer $COUNTERSIGN_KEY",
+              "X-Countersign-Path": "$PATH",
               "X-Countersign-Project-Dir": "$PWD"
             },
             "allowedEnvVars": [
               "COUNTERSIGN_KEY",
-              "PWD"
+              "PWD",
+              "PATH"
             ],
             "timeout": 600
           }

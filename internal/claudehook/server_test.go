@@ -3,6 +3,7 @@ package claudehook
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"net/url"
 	"testing"
@@ -25,6 +26,11 @@ type testServer struct {
 	agentKey string
 	human    *client.Client // the approver alice
 	agent    *client.Client // the hook's key, for setting up windows
+	// otherKey is an agent key of the account other, whose approver bob
+	// is otherHuman: the hook serves acme only.
+	otherKey   string
+	otherHuman *client.Client
+	log        *testutil.LogBuffer // what the server logged
 }
 
 // publicURL is the server's public URL: inbox links start with it.
@@ -39,25 +45,41 @@ func newTestServer(t *testing.T) *testServer {
 // by set.
 func newTestServerWith(t testing.TB, set func(*server.Config)) *testServer {
 	t.Helper()
+	return newTestServerOn(t, set, nil)
+}
+
+// newTestServerOn is newTestServerWith on the listener listen makes of a
+// loopback one; nil: the loopback one.
+func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	w := testutil.NewWorld(t)
 	key, token := w.Key("acme", "claude"), w.Token("alice", "acme")
 	pub, _ := url.Parse(publicURL)
 	reg := metrics.NewRegistry()
 	hub := approval.NewHub()
-	log := slog.New(slog.DiscardHandler)
+	var logs testutil.LogBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	svc := approval.New(w.Store, w.Clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
 	cfg := server.Config{PublicURL: pub}
 	if set != nil {
 		set(&cfg)
 	}
+	if cfg.ClaudeHook != nil && cfg.ClaudeHookAccount == "" {
+		cfg.ClaudeHookAccount = w.Acme.ID
+	}
 	srv, err := server.New(cfg, svc, w.Auth, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	if listen != nil {
+		ts.Listener = listen(ts.Listener)
+	}
+	ts.Start()
 	t.Cleanup(ts.Close)
 	return &testServer{URL: ts.URL, svc: svc, clock: w.Clock, agentKey: key,
-		human: client.New(ts.URL, token), agent: client.New(ts.URL, key)}
+		human: client.New(ts.URL, token), agent: client.New(ts.URL, key),
+		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other")), log: &logs}
 }
 
 // requests returns the account's requests, newest first.

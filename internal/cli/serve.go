@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -60,9 +61,10 @@ type serveConfig struct {
 	replicaURL string
 	// maxLogMB bounds the SQLite store's write-ahead log, in MiB.
 	maxLogMB int
-	// claudeHook turns on Claude Code's HTTP hook at /api/v1/hooks/claude
-	// (COUNTERSIGN_CLAUDE_HOOK).
-	claudeHook bool
+	// claudeHook names the one account whose agent keys Claude Code's
+	// HTTP hook at /api/v1/hooks/claude serves (COUNTERSIGN_CLAUDE_HOOK);
+	// "": the hook is off.
+	claudeHook string
 	// retentionDays is how long finished requests are kept; 0: for ever.
 	retentionDays int
 }
@@ -126,10 +128,20 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer stopMCP()
 	var claudeHook server.ClaudeHook
-	if cfg.claudeHook {
-		claudeHook = &claudehook.HTTPHook{Load: saferm.LoadOptions{Getenv: env.Getenv}}
+	var hookAccount string
+	if cfg.claudeHook != "" {
+		acc, err := store.AccountByName(ctx, cfg.claudeHook)
+		if err != nil {
+			ln.Close()
+			if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+				return fmt.Errorf("%w: --claude-hook %q (COUNTERSIGN_CLAUDE_HOOK): there is no such account; name the account whose agent keys the hook serves", ErrUsage, cfg.claudeHook)
+			}
+			return err
+		}
+		claudeHook, hookAccount = &claudehook.HTTPHook{Load: saferm.LoadOptions{Getenv: env.Getenv}}, acc.ID
 	}
-	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore, ClaudeHook: claudeHook}, svc,
+	srv, err := server.New(server.Config{PublicURL: public, RatePerMinute: cfg.rateLimit, TrustedProxies: cfg.proxies, MCP: mcpHandler, MCPMaxBody: gateway.MaxBody, Files: fileStore,
+		ClaudeHook: claudeHook, ClaudeHookAccount: hookAccount}, svc,
 		&identity.Authenticator{Store: store}, reg, log)
 	if err != nil {
 		ln.Close()
@@ -182,10 +194,30 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	retention := fs.String("retention-days", envOr(env, "COUNTERSIGN_RETENTION_DAYS", "90"), "days finished requests are kept, with their links and notifications (the audit log keeps every entry); 0 keeps them for ever (COUNTERSIGN_RETENTION_DAYS)")
 	maxLog := fs.String("sqlite-log-mb", envOr(env, "COUNTERSIGN_SQLITE_LOG_MB", "32"), "with SQLite: MiB the write-ahead log may take before it is copied into the database and truncated, 1 to 64 (COUNTERSIGN_SQLITE_LOG_MB)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
-	fs.BoolVar(&cfg.claudeHook, "claude-hook", env.Getenv("COUNTERSIGN_CLAUDE_HOOK") == "1", "answer Claude Code's HTTP hook at /api/v1/hooks/claude with the hook policy of this machine's user; only for a server on the machine where Claude Code runs, as the same user (COUNTERSIGN_CLAUDE_HOOK=1)")
+	claudeHook := fs.String("claude-hook", env.Getenv("COUNTERSIGN_CLAUDE_HOOK"), "ACCOUNT: answer Claude Code's HTTP hook at /api/v1/hooks/claude for the agent keys of this one account, from this machine only, with the hook policy of this machine's user; only for a server on the machine where Claude Code runs, as the same user (COUNTERSIGN_CLAUDE_HOOK=ACCOUNT)")
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if (a == "--claude-hook" || a == "-claude-hook") && (i+1 == len(args) || strings.HasPrefix(args[i+1], "-")) {
+			return nil, claudeHookUsage("")
+		}
+	}
 	rest, err := parse(fs, args)
 	if err != nil {
 		return nil, err
+	}
+	hookSet := *claudeHook != ""
+	fs.Visit(func(f *flag.Flag) { hookSet = hookSet || f.Name == "claude-hook" })
+	if hookSet {
+		switch strings.ToLower(*claudeHook) {
+		case "", "1", "0", "true", "false", "yes", "no", "on", "off":
+			return nil, claudeHookUsage(*claudeHook)
+		}
+		if err := identity.ValidName("the account of --claude-hook", *claudeHook); err != nil {
+			return nil, fmt.Errorf("%w: %v (COUNTERSIGN_CLAUDE_HOOK or --claude-hook)", ErrUsage, err)
+		}
+		cfg.claudeHook = *claudeHook
 	}
 	if len(rest) > 0 {
 		return nil, fmt.Errorf("%w: unexpected argument %q", ErrUsage, rest[0])
@@ -247,6 +279,12 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// claudeHookUsage is the usage error of a --claude-hook without an
+// account: the hook serves the keys of one account, which must be named.
+func claudeHookUsage(v string) error {
+	return fmt.Errorf("%w: --claude-hook %q: name the one account whose agent keys Claude Code's HTTP hook serves, such as --claude-hook default (COUNTERSIGN_CLAUDE_HOOK=default)", ErrUsage, v)
 }
 
 // parseProxies reads a comma-separated list of addresses and CIDRs.

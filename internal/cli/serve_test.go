@@ -59,7 +59,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 		"COUNTERSIGN_REPLICA_URL":     "http://10.0.0.5:8080",
 		"COUNTERSIGN_SQLITE_LOG_MB":   "8",
 		"COUNTERSIGN_RETENTION_DAYS":  "0",
-		"COUNTERSIGN_CLAUDE_HOOK":     "1",
+		"COUNTERSIGN_CLAUDE_HOOK":     "acme",
 	}
 	env, _, _ := testEnv(vars)
 	cfg, err := parseServe(env, nil)
@@ -68,7 +68,7 @@ func TestParseServeEnvAndFlags(t *testing.T) {
 	}
 	want := serveConfig{addr: "0.0.0.0:9000", data: "/var/lib/countersign", publicURL: "https://approve.example.com/",
 		ttl: 90 * time.Second, maxPending: 20, rateLimit: 0, logLevel: "debug", logFormat: "json", stepUp: approval.DefaultStepUp,
-		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080", maxLogMB: 8, claudeHook: true}
+		filesTTL: 45 * time.Minute, filesMaxMB: 512, replicaURL: "http://10.0.0.5:8080", maxLogMB: 8, claudeHook: "acme"}
 	var proxies []string
 	for _, p := range cfg.proxies {
 		proxies = append(proxies, p.String())
@@ -130,6 +130,12 @@ func TestParseServeBadValues(t *testing.T) {
 		{"sqlite log zero", map[string]string{"COUNTERSIGN_SQLITE_LOG_MB": "0"}, nil, `SQLite log MB "0"`},
 		{"sqlite log too big", nil, []string{"--sqlite-log-mb", "65"}, `SQLite log MB "65"`},
 		{"argument", nil, []string{"now"}, `unexpected argument "now"`},
+		{"claude hook bare flag", nil, []string{"--claude-hook"}, "name the one account"},
+		{"claude hook flag before flag", nil, []string{"--claude-hook", "--addr", "127.0.0.1:0"}, "name the one account"},
+		{"claude hook empty flag", nil, []string{"--claude-hook="}, "name the one account"},
+		{"claude hook boolean flag", nil, []string{"--claude-hook=true"}, "name the one account"},
+		{"claude hook boolean variable", map[string]string{"COUNTERSIGN_CLAUDE_HOOK": "1"}, nil, "name the one account"},
+		{"claude hook bad name", map[string]string{"COUNTERSIGN_CLAUDE_HOOK": "Acme Corp"}, nil, "account of --claude-hook"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,6 +172,21 @@ func TestServeUsageErrorTouchesNothing(t *testing.T) {
 		if _, err := os.Stat(data); !os.IsNotExist(err) {
 			t.Errorf("serve with %v created the data directory (stat: %v)", vars, err)
 		}
+	}
+}
+
+// TestServeClaudeHookUnknownAccount: the HTTP hook serves one account,
+// which must exist: a name that is no account stops the server at start,
+// with a usage error, before it listens for anyone.
+func TestServeClaudeHookUnknownAccount(t *testing.T) {
+	t.Parallel()
+	env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": filepath.Join(t.TempDir(), "data"),
+		"COUNTERSIGN_ADDR": "127.0.0.1:0", "COUNTERSIGN_CLAUDE_HOOK": "nobody"})
+	if code := Run(context.Background(), env, []string{"serve"}); code != 2 {
+		t.Errorf("exit %d, want 2; stderr %q", code, stderr)
+	}
+	if !strings.Contains(stderr.String(), `--claude-hook "nobody" (COUNTERSIGN_CLAUDE_HOOK): there is no such account`) {
+		t.Errorf("stderr %q; want the unknown account named", stderr)
 	}
 }
 

@@ -7,7 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -20,11 +24,17 @@ import (
 // for an agent key the server has checked: the command hook's policy, run
 // in the server's process on the files of the machine it runs on, so it
 // is for a server on the machine where Claude Code runs, as the same user
-// (claudehook.HTTPHook).
+// (claudehook.HTTPHook). The server serves it only to a client on this
+// machine (a loopback peer, not through a proxy) with a key of the one
+// account the operator named (Config.ClaudeHookAccount): the policy looks
+// at this machine's files (it counts what a glob matches, say) and keeps
+// what it saw in the account's requests.
 type ClaudeHook interface {
 	// Answer answers one input; ask asks through this server's API with
 	// the hook's key.
-	Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir string, start time.Time,
+	// projectDir and path are Claude Code's project directory and PATH
+	// (ProjectDirHeader, PathHeader).
+	Answer(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
 		serverURL, key string, ask saferm.Server) []byte
 }
 
@@ -32,6 +42,11 @@ type ClaudeHook interface {
 // hook (claudehook.ProjectDirHeader), which the command hook reads from
 // its environment's CLAUDE_PROJECT_DIR.
 const ProjectDirHeader = "X-Countersign-Project-Dir"
+
+// PathHeader carries Claude Code's PATH to the HTTP hook
+// (claudehook.PathHeader), on which the policy finds the rm wrapper's
+// links: the server's own PATH is not Claude Code's.
+const PathHeader = "X-Countersign-Path"
 
 // maxHookInput bounds a hook input, as the command hook bounds its
 // standard input: a Write carries the whole file.
@@ -68,12 +83,17 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		refuse(peek(), "too many hook calls from this address")
 		return
 	}
+	if !localPeer(r) {
+		refuse(peek(), "the server answers Claude Code's HTTP hook only for a client on its own machine (a loopback address, not through a proxy)")
+		return
+	}
 	secret, err := bearer(r)
 	if err != nil {
 		refuse(peek(), "the HTTP hook sent no agent key (the header Authorization: Bearer $COUNTERSIGN_KEY, with COUNTERSIGN_KEY in Claude Code's environment and in the hook's allowedEnvVars)")
 		return
 	}
-	if _, err := s.agentOf(r); err != nil {
+	agent, err := s.agentOf(r)
+	if err != nil {
 		var ce *countersign.Error
 		if errors.As(err, &ce) && ce.Code == countersign.EUNAUTHORIZED {
 			refuse(peek(), "the server at %s refused the agent key the HTTP hook sent (COUNTERSIGN_KEY)", s.cfg.PublicURL)
@@ -92,7 +112,19 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.ClaudeHook == nil {
-		refuse(input, "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook turns it on)", s.cfg.PublicURL)
+		refuse(input, "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook ACCOUNT turns it on)", s.cfg.PublicURL)
+		return
+	}
+	if agent.AccountID != s.cfg.ClaudeHookAccount {
+		refuse(input, "the agent key the HTTP hook sent is not of the account the server's hook serves (countersign serve --claude-hook ACCOUNT)")
+		return
+	}
+	// Without Claude Code's PATH the policy cannot tell the rm wrapper's
+	// links, whose removal switches the wrapper off: a hook installed
+	// before the header was added sends none.
+	path := r.Header.Get(PathHeader)
+	if path == "" {
+		refuse(input, "the HTTP hook sent no PATH (the header %s: $PATH, with PATH in the hook's allowedEnvVars); install the hook again with countersign hook claude install --http", PathHeader)
 		return
 	}
 	timeout := defaultHookTimeout
@@ -111,8 +143,44 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	// the command hook.
 	ask := client.New(s.cfg.PublicURL.String(), secret)
 	ask.HTTP = &http.Client{Transport: &inProcess{h: s.handler, remote: r.RemoteAddr}}
-	answer(s.cfg.ClaudeHook.Answer(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), start,
-		s.cfg.PublicURL.String(), secret, ask))
+	answer(s.answerHook(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), path, start, secret, ask))
+}
+
+// answerHook is the hook's answer to the input, or, when the policy
+// panics, a deny: net/http would drop the connection, which Claude Code
+// takes as no decision, and the call would run. The log gets the panic's
+// kind and stack, never its value, which may hold a command or a file
+// name.
+func (s *Server) answerHook(ctx context.Context, input []byte, timeout time.Duration, projectDir, path string, start time.Time,
+	secret string, ask saferm.Server) (out []byte) {
+	defer func() {
+		if v := recover(); v != nil {
+			what := fmt.Sprintf("%T", v)
+			if re, ok := v.(runtime.Error); ok {
+				what = re.Error()
+			}
+			s.log.Error("the Claude Code hook failed; its call was denied", "panic", what, "stack", string(debug.Stack()))
+			out = hookBlocked(input, "countersign: the hook failed inside the server; the call was not run. Tell the user.")
+		}
+	}()
+	return s.cfg.ClaudeHook.Answer(ctx, input, timeout, projectDir, path, start, s.cfg.PublicURL.String(), secret, ask)
+}
+
+// localPeer reports whether the request's TCP peer is a loopback address
+// and it names no other client: the peer itself, never X-Forwarded-For,
+// which a trusted proxy sets for a client anywhere, and a request a proxy
+// forwarded (it says so in X-Forwarded-For or Forwarded) is not local
+// even from a proxy on this machine.
+func localPeer(r *http.Request) bool {
+	if r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "" {
+		return false
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }
 
 // hookBlocked is the JSON answer that denies the input's call: a deny of

@@ -68,6 +68,11 @@ type Config struct {
 	// /api/v1/hooks/claude (hooks.go); nil: that route denies every call,
 	// saying the server does not answer hooks.
 	ClaudeHook ClaudeHook
+	// ClaudeHookAccount is the ID of the one account whose agent keys the
+	// HTTP hook serves (countersign serve --claude-hook ACCOUNT): the
+	// policy runs on this machine's files, so a key of any other account
+	// is denied. Required with ClaudeHook.
+	ClaudeHookAccount string
 }
 
 // Server holds the handlers' dependencies.
@@ -119,6 +124,9 @@ func New(cfg Config, service *approval.Service, auth *identity.Authenticator, re
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ClaudeHook != nil && cfg.ClaudeHookAccount == "" {
+		return nil, errors.New("the Claude Code hook needs the account it serves")
 	}
 	pages, err := web.Parse()
 	if err != nil {
