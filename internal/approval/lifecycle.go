@@ -59,15 +59,15 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 			timer.Stop()
 		}
 	}()
-	read := false
 	for {
 		// Subscribe before reading, so that a change between the read
 		// and the wait still rings.
 		w := s.hub.Watch(id)
 		got, err := OffStack(func() (*countersign.Request, error) { return s.Get(ctx, agent, id) })
-		if err != nil && ctx.Err() != nil && read {
-			// The wait was given up during a later read: like any other
-			// end of the wait, that answers the request's state.
+		if err != nil && ctx.Err() != nil {
+			// The wait was given up during a read: like any other end of
+			// the wait, that answers the request's state, read on a
+			// context of its own.
 			w.Stop()
 			return s.waitAnswer(ctx, agent, id)
 		}
@@ -75,7 +75,6 @@ func (s *Service) Wait(ctx context.Context, agent countersign.Agent, id string, 
 			w.Stop()
 			return got, err
 		}
-		read = true
 		d := min(time.Until(end), max(got.ExpiresAt.Sub(s.clock.Now()), 0)+10*time.Millisecond)
 		got = nil
 		if timer == nil {
