@@ -277,8 +277,12 @@ func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, agent cou
 
 func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
 	q := r.URL.Query()
+	status := q.Get("status")
+	if status == "all" { // every status, as the terminal client's --status all
+		status = ""
+	}
 	f := countersign.RequestFilter{
-		Status:    countersign.Status(q.Get("status")),
+		Status:    countersign.Status(status),
 		Reference: q.Get("reference"),
 		SessionID: q.Get("session_id"),
 		Limit:     50,

@@ -125,6 +125,10 @@ func TestListRequests(t *testing.T) {
 	if got := list(s.alice, ""); len(got) != 2 {
 		t.Errorf("alice's requests = %d, want both of acme", len(got))
 	}
+	// status=all is every status, as the terminal client's --status all.
+	if got := list(s.alice, "?status=all"); len(got) != 2 {
+		t.Errorf("alice's requests of every status = %d, want both of acme", len(got))
+	}
 	if got := list(s.alice, "?reference="+a.Reference); len(got) != 1 || got[0].ID != a.ID {
 		t.Errorf("by reference = %+v", got)
 	}
