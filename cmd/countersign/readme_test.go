@@ -66,8 +66,19 @@ func TestReadmeCommands(t *testing.T) {
 	env := []string{"KEY=" + vars[0], "COUNTERSIGN_TOKEN=" + vars[1], "COUNTERSIGN_URL=" + s.URL}
 
 	var asked apiRequest
-	if out := run(ask, env...); json.Unmarshal([]byte(out), &asked) != nil || asked.Status != "pending" || asked.Key != "laptop" {
+	out := run(ask, env...)
+	if json.Unmarshal([]byte(out), &asked) != nil || asked.Status != "pending" || asked.Key != "laptop" {
 		t.Fatalf("the ask block printed %s", out)
+	}
+	// The server reads the delete's paths from the arguments as the
+	// README sends them: the request's scope holds the path.
+	var scoped struct {
+		Scope struct {
+			Paths []string `json:"paths"`
+		} `json:"scope"`
+	}
+	if json.Unmarshal([]byte(out), &scoped) != nil || strings.Join(scoped.Scope.Paths, " ") != "/var/www/old" {
+		t.Fatalf("the asked request's scope holds the paths %q, want /var/www/old: %s", scoped.Scope.Paths, out)
 	}
 	withID := func(block string) string {
 		if !strings.Contains(block, "req_…") {
