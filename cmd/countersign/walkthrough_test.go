@@ -9,7 +9,7 @@ import (
 )
 
 // readmeRequest is the agent's request of the README's curl walk-through.
-const readmeRequest = `{"kind":"rm","action":"rm -rf /var/www/old","arguments":{"paths":["/var/www/old"]},
+const readmeRequest = `{"kind":"rm","action":"rm -rf /var/www/old","arguments":{"targets":["/var/www/old"]},
        "risk_reasons":["recursive deletion (-r/-R)","protected path: /var/www"],
        "context":{"user":"deploy","host":"prod-01","cwd":"/home/deploy"}}`
 
