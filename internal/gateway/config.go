@@ -244,7 +244,8 @@ func (c *Config) Check() error {
 		}
 		if u.URL != "" {
 			if p, err := url.Parse(u.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-				return fmt.Errorf("upstream %q: url %q must be an http or https URL", u.Name, u.URL)
+				// The URL is not repeated: it may carry a token.
+				return fmt.Errorf("upstream %q: its url must be an http or https URL with a host, such as https://mcp.example.com/mcp", u.Name)
 			}
 		}
 		if u.Name == "" {

@@ -178,6 +178,12 @@ opener = ["firefox", "--new-tab"]
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	// A URL refused is not repeated: it may carry a token, and the error
+	// reaches logs and the terminal.
+	os.WriteFile(file, []byte("[[upstream]]\nname = \"gh\"\nurl = \"ftp://user:pass-secret@example.com/mcp?token=tok-secret\"\n"), 0o600)
+	if _, err := LoadConfig(file); err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), `upstream "gh"`) {
+		t.Errorf("a bad URL with secrets: %v", err)
+	}
 }
 
 func TestSplitCommand(t *testing.T) {
