@@ -102,6 +102,17 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// A hook that is off, or a key of another account, is denied before
+	// the input is read whole: up to 64 MiB is read only for a caller the
+	// hook serves.
+	if s.cfg.ClaudeHook == nil {
+		refuse(peek(), "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook ACCOUNT turns it on)", s.cfg.PublicURL)
+		return
+	}
+	if agent.AccountID != s.cfg.ClaudeHookAccount {
+		refuse(peek(), "the agent key the HTTP hook sent is not of the account the server's hook serves (countersign serve --claude-hook ACCOUNT)")
+		return
+	}
 	if r.ContentLength > maxHookInput {
 		refuse(nil, "the hook input is larger than %d MiB", maxHookInput>>20)
 		return
@@ -109,14 +120,6 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	input, err := io.ReadAll(io.LimitReader(r.Body, maxHookInput+1))
 	if err != nil || len(input) > maxHookInput {
 		refuse(nil, "the hook input could not be read whole (at most %d MiB)", maxHookInput>>20)
-		return
-	}
-	if s.cfg.ClaudeHook == nil {
-		refuse(input, "the server at %s does not answer Claude Code's HTTP hook (countersign serve --claude-hook ACCOUNT turns it on)", s.cfg.PublicURL)
-		return
-	}
-	if agent.AccountID != s.cfg.ClaudeHookAccount {
-		refuse(input, "the agent key the HTTP hook sent is not of the account the server's hook serves (countersign serve --claude-hook ACCOUNT)")
 		return
 	}
 	// Without Claude Code's PATH the policy cannot tell the rm wrapper's
