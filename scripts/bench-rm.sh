@@ -1,10 +1,11 @@
 #!/bin/sh
 # bench-rm.sh: the cost of the rm wrapper on a delete it lets through.
 #
-# Builds countersign, links it as rm, and has hyperfine time, in one run,
-# `rm one-file` through the wrapper in a guarded session (CLAUDECODE=1: a
-# single small file is no risk, so no request is made) against the real rm
-# alone, on a freshly created file each run. Prints hyperfine's report and
+# Builds countersign-agent (the binary installed as rm), links it as rm,
+# and has hyperfine time, in one run, `rm one-file` through the wrapper in
+# a guarded session (CLAUDECODE=1: a single small file is no risk, so no
+# request is made) against the real rm alone, on a freshly created file
+# each run. Prints hyperfine's report and
 # the difference of the means. The target (BENCHMARKS.md, "## safe-rm"):
 # at most 3 ms more than the real rm.
 #
@@ -26,8 +27,8 @@ real_rm=/bin/rm
 
 tmp=$(mktemp -d)
 trap '"$real_rm" -rf "$tmp"' EXIT INT TERM
-(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/bin/countersign" ./cmd/countersign)
-ln -s countersign "$tmp/bin/rm"
+(cd "$repo" && CGO_ENABLED=0 go build -o "$tmp/bin/countersign-agent" ./cmd/countersign-agent)
+ln -s countersign-agent "$tmp/bin/rm"
 mkdir "$tmp/empty"
 printf 'package main\n\nfunc main() {}\n' >"$tmp/empty/main.go"
 printf 'module empty\n\ngo 1.21\n' >"$tmp/empty/go.mod"
