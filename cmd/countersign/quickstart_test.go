@@ -20,8 +20,7 @@ import (
 // WHAT is "build" (the build and the start, which the test does itself),
 // "first start" (what the first start prints, compared with what it
 // prints here), "run NAME" (run as written by TestReadmeQuickStart) or
-// "not run (WHY)" (it needs what a test cannot have: Claude Code, a model,
-// claude.ai).
+// "not run (WHY)" (it needs what a test cannot have: a model, claude.ai).
 
 // quickstartMarker is the comment before a block.
 var quickstartMarker = regexp.MustCompile(`^<!-- quickstart: (build|first start|run [a-z ]+|not run \([^)]+\)) -->$`)
@@ -76,7 +75,8 @@ func readmeQuickstart(t *testing.T) map[string]string {
 // the first start prints what the README shows, the environment, the
 // approver's token, the rm wrapper asking (and deleting once approved), the
 // Claude Code hook installed and asking, the MCP gateway holding a commit
-// call. Every block marked "run" must run and do what the README says.
+// call, and Claude Code (the pinned one of the hook's tests) connected to
+// it. Every block marked "run" must run and do what the README says.
 func TestReadmeQuickStart(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "sed"} {
@@ -86,7 +86,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	blocks := readmeQuickstart(t)
 	known := map[string]bool{"build": true, "first start": true}
-	for _, name := range []string{"env", "token", "rm", "hook install", "hook event", "mcp config", "mcp serve"} {
+	for _, name := range []string{"env", "token", "rm", "hook install", "hook event", "mcp config", "mcp serve", "claude mcp"} {
 		known["run "+name] = true
 		if _, ok := blocks["run "+name]; !ok {
 			t.Fatalf("the README has no block marked run %s", name)
@@ -167,6 +167,9 @@ func TestReadmeQuickStart(t *testing.T) {
 
 	t.Run("mcp", func(t *testing.T) {
 		quickstartMCP(t, sh, s, adapt(blocks["run mcp config"]), adapt(blocks["run mcp serve"]), fs.key, demo)
+		t.Run("claude", func(t *testing.T) {
+			quickstartClaudeMCP(t, sh, adapt(blocks["run claude mcp"]))
+		})
 	})
 }
 
@@ -193,7 +196,8 @@ func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, 
 	if len(args) < 2 || args[0] != "./countersign" || args[1] != "serve" {
 		t.Fatalf("the mcp serve block is %q, want ./countersign serve …", args)
 	}
-	env := append(sh.envWith("PATH", shim+":"+sh.get("PATH")), "COUNTERSIGN_ADDR=127.0.0.1:0")
+	// The same address as before, which the shell's COUNTERSIGN_URL names.
+	env := append(sh.envWith("PATH", shim+":"+sh.get("PATH")), "COUNTERSIGN_ADDR="+strings.TrimPrefix(s.URL, "http://"))
 	s2 := startServer(t, sh.dir, env, args[1:])
 	cs := mcpSessionAt(t, s2.URL, key, strings.TrimPrefix(s2.URL, "http://"))
 	file := filepath.Join(demo, "hello.txt")
@@ -201,12 +205,30 @@ func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, 
 	if !res.IsError || !strings.HasPrefix(text, "approval_pending: write_file has not run") {
 		t.Fatalf("write_file through /mcp answered %q, want approval_pending", text)
 	}
-	list := runBinary(t, binary, sh.envWith("COUNTERSIGN_URL", s2.URL), "list")
+	list := runBinary(t, binary, sh.env, "list")
 	if !regexp.MustCompile(`(?m)^\S+\s+pending\s+mcp\s+commit\s+default\s+\S+\s+write_file path=` + regexp.QuoteMeta(file) + `$`).MatchString(list.stdout) {
 		t.Errorf("countersign list after the call:\n%s%s", list.stdout, list.stderr)
 	}
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("%s before any approval: %v, want none", file, err)
+	}
+}
+
+// quickstartClaudeMCP adds the server's /mcp to the real Claude Code of
+// the hook's tests, as the README does, and has Claude Code connect to it.
+func quickstartClaudeMCP(t *testing.T, sh *quickShell, block string) {
+	claude, _ := filepath.Abs(filepath.Join("..", "..", "internal", "claudehook", "testdata", "npm", "node_modules", ".bin", "claude"))
+	if _, err := os.Stat(claude); err != nil {
+		testutil.Missing(t, "the real Claude Code is not installed: npm ci --prefix internal/claudehook/testdata/npm")
+	}
+	sh.t = t
+	path := sh.get("PATH")
+	sh.env = append(sh.envWith("PATH", filepath.Dir(claude)+":"+path),
+		"DISABLE_TELEMETRY=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "DISABLE_AUTOUPDATER=1")
+	out, errOut := sh.run(block)
+	want := "countersign: " + sh.get("COUNTERSIGN_URL") + "/mcp (HTTP) - ✔ Connected"
+	if !strings.Contains(out, want) {
+		t.Errorf("the claude mcp block printed\n%s\nstderr: %s\nwant a line %q", out, errOut, want)
 	}
 }
 
