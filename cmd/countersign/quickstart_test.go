@@ -116,8 +116,9 @@ func TestReadmeQuickStart(t *testing.T) {
 	// The README's address, key and demo directory become this test's.
 	sampleKey := regexp.MustCompile(`csk_[a-z2-7]{52}`).FindString(blocks["first start"])
 	demo := filepath.Join(t.TempDir(), "countersign-demo")
+	url := s.URL // the server's, which moves when it restarts
 	adapt := func(block string) string {
-		block = strings.ReplaceAll(block, "http://127.0.0.1:8080", s.URL)
+		block = strings.ReplaceAll(block, "http://127.0.0.1:8080", url)
 		block = strings.ReplaceAll(block, sampleKey, fs.key)
 		return strings.ReplaceAll(block, "/tmp/countersign-demo", demo)
 	}
@@ -166,7 +167,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 
 	t.Run("mcp", func(t *testing.T) {
-		quickstartMCP(t, sh, s, adapt(blocks["run mcp config"]), adapt(blocks["run mcp serve"]), fs.key, demo)
+		url = quickstartMCP(t, sh, s, adapt(blocks["run mcp config"]), adapt(blocks["run mcp serve"]), fs.key, demo)
 		t.Run("claude", func(t *testing.T) {
 			quickstartClaudeMCP(t, sh, adapt(blocks["run claude mcp"]))
 		})
@@ -176,7 +177,9 @@ func TestReadmeQuickStart(t *testing.T) {
 // quickstartMCP runs the MCP set-up: the configuration, a restart with it,
 // and a commit call that waits for a human, shown in the list. npx is the
 // pinned server-filesystem of the gateway's tests, so nothing is fetched.
-func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, demo string) {
+// It returns the URL of the restarted server, which the shell's
+// COUNTERSIGN_URL names from then on.
+func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, demo string) string {
 	npm, _ := filepath.Abs(filepath.Join("..", "..", "internal", "gateway", "testdata", "npm", "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"))
 	_, nodeErr := exec.LookPath("node")
 	if _, err := os.Stat(npm); err != nil || nodeErr != nil {
@@ -196,9 +199,10 @@ func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, 
 	if len(args) < 2 || args[0] != "./countersign" || args[1] != "serve" {
 		t.Fatalf("the mcp serve block is %q, want ./countersign serve …", args)
 	}
-	// The same address as before, which the shell's COUNTERSIGN_URL names.
-	env := append(sh.envWith("PATH", shim+":"+sh.get("PATH")), "COUNTERSIGN_ADDR="+strings.TrimPrefix(s.URL, "http://"))
+	// A free port again, where the README keeps 8080.
+	env := append(sh.envWith("PATH", shim+":"+sh.get("PATH")), "COUNTERSIGN_ADDR=127.0.0.1:0")
 	s2 := startServer(t, sh.dir, env, args[1:])
+	sh.env = sh.envWith("COUNTERSIGN_URL", s2.URL)
 	cs := mcpSessionAt(t, s2.URL, key, strings.TrimPrefix(s2.URL, "http://"))
 	file := filepath.Join(demo, "hello.txt")
 	text, res := toolText(t, cs, "write_file", map[string]any{"path": file, "content": "hello\n"})
@@ -212,6 +216,7 @@ func quickstartMCP(t *testing.T, sh *quickShell, s *server, config, serve, key, 
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("%s before any approval: %v, want none", file, err)
 	}
+	return s2.URL
 }
 
 // quickstartClaudeMCP adds the server's /mcp to the real Claude Code of
