@@ -67,7 +67,7 @@ type CreateInput struct {
 	Context    Context `json:"context"`
 	TTLSeconds int     `json:"ttl_seconds,omitempty"`
 	// Scope is the shape of the action: what an auto-approve window opened
-	// on the request may let through (see the server's README).
+	// on the request may let through (see docs/api.md).
 	Scope *Scope `json:"scope,omitempty"`
 	// CoveredBy, on an rm request, names the approved request of the
 	// Claude Code hook that let this delete run.

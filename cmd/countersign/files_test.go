@@ -89,7 +89,15 @@ func (b *browserClient) do(base, method, path, contentType string, body []byte) 
 
 func mcpSession(t *testing.T, base, key string) *mcp.ClientSession {
 	t.Helper()
-	hc := &http.Client{Transport: keyRT(key)}
+	// /mcp answers only as the public URL.
+	return mcpSessionAt(t, base, key, strings.TrimPrefix(filesPublic, "http://"))
+}
+
+// mcpSessionAt opens an MCP session on base/mcp with the agent key,
+// sending host as the Host.
+func mcpSessionAt(t *testing.T, base, key, host string) *mcp.ClientSession {
+	t.Helper()
+	hc := &http.Client{Transport: keyRT{key: key, host: host}}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).
 		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
@@ -99,12 +107,13 @@ func mcpSession(t *testing.T, base, key string) *mcp.ClientSession {
 	return cs
 }
 
-type keyRT string
+// keyRT sends every request with an agent key and a Host.
+type keyRT struct{ key, host string }
 
 func (k keyRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(k))
-	r.Host = strings.TrimPrefix(filesPublic, "http://") // /mcp answers only as the public URL
+	r.Header.Set("Authorization", "Bearer "+k.key)
+	r.Host = k.host
 	return http.DefaultTransport.RoundTrip(r)
 }
 

@@ -13,25 +13,25 @@ import (
 	"github.com/countersign/countersign/internal/testutil"
 )
 
-// TestReadmeCommands runs the shell blocks of the README's "Five minutes
+// TestReadmeCommands runs the shell blocks of docs/api.md's "Five minutes
 // with curl" as written, with bash, curl and sed, against a real server:
 // the key and token set-up, the ask, the wait and the consume. A change to
-// the API or to the commands that the README does not follow fails here.
+// the API or to the commands that the page does not follow fails here.
 // TestReadmeWalkthrough checks the same steps in Go, with their output.
 func TestReadmeCommands(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "curl", "sed"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			testutil.Missing(t, tool+" is not on PATH: the README's commands are not run")
+			testutil.Missing(t, tool+" is not on PATH: the walk's commands are not run")
 		}
 	}
-	blocks := readmeBlocks(t, "## Five minutes with curl", "sh")
+	blocks := docBlocks(t, "docs/api.md", "## Five minutes with curl", "sh")
 	if len(blocks) != 4 {
 		t.Fatalf("the walk-through has %d sh blocks, want 4 (set-up, ask, wait, consume):\n%q", len(blocks), blocks)
 	}
 	setup, ask, wait, consume := blocks[0], blocks[1], blocks[2], blocks[3]
 
-	// The README runs ./countersign in the directory that holds the
+	// The walk runs ./countersign in the directory that holds the
 	// default data directory, ./countersign-data.
 	b := newBed(t)
 	s := b.serve()
@@ -71,7 +71,7 @@ func TestReadmeCommands(t *testing.T) {
 		t.Fatalf("the ask block printed %s", out)
 	}
 	// The server reads the delete's paths from the arguments as the
-	// README sends them: the request's scope holds the path.
+	// walk sends them: the request's scope holds the path.
 	var scoped struct {
 		Scope struct {
 			Paths []string `json:"paths"`
@@ -117,17 +117,17 @@ func TestReadmeCommands(t *testing.T) {
 	}
 }
 
-// readmeBlocks returns the fenced code blocks of language lang in the
-// README's section that starts with the heading.
-func readmeBlocks(t *testing.T, heading, lang string) []string {
+// docBlocks returns the fenced code blocks of language lang in the section
+// that starts with the heading of the page at path, from the module's root.
+func docBlocks(t *testing.T, path, heading, lang string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(path)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(data), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("the README has no heading %q", heading)
+		t.Fatalf("%s has no heading %q", path, heading)
 	}
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]

@@ -16,9 +16,9 @@ import (
 	"github.com/countersign/countersign/internal/testutil"
 )
 
-// The README's "What the wrapper cannot see", end to end: each form it
+// docs/security.md's "What the rm wrapper cannot see", end to end: each form it
 // names reaches the real rm without the wrapper asking anybody. The test
-// documents the gap, so that it fails the day the README would be wrong;
+// documents the gap, so that it fails the day the page would be wrong;
 // inside Claude Code the hook asks about each form (its golden cases
 // pre_bash_gap_*).
 
@@ -70,7 +70,7 @@ func srShellEnv(w *srWorld, rec *srRecorder) []string {
 }
 
 // TestSafeRmGaps: in a guarded shell with the wrapper first in PATH, each
-// form the README says passes the wrapper deletes its files without any
+// form the page says passes the wrapper deletes its files without any
 // request reaching the server, while the plain `rm -rf tree` in the same
 // shell is asked (denied here: nothing is deleted). With guard = "always"
 // the marker forms are asked too.
@@ -140,7 +140,7 @@ func TestSafeRmGaps(t *testing.T) {
 				srGone(t, tc.line, filepath.Join(w.path("tree"), rel))
 			}
 			if seen := rec.take(); len(seen) != 0 {
-				t.Errorf("%s: the wrapper made requests %q; the README says this form passes it", tc.line, seen)
+				t.Errorf("%s: the wrapper made requests %q; docs/security.md says this form passes it", tc.line, seen)
 			}
 			if after := len(w.list("")); after != requests {
 				t.Errorf("%s: %d requests appeared on the server", tc.line, after-requests)
@@ -151,7 +151,7 @@ func TestSafeRmGaps(t *testing.T) {
 		})
 	}
 
-	// What the README says closes the marker forms: guard = "always" in
+	// What the page says closes the marker forms: guard = "always" in
 	// the agent's configuration asks about them too.
 	srWriteTree(t, filepath.Join(w.b.home, ".config", "countersign"), map[string]string{"config.toml": "[rm]\nguard = \"always\"\n"})
 	for _, line := range []string{"env -u CLAUDECODE rm -rf tree", "CLAUDECODE=0 rm -rf tree"} {

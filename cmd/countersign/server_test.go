@@ -32,10 +32,17 @@ var listeningRE = regexp.MustCompile(`msg="countersign listening".*\baddr=127\.0
 // the test ends, if it still runs.
 func (b *bed) serve(args ...string) *server {
 	b.t.Helper()
-	t := b.t
+	return startServer(b.t, "", b.env(), append([]string{"serve", "--addr", "127.0.0.1:0", "--data", b.data}, args...))
+}
+
+// startServer runs the binary with args (serve and its flags) in dir with
+// env, and waits until it logs its address. The process is killed when the
+// test ends, if it still runs.
+func startServer(t *testing.T, dir string, env, args []string) *server {
+	t.Helper()
 	s := &server{t: t, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--data", b.data}, args...)...)
-	s.cmd.Env = b.env()
+	s.cmd = exec.Command(binary, args...)
+	s.cmd.Dir, s.cmd.Env = dir, env
 	s.cmd.Stdout, s.cmd.Stderr = s.stdout, s.stderr
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start countersign serve: %v", err)
@@ -115,15 +122,20 @@ func (s *server) waitStdout(want string) string {
 // metrics, so that a test decides only once the agent really waits.
 func (s *server) waitWaiters(n int) {
 	s.t.Helper()
-	want := "countersign_waiters " + strconv.Itoa(n) + "\n"
 	var body []byte
 	if !testutil.Wait(func() bool {
-		var code int
-		code, body = call(s.t, "GET", s.URL+"/metrics", "", "")
-		return code == http.StatusOK && strings.Contains(string(body), want)
+		var held bool
+		held, body = s.holds(n)
+		return held
 	}, testutil.EventuallyWithin) {
 		s.t.Fatalf("the server never held %d waiters; metrics:\n%s", n, body)
 	}
+}
+
+// holds reports whether the server holds n long polls now, and its metrics.
+func (s *server) holds(n int) (bool, []byte) {
+	code, body := call(s.t, "GET", s.URL+"/metrics", "", "")
+	return code == http.StatusOK && strings.Contains(string(body), "countersign_waiters "+strconv.Itoa(n)+"\n"), body
 }
 
 // firstStart is what the first start prints.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// readmeRequest is the agent's request of the README's curl walk-through.
+// readmeRequest is the agent's request of docs/api.md's curl walk-through.
 const readmeRequest = `{"kind":"rm","action":"rm -rf /var/www/old","arguments":{"targets":["/var/www/old"]},
        "risk_reasons":["recursive deletion (-r/-R)","protected path: /var/www"],
        "context":{"user":"deploy","host":"prod-01","cwd":"/home/deploy"}}`
@@ -82,7 +82,7 @@ func TestReadmeWalkthrough(t *testing.T) {
 		t.Errorf("countersign list after consumption:\n%s", pending)
 	}
 
-	// Deny another one, with the flag after the reference as in the README.
+	// Deny another one, with the flag after the reference as in docs/api.md.
 	r2 := expectRequest(t, http.StatusCreated, "POST", s.URL+"/api/v1/requests", key,
 		`{"kind":"tool","action":"Bash","arguments":{"command":"git push --force"}}`)
 	if out := b.mustRun(approver, "deny", r2.Reference, "--reason", "x"); out != r2.Reference+" denied: Bash\n" {

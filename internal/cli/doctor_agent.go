@@ -17,7 +17,7 @@ import (
 	"github.com/countersign/countersign/internal/saferm"
 )
 
-// wrapperFix is how to put the rm wrapper first in PATH, as the README
+// wrapperFix is how to put the rm wrapper first in PATH, as docs/agents.md
 // installs it.
 const wrapperFix = "mkdir -p ~/.local/countersign-bin && ln -sf \"$(command -v countersign-agent)\" ~/.local/countersign-bin/rm, " +
 	"and put ~/.local/countersign-bin first in the PATH of the agent's shells"

@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// richUpstream is the README's example of a file server, "rich", as a real
+// richUpstream is docs/agents.md's example of a file server, "rich", as a real
 // MCP server over HTTP: the resources file:///srv/readme.txt and
 // file:///srv/secret/plan.txt, the templates file:///{+path} and
 // file:///srv/public/{name} (and others a test adds), subscriptions, and
@@ -94,7 +94,7 @@ func richHarness(t *testing.T, templates []string, rules ...gateway.ResourceTier
 	return h, rich
 }
 
-// secretRule is the README's own rule.
+// secretRule is docs/agents.md's own rule.
 var secretRule = gateway.ResourceTierRule{Match: "rich/file:///srv/secret/**", Tier: gateway.TierCommit}
 
 // rpcError is the JSON-RPC error of err; without one, the test fails and

@@ -99,7 +99,7 @@ func (s *Server) approver(h approverHandler) apiHandler {
 }
 
 func (s *Server) apiNotFound(w http.ResponseWriter, r *http.Request) error {
-	return countersign.Errorf(countersign.ENOTFOUND, "no such route: %s %s; see the API reference in the README", r.Method, r.URL.Path)
+	return countersign.Errorf(countersign.ENOTFOUND, "no such route: %s %s; see the API reference, docs/api.md", r.Method, r.URL.Path)
 }
 
 // createInput is the body of POST /api/v1/requests.
