@@ -82,10 +82,61 @@ func ErrApproverExists(username string) *Error {
 	return Errorf(ECONFLICT, "approver %q already exists", username)
 }
 
-// Membership says that an approver belongs to an account.
+// Membership says that an approver belongs to an account, and with which
+// role.
 type Membership struct {
 	ApproverID string
 	AccountID  string
+	Role       Role
+	CreatedAt  time.Time
+}
+
+// ImportedRole is the role of an exported membership: one exported
+// before roles has none, and keeps all it could do then, as the
+// migration to roles gives every membership.
+func (m *Membership) ImportedRole() Role {
+	if m.Role == "" {
+		return RoleAdmin
+	}
+	return m.Role
+}
+
+// Role is what an approver may do in one of their accounts.
+type Role string
+
+const (
+	// RoleViewer sees the account's inbox and decides nothing.
+	RoleViewer Role = "viewer"
+	// RoleApprover decides the account's requests.
+	RoleApprover Role = "approver"
+	// RoleAdmin decides, and manages the account's agent keys, approvers,
+	// grants and notification channels.
+	RoleAdmin Role = "admin"
+)
+
+// Roles are the roles, least first.
+var Roles = []Role{RoleViewer, RoleApprover, RoleAdmin}
+
+// ParseRole reads a role's name.
+func ParseRole(s string) (Role, error) {
+	switch r := Role(s); r {
+	case RoleViewer, RoleApprover, RoleAdmin:
+		return r, nil
+	}
+	return "", Errorf(EINVALID, "a role is viewer, approver or admin, not %q", s)
+}
+
+// Decides reports whether the role may decide requests.
+func (r Role) Decides() bool { return r == RoleApprover || r == RoleAdmin }
+
+// Administers reports whether the role may manage the account.
+func (r Role) Administers() bool { return r == RoleAdmin }
+
+// Member is an approver of an account, as an account's list shows it.
+type Member struct {
+	ApproverID string
+	Username   string
+	Role       Role
 	CreatedAt  time.Time
 }
 
@@ -101,11 +152,14 @@ type ApproverToken struct {
 	ID         string
 	ApproverID string
 	AccountID  string
-	Name       string
-	Hash       string
-	Hint       string
-	CreatedAt  time.Time
-	RevokedAt  time.Time
+	// Role is the approver's role in the account, read with the token
+	// from the membership (not stored with the token).
+	Role      Role
+	Name      string
+	Hash      string
+	Hint      string
+	CreatedAt time.Time
+	RevokedAt time.Time
 }
 
 // Revoked reports whether the token was revoked.
@@ -127,4 +181,8 @@ type ApproverPrincipal struct {
 	ApproverID string
 	Username   string
 	AccountID  string
+	// Role is the approver's role in the account. The service's own
+	// deciders (a decision link, the client's elicitation, the gateway's
+	// local page) act as RoleApprover.
+	Role Role
 }

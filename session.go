@@ -13,7 +13,10 @@ type Session struct {
 	ApproverID string
 	// AccountID is the account whose inbox the session shows; the approver
 	// must still be a member of it, or the session is gone.
-	AccountID  string
+	AccountID string
+	// Role is the approver's role in that account, read with the session
+	// from the membership (not stored with the session).
+	Role       Role
 	CreatedAt  time.Time
 	ExpiresAt  time.Time
 	LastSeenAt time.Time

@@ -44,10 +44,15 @@ type Store interface {
 	CreateApprover(ctx context.Context, a *Approver) error
 	// ApproverByUsername returns an approver. Errors: ENOTFOUND.
 	ApproverByUsername(ctx context.Context, username string) (*Approver, error)
-	// AddMembership makes an approver a member of an account; adding an
-	// existing membership is not an error. Errors: ENOTFOUND for an unknown
-	// approver or account.
-	AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error
+	// AddMembership makes an approver a member of an account with a role;
+	// adding an existing membership is not an error and keeps its role.
+	// Errors: ENOTFOUND for an unknown approver or account.
+	AddMembership(ctx context.Context, approverID, accountID string, role Role, at time.Time) error
+	// SetRole changes an approver's role in an account. Errors:
+	// ErrNotMember.
+	SetRole(ctx context.Context, approverID, accountID string, role Role) error
+	// Members lists the approvers of an account by username.
+	Members(ctx context.Context, accountID string) ([]*Member, error)
 	// Memberships returns the ids of the accounts an approver belongs to.
 	Memberships(ctx context.Context, approverID string) ([]string, error)
 

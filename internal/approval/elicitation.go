@@ -34,7 +34,7 @@ func (s *Service) DecideByElicitation(ctx context.Context, agent countersign.Age
 		}
 	}
 	to, _ := d.Decision.Status()
-	ap := countersign.ApproverPrincipal{Username: DecidedByElicitation, AccountID: r.AccountID}
+	ap := countersign.ApproverPrincipal{Username: DecidedByElicitation, AccountID: r.AccountID, Role: countersign.RoleApprover}
 	return s.decide(ctx, ap, r.ID, to, d, r, &agent)
 }
 

@@ -241,6 +241,9 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 // key whose client's answer to an elicitation is the decision
 // (DecideByElicitation), nil for an approver's.
 func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request, by *countersign.Agent) (*countersign.Request, error) {
+	if !ap.Role.Decides() {
+		return nil, ErrViewer()
+	}
 	now := s.clock.Now()
 	t := countersign.Transition{
 		ID: id, From: []countersign.Status{countersign.StatusPending}, To: to, Now: now,
@@ -347,6 +350,12 @@ func notFound() error {
 // sameNotFound gives every not-found of a request one message, whether the
 // request does not exist or belongs to another key or account, so that the
 // answer never tells which.
+// ErrViewer is the refusal of a decision by an approver whose role in the
+// account lets them see its requests, not decide them. Nothing changes.
+func ErrViewer() error {
+	return countersign.Errorf(countersign.EFORBIDDEN, "your role in this account is viewer: you may see its requests, not decide them; an admin of the account can make you an approver")
+}
+
 func sameNotFound(err error) error {
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
 		return notFound()

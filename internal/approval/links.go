@@ -74,7 +74,7 @@ func (s *Service) DecideByLink(ctx context.Context, seedID, action, token string
 	if !ok {
 		return nil, linkNotFound()
 	}
-	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
+	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID, Role: countersign.RoleApprover}
 	return s.Decide(ctx, ap, r.ID, d)
 }
 
@@ -156,6 +156,6 @@ func (s *Service) DecideByToken(ctx context.Context, token string, d countersign
 	if !ok {
 		return nil, linkNotFound()
 	}
-	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID}
+	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID, Role: countersign.RoleApprover}
 	return s.Decide(ctx, ap, r.ID, d)
 }

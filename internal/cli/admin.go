@@ -154,11 +154,15 @@ func runKey(ctx context.Context, env *Env, args []string) error {
 }
 
 func runApprover(ctx context.Context, env *Env, args []string) error {
-	sub, args, err := subcommand(args, "create", "passwd", "remove", "passkeys", "enrol")
+	sub, args, err := subcommand(args, "create", "passwd", "remove", "passkeys", "enrol", "role", "list")
 	if err != nil {
 		return err
 	}
 	switch sub {
+	case "role":
+		return runApproverRole(ctx, env, args)
+	case "list":
+		return runApproverList(ctx, env, args)
 	case "passkeys":
 		return runApproverPasskeys(ctx, env, args)
 	case "enrol":
@@ -172,12 +176,17 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 	account := fs.String("account", "default", "account name")
 	username := fs.String("username", "", "the approver's username")
 	stdin := fs.Bool("password-stdin", false, "read the password from standard input instead of generating one")
+	roleName := fs.String("role", string(countersign.RoleApprover), "the approver's role in the account: viewer (sees the inbox), approver (decides) or admin (decides and manages the account)")
 	rest, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if *username == "" || len(rest) > 0 {
-		return fmt.Errorf("%w: countersign approver create --account A --username U [--password-stdin]", ErrUsage)
+		return fmt.Errorf("%w: countersign approver create --account A --username U [--role viewer|approver|admin] [--password-stdin]", ErrUsage)
+	}
+	role, err := countersign.ParseRole(*roleName)
+	if err != nil {
+		return err
 	}
 	store, err := where.open(ctx, nil)
 	if err != nil {
@@ -193,7 +202,7 @@ func runApprover(ctx context.Context, env *Env, args []string) error {
 	} else if _, err := store.ApproverByUsername(ctx, *username); countersign.ErrorCode(err) == countersign.ENOTFOUND {
 		password, generated = identity.NewPassword(), true
 	}
-	ap, err := (&identity.Admin{Store: store}).CreateApprover(ctx, *account, *username, password)
+	ap, err := (&identity.Admin{Store: store}).CreateApprover(ctx, *account, *username, password, role)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
+	"text/tabwriter"
+	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/identity"
 )
 
@@ -131,4 +134,76 @@ func disablePassword(ctx context.Context, env *Env, admin *identity.Admin, usern
 	printGrants(env, what, grants)
 	fmt.Fprintf(env.Stdout, "to turn it on again: countersign approver passwd --username %s\n", username)
 	return nil
+}
+
+// runApproverRole is `countersign approver role`: the role of an approver
+// in an account.
+func runApproverRole(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "approver role")
+	where := storeFlags(env, fs)
+	username := fs.String("username", "", "the approver's username")
+	account := fs.String("account", "default", "account name")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if *username == "" || len(rest) != 1 {
+		return fmt.Errorf("%w: countersign approver role --account A --username U viewer|approver|admin", ErrUsage)
+	}
+	role, err := countersign.ParseRole(rest[0])
+	if err != nil {
+		return err
+	}
+	store, err := where.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := (&identity.Admin{Store: store}).SetRole(ctx, *account, *username, role); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.Stdout, "approver %s is %s %s of account %s\n", *username, article(role), role, *account)
+	return nil
+}
+
+// runApproverList is `countersign approver list`: an account's approvers
+// and their roles.
+func runApproverList(ctx context.Context, env *Env, args []string) error {
+	fs := newFlags(env, "approver list")
+	where := storeFlags(env, fs)
+	account := fs.String("account", "default", "account name")
+	rest, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("%w: countersign approver list [--account A]", ErrUsage)
+	}
+	store, err := where.open(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	acc, err := store.AccountByName(ctx, *account)
+	if err != nil {
+		return err
+	}
+	members, err := store.Members(ctx, acc.ID)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "USERNAME\tROLE\tID\tMEMBER SINCE")
+	for _, m := range members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Username, m.Role, m.ApproverID, m.CreatedAt.Format(time.DateTime))
+	}
+	return tw.Flush()
+}
+
+// article is "an" before admin, "a" before the other roles.
+func article(r countersign.Role) string {
+	if r == countersign.RoleAdmin {
+		return "an"
+	}
+	return "a"
 }

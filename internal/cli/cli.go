@@ -41,7 +41,7 @@ func commands() map[string]command {
 		"serve":      {"run the server", runServe},
 		"account":    {"create or list accounts (on the data directory)", runAccount},
 		"key":        {"create, list or revoke agent keys (on the data directory)", runKey},
-		"approver":   {"create approvers (on the data directory)", runApprover},
+		"approver":   {"create approvers and set their roles (on the data directory)", runApprover},
 		"token":      {"create approver API tokens (on the data directory)", runToken},
 		"grant":      {"list or revoke the OAuth grants of remote MCP clients (on the data directory)", runGrant},
 		"audit":      {"verify the audit log (on the data directory)", runAudit},

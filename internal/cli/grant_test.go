@@ -22,7 +22,7 @@ func TestGrantListRevoke(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"account", "create", "one"}, {"account", "create", "two"},
-		{"approver", "create", "--account", "one", "--username", "ann", "--password-stdin"},
+		{"approver", "create", "--account", "one", "--username", "ann", "--role", "admin", "--password-stdin"},
 	} {
 		if code, out := run(args...); code != 0 {
 			t.Fatalf("%v: %d %s", args, code, out)
@@ -43,7 +43,7 @@ func TestGrantListRevoke(t *testing.T) {
 	one, _ := store.AccountByName(ctx, "one")
 	ann, _ := store.ApproverByUsername(ctx, "ann")
 	verifier := strings.Repeat("v", 43)
-	code, sessionID, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: "ann", AccountID: one.ID},
+	code, sessionID, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: "ann", AccountID: one.ID, Role: countersign.RoleAdmin},
 		AccountID: one.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ann.ID)})
 	if err != nil {
 		t.Fatal(err)

@@ -41,9 +41,9 @@ func newGrantBed(t *testing.T) *grantBed {
 	b := &grantBed{t: t, dir: t.TempDir()}
 	for _, args := range [][]string{
 		{"account", "create", "one"}, {"account", "create", "two"},
-		{"approver", "create", "--account", "one", "--username", "ann", "--password-stdin"},
-		{"approver", "create", "--account", "two", "--username", "ann"},
-		{"approver", "create", "--account", "one", "--username", "bob", "--password-stdin"},
+		{"approver", "create", "--account", "one", "--username", "ann", "--role", "admin", "--password-stdin"},
+		{"approver", "create", "--account", "two", "--username", "ann", "--role", "admin"},
+		{"approver", "create", "--account", "one", "--username", "bob", "--role", "admin", "--password-stdin"},
 	} {
 		if code, out := b.run("pw-for-everyone\n", args...); code != 0 {
 			t.Fatalf("%v: %d %s", args, code, out)
@@ -99,7 +99,7 @@ func (b *grantBed) allow(username, account string) *bedGrant {
 		b.t.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, sessionID, g, err := b.oauth.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: username, AccountID: acc.ID},
+	code, sessionID, g, err := b.oauth.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: username, AccountID: acc.ID, Role: countersign.RoleAdmin},
 		AccountID: acc.ID, Client: b.client, RedirectURI: b.client.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		b.t.Fatal(err)

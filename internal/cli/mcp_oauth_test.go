@@ -43,7 +43,7 @@ func TestServeMCPTakesAccessTokens(t *testing.T) {
 			t.Fatal(err)
 		}
 		verifier := strings.Repeat("v", 43)
-		code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
+		code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID, Role: countersign.RoleAdmin},
 			AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 		if err != nil {
 			t.Fatal(err)

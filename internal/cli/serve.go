@@ -358,7 +358,7 @@ func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
 		return err
 	}
 	password := identity.NewPassword()
-	if _, err := admin.CreateApprover(ctx, "default", "admin", password); err != nil {
+	if _, err := admin.CreateApprover(ctx, "default", "admin", password, countersign.RoleAdmin); err != nil {
 		return err
 	}
 	_, key, err := admin.CreateAgentKey(ctx, "default", "default")

@@ -479,7 +479,7 @@ func TestBrowserEnrolment(t *testing.T) {
 	if err := e.store.CreateApprover(t.Context(), carol); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&identity.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "carol", ""); err != nil {
+	if _, err := (&identity.Admin{Store: e.store}).CreateApprover(t.Context(), "acme", "carol", "", countersign.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(e.URL)

@@ -164,7 +164,7 @@ func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, a
 	if approve {
 		d = countersign.DecisionApprove
 	}
-	ap := countersign.ApproverPrincipal{Username: s.decider, AccountID: p.Account}
+	ap := countersign.ApproverPrincipal{Username: s.decider, AccountID: p.Account, Role: countersign.RoleApprover}
 	return s.ticket(s.svc.Decide(ctx, ap, id, countersign.DecisionInput{Decision: d}))
 }
 

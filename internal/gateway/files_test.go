@@ -52,7 +52,7 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 		}
 		h.keys[k.name] = secret
 	}
-	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID}
+	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID, Role: countersign.RoleAdmin}
 	cfg := gateway.NewConfig()
 	cfg.Hold = 300 * time.Millisecond
 	cfg.Clock = h.clock

@@ -85,7 +85,7 @@ func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute
 		{"acme", "reader", "reader"}, {"acme", "ci", "ci"}, {"other", "outsider", "outsider"}, {"other", "ci", "other/ci"}} {
 		h.keys[k.label] = w.Key(k.account, k.name)
 	}
-	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: w.Acme.ID}
+	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: w.Acme.ID, Role: countersign.RoleAdmin}
 
 	cfg := h.config(configure)
 	hub := approval.NewHub()

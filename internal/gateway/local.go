@@ -260,7 +260,7 @@ func (p *localPage) decide(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "decision must be approve or deny", http.StatusBadRequest)
 		return
 	}
-	ap := countersign.ApproverPrincipal{Username: "local-page", AccountID: p.agent.AccountID}
+	ap := countersign.ApproverPrincipal{Username: "local-page", AccountID: p.agent.AccountID, Role: countersign.RoleApprover}
 	got, err := p.svc.Decide(r.Context(), ap, req.ID, countersign.DecisionInput{Decision: d})
 	if countersign.ErrorCode(err) == countersign.ECONFLICT {
 		got, err = p.svc.Get(r.Context(), p.agent, req.ID)

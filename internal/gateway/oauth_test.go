@@ -127,7 +127,7 @@ func (h *harness) addApprover(name string) {
 	if err := h.store.CreateApprover(h.ctx, &countersign.Approver{ID: countersign.NewID("apr_"), Username: name, PasswordHash: hash, CreatedAt: time.Now()}); err != nil {
 		h.t.Fatal(err)
 	}
-	if _, err := (&identity.Admin{Store: h.store}).CreateApprover(h.ctx, "acme", name, ""); err != nil {
+	if _, err := (&identity.Admin{Store: h.store}).CreateApprover(h.ctx, "acme", name, "", countersign.RoleAdmin); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -420,7 +420,7 @@ func (h *harness) grantToken(tb testing.TB, tiers ...string) string {
 	acme, _ := h.store.AccountByName(h.ctx, "acme")
 	ann, _ := h.store.ApproverByUsername(h.ctx, "grantor")
 	verifier := strings.Repeat("v", 43)
-	code, _, _, err := o.Allow(h.ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID},
+	code, _, _, err := o.Allow(h.ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ann.ID, Username: ann.Username, AccountID: acme.ID, Role: countersign.RoleAdmin},
 		AccountID: acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: tiers,
 		Proof: identity.PasswordProof(ann.ID)})
 	if err != nil {

@@ -86,10 +86,14 @@ func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed b
 	return k, secret, nil
 }
 
-// CreateApprover adds an approver with a password to the named account, or
-// adds an existing approver to it when password is empty.
-func (a *Admin) CreateApprover(ctx context.Context, account, username, password string) (*countersign.Approver, error) {
+// CreateApprover adds an approver with a password to the named account
+// with a role, or adds an existing approver to it when password is empty.
+// An approver already of the account keeps the role it has there.
+func (a *Admin) CreateApprover(ctx context.Context, account, username, password string, role countersign.Role) (*countersign.Approver, error) {
 	if err := ValidName("username", username); err != nil {
+		return nil, err
+	}
+	if _, err := countersign.ParseRole(string(role)); err != nil {
 		return nil, err
 	}
 	acc, err := a.Store.AccountByName(ctx, account)
@@ -111,10 +115,27 @@ func (a *Admin) CreateApprover(ctx context.Context, account, username, password 
 	case err != nil:
 		return nil, err
 	}
-	if err := a.Store.AddMembership(ctx, ap.ID, acc.ID, a.now().Now()); err != nil {
+	if err := a.Store.AddMembership(ctx, ap.ID, acc.ID, role, a.now().Now()); err != nil {
 		return nil, err
 	}
 	return ap, nil
+}
+
+// SetRole changes the role of an approver in the named account. Errors:
+// ENOTFOUND for an unknown account or approver, or one not of the account.
+func (a *Admin) SetRole(ctx context.Context, account, username string, role countersign.Role) error {
+	if _, err := countersign.ParseRole(string(role)); err != nil {
+		return err
+	}
+	acc, err := a.Store.AccountByName(ctx, account)
+	if err != nil {
+		return err
+	}
+	ap, err := a.Store.ApproverByUsername(ctx, username)
+	if err != nil {
+		return err
+	}
+	return a.Store.SetRole(ctx, ap.ID, acc.ID, role)
 }
 
 // CreateApproverToken adds an API token for an approver in one of its

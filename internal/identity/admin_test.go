@@ -19,9 +19,9 @@ func TestAdminValidation(t *testing.T) {
 	wantCode(t, "duplicate account", err, countersign.ECONFLICT)
 	_, _, err = e.admin.CreateAgentKey(e.ctx, "nope", "k")
 	wantCode(t, "key of an unknown account", err, countersign.ENOTFOUND)
-	_, err = e.admin.CreateApprover(e.ctx, "acme", "carol", "short")
+	_, err = e.admin.CreateApprover(e.ctx, "acme", "carol", "short", countersign.RoleAdmin)
 	wantCode(t, "short password", err, countersign.EINVALID)
-	_, err = e.admin.CreateApprover(e.ctx, "acme", "alice", "another long password")
+	_, err = e.admin.CreateApprover(e.ctx, "acme", "alice", "another long password", countersign.RoleAdmin)
 	wantCode(t, "existing approver with a password", err, countersign.ECONFLICT)
 	// The test approvers' password hash is a real argon2id hash.
 	if !identity.CheckPassword(testutil.PasswordHash(), testutil.Password) || identity.CheckPassword(testutil.PasswordHash(), "another password") {

@@ -52,7 +52,7 @@ func (a *Authenticator) Approver(ctx context.Context, secret string) (countersig
 	} else if err != nil {
 		return countersign.ApproverPrincipal{}, err
 	}
-	return countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: t.AccountID}, nil
+	return countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: t.AccountID, Role: t.Role}, nil
 }
 
 // AccessAgent returns the principal of an OAuth access token issued for

@@ -21,7 +21,7 @@ func TestAllowNeedsProof(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: w.Alice.ID, Username: w.Alice.Username, AccountID: w.Acme.ID},
+	in := identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: w.Alice.ID, Username: w.Alice.Username, AccountID: w.Acme.ID, Role: countersign.RoleAdmin},
 		AccountID: w.Acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(strings.Repeat("v", 43)), Tiers: []string{"write", "read"}}
 	other := in
 	other.Tiers = []string{"read", "write", "commit"}
@@ -60,4 +60,31 @@ func TestAllowNeedsProof(t *testing.T) {
 func withRedirect(in identity.AllowInput, redirect string) identity.AllowInput {
 	in.RedirectURI = redirect
 	return in
+}
+
+// TestAllowNeedsAdmin: only an admin of the account connects a client; an
+// approver or a viewer of it, with their own fresh proof, makes no grant,
+// whatever role the principal claims.
+func TestAllowNeedsAdmin(t *testing.T) {
+	w := testutil.NewWorld(t)
+	o := &identity.OAuth{Store: w.Store, Clock: w.Clock, Resource: "http://127.0.0.1:8080/mcp"}
+	c, _, err := o.Register(w.Ctx, &identity.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
+		TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []countersign.Role{countersign.RoleViewer, countersign.RoleApprover} {
+		if err := w.Admin.SetRole(w.Ctx, "acme", "alice", role); err != nil {
+			t.Fatal(err)
+		}
+		in := identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: w.Alice.ID, Username: w.Alice.Username, AccountID: w.Acme.ID, Role: countersign.RoleAdmin},
+			AccountID: w.Acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(strings.Repeat("v", 43)), Tiers: []string{"read"},
+			Proof: identity.PasswordProof(w.Alice.ID)}
+		if _, _, _, err := o.Allow(w.Ctx, in); err == nil || !strings.Contains(err.Error(), "Only an admin") {
+			t.Errorf("a consent by an %s: %v, want refused: only an admin", role, err)
+		}
+	}
+	if grants, _ := w.Store.Grants(w.Ctx, ""); len(grants) != 0 {
+		t.Fatalf("refused consents made %d grants", len(grants))
+	}
 }

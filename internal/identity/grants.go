@@ -326,14 +326,24 @@ func (o *OAuth) CheckAllow(ctx context.Context, in AllowInput) error {
 			return countersign.Errorf(countersign.EINVALID, "Unknown tier.")
 		}
 	}
-	accounts, err := o.Store.MembershipAccounts(ctx, in.Approver.ApproverID)
+	members, err := o.Store.Members(ctx, in.AccountID)
 	if err != nil {
 		return err
 	}
-	if !slices.ContainsFunc(accounts, func(a *countersign.Account) bool { return a.ID == in.AccountID }) {
+	i := slices.IndexFunc(members, func(m *countersign.Member) bool { return m.ApproverID == in.Approver.ApproverID })
+	if i < 0 {
 		return countersign.Errorf(countersign.EFORBIDDEN, "You are not an approver of that account.")
 	}
+	if !members[i].Role.Administers() {
+		return ErrNotAdmin()
+	}
 	return nil
+}
+
+// ErrNotAdmin is the refusal of a change to an account's keys, approvers,
+// grants or channels by an approver who is not an admin of it.
+func ErrNotAdmin() error {
+	return countersign.Errorf(countersign.EFORBIDDEN, "Only an admin of the account may connect a client or change its keys, approvers, grants and channels; ask an admin of the account.")
 }
 
 // Allow creates a grant of the account for the client, the session that

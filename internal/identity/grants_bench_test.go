@@ -26,7 +26,7 @@ func BenchmarkBearerCheck(b *testing.B) {
 		b.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, _, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID},
+	code, _, _, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID, Role: countersign.RoleAdmin},
 		AccountID: acc.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		b.Fatal(err)

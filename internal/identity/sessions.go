@@ -144,7 +144,7 @@ func (s *Sessions) Session(ctx context.Context, id string) (*countersign.Session
 			return nil, countersign.ApproverPrincipal{}, err
 		}
 	}
-	return sess, countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: sess.AccountID}, nil
+	return sess, countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: sess.AccountID, Role: sess.Role}, nil
 }
 
 // SignOut ends the session of a cookie's id.

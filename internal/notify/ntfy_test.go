@@ -112,7 +112,7 @@ func TestNtfyReplacedOnDecision(t *testing.T) {
 	}
 
 	// The decision replaces the message on the phone.
-	_, err := e.svc.Decide(e.ctx, countersign.ApproverPrincipal{Username: "alice", AccountID: e.account.ID}, r.ID,
+	_, err := e.svc.Decide(e.ctx, countersign.ApproverPrincipal{Username: "alice", AccountID: e.account.ID, Role: countersign.RoleAdmin}, r.ID,
 		countersign.DecisionInput{Decision: countersign.DecisionDeny, Text: "no"})
 	if err != nil {
 		t.Fatal(err)

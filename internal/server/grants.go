@@ -2,8 +2,10 @@ package server
 
 import (
 	"net/http"
+	"slices"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/identity"
 )
 
 // grantsPage is the data of the page that lists an account's grants.
@@ -31,6 +33,17 @@ func (s *Server) grantList(w http.ResponseWriter, r *http.Request, b *browser) e
 // signs this browser out too.
 func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, b *browser) error {
 	id := r.PathValue("id")
+	if !b.approver.Role.Administers() {
+		// Not an admin: only a grant this approver allowed, which they
+		// may always take back.
+		list, err := s.oauth.Grants(r.Context(), b.session.AccountID)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(list, func(g *countersign.Grant) bool { return g.ID == id && g.ApproverID == b.approver.ApproverID }) {
+			return identity.ErrNotAdmin()
+		}
+	}
 	err := s.oauth.RevokeGrant(r.Context(), b.session.AccountID, id)
 	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
 		return countersign.Errorf(countersign.ENOTFOUND, "no such grant")

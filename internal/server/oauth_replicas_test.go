@@ -84,7 +84,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 	if err := b.CreateApprover(ctx, ap); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.AddMembership(ctx, ap.ID, acc.ID, time.Now()); err != nil {
+	if err := b.AddMembership(ctx, ap.ID, acc.ID, countersign.RoleAdmin, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	o := &identity.OAuth{Store: a, Clock: countersign.SystemClock{}, Resource: resource}
@@ -93,7 +93,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 		t.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID},
+	code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID, Role: countersign.RoleAdmin},
 		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		t.Fatal(err)

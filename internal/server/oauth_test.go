@@ -297,6 +297,21 @@ func TestOAuthFlow(t *testing.T) {
 	if len(grants) != 1 || !strings.Contains(list.body, "/grants/"+grants[0].ID+"/revoke") || !strings.Contains(list.body, "read, write") {
 		t.Fatalf("grants page lacks the grant (%d grants):\n%s", len(grants), list.body)
 	}
+	// Only an admin of the account, or the approver who allowed it,
+	// revokes a grant: carol, an approver, may not revoke alice's; alice,
+	// no longer an admin, may still take back her own.
+	for _, u := range []string{"carol", "alice"} {
+		if err := e.admin.SetRole(e.ctx, "acme", u, countersign.RoleApprover); err != nil {
+			t.Fatal(err)
+		}
+	}
+	carol := e.signIn("carol")
+	if got := e.post("/grants/"+grants[0].ID+"/revoke", url.Values{"csrf": {carol.csrf}}, e.as(carol.id)); got.status != http.StatusForbidden || !strings.Contains(got.body, "Only an admin") {
+		t.Errorf("an approver revoking another's grant: %d, want 403:\n%s", got.status, got.body)
+	}
+	if st, _ := e.mcpStatus(tok2.AccessToken); st != http.StatusOK {
+		t.Fatalf("/mcp after a refused revocation: %d", st)
+	}
 	e.post("/grants/"+grants[0].ID+"/revoke", url.Values{"csrf": {alice.csrf}}, e.as(alice.id)).wantRedirect(t, "revoke", "/grants")
 	for _, at := range []string{tok.AccessToken, tok2.AccessToken} {
 		if st, _ := e.mcpStatus(at); st != http.StatusUnauthorized {

@@ -25,6 +25,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/requests", s.api(s.approver(s.listRequests)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/decision", s.api(s.approver(s.decideRequest)))
 	mux.HandleFunc("POST /api/v1/hooks/claude", s.claudeHook)
+	s.accountRoutes(mux)
 	mux.HandleFunc("/api/", s.api(s.apiNotFound))
 
 	// The seed's safe-rm API, with its paths, fields and status codes.

@@ -175,7 +175,7 @@ func (e *sdEnv) newApprover(account, username string) string {
 	if err := e.store.CreateApprover(e.ctx, ap); err != nil {
 		e.t.Fatalf("create approver: %v", err)
 	}
-	if _, err := e.admin.CreateApprover(e.ctx, account, username, ""); err != nil {
+	if _, err := e.admin.CreateApprover(e.ctx, account, username, "", countersign.RoleAdmin); err != nil {
 		e.t.Fatalf("add approver: %v", err)
 	}
 	_, tok, err := e.admin.CreateApproverToken(e.ctx, username, account, "sd")

@@ -95,6 +95,9 @@ type pageBase struct {
 	Account  string
 	Accounts []accountOption
 	Live     string // non-empty: the page reloads when the account's requests change
+	// Role is the approver's role in the account: a viewer's pages offer
+	// no decision.
+	Role countersign.Role
 }
 
 type accountOption struct {
@@ -108,7 +111,7 @@ func (s *Server) base(ctx context.Context, b *browser) (pageBase, error) {
 	if err != nil {
 		return pageBase{}, err
 	}
-	p := pageBase{SignedIn: true, CSRF: s.csrfToken(b.id), Username: b.approver.Username}
+	p := pageBase{SignedIn: true, CSRF: s.csrfToken(b.id), Username: b.approver.Username, Role: b.approver.Role}
 	for _, a := range accounts {
 		cur := a.ID == b.session.AccountID
 		if cur {

@@ -143,7 +143,7 @@ func (w *World) Approver(username string, accounts ...string) *countersign.Appro
 		w.t.Fatalf("create approver %s: %v", username, err)
 	}
 	for _, acc := range accounts {
-		if _, err := w.Admin.CreateApprover(w.Ctx, acc, username, ""); err != nil {
+		if _, err := w.Admin.CreateApprover(w.Ctx, acc, username, "", countersign.RoleAdmin); err != nil {
 			w.t.Fatalf("add approver %s to %s: %v", username, acc, err)
 		}
 	}

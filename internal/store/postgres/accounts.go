@@ -145,15 +145,18 @@ func scanApprover(s pgx.Row) (*countersign.Approver, error) {
 	return &a, nil
 }
 
-// AddMembership makes an approver a member of an account; adding an
-// existing membership is not an error. Errors: ENOTFOUND when the approver
-// or the account does not exist.
-func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+// AddMembership makes an approver a member of an account with a role;
+// adding an existing membership is not an error and keeps its role.
+// Errors: ENOTFOUND when the approver or the account does not exist.
+func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, role countersign.Role, at time.Time) error {
+	if _, err := countersign.ParseRole(string(role)); err != nil {
+		return err
+	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
-			INSERT INTO memberships (approver_id, account_id, created_at) VALUES ($1, $2, $3)
+			INSERT INTO memberships (approver_id, account_id, role, created_at) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (approver_id, account_id) DO NOTHING`,
-			approverID, accountID, nanos(at))
+			approverID, accountID, string(role), nanos(at))
 		if isForeignKey(err) {
 			return countersign.NotFound("approver or account")
 		} else if err != nil {
@@ -182,4 +185,51 @@ func scanString(s pgx.Row) (string, error) {
 	var v string
 	err := s.Scan(&v)
 	return v, err
+}
+
+// SetRole implements countersign.Store.
+func (db *DB) SetRole(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	if _, err := countersign.ParseRole(string(role)); err != nil {
+		return err
+	}
+	if hasNUL(approverID) || hasNUL(accountID) {
+		return countersign.ErrNotMember()
+	}
+	return db.update(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE memberships SET role = $1 WHERE approver_id = $2 AND account_id = $3`,
+			string(role), approverID, accountID)
+		if err != nil {
+			return fmt.Errorf("set role: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return countersign.ErrNotMember()
+		}
+		return nil
+	})
+}
+
+// Members implements countersign.Store.
+func (db *DB) Members(ctx context.Context, accountID string) ([]*countersign.Member, error) {
+	if hasNUL(accountID) {
+		return []*countersign.Member{}, nil
+	}
+	out := []*countersign.Member{}
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = collect(ctx, q, func(r pgx.Row) (*countersign.Member, error) {
+			var m countersign.Member
+			var created int64
+			err := r.Scan(&m.ApproverID, &m.Username, &m.Role, &created)
+			m.CreatedAt = fromNanos(created)
+			return &m, err
+		}, `SELECT a.id, a.username, m.role, m.created_at FROM memberships m JOIN approvers a ON a.id = m.approver_id
+			WHERE m.account_id = $1 ORDER BY a.username`, accountID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	if out == nil {
+		out = []*countersign.Member{}
+	}
+	return out, nil
 }

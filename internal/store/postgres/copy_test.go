@@ -39,8 +39,8 @@ func populate(t *testing.T, s countersign.Store) {
 	must(s.CreateAccount(ctx, other))
 	alice := &countersign.Approver{Username: "alice", PasswordHash: "$argon2id$x", CreatedAt: at(3)}
 	must(s.CreateApprover(ctx, alice))
-	must(s.AddMembership(ctx, alice.ID, acc.ID, at(4)))
-	must(s.AddMembership(ctx, alice.ID, other.ID, at(5)))
+	must(s.AddMembership(ctx, alice.ID, acc.ID, countersign.RoleAdmin, at(4)))
+	must(s.AddMembership(ctx, alice.ID, other.ID, countersign.RoleAdmin, at(5)))
 	key := &countersign.AgentKey{AccountID: acc.ID, Name: "laptop", Hash: "hash-1", Hint: "csk_abcd…", CreatedAt: at(6)}
 	seedKey := &countersign.AgentKey{AccountID: acc.ID, Name: "seed", Hash: "hash-2", Hint: "csk_efgh…", CreatedAt: at(7), SeedSecret: []byte{0, 1, 2, 255}}
 	must(s.CreateAgentKey(ctx, key))
@@ -54,7 +54,7 @@ func populate(t *testing.T, s countersign.Store) {
 	// A passkey used once, and a passkey-only approver with one that never was.
 	bob := &countersign.Approver{Username: "bob", PasswordHash: "", CreatedAt: at(9)}
 	must(s.CreateApprover(ctx, bob))
-	must(s.AddMembership(ctx, bob.ID, acc.ID, at(9)))
+	must(s.AddMembership(ctx, bob.ID, acc.ID, countersign.RoleAdmin, at(9)))
 	for i, pk := range []*countersign.Passkey{
 		{ID: "pk_alice", ApproverID: alice.ID, CredentialID: []byte{1, 2, 3, 0, 255}, PublicKey: []byte("cose-key"), SignCount: 7,
 			AAGUID: make([]byte, 16), Transports: []string{"internal", "hybrid"}, Flags: 0x1d, Name: "laptop"},

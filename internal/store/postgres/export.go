@@ -27,7 +27,7 @@ var exportQueries = []struct {
 			a, err := scanApprover(r)
 			return countersign.Record{Approver: a}, err
 		}},
-	{"memberships", `SELECT approver_id, account_id, created_at FROM memberships ORDER BY created_at, approver_id, account_id`,
+	{"memberships", `SELECT approver_id, account_id, created_at, role FROM memberships ORDER BY created_at, approver_id, account_id`,
 		scanMembership},
 	{"agent keys", `SELECT ` + agentKeyColumns + ` FROM agent_keys ORDER BY created_at, id`,
 		func(r pgx.Row) (countersign.Record, error) {
@@ -110,7 +110,7 @@ var exportQueries = []struct {
 func scanMembership(r pgx.Row) (countersign.Record, error) {
 	var m countersign.Membership
 	var created int64
-	err := r.Scan(&m.ApproverID, &m.AccountID, &created)
+	err := r.Scan(&m.ApproverID, &m.AccountID, &created, &m.Role)
 	m.CreatedAt = fromNanos(created)
 	return countersign.Record{Membership: &m}, err
 }
@@ -280,8 +280,8 @@ func queueRecord(b *pgx.Batch, rec countersign.Record) error {
 			a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt))
 	case rec.Membership != nil:
 		m := rec.Membership
-		b.Queue(`INSERT INTO memberships (approver_id, account_id, created_at) VALUES ($1, $2, $3)`,
-			m.ApproverID, m.AccountID, nanos(m.CreatedAt))
+		b.Queue(`INSERT INTO memberships (approver_id, account_id, created_at, role) VALUES ($1, $2, $3, $4)`,
+			m.ApproverID, m.AccountID, nanos(m.CreatedAt), string(m.ImportedRole()))
 	case rec.AgentKey != nil:
 		k := rec.AgentKey
 		b.Queue(`INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,

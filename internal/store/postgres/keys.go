@@ -182,13 +182,14 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 	var t *countersign.ApproverToken
 	var a countersign.Approver
 	var aCreated int64
+	var role countersign.Role
 	err := db.read(ctx, func(q querier) (err error) {
 		t, err = scanApproverToken(q.QueryRow(ctx, `
-			SELECT `+approverTokenColumns+`, a.id, a.username, a.password_hash, a.created_at
+			SELECT `+approverTokenColumns+`, a.id, a.username, a.password_hash, a.created_at, m.role
 			FROM approver_tokens t JOIN approvers a ON a.id = t.approver_id
 			JOIN memberships m ON m.approver_id = t.approver_id AND m.account_id = t.account_id
 			WHERE t.hash = $1 LIMIT 1`, hash),
-			&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+			&a.ID, &a.Username, &a.PasswordHash, &aCreated, &role)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -197,6 +198,7 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 		return nil, nil, fmt.Errorf("read approver token: %w", err)
 	}
 	a.CreatedAt = fromNanos(aCreated)
+	t.Role = role
 	return t, &a, nil
 }
 

@@ -87,7 +87,7 @@ func setUp(t *testing.T, s countersign.Store) credentials {
 	if err := s.CreateApprover(ctx, ap); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddMembership(ctx, ap.ID, acc.ID, time.Now().UTC()); err != nil {
+	if err := s.AddMembership(ctx, ap.ID, acc.ID, countersign.RoleAdmin, time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
 	_, token, err := admin.CreateApproverToken(ctx, "alice", "acme", "cli")

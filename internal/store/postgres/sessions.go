@@ -53,14 +53,15 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 	var s *countersign.Session
 	var a countersign.Approver
 	var aCreated int64
+	var role countersign.Role
 	err := db.read(ctx, func(q querier) (err error) {
 		s, err = scanSession(q.QueryRow(ctx, `
-			SELECT `+sessionColumns+`, a.id, a.username, a.password_hash, a.created_at
+			SELECT `+sessionColumns+`, a.id, a.username, a.password_hash, a.created_at, m.role
 			FROM sessions s
 			JOIN approvers a ON a.id = s.approver_id
 			JOIN memberships m ON m.approver_id = s.approver_id AND m.account_id = s.account_id
 			WHERE s.hash = $1 AND s.expires_at > $2`, hash, nanos(now)),
-			&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+			&a.ID, &a.Username, &a.PasswordHash, &aCreated, &role)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -69,6 +70,7 @@ func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*c
 		return nil, nil, fmt.Errorf("read session: %w", err)
 	}
 	a.CreatedAt = fromNanos(aCreated)
+	s.Role = role
 	return s, &a, nil
 }
 

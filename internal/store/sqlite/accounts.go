@@ -111,14 +111,17 @@ func (db *DB) ApproverByUsername(ctx context.Context, username string) (*counter
 	return &a, nil
 }
 
-// AddMembership makes an approver a member of an account; adding an
-// existing membership is not an error. Errors: ENOTFOUND when the approver
-// or the account does not exist.
-func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, at time.Time) error {
+// AddMembership makes an approver a member of an account with a role;
+// adding an existing membership is not an error and keeps its role.
+// Errors: ENOTFOUND when the approver or the account does not exist.
+func (db *DB) AddMembership(ctx context.Context, approverID, accountID string, role countersign.Role, at time.Time) error {
+	if _, err := countersign.ParseRole(string(role)); err != nil {
+		return err
+	}
 	_, err := db.configExec(ctx, `
-		INSERT INTO memberships (approver_id, account_id, created_at) VALUES (?, ?, ?)
+		INSERT INTO memberships (approver_id, account_id, role, created_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (approver_id, account_id) DO NOTHING`,
-		approverID, accountID, nanos(at))
+		approverID, accountID, string(role), nanos(at))
 	if isForeignKey(err) {
 		return countersign.NotFound("approver or account")
 	} else if err != nil {
@@ -146,6 +149,49 @@ func (db *DB) Memberships(ctx context.Context, approverID string) ([]string, err
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list memberships: %w", err)
+	}
+	return out, nil
+}
+
+// SetRole implements countersign.Store.
+func (db *DB) SetRole(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	if _, err := countersign.ParseRole(string(role)); err != nil {
+		return err
+	}
+	res, err := db.configExec(ctx, `UPDATE memberships SET role = ? WHERE approver_id = ? AND account_id = ?`,
+		string(role), approverID, accountID)
+	if err != nil {
+		return fmt.Errorf("set role: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("set role: %w", err)
+	} else if n == 0 {
+		return countersign.ErrNotMember()
+	}
+	return nil
+}
+
+// Members implements countersign.Store.
+func (db *DB) Members(ctx context.Context, accountID string) ([]*countersign.Member, error) {
+	rows, err := db.read.QueryContext(ctx, `
+		SELECT a.id, a.username, m.role, m.created_at FROM memberships m JOIN approvers a ON a.id = m.approver_id
+		WHERE m.account_id = ? ORDER BY a.username`, accountID)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	defer rows.Close()
+	out := []*countersign.Member{}
+	for rows.Next() {
+		var m countersign.Member
+		var created int64
+		if err := rows.Scan(&m.ApproverID, &m.Username, &m.Role, &created); err != nil {
+			return nil, fmt.Errorf("list members: %w", err)
+		}
+		m.CreatedAt = fromNanos(created)
+		out = append(out, &m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
 	}
 	return out, nil
 }

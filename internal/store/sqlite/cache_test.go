@@ -45,7 +45,7 @@ func newCacheFixture(t *testing.T) *cacheFixture {
 		f.db.CreateAccount(ctx, f.account),
 		f.db.CreateAgentKey(ctx, f.key),
 		f.db.CreateApprover(ctx, f.approver),
-		f.db.AddMembership(ctx, f.approver.ID, f.account.ID, now),
+		f.db.AddMembership(ctx, f.approver.ID, f.account.ID, countersign.RoleAdmin, now),
 		f.db.CreateApproverToken(ctx, f.token),
 		f.db.CreateChannel(ctx, f.channel),
 	} {

@@ -42,11 +42,11 @@ var exportQueries = []struct {
 			a.CreatedAt = fromNanos(created)
 			return countersign.Record{Approver: &a}, err
 		}},
-	{"memberships", `SELECT approver_id, account_id, created_at FROM memberships ORDER BY created_at, approver_id, account_id`,
+	{"memberships", `SELECT approver_id, account_id, created_at, role FROM memberships ORDER BY created_at, approver_id, account_id`,
 		func(s scanner) (countersign.Record, error) {
 			var m countersign.Membership
 			var created int64
-			err := s.Scan(&m.ApproverID, &m.AccountID, &created)
+			err := s.Scan(&m.ApproverID, &m.AccountID, &created, &m.Role)
 			m.CreatedAt = fromNanos(created)
 			return countersign.Record{Membership: &m}, err
 		}},
@@ -283,8 +283,8 @@ func recordInsert(rec countersign.Record) (string, []any, error) {
 			[]any{a.ID, a.Username, a.PasswordHash, nanos(a.CreatedAt)}, nil
 	case rec.Membership != nil:
 		m := rec.Membership
-		return `INSERT INTO memberships (approver_id, account_id, created_at) VALUES (?, ?, ?)`,
-			[]any{m.ApproverID, m.AccountID, nanos(m.CreatedAt)}, nil
+		return `INSERT INTO memberships (approver_id, account_id, created_at, role) VALUES (?, ?, ?, ?)`,
+			[]any{m.ApproverID, m.AccountID, nanos(m.CreatedAt), string(m.ImportedRole())}, nil
 	case rec.AgentKey != nil:
 		k := rec.AgentKey
 		return `INSERT INTO agent_keys (` + agentKeyColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -191,12 +191,12 @@ func (db *DB) approverTokenByHash(ctx context.Context, hash string) (*countersig
 	var tCreated, tRevoked, aCreated int64
 	err := db.read.QueryRowContext(ctx, `
 		SELECT t.id, t.approver_id, t.account_id, t.name, t.hash, t.hint, t.created_at, t.revoked_at,
-		       a.id, a.username, a.password_hash, a.created_at
+		       a.id, a.username, a.password_hash, a.created_at, m.role
 		FROM approver_tokens t JOIN approvers a ON a.id = t.approver_id
 		JOIN memberships m ON m.approver_id = t.approver_id AND m.account_id = t.account_id
 		WHERE t.hash = ?`, hash).
 		Scan(&t.ID, &t.ApproverID, &t.AccountID, &t.Name, &t.Hash, &t.Hint, &tCreated, &tRevoked,
-			&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+			&a.ID, &a.Username, &a.PasswordHash, &aCreated, &t.Role)
 	if err == sql.ErrNoRows {
 		return nil, nil, countersign.NotFound("approver token")
 	} else if err != nil {

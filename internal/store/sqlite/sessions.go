@@ -44,19 +44,21 @@ func scanSession(s scanner, extra ...any) (*countersign.Session, error) {
 func (db *DB) SessionByHash(ctx context.Context, hash string, now time.Time) (*countersign.Session, *countersign.Approver, error) {
 	var a countersign.Approver
 	var aCreated int64
+	var role countersign.Role
 	s, err := scanSession(db.read.QueryRowContext(ctx, `
-		SELECT `+sessionColumns+`, a.id, a.username, a.password_hash, a.created_at
+		SELECT `+sessionColumns+`, a.id, a.username, a.password_hash, a.created_at, m.role
 		FROM sessions s
 		JOIN approvers a ON a.id = s.approver_id
 		JOIN memberships m ON m.approver_id = s.approver_id AND m.account_id = s.account_id
 		WHERE s.hash = ? AND s.expires_at > ?`, hash, nanos(now)),
-		&a.ID, &a.Username, &a.PasswordHash, &aCreated)
+		&a.ID, &a.Username, &a.PasswordHash, &aCreated, &role)
 	if err == sql.ErrNoRows {
 		return nil, nil, countersign.NotFound("session")
 	} else if err != nil {
 		return nil, nil, fmt.Errorf("read session: %w", err)
 	}
 	a.CreatedAt = fromNanos(aCreated)
+	s.Role = role
 	return s, &a, nil
 }
 

@@ -129,7 +129,7 @@ func testApprovers(t *testing.T, open Opener) {
 		t.Fatalf("Memberships before any: %v, %v; want none", ids, err)
 	}
 	for _, acc := range []*countersign.Account{acc1, acc2, acc1} {
-		if err := s.AddMembership(ctx, a.ID, acc.ID, Base); err != nil {
+		if err := s.AddMembership(ctx, a.ID, acc.ID, countersign.RoleAdmin, Base); err != nil {
 			t.Fatalf("AddMembership(%s): %v", acc.Name, err)
 		}
 	}
@@ -141,7 +141,7 @@ func testApprovers(t *testing.T, open Opener) {
 	want := []string{acc1.ID, acc2.ID}
 	slices.Sort(want)
 	same(t, "Memberships", ids, want)
-	wantCode(t, "AddMembership to a missing account", s.AddMembership(ctx, a.ID, "acc_missing", Base), countersign.ENOTFOUND)
+	wantCode(t, "AddMembership to a missing account", s.AddMembership(ctx, a.ID, "acc_missing", countersign.RoleAdmin, Base), countersign.ENOTFOUND)
 }
 
 func testApproverTokens(t *testing.T, open Opener) {
@@ -151,7 +151,7 @@ func testApproverTokens(t *testing.T, open Opener) {
 	if err := s.CreateApprover(ctx, a); err != nil {
 		t.Fatalf("CreateApprover: %v", err)
 	}
-	if err := s.AddMembership(ctx, a.ID, acc.ID, Base); err != nil {
+	if err := s.AddMembership(ctx, a.ID, acc.ID, countersign.RoleAdmin, Base); err != nil {
 		t.Fatalf("AddMembership: %v", err)
 	}
 	secret := countersign.NewSecret(countersign.ApproverTokenPrefix)
@@ -166,6 +166,7 @@ func testApproverTokens(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatalf("ApproverTokenByHash: %v", err)
 	}
+	tok.Role = countersign.RoleAdmin // read from the membership
 	same(t, "ApproverTokenByHash token", gotTok, tok)
 	same(t, "ApproverTokenByHash approver", gotApr, a)
 	if gotTok.Revoked() {
@@ -202,4 +203,85 @@ func testApproverTokens(t *testing.T, open Opener) {
 	}
 	_, _, err = s.ApproverTokenByHash(ctx, tok.Hash)
 	wantCode(t, "ApproverTokenByHash after RemoveMembership", err, countersign.ENOTFOUND)
+}
+
+// testRoles: a membership's role is stored, read with the sessions and
+// tokens of the account (not of another), changed by SetRole at once
+// (however the store caches tokens), and listed by Members; a role that is
+// not one, and a change for a non-member, change nothing.
+func testRoles(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc, other := mustAccount(t, s, "one"), mustAccount(t, s, "two")
+	a := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "vera", PasswordHash: "h", CreatedAt: Base}
+	if err := s.CreateApprover(ctx, a); err != nil {
+		t.Fatalf("CreateApprover: %v", err)
+	}
+	b := approverIn(t, s, "ann", acc)
+	if err := s.AddMembership(ctx, a.ID, acc.ID, countersign.RoleViewer, Base); err != nil {
+		t.Fatalf("AddMembership viewer: %v", err)
+	}
+	if err := s.AddMembership(ctx, a.ID, other.ID, countersign.RoleApprover, Base); err != nil {
+		t.Fatalf("AddMembership approver: %v", err)
+	}
+	// Adding again keeps the role.
+	if err := s.AddMembership(ctx, a.ID, acc.ID, countersign.RoleAdmin, Base); err != nil {
+		t.Fatalf("AddMembership again: %v", err)
+	}
+	wantCode(t, "AddMembership with no role", s.AddMembership(ctx, b.ID, other.ID, "", Base), countersign.EINVALID)
+	wantCode(t, "AddMembership with an unknown role", s.AddMembership(ctx, b.ID, other.ID, "owner", Base), countersign.EINVALID)
+
+	secret := countersign.NewSecret(countersign.ApproverTokenPrefix)
+	tok := &countersign.ApproverToken{ID: countersign.NewID("tok_"), ApproverID: a.ID, AccountID: acc.ID, Name: "cli",
+		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: Base}
+	if err := s.CreateApproverToken(ctx, tok); err != nil {
+		t.Fatalf("CreateApproverToken: %v", err)
+	}
+	sessOne, sessTwo := newSession(t, s, a, acc, Base), newSession(t, s, a, other, Base)
+	wantRoles := func(what string, one, two countersign.Role) {
+		t.Helper()
+		if got, _, err := s.SessionByHash(ctx, sessOne.Hash, Base); err != nil || got.Role != one {
+			t.Errorf("%s: the session of account one reads role %q (%v), want %s", what, roleOf(got), err, one)
+		}
+		if got, _, err := s.SessionByHash(ctx, sessTwo.Hash, Base); err != nil || got.Role != two {
+			t.Errorf("%s: the session of account two reads role %q (%v), want %s", what, roleOf(got), err, two)
+		}
+		if got, _, err := s.ApproverTokenByHash(ctx, tok.Hash); err != nil || got.Role != one {
+			t.Errorf("%s: the token of account one reads role %q (%v), want %s", what, tokRole(got), err, one)
+		}
+	}
+	wantRoles("as added", countersign.RoleViewer, countersign.RoleApprover)
+	if err := s.SetRole(ctx, a.ID, acc.ID, countersign.RoleAdmin); err != nil {
+		t.Fatalf("SetRole: %v", err)
+	}
+	wantRoles("after SetRole", countersign.RoleAdmin, countersign.RoleApprover)
+	wantCode(t, "SetRole of a non-member", s.SetRole(ctx, b.ID, other.ID, countersign.RoleAdmin), countersign.ENOTFOUND)
+	wantCode(t, "SetRole to an unknown role", s.SetRole(ctx, a.ID, acc.ID, "root"), countersign.EINVALID)
+	wantRoles("after refused changes", countersign.RoleAdmin, countersign.RoleApprover)
+
+	members, err := s.Members(ctx, acc.ID)
+	if err != nil {
+		t.Fatalf("Members: %v", err)
+	}
+	var got []string
+	for _, m := range members {
+		got = append(got, m.Username+":"+string(m.Role))
+	}
+	same(t, "Members", got, []string{"ann:admin", "vera:admin"})
+	if members, err := s.Members(ctx, "acc_missing"); err != nil || len(members) != 0 {
+		t.Errorf("Members of a missing account: %v, %v; want none", members, err)
+	}
+}
+
+func roleOf(s *countersign.Session) countersign.Role {
+	if s == nil {
+		return ""
+	}
+	return s.Role
+}
+
+func tokRole(t *countersign.ApproverToken) countersign.Role {
+	if t == nil {
+		return ""
+	}
+	return t.Role
 }

@@ -16,7 +16,7 @@ func approverIn(t *testing.T, s countersign.Store, name string, accounts ...*cou
 		t.Fatalf("CreateApprover: %v", err)
 	}
 	for _, acc := range accounts {
-		if err := s.AddMembership(t.Context(), a.ID, acc.ID, Base); err != nil {
+		if err := s.AddMembership(t.Context(), a.ID, acc.ID, countersign.RoleAdmin, Base); err != nil {
 			t.Fatalf("AddMembership: %v", err)
 		}
 	}
@@ -50,6 +50,7 @@ func testSessions(t *testing.T, open Opener) {
 	if err != nil {
 		t.Fatalf("SessionByHash: %v", err)
 	}
+	first.Role = countersign.RoleAdmin // read from the membership
 	same(t, "SessionByHash", got, first)
 	if ap.ID != alice.ID || ap.Username != "alice" {
 		t.Errorf("SessionByHash approver = %+v", ap)

@@ -40,6 +40,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Accounts", testAccounts},
 		{"AgentKeys", testAgentKeys},
 		{"Approvers", testApprovers},
+		{"Roles", testRoles},
 		{"ApproverTokens", testApproverTokens},
 		{"RequestRoundTrip", testRequestRoundTrip},
 		{"Dedupe", testDedupe},

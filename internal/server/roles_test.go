@@ -1,0 +1,73 @@
+package server_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+)
+
+// TestViewerSeesAndDecidesNothing: a viewer of an account sees its
+// requests in the inbox and on their pages, with no decision offered; a
+// decision from a viewer's browser or API token is refused with a clear
+// error and changes nothing; an approver of the same account decides.
+func TestViewerSeesAndDecidesNothing(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	e.world.Approver("vic", "acme")
+	if err := e.admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	e.world.Approver("apu", "acme")
+	if err := e.admin.SetRole(e.ctx, "acme", "apu", countersign.RoleApprover); err != nil {
+		t.Fatal(err)
+	}
+	r := e.create(e.agentA, ibTool("s1"))
+
+	vic := e.signIn("vic")
+	inbox := e.get("/approvals", e.as(vic.id)).want(t, "a viewer's inbox", http.StatusOK)
+	if !strings.Contains(inbox.body, "View "+r.Reference[:3]) {
+		t.Errorf("a viewer's inbox does not offer to view %s:\n%s", r.Reference, inbox.body)
+	}
+	page := e.get("/approvals/"+r.ID, e.as(vic.id)).want(t, "a viewer's request page", http.StatusOK)
+	if strings.Contains(page.body, `name="decision"`) || !strings.Contains(page.body, "You are a viewer of this account") {
+		t.Errorf("a viewer's request page offers a decision or does not say why not:\n%s", page.body)
+	}
+	for _, d := range []string{"approve", "deny", "stop"} {
+		got := e.decide(vic, r.ID, url.Values{"decision": {d}})
+		if got.status != http.StatusForbidden || !strings.Contains(got.body, "your role in this account is viewer") {
+			t.Errorf("a viewer's %s from the browser: status %d, want 403 saying why:\n%s", d, got.status, got.body)
+		}
+	}
+	viewer := client.New(e.base, e.world.Token("vic", "acme"))
+	if list, err := viewer.List(e.ctx, "pending", 10); err != nil || len(list) != 1 {
+		t.Errorf("a viewer's token lists %d pending requests (%v), want 1", len(list), err)
+	}
+	_, err := viewer.Decide(e.ctx, r.ID, client.Decision{Decision: "approve"})
+	if err == nil || !strings.Contains(errText(err), "viewer") {
+		t.Errorf("a viewer's token approving: %v, want forbidden", err)
+	}
+	e.wantStatus("after a viewer's decisions", r.ID, countersign.StatusPending)
+
+	apu := client.New(e.base, e.world.Token("apu", "acme"))
+	if got, err := apu.Decide(e.ctx, r.ID, client.Decision{Decision: "approve"}); err != nil || got.Status != "approved" {
+		t.Fatalf("an approver approving: %v, %v", got, err)
+	}
+	// A viewer made approver decides at once, with the same session.
+	r2 := e.create(e.agentA, ibTool("s1"))
+	if err := e.admin.SetRole(e.ctx, "acme", "vic", countersign.RoleApprover); err != nil {
+		t.Fatal(err)
+	}
+	e.decide(vic, r2.ID, url.Values{"decision": {"deny"}}).want(t, "a former viewer's deny", http.StatusSeeOther)
+	e.wantStatus("after the former viewer's deny", r2.ID, countersign.StatusDenied)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
