@@ -98,6 +98,9 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	if code, ok := floorMain(args, stdout, stderr); ok {
+		return code
+	}
 	var o options
 	fs := flag.NewFlagSet("countersign-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
