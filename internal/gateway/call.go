@@ -148,33 +148,32 @@ func (g *Gateway) confirmed(ctx context.Context, req *mcp.CallToolRequest, e *to
 	return g.settle(ctx, req, e, p, c, g.hold(ctx, req, p, t), false)
 }
 
-// pendingCall builds the binding of a call: canonical arguments, the
-// trusted preview, and their hashes.
+// pendingCall builds the binding of a call (approval.Bind): canonical
+// arguments, the trusted preview with the uploads the call names, and
+// their hashes.
 func (g *Gateway) pendingCall(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal) (*pendingCall, error) {
-	args, err := approval.Canonical(req.Params.Arguments)
-	if errors.Is(err, approval.ErrInexactNumber) {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments hold " + approval.ErrInexactNumber.Error()}
-	} else if err != nil {
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments are not valid JSON (or repeat a key)"}
-	}
 	// The preview shows the arguments as sent, which is what runs: the
 	// canonical form (of the hash) writes numbers as doubles, and a large
 	// integer would show rounded. Duplicate keys, which could show one value
 	// and run another, are refused by the canonicalisation.
 	shown := json.RawMessage(req.Params.Arguments)
 	if len(shown) == 0 {
-		shown = args
+		shown = json.RawMessage("{}")
 	}
-	c := &pendingCall{Tool: e.name, Args: args, ArgsHash: approval.Hash(args),
-		Preview: Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown),
-		Tier:    e.tier.Fact(), Reasons: []string{approval.TierReason(e.tier.Fact())}}
 	// The uploads it names, by kind, size and SHA-256 (fileargs.go).
 	_, ups, err := g.uploadsOf(ctx, req, p, e, req.Params.Arguments)
 	if err != nil {
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: describe(err)}
 	}
-	c.Preview += uploadFacts(ups)
-	c.PreviewHash = approval.Hash([]byte(c.Preview))
+	preview := Preview(e.name, e.up.cfg.Name, e.tool.Name, e.info(), e.tier, shown) + uploadFacts(ups)
+	b, err := approval.Bind(e.name, req.Params.Arguments, preview)
+	if errors.Is(err, approval.ErrInexactNumber) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments hold " + approval.ErrInexactNumber.Error()}
+	} else if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the arguments are not valid JSON (or repeat a key)"}
+	}
+	c := &pendingCall{Tool: e.name, Args: b.Args, ArgsHash: b.ArgsHash, Preview: b.Preview, PreviewHash: b.PreviewHash,
+		Tier: e.tier.Fact(), Reasons: []string{approval.TierReason(e.tier.Fact())}}
 	if req.Session != nil {
 		c.SessionID = req.Session.ID()
 	}
