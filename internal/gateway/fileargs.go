@@ -44,13 +44,14 @@ type namedUpload struct {
 // uploadsOf finds the uploads a call names in its file arguments: each
 // must be the caller's own and of a purpose the argument takes. Another
 // principal's upload answers as an unknown one.
-func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry, raw json.RawMessage) (map[string]json.RawMessage, []namedUpload, error) {
-	fa := g.fileArgsOf(e)
+func (g *Gateway) uploadsOf(ctx context.Context, c *ToolCall) (map[string]json.RawMessage, []namedUpload, error) {
+	req, p := c.Request, c.Principal
+	fa := g.fileArgsOf(c.e)
 	if len(fa) == 0 {
 		return nil, nil, nil
 	}
 	var args map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &args); err != nil {
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 		return nil, nil, nil // not an object: the upstream answers it
 	}
 	var out []namedUpload
@@ -73,7 +74,7 @@ func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Pri
 			}
 		}
 		if err != nil {
-			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(describe(err), "."), UploadTool)
+			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(Describe(err), "."), UploadTool)
 		}
 		if !slices.Contains(f.Purposes, rec.Purpose) {
 			return nil, nil, countersign.Errorf(countersign.EINVALID, "the argument %s takes a file for %s, but upload %s is for %s. Ask for an upload of the right purpose with %s",
@@ -84,28 +85,14 @@ func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Pri
 	return args, out, nil
 }
 
-// uploadFacts is what the human approving a call sees of its uploads:
-// kind, size and SHA-256, part of the preview and so of the binding, so
-// that a different file is a different call.
-func uploadFacts(ups []namedUpload) string {
-	if len(ups) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("\n\nFiles uploaded by the user:")
-	for _, u := range ups {
-		fmt.Fprintf(&b, "\n  %s: upload %s, %s, %d bytes, SHA-256 %s", u.arg, u.rec.Reference, u.rec.MIME, u.rec.Size, u.rec.SHA256)
-	}
-	return b.String()
-}
-
 // substitute gives the upstream the bytes of the uploads a call names, as
 // the configuration says: a path to a decrypted copy in a private folder
 // (removed by the returned function when the call ends), base64 or a data
 // URI. Arguments that name no upload go on as they are.
-func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry) (json.RawMessage, func(), error) {
-	raw := req.Params.Arguments
-	args, ups, err := g.uploadsOf(ctx, req, p, e, raw)
+func (g *Gateway) substitute(ctx context.Context, c *ToolCall) (json.RawMessage, func(), error) {
+	raw, p, e := c.Request.Params.Arguments, c.Principal, c.e
+	f := c.uploads(ctx)
+	args, ups, err := f.args, f.ups, f.err
 	if err != nil || len(ups) == 0 {
 		return raw, func() {}, err
 	}
@@ -122,7 +109,7 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 		}
 		if err != nil {
 			cleanup()
-			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, describe(err))
+			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, Describe(err))
 		}
 		var v string
 		switch u.as.As {
@@ -169,20 +156,20 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 // than the configured size) by a download link of the caller's account.
 // What does not fit is dropped, and the result says so: nothing is
 // evicted.
-func (g *Gateway) keepFiles(ctx context.Context, p Principal, e *toolEntry, res *mcp.CallToolResult) *mcp.CallToolResult {
+func (g *Gateway) keepFiles(ctx context.Context, call *ToolCall, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if g.xfer == nil || res == nil {
 		return res
 	}
 	var out []mcp.Content
 	changed := false
 	for _, c := range res.Content {
-		name, mime, data, ok := g.fileOf(c)
+		f, ok := g.fileOf(c)
 		if !ok {
 			out = append(out, c)
 			continue
 		}
 		changed = true
-		out = append(out, g.keep(ctx, p, e, name, mime, data))
+		out = append(out, g.keep(ctx, call, f))
 	}
 	if !changed {
 		return res
@@ -192,49 +179,57 @@ func (g *Gateway) keepFiles(ctx context.Context, p Principal, e *toolEntry, res 
 	return &cp
 }
 
+// resultFile is a file of a tool's result.
+type resultFile struct {
+	name, mime string
+	data       []byte
+}
+
 // fileOf tells whether a content item is a file to keep.
-func (g *Gateway) fileOf(c mcp.Content) (name, mime string, data []byte, ok bool) {
+func (g *Gateway) fileOf(c mcp.Content) (resultFile, bool) {
 	over := int(g.xfer.over)
 	switch c := c.(type) {
 	case *mcp.EmbeddedResource:
 		r := c.Resource
 		if r == nil {
-			return "", "", nil, false
+			return resultFile{}, false
 		}
-		name = filepath.Base(r.URI)
+		name := filepath.Base(r.URI)
 		if r.Blob != nil {
-			return name, r.MIMEType, r.Blob, true
+			return resultFile{name, r.MIMEType, r.Blob}, true
 		}
 		if len(r.Text) > over {
-			return name, r.MIMEType, []byte(r.Text), true
+			return resultFile{name, r.MIMEType, []byte(r.Text)}, true
 		}
 	case *mcp.ImageContent:
 		if len(c.Data) > over {
-			return "image", c.MIMEType, c.Data, true
+			return resultFile{"image", c.MIMEType, c.Data}, true
 		}
 	case *mcp.AudioContent:
 		if len(c.Data) > over {
-			return "audio", c.MIMEType, c.Data, true
+			return resultFile{"audio", c.MIMEType, c.Data}, true
 		}
 	case *mcp.TextContent:
 		if len(c.Text) > over {
-			return "text.txt", "text/plain; charset=utf-8", []byte(c.Text), true
+			return resultFile{"text.txt", "text/plain; charset=utf-8", []byte(c.Text)}, true
 		}
 	}
-	return "", "", nil, false
+	return resultFile{}, false
 }
 
-// keep stores one file and returns what the model gets instead.
-func (g *Gateway) keep(ctx context.Context, p Principal, e *toolEntry, name, mime string, data []byte) mcp.Content {
-	size := len(data)
-	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), name, safeMIME(mime), data)
+// keep stores one file of the result of c and returns what the model gets
+// instead.
+func (g *Gateway) keep(ctx context.Context, c *ToolCall, f resultFile) mcp.Content {
+	p := c.Principal
+	size := len(f.data)
+	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), f.name, safeMIME(f.mime), f.data)
 	if err == nil {
 		// A file the audit log does not hold is dropped.
 		err = g.xfer.store.AuditKept(ctx, rec, p.ID)
 	}
 	if err != nil {
 		return &mcp.TextContent{Text: fmt.Sprintf("download_failed: %s returned a file of %d bytes, which countersign could not keep: %s. "+
-			"Tell the user; the file is not available here.", e.name, size, describe(err))}
+			"Tell the user; the file is not available here.", c.Tool.Name, size, Describe(err))}
 	}
 	link := g.xfer.public + "/files/" + rec.ID
 	body, _ := json.Marshal(map[string]string{"url": link, "reference": rec.Reference,

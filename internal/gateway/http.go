@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/url"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -21,17 +18,6 @@ const MaxBody = 4 << 20
 
 // principalKey holds the Principal in a bearer token's TokenInfo.
 const principalKey = "countersign_principal"
-
-// NewForServer returns the gateway of countersign serve: approvals go to
-// the service in process, the inbox is under publicURL, and request states
-// are sealed under stateKey (a server key every replica shares).
-func NewForServer(cfg *Config, svc *approval.Service, publicURL *url.URL, stateKey []byte, log *slog.Logger) (*Gateway, error) {
-	if len(stateKey) < 32 {
-		return nil, fmt.Errorf("the MCP request state key must have 32 bytes")
-	}
-	elicits := func(p Principal) bool { return cfg.PolicyFor(p).ElicitationDecides }
-	return newGateway(options{cfg: cfg, approvals: &serviceApprovals{svc: svc, inbox: publicURL, elicits: elicits}, stateKey: stateKey, log: log})
-}
 
 // AgentVerifier authenticates an agent key.
 type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, error)

@@ -19,6 +19,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -54,7 +55,7 @@ func (h *harness) stdioGatewayHold(key string, hold time.Duration) (*gateway.Gat
 	cfg := gateway.NewConfig()
 	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(h.t, "notes", logFile)}
-	g, err := gateway.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
+	g, err := confirm.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestStdioServerDown(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "down.log")
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
-	g, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +192,7 @@ type standalone struct {
 // standaloneOptions opens a standalone gateway's store in dir, as
 // countersign mcp does, and puts it and the pages' directory in o. The
 // store closes after the gateway: cleanups run last registered first.
-func standaloneOptions(t *testing.T, dir string, o gateway.StandaloneOptions) gateway.StandaloneOptions {
+func standaloneOptions(t *testing.T, dir string, o confirm.StandaloneOptions) confirm.StandaloneOptions {
 	t.Helper()
 	store, err := sqlite.Open(t.Context(), filepath.Join(dir, "countersign.db"))
 	if err != nil {
@@ -214,7 +215,7 @@ func newStandaloneHold(t *testing.T, hold time.Duration) *standalone {
 	cfg := gateway.NewConfig()
 	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", s.logFile)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, s.dir, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
+	g, closeG, err := confirm.NewStandalone(t.Context(), cfg, standaloneOptions(t, s.dir, confirm.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
 		Open: func(u string) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -507,11 +508,11 @@ func TestStdioKeys(t *testing.T) {
 	t.Parallel()
 	cfg := gateway.NewConfig()
 	cfg.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
-	if _, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
+	if _, err := confirm.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "this gateway's one key has the [policy]: remove [keys]") {
 		t.Errorf("[keys] with a server: %v", err)
 	}
-	if _, _, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard})); err == nil ||
+	if _, _, err := confirm.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), confirm.StandaloneOptions{Stderr: io.Discard})); err == nil ||
 		!strings.Contains(err.Error(), `[keys."acme/ci"]: no account "acme" has an agent key "ci"`) {
 		t.Errorf("standalone [keys] naming another store's key: %v", err)
 	}
@@ -519,7 +520,7 @@ func TestStdioKeys(t *testing.T) {
 	cfg = gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
 	cfg.Keys["local/mcp-gateway"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard}))
+	g, closeG, err := confirm.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), confirm.StandaloneOptions{Stderr: io.Discard}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -537,7 +538,7 @@ func TestStdioKeys(t *testing.T) {
 // given none refuses to start rather than keep approvals nowhere.
 func TestStandaloneNeedsItsStore(t *testing.T) {
 	t.Parallel()
-	_, _, err := gateway.NewStandalone(t.Context(), gateway.NewConfig(), gateway.StandaloneOptions{Stderr: io.Discard})
+	_, _, err := confirm.NewStandalone(t.Context(), gateway.NewConfig(), confirm.StandaloneOptions{Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "needs its store") {
 		t.Errorf("NewStandalone without a store: %v", err)
 	}

@@ -1,4 +1,4 @@
-package gateway
+package confirm
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/identity"
 )
 
@@ -19,13 +20,13 @@ import (
 // server: approvals are requests of kind mcp on that server, made with the
 // agent key of c. The server knows the key's id; the gateway binds its
 // request states to a hash of the key instead.
-func NewForClient(cfg *Config, c *client.Client, log *slog.Logger, stderr io.Writer) (*Gateway, error) {
+func NewForClient(cfg *gateway.Config, c *client.Client, log *slog.Logger, stderr io.Writer) (*gateway.Gateway, error) {
 	if len(cfg.Keys) > 0 {
 		return nil, fmt.Errorf("%s[keys] names agent keys of countersign serve or of the standalone gateway; "+
-			"with a server, this gateway's one key has the [policy]: remove [keys]", sourcePrefix(cfg))
+			"with a server, this gateway's one key has the [policy]: remove [keys]", cfg.SourcePrefix())
 	}
-	p := &Principal{ID: "key:" + countersign.HashSecret(c.Credential)[:32]}
-	return newGateway(options{cfg: cfg, approvals: &clientApprovals{c: c}, stateKey: randomKey(), fixed: p, log: log, stderr: stderr})
+	p := &gateway.Principal{ID: "key:" + countersign.HashSecret(c.Credential)[:32]}
+	return build(cfg, &clientApprovals{c: c}, randomKey(), gateway.Options{Fixed: p, Log: log, Stderr: stderr})
 }
 
 // StandaloneOptions are the surroundings of a gateway without a server.
@@ -52,7 +53,7 @@ type StandaloneOptions struct {
 // an elicitation form is the decision, and clients without one get a local
 // approval page on 127.0.0.1, opened with the system's opener. close
 // releases the page; the store stays the caller's.
-func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Gateway, close func(), err error) {
+func NewStandalone(ctx context.Context, cfg *gateway.Config, o StandaloneOptions) (g *gateway.Gateway, close func(), err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -79,9 +80,9 @@ func NewStandalone(ctx context.Context, cfg *Config, o StandaloneOptions) (g *Ga
 	}
 	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
 	go svc.RunSweeper(sweep)
-	p := PrincipalOf(agent)
-	g, err = newGateway(options{cfg: cfg, fixed: &p, stateKey: randomKey(), log: o.Log, stderr: o.Stderr,
-		approvals: &serviceApprovals{svc: svc, decider: "mcp-client", page: page}})
+	p := gateway.PrincipalOf(agent)
+	g, err = build(cfg, &serviceApprovals{svc: svc, decider: "mcp-client", page: page}, randomKey(),
+		gateway.Options{Fixed: &p, Log: o.Log, Stderr: o.Stderr})
 	close = func() {
 		page.close()
 		stopSweep()
