@@ -164,8 +164,8 @@ func newStandalone(ctx context.Context, env *Env, cfg *gateway.Config, log *slog
 		cleanup()
 		return nil, nil, fmt.Errorf("open the gateway's store in %s: %w", dir, err)
 	}
-	g, closeGateway, err := confirm.NewStandalone(ctx, cfg, confirm.StandaloneOptions{
-		Store: store, Pages: filepath.Join(dir, "pages"), Log: log, Stderr: env.Stderr})
+	g, closeGateway, err := StandaloneGateway(ctx, cfg, store, confirm.StandaloneOptions{
+		Pages: filepath.Join(dir, "pages"), Log: log, Stderr: env.Stderr})
 	if err != nil {
 		store.Close()
 		cleanup()

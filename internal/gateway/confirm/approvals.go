@@ -13,8 +13,8 @@ import (
 	"github.com/countersign/countersign/internal/gateway"
 )
 
-// approvalTTL is how long an MCP approval request waits for a human.
-const approvalTTL = 10 * time.Minute
+// ApprovalTTL is how long an MCP approval request waits for a human.
+const ApprovalTTL = 10 * time.Minute
 
 // pendingCall is a call that needs a human, with its binding.
 type pendingCall struct {
@@ -94,7 +94,7 @@ type serviceApprovals struct {
 
 func (s *serviceApprovals) input(c *pendingCall) countersign.CreateInput {
 	return countersign.CreateInput{Kind: countersign.KindMCP, Action: c.Tool, Arguments: c.Args, Preview: c.Preview,
-		RiskReasons: c.Reasons, Tier: c.Tier, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
+		RiskReasons: c.Reasons, Tier: c.Tier, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: ApprovalTTL}
 }
 
 func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, error) {
@@ -234,7 +234,7 @@ func (a *clientApprovals) take(ctx context.Context, _ gateway.Principal, c *pend
 func (a *clientApprovals) input(c *pendingCall) client.CreateInput {
 	return client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
 		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Tier: string(c.Tier), Context: client.Context{SessionID: c.SessionID},
-		TTLSeconds: int(approvalTTL / time.Second)}
+		TTLSeconds: int(ApprovalTTL / time.Second)}
 }
 
 func (a *clientApprovals) decide(context.Context, gateway.Principal, string, bool) (*ticket, error) {

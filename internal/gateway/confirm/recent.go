@@ -46,7 +46,7 @@ func (r *recentAsks) put(p gateway.Principal, c *pendingCall, id string, expires
 		}
 	}
 	// Kept a while past the expiry, to tell a late retry what happened.
-	r.m[recentKey(p, c)] = recentAsk{id: id, expires: expires.Add(approvalTTL)}
+	r.m[recentKey(p, c)] = recentAsk{id: id, expires: expires.Add(ApprovalTTL)}
 }
 
 func (r *recentAsks) forget(p gateway.Principal, c *pendingCall) {

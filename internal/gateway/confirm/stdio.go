@@ -1,7 +1,6 @@
 package confirm
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
-	"github.com/countersign/countersign/internal/identity"
 )
 
 // NewForClient returns the stdio gateway of an agent with a countersign
@@ -29,12 +27,16 @@ func NewForClient(cfg *gateway.Config, c *client.Client, log *slog.Logger, stder
 	return build(cfg, &clientApprovals{c: c}, randomKey(), gateway.Options{Fixed: p, Log: log, Stderr: stderr})
 }
 
-// StandaloneOptions are the surroundings of a gateway without a server.
+// StandaloneOptions are the surroundings of a gateway without a server,
+// which the caller builds (the composition root) and stops after the
+// gateway.
 type StandaloneOptions struct {
-	// Store is the gateway's own store: its account and agent key, the
-	// approvals and their audit log. The caller opens it (main builds
-	// every dependency) and closes it after the gateway.
-	Store countersign.Store
+	// Service is the approval service on the gateway's own store: its
+	// account and agent key, the approvals and their audit log. Its
+	// requests of kind mcp wait ApprovalTTL.
+	Service *approval.Service
+	// Agent is the gateway's own agent key in that store.
+	Agent countersign.Agent
 	// Pages is a private directory for the files that lead the browser
 	// to the local approval page.
 	Pages  string
@@ -49,77 +51,33 @@ type StandaloneOptions struct {
 }
 
 // NewStandalone returns the stdio gateway of an agent without a server
-// (ADR 0003): approvals live in a store of its own (o.Store), the answer to
-// an elicitation form is the decision, and clients without one get a local
-// approval page on 127.0.0.1, opened with the system's opener. close
-// releases the page; the store stays the caller's.
-func NewStandalone(ctx context.Context, cfg *gateway.Config, o StandaloneOptions) (g *gateway.Gateway, close func(), err error) {
+// (ADR 0003): approvals are o.Service's, the answer to an elicitation form
+// is the decision, and clients without one get a local approval page on
+// 127.0.0.1, opened with the system's opener. close releases the page; the
+// service and its store stay the caller's.
+func NewStandalone(cfg *gateway.Config, o StandaloneOptions) (g *gateway.Gateway, close func(), err error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if o.Store == nil || o.Pages == "" {
-		return nil, nil, fmt.Errorf("a standalone gateway needs its store and a directory for its pages")
+	if o.Service == nil || o.Agent.KeyID == "" || o.Pages == "" {
+		return nil, nil, fmt.Errorf("a standalone gateway needs its store, its key there and a directory for its pages")
 	}
-	agent, err := localAgent(ctx, o.Store)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cfg.ResolveKeys(ctx, o.Store); err != nil {
-		return nil, nil, err
-	}
-	hub := approval.NewHub()
-	svc := approval.New(o.Store, nil, hub, approval.Config{TTL: approvalTTL}, o.Log, nil)
 	open := o.Open
 	if open == nil {
 		open = opener(cfg.Opener)
 	}
-	page, err := newLocalPage(svc, agent, open, o.Pages, o.Log)
+	page, err := newLocalPage(o.Service, o.Agent, open, o.Pages, o.Log)
 	if err != nil {
-		hub.Close()
 		return nil, nil, err
 	}
-	sweep, stopSweep := context.WithCancel(context.WithoutCancel(ctx))
-	go svc.RunSweeper(sweep)
-	p := gateway.PrincipalOf(agent)
-	g, err = build(cfg, &serviceApprovals{svc: svc, decider: "mcp-client", page: page}, randomKey(),
+	p := gateway.PrincipalOf(o.Agent)
+	g, err = build(cfg, &serviceApprovals{svc: o.Service, decider: "mcp-client", page: page}, randomKey(),
 		gateway.Options{Fixed: &p, Log: o.Log, Stderr: o.Stderr})
-	close = func() {
-		page.close()
-		stopSweep()
-		hub.Close()
-	}
 	if err != nil {
-		close()
+		page.close()
 		return nil, nil, err
 	}
-	return g, close, nil
-}
-
-// localAgent returns the standalone gateway's own account and agent key,
-// creating them in a new store.
-func localAgent(ctx context.Context, store countersign.Store) (countersign.Agent, error) {
-	const account, name = "local", "mcp-gateway"
-	acc, err := store.AccountByName(ctx, account)
-	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
-		acc, err = (&identity.Admin{Store: store}).CreateAccount(ctx, account)
-	}
-	if err != nil {
-		return countersign.Agent{}, fmt.Errorf("the gateway's account: %w", err)
-	}
-	keys, err := store.AgentKeys(ctx, acc.ID)
-	if err != nil {
-		return countersign.Agent{}, err
-	}
-	for _, k := range keys {
-		if k.Name == name && !k.Revoked() {
-			return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
-		}
-	}
-	k, _, err := (&identity.Admin{Store: store}).CreateAgentKey(ctx, account, name)
-	if err != nil {
-		return countersign.Agent{}, fmt.Errorf("the gateway's key: %w", err)
-	}
-	return countersign.Agent{KeyID: k.ID, AccountID: acc.ID, KeyName: k.Name}, nil
+	return g, page.close, nil
 }
 
 // opener returns the function that opens a file (the local page's) with
