@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -90,65 +91,86 @@ func (g *Gateway) uploadsOf(ctx context.Context, c *ToolCall) (map[string]json.R
 // (removed by the returned function when the call ends), base64 or a data
 // URI. Arguments that name no upload go on as they are.
 func (g *Gateway) substitute(ctx context.Context, c *ToolCall) (json.RawMessage, func(), error) {
-	raw, p, e := c.Request.Params.Arguments, c.Principal, c.e
 	f := c.uploads(ctx)
-	args, ups, err := f.args, f.ups, f.err
-	if err != nil || len(ups) == 0 {
-		return raw, func() {}, err
+	if f.err != nil || len(f.ups) == 0 {
+		return c.Request.Params.Arguments, func() {}, f.err
 	}
-	dir := ""
-	cleanup := func() {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
-	}
-	for _, u := range ups {
-		data, err := u.data, error(nil)
-		if data == nil {
-			data, err = g.xfer.store.Read(u.rec)
+	args := maps.Clone(f.args)
+	copies := &copyDir{}
+	for _, u := range f.ups {
+		v, err := g.passed(u, copies)
+		if err == nil {
+			// The audit log holds every use of an upload before the
+			// upstream gets its bytes.
+			err = g.xfer.store.AuditUsed(ctx, u.rec, c.Principal.ID)
 		}
 		if err != nil {
-			cleanup()
-			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, Describe(err))
-		}
-		var v string
-		switch u.as.As {
-		case "path":
-			if dir == "" {
-				if dir, err = os.MkdirTemp("", copiesPrefix()); err != nil { // 0700
-					return nil, nil, countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
-				}
-			}
-			sub := filepath.Join(dir, u.arg)
-			path := filepath.Join(sub, u.rec.Name)
-			if err = os.Mkdir(sub, 0o700); err == nil {
-				err = os.WriteFile(path, data, 0o600)
-			}
-			if err != nil {
-				cleanup()
-				return nil, nil, countersign.Errorf(countersign.EINTERNAL, "write an upload for the upstream: %v", err)
-			}
-			v = path
-		case "base64":
-			v = base64.StdEncoding.EncodeToString(data)
-		case "datauri":
-			v = "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data)
-		}
-		// The audit log holds every use of an upload before the upstream
-		// gets its bytes.
-		if err := g.xfer.store.AuditUsed(ctx, u.rec, p.ID); err != nil {
-			cleanup()
+			copies.remove()
 			return nil, nil, err
 		}
 		args[u.arg], _ = json.Marshal(v)
-		g.log.Info("upload passed to a tool", "tool", e.name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
+		g.log.Info("upload passed to a tool", "tool", c.Tool.Name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
 	}
 	out, err := json.Marshal(args)
 	if err != nil {
-		cleanup()
+		copies.remove()
 		return nil, nil, err
 	}
-	return out, cleanup, nil
+	return out, copies.remove, nil
+}
+
+// passed is the value of the argument that names u, as the upstream gets
+// it: a path to a copy in copies, base64 or a data URI.
+func (g *Gateway) passed(u namedUpload, copies *copyDir) (string, error) {
+	data := u.data
+	if data == nil {
+		var err error
+		if data, err = g.xfer.store.Read(u.rec); err != nil {
+			return "", countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, Describe(err))
+		}
+	}
+	switch u.as.As {
+	case "path":
+		return copies.write(u.arg, u.rec.Name, data)
+	case "base64":
+		return base64.StdEncoding.EncodeToString(data), nil
+	case "datauri":
+		return "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data), nil
+	}
+	return "", nil
+}
+
+// copyDir is the private folder of one call's decrypted copies, made with
+// the first.
+type copyDir struct{ dir string }
+
+// write puts a copy of an upload named name, for the argument arg, in the
+// folder and returns its path.
+func (d *copyDir) write(arg, name string, data []byte) (string, error) {
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", copiesPrefix()) // 0700
+		if err != nil {
+			return "", countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
+		}
+		d.dir = dir
+	}
+	sub := filepath.Join(d.dir, arg)
+	path := filepath.Join(sub, name)
+	err := os.Mkdir(sub, 0o700)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o600)
+	}
+	if err != nil {
+		return "", countersign.Errorf(countersign.EINTERNAL, "write an upload for the upstream: %v", err)
+	}
+	return path, nil
+}
+
+// remove removes the folder, when the call ends.
+func (d *copyDir) remove() {
+	if d.dir != "" {
+		os.RemoveAll(d.dir)
+	}
 }
 
 // keepFiles replaces, for the model, the files an upstream's result

@@ -317,23 +317,21 @@ func (g *Gateway) filtered(res mcp.Result, pol Policy) mcp.Result {
 	switch list := res.(type) {
 	case *mcp.ListToolsResult:
 		out := *list
-		out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
-		for _, t := range list.Tools {
-			if e, ok := g.catalog.entry(t.Name); ok && pol.Sees(e.tier) {
-				out.Tools = append(out.Tools, t)
-			} else if tier, own := g.ownTool(t.Name); own && pol.Sees(tier) {
-				out.Tools = append(out.Tools, t)
+		out.Tools = seen(list.Tools, pol, func(t *mcp.Tool) (Tier, bool) {
+			if e, ok := g.catalog.entry(t.Name); ok {
+				return e.tier, true
 			}
-		}
+			return g.ownTool(t.Name)
+		})
 		return &out
 	case *mcp.ListResourcesResult:
 		out := *list
-		out.Resources = make([]*mcp.Resource, 0, len(list.Resources))
-		for _, r := range list.Resources {
-			if e, ok := g.catalog.resource(r.URI); ok && pol.Sees(e.tier) {
-				out.Resources = append(out.Resources, r)
+		out.Resources = seen(list.Resources, pol, func(r *mcp.Resource) (Tier, bool) {
+			if e, ok := g.catalog.resource(r.URI); ok {
+				return e.tier, true
 			}
-		}
+			return 0, false
+		})
 		return &out
 	case *mcp.ListPromptsResult:
 		if pol.Sees(TierRead) && !pol.Confirms(TierRead) { // prompts are read tier
@@ -344,15 +342,27 @@ func (g *Gateway) filtered(res mcp.Result, pol Policy) mcp.Result {
 		return &out
 	case *mcp.ListResourceTemplatesResult:
 		out := *list
-		out.ResourceTemplates = make([]*mcp.ResourceTemplate, 0, len(list.ResourceTemplates))
-		for _, t := range list.ResourceTemplates {
-			if e, ok := g.catalog.template(t.URITemplate); ok && pol.Sees(e.tier) {
-				out.ResourceTemplates = append(out.ResourceTemplates, t)
+		out.ResourceTemplates = seen(list.ResourceTemplates, pol, func(t *mcp.ResourceTemplate) (Tier, bool) {
+			if e, ok := g.catalog.template(t.URITemplate); ok {
+				return e.tier, true
 			}
-		}
+			return 0, false
+		})
 		return &out
 	}
 	return res
+}
+
+// seen keeps the items of a list whose tier pol sees; an item without a
+// tier (not exposed) is dropped.
+func seen[T any](items []T, pol Policy, tier func(T) (Tier, bool)) []T {
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if t, ok := tier(it); ok && pol.Sees(t) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // quiet passes on the SDK's warnings and errors, but not its chatter about

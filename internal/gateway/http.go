@@ -28,6 +28,23 @@ type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, 
 // way to send them elicitation/create. A session is bound to the key that
 // opened it, and sessions are bounded per key and in all (sessions.go).
 func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
+	dispatch := g.streamable()
+	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		a, err := verify(ctx, token)
+		if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, countersign.ErrorMessage(err))
+		} else if err != nil {
+			return nil, errors.New("internal error")
+		}
+		return &auth.TokenInfo{UserID: a.KeyID, Extra: map[string]any{principalKey: PrincipalOf(a)}}, nil
+	}
+	// Agent keys do not expire; a revoked one no longer verifies.
+	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
+}
+
+// streamable serves an authenticated request: statelessly for clients of
+// 2026-07-28, in a session for older ones.
+func (g *Gateway) streamable() http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return g.server }
 	common := mcp.StreamableHTTPOptions{
 		Logger: quiet(g.log),
@@ -49,7 +66,7 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	stateful.EventStore = events
 	statelessH := mcp.NewStreamableHTTPHandler(getServer, &stateless)
 	statefulH := mcp.NewStreamableHTTPHandler(getServer, &stateful)
-	dispatch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= newProtocolVersion {
 			statelessH.ServeHTTP(w, r)
 			return
@@ -76,17 +93,6 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 		}
 		statefulH.ServeHTTP(sw, r)
 	})
-	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		a, err := verify(ctx, token)
-		if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
-			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, countersign.ErrorMessage(err))
-		} else if err != nil {
-			return nil, errors.New("internal error")
-		}
-		return &auth.TokenInfo{UserID: a.KeyID, Extra: map[string]any{principalKey: PrincipalOf(a)}}, nil
-	}
-	// Agent keys do not expire; a revoked one no longer verifies.
-	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
 }
 
 // foreignSession answers a session opened by another key as the SDK

@@ -76,8 +76,37 @@ func (g *Gateway) resourceTier(u *upstream, uri, exposed string) Tier {
 func resourcePrefix(u *upstream) string { return "countersign:" + u.cfg.Name + "/" }
 
 // syncResources rebuilds the exposed resources and templates from every
-// upstream's last lists, as resync does for tools. g.catalog.syncMu must be held.
+// upstream's last lists, as resync does for tools. g.catalog.syncMu must be
+// held.
 func (g *Gateway) syncResources(lists []upstreamLists) {
+	nextRes, nextTmpl := g.exposedResources(lists)
+	g.catalog.mu.Lock()
+	oldRes, oldTmpl := g.catalog.resources, g.catalog.templates
+	g.catalog.resources, g.catalog.templates = nextRes, nextTmpl
+	g.catalog.mu.Unlock()
+
+	if gone := removed(oldRes, nextRes); len(gone) > 0 {
+		g.server.RemoveResources(gone...)
+	}
+	if gone := removed(oldTmpl, nextTmpl); len(gone) > 0 {
+		g.server.RemoveResourceTemplates(gone...)
+	}
+	for uri, e := range nextRes {
+		if o, ok := oldRes[uri]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.res, e.res) {
+			g.server.AddResource(e.mirrorResource(), g.readResource(e))
+		}
+	}
+	for t, e := range nextTmpl {
+		if o, ok := oldTmpl[t]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.tmpl, e.tmpl) {
+			g.server.AddResourceTemplate(e.mirrorTemplate(), g.readResource(e))
+		}
+	}
+}
+
+// exposedResources are the resources and templates of every upstream's
+// last lists under their exposed URIs, with their tiers: a URI that more
+// than one upstream uses is prefixed with the upstream's name.
+func (g *Gateway) exposedResources(lists []upstreamLists) (nextRes, nextTmpl map[string]*resourceEntry) {
 	uris, templates := map[string]int{}, map[string]int{}
 	for _, l := range lists {
 		for _, r := range l.resources {
@@ -87,7 +116,7 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 			templates[t.URITemplate]++
 		}
 	}
-	nextRes, nextTmpl := map[string]*resourceEntry{}, map[string]*resourceEntry{}
+	nextRes, nextTmpl = map[string]*resourceEntry{}, map[string]*resourceEntry{}
 	for i, u := range g.upstreams {
 		for _, r := range lists[i].resources {
 			e := &resourceEntry{exposed: r.URI, up: u, res: r}
@@ -118,27 +147,7 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 	for _, e := range nextRes {
 		e.tier = g.uriTier(e.up, e.res.URI, e.exposed, nextTmpl)
 	}
-	g.catalog.mu.Lock()
-	oldRes, oldTmpl := g.catalog.resources, g.catalog.templates
-	g.catalog.resources, g.catalog.templates = nextRes, nextTmpl
-	g.catalog.mu.Unlock()
-
-	if gone := removed(oldRes, nextRes); len(gone) > 0 {
-		g.server.RemoveResources(gone...)
-	}
-	if gone := removed(oldTmpl, nextTmpl); len(gone) > 0 {
-		g.server.RemoveResourceTemplates(gone...)
-	}
-	for uri, e := range nextRes {
-		if o, ok := oldRes[uri]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.res, e.res) {
-			g.server.AddResource(e.mirrorResource(), g.readResource(e))
-		}
-	}
-	for t, e := range nextTmpl {
-		if o, ok := oldTmpl[t]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.tmpl, e.tmpl) {
-			g.server.AddResourceTemplate(e.mirrorTemplate(), g.readResource(e))
-		}
-	}
+	return nextRes, nextTmpl
 }
 
 // addable checks what the SDK would panic on (a URI or template it cannot

@@ -54,8 +54,35 @@ func (g *Gateway) resync() {
 	g.syncPrompts(all)
 }
 
-// syncTools rebuilds the exposed tools. g.catalog.syncMu must be held.
+// syncTools rebuilds the exposed tools and changes the server's where
+// they differ. g.catalog.syncMu must be held.
 func (g *Gateway) syncTools(all []upstreamLists) {
+	next := g.exposedTools(all)
+	g.catalog.mu.Lock()
+	old := g.catalog.tools
+	g.catalog.tools = next
+	g.catalog.mu.Unlock()
+	var removed []string
+	for name, e := range old {
+		if n, ok := next[name]; !ok || n.up != e.up {
+			removed = append(removed, name)
+		}
+	}
+	if len(removed) > 0 {
+		g.server.RemoveTools(removed...)
+	}
+	for name, e := range next {
+		if o, ok := old[name]; ok && o.up == e.up && o.tier == e.tier && reflect.DeepEqual(o.tool, e.tool) {
+			continue
+		}
+		g.server.AddTool(e.mirror(), g.handler(e))
+	}
+}
+
+// exposedTools are the tools of every upstream's last list under their
+// exposed names, with their tiers; a tool whose name could pass for
+// another's, or that the SDK could not serve, is left out.
+func (g *Gateway) exposedTools(all []upstreamLists) map[string]*toolEntry {
 	counts := map[string]int{}
 	lists := make([][]*mcp.Tool, len(g.upstreams))
 	for i := range g.upstreams {
@@ -97,26 +124,7 @@ func (g *Gateway) syncTools(all []upstreamLists) {
 			next[name] = &toolEntry{name: name, up: u, tool: t, tier: g.tierOf(u, t, name)}
 		}
 	}
-
-	g.catalog.mu.Lock()
-	old := g.catalog.tools
-	g.catalog.tools = next
-	g.catalog.mu.Unlock()
-	var removed []string
-	for name, e := range old {
-		if n, ok := next[name]; !ok || n.up != e.up {
-			removed = append(removed, name)
-		}
-	}
-	if len(removed) > 0 {
-		g.server.RemoveTools(removed...)
-	}
-	for name, e := range next {
-		if o, ok := old[name]; ok && o.up == e.up && o.tier == e.tier && reflect.DeepEqual(o.tool, e.tool) {
-			continue
-		}
-		g.server.AddTool(e.mirror(), g.handler(e))
-	}
+	return next
 }
 
 // tierOf is a tool's tier: the first matching rule of the configuration,
