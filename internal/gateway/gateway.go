@@ -184,12 +184,6 @@ func (g *Gateway) serverOptions() *mcp.ServerOptions {
 	}
 }
 
-// Config returns the gateway's configuration.
-func (g *Gateway) Config() *Config { return g.cfg }
-
-// Log returns the gateway's log.
-func (g *Gateway) Log() *slog.Logger { return g.log }
-
 // Server returns the MCP server, for a transport to run.
 func (g *Gateway) Server() *mcp.Server { return g.server }
 
