@@ -212,7 +212,7 @@ func (g *Gateway) startUpstreams(ctx context.Context, wait time.Duration, caps *
 	deadline := time.After(wait)
 	for _, u := range g.upstreams {
 		select {
-		case <-u.settled:
+		case <-u.settled.wait():
 		case <-deadline:
 			return
 		}
