@@ -55,8 +55,8 @@ type Confirmation struct {
 // around it, before the 60 s request timeout of common MCP clients.
 const maxQuietHold = 55 * time.Second
 
-// newConfirmation returns the confirmation of cfg's gateway, asking a
-// with request states sealed under stateKey.
+// newConfirmation returns the confirmation of cfg's gateway: approvals go
+// to a, and request states are sealed under stateKey.
 func newConfirmation(cfg *gateway.Config, a approvals, stateKey []byte, log *slog.Logger) (*Confirmation, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
