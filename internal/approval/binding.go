@@ -121,6 +121,33 @@ func HashArguments(raw json.RawMessage) (string, error) {
 	return Hash(c), nil
 }
 
+// Binding is what an approval of a call covers: its arguments in canonical
+// form and their hash, and the preview the human reads and its hash. Every
+// request's binding is made by Bind: the service's when it files a request
+// or a retry takes one, and the MCP gateway's before it asks, in process
+// or through a server.
+type Binding struct {
+	Args        json.RawMessage // canonical (RFC 8785)
+	ArgsHash    string
+	Preview     string
+	PreviewHash string
+}
+
+// Bind makes the binding of a call of action with the arguments raw and
+// the preview; an empty preview is the default one (DefaultPreview).
+// Errors: those of Canonical (ErrInexactNumber, limit.ErrTooDeep, invalid
+// JSON).
+func Bind(action string, raw json.RawMessage, preview string) (Binding, error) {
+	args, err := Canonical(raw)
+	if err != nil {
+		return Binding{}, err
+	}
+	if preview == "" {
+		preview = DefaultPreview(action, args)
+	}
+	return Binding{Args: args, ArgsHash: Hash(args), Preview: preview, PreviewHash: Hash([]byte(preview))}, nil
+}
+
 // argumentsError is the EINVALID error of arguments Canonical refused.
 func argumentsError(err error) error {
 	if errors.Is(err, ErrInexactNumber) {

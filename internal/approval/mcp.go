@@ -22,19 +22,15 @@ func (s *Service) TakeApproval(ctx context.Context, agent countersign.Agent, in 
 	if err := checkFacts(in); err != nil {
 		return nil, err
 	}
-	args, err := Canonical(in.Arguments)
+	b, err := Bind(in.Action, in.Arguments, in.Preview)
 	if err != nil {
 		return nil, argumentsError(err)
 	}
-	if in.Preview == "" {
-		in.Preview = DefaultPreview(in.Action, args)
-	}
-	argsHash, previewHash := Hash(args), Hash([]byte(in.Preview))
 	detail, _ := json.Marshal(map[string]string{
-		"kind": string(in.Kind), "action": in.Action, "args_hash": argsHash,
-		"preview_hash": previewHash, "via": "retry",
+		"kind": string(in.Kind), "action": in.Action, "args_hash": b.ArgsHash,
+		"preview_hash": b.PreviewHash, "via": "retry",
 	})
-	r, err := s.store.ConsumeApproved(ctx, agent.KeyID, in.Kind, in.Action, argsHash, previewHash, in.Tier, s.clock.Now(),
+	r, err := s.store.ConsumeApproved(ctx, agent.KeyID, in.Kind, in.Action, b.ArgsHash, b.PreviewHash, in.Tier, s.clock.Now(),
 		countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: string(detail)})
 	if err != nil {
 		return nil, sameNotFound(err)

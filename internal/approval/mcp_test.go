@@ -2,6 +2,7 @@ package approval_test
 
 import (
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -107,4 +108,41 @@ func TestTakeApprovalRace(t *testing.T) {
 		t.Fatalf("%d retries took one approval, want exactly 1", wins)
 	}
 	e.wantStatus(r.ID, countersign.StatusConsumed)
+}
+
+// TestBindIsTheRequestsBinding: the binding a caller makes with Bind (the
+// MCP gateway's, before it asks) is the one the service stores for the
+// request and the one a retry takes it by, whatever the arguments' key
+// order and spacing; an empty preview is the default one.
+func TestBindIsTheRequestsBinding(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	call := mcpCall("fs_write", `{ "text": "x",  "path": "/a" }`)
+	b, err := approval.Bind(call.Action, call.Arguments, call.Preview)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b.Args) != `{"path":"/a","text":"x"}` || b.Preview != call.Preview {
+		t.Fatalf("Bind: args %s, preview %q", b.Args, b.Preview)
+	}
+	r := e.create(e.keyA, call)
+	if r.ArgsHash != b.ArgsHash || r.PreviewHash != b.PreviewHash || string(r.Arguments) != string(b.Args) {
+		t.Errorf("stored binding %s/%s of %s, Bind's %s/%s of %s", r.ArgsHash, r.PreviewHash, r.Arguments, b.ArgsHash, b.PreviewHash, b.Args)
+	}
+	e.decide(r.ID, countersign.DecisionApprove)
+	// The retry sends the canonical arguments and the preview, as the
+	// gateway does.
+	retry := call
+	retry.Arguments = b.Args
+	if got, err := e.svc.TakeApproval(e.ctx, e.keyA, retry); err != nil || got.ID != r.ID {
+		t.Errorf("TakeApproval with Bind's arguments: %v, %v", got, err)
+	}
+
+	noPreview, err := approval.Bind("fs_write", json.RawMessage(`{}`), "")
+	if err != nil || noPreview.Preview != approval.DefaultPreview("fs_write", json.RawMessage(`{}`)) ||
+		noPreview.PreviewHash != approval.Hash([]byte(noPreview.Preview)) {
+		t.Errorf("Bind without a preview: %+v, %v", noPreview, err)
+	}
+	if _, err := approval.Bind("fs_write", json.RawMessage(`{"n": 9007199254740993}`), "p"); !errors.Is(err, approval.ErrInexactNumber) {
+		t.Errorf("Bind of an inexact number: %v, want ErrInexactNumber", err)
+	}
 }

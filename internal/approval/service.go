@@ -177,14 +177,12 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if len(in.Arguments) > maxArguments {
 		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
 	}
-	args, err := Canonical(in.Arguments)
+	b, err := Bind(in.Action, in.Arguments, in.Preview)
 	if err != nil {
 		return nil, argumentsError(err)
 	}
-	if in.Preview == "" {
-		in.Preview = DefaultPreview(in.Action, args)
-	}
-	if err := humanText("preview", in.Preview, maxPreview, true, true); err != nil {
+	args := b.Args
+	if err := humanText("preview", b.Preview, maxPreview, true, true); err != nil {
 		return nil, err
 	}
 	if len(in.RiskReasons) > maxRiskReasons {
@@ -234,9 +232,9 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 		Kind:        in.Kind,
 		Action:      in.Action,
 		Arguments:   args,
-		ArgsHash:    Hash(args),
-		Preview:     in.Preview,
-		PreviewHash: Hash([]byte(in.Preview)),
+		ArgsHash:    b.ArgsHash,
+		Preview:     b.Preview,
+		PreviewHash: b.PreviewHash,
 		RiskReasons: append([]string{}, in.RiskReasons...),
 		Tier:        in.Tier,
 		Protected:   in.Protected || protectedByReason(in.RiskReasons),

@@ -18,6 +18,7 @@ import (
 	"github.com/countersign/countersign/internal/datadir"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/gctune"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -146,7 +147,7 @@ func newStdioGateway(ctx context.Context, env *Env, cfg *gateway.Config, serverU
 	if _, err := publicURL(serverURL, ""); err != nil {
 		return nil, nil, fmt.Errorf("%w: COUNTERSIGN_URL %q must be an http or https URL", ErrUsage, serverURL)
 	}
-	g, err := gateway.NewForClient(cfg, client.New(serverURL, key), log, env.Stderr)
+	g, err := confirm.NewForClient(cfg, client.New(serverURL, key), log, env.Stderr)
 	return g, func() {}, err
 }
 
@@ -163,8 +164,8 @@ func newStandalone(ctx context.Context, env *Env, cfg *gateway.Config, log *slog
 		cleanup()
 		return nil, nil, fmt.Errorf("open the gateway's store in %s: %w", dir, err)
 	}
-	g, closeGateway, err := gateway.NewStandalone(ctx, cfg, gateway.StandaloneOptions{
-		Store: store, Pages: filepath.Join(dir, "pages"), Log: log, Stderr: env.Stderr})
+	g, closeGateway, err := StandaloneGateway(ctx, cfg, store, confirm.StandaloneOptions{
+		Pages: filepath.Join(dir, "pages"), Log: log, Stderr: env.Stderr})
 	if err != nil {
 		store.Close()
 		cleanup()
@@ -215,7 +216,7 @@ func startMCP(ctx context.Context, cfg *gateway.Config, store countersign.Store,
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the MCP request state key: %w", err)
 	}
-	g, err := gateway.NewForServer(cfg, svc, public, key, log.With("component", "mcp"))
+	g, err := confirm.NewForServer(cfg, svc, public, key, log.With("component", "mcp"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
@@ -99,7 +100,7 @@ func startDecide(t *testing.T) *decideEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.NewForServer(cfg, svc, public, stateKey, log)
+	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
 	if err != nil {
 		t.Fatal(err)
 	}

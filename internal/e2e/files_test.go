@@ -23,6 +23,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
@@ -60,7 +61,7 @@ func startFiles(t *testing.T) *filesEnv {
 		t.Fatal(err)
 	}
 	stateKey, _ := store.ServerKey(ctx, "mcp-request-state", 32)
-	gw, err := gateway.NewForServer(cfg, svc, public, stateKey, log)
+	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
@@ -123,7 +124,7 @@ func startStepUp(t *testing.T) *stepUpEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gw, err := gateway.NewForServer(cfg, svc, public, stateKey, log)
+	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/gctune"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -92,7 +93,7 @@ func BenchmarkReadTier(b *testing.B) {
 		cfg := gateway.NewConfig()
 		cfg.Rate = 0 // the benchmark makes more calls than any agent may
 		cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(b, "notes", logFile)}
-		g, err := gateway.NewForClient(cfg, clientNowhere(), nil, io.Discard)
+		g, err := confirm.NewForClient(cfg, clientNowhere(), nil, io.Discard)
 		if err != nil {
 			b.Fatal(err)
 		}

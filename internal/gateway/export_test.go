@@ -16,4 +16,4 @@ func SetStopWait(c *Config, d time.Duration) { c.stopWait = d }
 
 // Dropped returns how many log messages and requests of upstreams went to
 // no client.
-func (g *Gateway) Dropped() uint64 { return g.pass.dropped.Load() }
+func (g *Gateway) Dropped() uint64 { return g.relay.pass.dropped.Load() }

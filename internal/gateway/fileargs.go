@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -44,13 +45,14 @@ type namedUpload struct {
 // uploadsOf finds the uploads a call names in its file arguments: each
 // must be the caller's own and of a purpose the argument takes. Another
 // principal's upload answers as an unknown one.
-func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry, raw json.RawMessage) (map[string]json.RawMessage, []namedUpload, error) {
-	fa := g.fileArgsOf(e)
+func (g *Gateway) uploadsOf(ctx context.Context, c *ToolCall) (map[string]json.RawMessage, []namedUpload, error) {
+	req, p := c.Request, c.Principal
+	fa := g.fileArgsOf(c.e)
 	if len(fa) == 0 {
 		return nil, nil, nil
 	}
 	var args map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &args); err != nil {
+	if err := json.Unmarshal(req.Params.Arguments, &args); err != nil {
 		return nil, nil, nil // not an object: the upstream answers it
 	}
 	var out []namedUpload
@@ -73,7 +75,7 @@ func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Pri
 			}
 		}
 		if err != nil {
-			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(describe(err), "."), UploadTool)
+			return nil, nil, countersign.Errorf(countersign.ErrorCode(err), "the argument %s names %s: %s. Ask for a new upload with %s if it is gone", f.Arg, v, strings.TrimSuffix(Describe(err), "."), UploadTool)
 		}
 		if !slices.Contains(f.Purposes, rec.Purpose) {
 			return nil, nil, countersign.Errorf(countersign.EINVALID, "the argument %s takes a file for %s, but upload %s is for %s. Ask for an upload of the right purpose with %s",
@@ -84,84 +86,91 @@ func (g *Gateway) uploadsOf(ctx context.Context, req *mcp.CallToolRequest, p Pri
 	return args, out, nil
 }
 
-// uploadFacts is what the human approving a call sees of its uploads:
-// kind, size and SHA-256, part of the preview and so of the binding, so
-// that a different file is a different call.
-func uploadFacts(ups []namedUpload) string {
-	if len(ups) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	b.WriteString("\n\nFiles uploaded by the user:")
-	for _, u := range ups {
-		fmt.Fprintf(&b, "\n  %s: upload %s, %s, %d bytes, SHA-256 %s", u.arg, u.rec.Reference, u.rec.MIME, u.rec.Size, u.rec.SHA256)
-	}
-	return b.String()
-}
-
 // substitute gives the upstream the bytes of the uploads a call names, as
 // the configuration says: a path to a decrypted copy in a private folder
 // (removed by the returned function when the call ends), base64 or a data
 // URI. Arguments that name no upload go on as they are.
-func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Principal, e *toolEntry) (json.RawMessage, func(), error) {
-	raw := req.Params.Arguments
-	args, ups, err := g.uploadsOf(ctx, req, p, e, raw)
-	if err != nil || len(ups) == 0 {
-		return raw, func() {}, err
+func (g *Gateway) substitute(ctx context.Context, c *ToolCall) (json.RawMessage, func(), error) {
+	f := c.uploads(ctx)
+	if f.err != nil || len(f.ups) == 0 {
+		return c.Request.Params.Arguments, func() {}, f.err
 	}
-	dir := ""
-	cleanup := func() {
-		if dir != "" {
-			os.RemoveAll(dir)
-		}
-	}
-	for _, u := range ups {
-		data, err := u.data, error(nil)
-		if data == nil {
-			data, err = g.xfer.store.Read(u.rec)
+	args := maps.Clone(f.args)
+	copies := &copyDir{}
+	for _, u := range f.ups {
+		v, err := g.passed(u, copies)
+		if err == nil {
+			// The audit log holds every use of an upload before the
+			// upstream gets its bytes.
+			err = g.xfer.store.AuditUsed(ctx, u.rec, c.Principal.ID)
 		}
 		if err != nil {
-			cleanup()
-			return nil, nil, countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, describe(err))
-		}
-		var v string
-		switch u.as.As {
-		case "path":
-			if dir == "" {
-				if dir, err = os.MkdirTemp("", copiesPrefix()); err != nil { // 0700
-					return nil, nil, countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
-				}
-			}
-			sub := filepath.Join(dir, u.arg)
-			path := filepath.Join(sub, u.rec.Name)
-			if err = os.Mkdir(sub, 0o700); err == nil {
-				err = os.WriteFile(path, data, 0o600)
-			}
-			if err != nil {
-				cleanup()
-				return nil, nil, countersign.Errorf(countersign.EINTERNAL, "write an upload for the upstream: %v", err)
-			}
-			v = path
-		case "base64":
-			v = base64.StdEncoding.EncodeToString(data)
-		case "datauri":
-			v = "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data)
-		}
-		// The audit log holds every use of an upload before the upstream
-		// gets its bytes.
-		if err := g.xfer.store.AuditUsed(ctx, u.rec, p.ID); err != nil {
-			cleanup()
+			copies.remove()
 			return nil, nil, err
 		}
 		args[u.arg], _ = json.Marshal(v)
-		g.log.Info("upload passed to a tool", "tool", e.name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
+		g.log.Info("upload passed to a tool", "tool", c.Tool.Name, "reference", u.rec.Reference, "kind", u.rec.MIME, "size", u.rec.Size, "sha256", u.rec.SHA256)
 	}
 	out, err := json.Marshal(args)
 	if err != nil {
-		cleanup()
+		copies.remove()
 		return nil, nil, err
 	}
-	return out, cleanup, nil
+	return out, copies.remove, nil
+}
+
+// passed is the value of the argument that names u, as the upstream gets
+// it: a path to a copy in copies, base64 or a data URI.
+func (g *Gateway) passed(u namedUpload, copies *copyDir) (string, error) {
+	data := u.data
+	if data == nil {
+		var err error
+		if data, err = g.xfer.store.Read(u.rec); err != nil {
+			return "", countersign.Errorf(countersign.ENOTFOUND, "upload %s can no longer be read: %s", u.rec.Reference, Describe(err))
+		}
+	}
+	switch u.as.As {
+	case "path":
+		return copies.write(u.arg, u.rec.Name, data)
+	case "base64":
+		return base64.StdEncoding.EncodeToString(data), nil
+	case "datauri":
+		return "data:" + u.rec.MIME + ";base64," + base64.StdEncoding.EncodeToString(data), nil
+	}
+	return "", nil
+}
+
+// copyDir is the private folder of one call's decrypted copies, made with
+// the first.
+type copyDir struct{ dir string }
+
+// write puts a copy of an upload named name, for the argument arg, in the
+// folder and returns its path.
+func (d *copyDir) write(arg, name string, data []byte) (string, error) {
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", copiesPrefix()) // 0700
+		if err != nil {
+			return "", countersign.Errorf(countersign.EINTERNAL, "make a folder for an upload: %v", err)
+		}
+		d.dir = dir
+	}
+	sub := filepath.Join(d.dir, arg)
+	path := filepath.Join(sub, name)
+	err := os.Mkdir(sub, 0o700)
+	if err == nil {
+		err = os.WriteFile(path, data, 0o600)
+	}
+	if err != nil {
+		return "", countersign.Errorf(countersign.EINTERNAL, "write an upload for the upstream: %v", err)
+	}
+	return path, nil
+}
+
+// remove removes the folder, when the call ends.
+func (d *copyDir) remove() {
+	if d.dir != "" {
+		os.RemoveAll(d.dir)
+	}
 }
 
 // keepFiles replaces, for the model, the files an upstream's result
@@ -169,20 +178,20 @@ func (g *Gateway) substitute(ctx context.Context, req *mcp.CallToolRequest, p Pr
 // than the configured size) by a download link of the caller's account.
 // What does not fit is dropped, and the result says so: nothing is
 // evicted.
-func (g *Gateway) keepFiles(ctx context.Context, p Principal, e *toolEntry, res *mcp.CallToolResult) *mcp.CallToolResult {
+func (g *Gateway) keepFiles(ctx context.Context, call *ToolCall, res *mcp.CallToolResult) *mcp.CallToolResult {
 	if g.xfer == nil || res == nil {
 		return res
 	}
 	var out []mcp.Content
 	changed := false
 	for _, c := range res.Content {
-		name, mime, data, ok := g.fileOf(c)
+		f, ok := g.fileOf(c)
 		if !ok {
 			out = append(out, c)
 			continue
 		}
 		changed = true
-		out = append(out, g.keep(ctx, p, e, name, mime, data))
+		out = append(out, g.keep(ctx, call, f))
 	}
 	if !changed {
 		return res
@@ -192,49 +201,57 @@ func (g *Gateway) keepFiles(ctx context.Context, p Principal, e *toolEntry, res 
 	return &cp
 }
 
+// resultFile is a file of a tool's result.
+type resultFile struct {
+	name, mime string
+	data       []byte
+}
+
 // fileOf tells whether a content item is a file to keep.
-func (g *Gateway) fileOf(c mcp.Content) (name, mime string, data []byte, ok bool) {
+func (g *Gateway) fileOf(c mcp.Content) (resultFile, bool) {
 	over := int(g.xfer.over)
 	switch c := c.(type) {
 	case *mcp.EmbeddedResource:
 		r := c.Resource
 		if r == nil {
-			return "", "", nil, false
+			return resultFile{}, false
 		}
-		name = filepath.Base(r.URI)
+		name := filepath.Base(r.URI)
 		if r.Blob != nil {
-			return name, r.MIMEType, r.Blob, true
+			return resultFile{name, r.MIMEType, r.Blob}, true
 		}
 		if len(r.Text) > over {
-			return name, r.MIMEType, []byte(r.Text), true
+			return resultFile{name, r.MIMEType, []byte(r.Text)}, true
 		}
 	case *mcp.ImageContent:
 		if len(c.Data) > over {
-			return "image", c.MIMEType, c.Data, true
+			return resultFile{"image", c.MIMEType, c.Data}, true
 		}
 	case *mcp.AudioContent:
 		if len(c.Data) > over {
-			return "audio", c.MIMEType, c.Data, true
+			return resultFile{"audio", c.MIMEType, c.Data}, true
 		}
 	case *mcp.TextContent:
 		if len(c.Text) > over {
-			return "text.txt", "text/plain; charset=utf-8", []byte(c.Text), true
+			return resultFile{"text.txt", "text/plain; charset=utf-8", []byte(c.Text)}, true
 		}
 	}
-	return "", "", nil, false
+	return resultFile{}, false
 }
 
-// keep stores one file and returns what the model gets instead.
-func (g *Gateway) keep(ctx context.Context, p Principal, e *toolEntry, name, mime string, data []byte) mcp.Content {
-	size := len(data)
-	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), name, safeMIME(mime), data)
+// keep stores one file of the result of c and returns what the model gets
+// instead.
+func (g *Gateway) keep(ctx context.Context, c *ToolCall, f resultFile) mcp.Content {
+	p := c.Principal
+	size := len(f.data)
+	rec, err := g.xfer.store.PutDownload(filesPrincipal(p), f.name, safeMIME(f.mime), f.data)
 	if err == nil {
 		// A file the audit log does not hold is dropped.
 		err = g.xfer.store.AuditKept(ctx, rec, p.ID)
 	}
 	if err != nil {
 		return &mcp.TextContent{Text: fmt.Sprintf("download_failed: %s returned a file of %d bytes, which countersign could not keep: %s. "+
-			"Tell the user; the file is not available here.", e.name, size, describe(err))}
+			"Tell the user; the file is not available here.", c.Tool.Name, size, Describe(err))}
 	}
 	link := g.xfer.public + "/files/" + rec.ID
 	body, _ := json.Marshal(map[string]string{"url": link, "reference": rec.Reference,

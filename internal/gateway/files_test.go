@@ -21,6 +21,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
@@ -79,7 +80,7 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 	h.base = "http://" + ln.Addr().String()
 	public, _ := url.Parse(h.base)
 	key, _ := store.ServerKey(ctx, "mcp-request-state", 32)
-	if h.gw, err = gateway.NewForServer(cfg, h.svc, public, key, testLogger(t)); err != nil {
+	if h.gw, err = confirm.NewForServer(cfg, h.svc, public, key, testLogger(t)); err != nil {
 		t.Fatal(err)
 	}
 	h.gw.UseFiles(fs, public)

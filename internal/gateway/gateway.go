@@ -1,32 +1,14 @@
-// Package gateway is countersign's MCP gateway: an MCP server in front of
-// other MCP servers (stdio commands and streamable HTTP URLs). It mirrors
-// their tools, sorts each into a tier (read, write, commit, external) and
-// lets a call through at once, or only once a human approved exactly that
-// call: the same principal, tool, arguments and preview, once, within ten
-// minutes.
+// Package gateway is countersign's MCP gateway, its mirror: an MCP server
+// in front of other MCP servers (stdio commands and streamable HTTP URLs).
+// It mirrors their tools, resources, prompts and completions, passes on
+// their log messages, progress and requests to the one client they belong
+// to, keeps /mcp sessions and resumable streams, and sorts each tool into a
+// tier (read, write, commit, external) that the caller's policy sees, or
+// not.
 //
-// How the human is asked depends on what the client declared, per call:
-//
-//   - a 2026-07-28 client that can elicit gets an input_required result
-//     with an elicitation and a sealed requestState;
-//   - a client of 2025-11-25 or older that can elicit gets the same through
-//     the SDK's legacy middleware, which sends elicitation/create;
-//   - with URL elicitation, the elicitation is the inbox page of the
-//     request (the browser proves the account; the URL is no capability);
-//   - every other client gets a tool result "approval_pending" naming the
-//     inbox URL, the reference and the expiry, and the model's retry of the
-//     same call takes the approval.
-//
-// Where a countersign server is involved (the /mcp endpoint of countersign
-// serve, or `countersign mcp` with COUNTERSIGN_URL), the decision is an
-// approver's, in the inbox or any channel of the server; an elicitation
-// shows the trusted preview and the way to the inbox, and holds the call
-// while the human decides. By default an agent key never decides, so no
-// MCP client answer approves anything there; countersign serve lets the
-// operator mark keys whose client a person answers (elicitation_decides):
-// their Accept approves the one call, unless it needs a passkey. Standalone (`countersign mcp` with no
-// server) there is no approver: the user's answer to the elicitation is the
-// decision, or ADR 0003's local page on 127.0.0.1 for clients without it.
+// It knows nothing of approvals: a call of a tier the caller's policy
+// confirms goes to its Confirmer (package confirm, on top of this one),
+// which lets it go on only once a human approved exactly that call.
 package gateway
 
 import (
@@ -44,33 +26,50 @@ import (
 
 // Gateway is one MCP server in front of the configured upstreams.
 type Gateway struct {
-	cfg       *Config
-	server    *mcp.Server
-	approvals approvals
-	states    *stateCodec
-	log       *slog.Logger
+	cfg    *Config
+	server *mcp.Server
+	// confirm decides the calls that need a human; nil: none goes on.
+	confirm Confirmer
+	log     *slog.Logger
 	// fixed is the one principal of a stdio gateway; nil: each request's
 	// bearer key (the /mcp endpoint).
 	fixed     *Principal
 	upstreams []*upstream
-	progress  progressRoutes
-	pass      passthrough
-	levels    logLevels
+	relay     relay
 	// initialized are the sessions whose client sent
 	// notifications/initialized (quietUntilInitialized).
 	initialized sessionSet
+	life        lifecycle
+	limiter     *ratelimit.Keyed
+	sessions    *sessionRegistry // of /mcp (sessions.go)
+	now         func() time.Time
+	// xfer is file transfer (upload.go); nil: off.
+	xfer    *transfer
+	catalog catalog
+	subs    subscriptions
+}
+
+// relay is what passes between a client and the upstreams outside of the
+// calls' results: progress, upstreams' requests and log messages.
+type relay struct {
+	progress progressRoutes
+	pass     passthrough
+	levels   logLevels
+}
+
+// lifecycle starts and stops the upstreams.
+type lifecycle struct {
 	// startOnce starts the upstreams of a stdio gateway (see Start); the
 	// first request takes it, under startMu.
 	startMu   sync.Mutex
 	startOnce func(*mcp.ClientCapabilities)
-	recent    recentAsks
-	holding   holds
-	limiter   *ratelimit.Keyed
-	sessions  *sessionRegistry // of /mcp (sessions.go)
-	now       func() time.Time
-	// xfer is file transfer (upload.go); nil: off.
-	xfer *transfer
+	stop      context.CancelFunc
+	wg        sync.WaitGroup
+}
 
+// catalog is what the gateway exposes of the upstreams: tools, resources,
+// resource templates and prompts, each with its tier.
+type catalog struct {
 	syncMu sync.Mutex // one resync at a time
 	// annotated is the highest tier each tool's annotations have given it
 	// ("upstream/tool"), under syncMu: an upstream that lowers a tool's
@@ -81,90 +80,108 @@ type Gateway struct {
 	resources map[string]*resourceEntry // by exposed URI
 	templates map[string]*resourceEntry // by exposed URI template
 	prompts   map[string]*promptEntry   // by exposed name
-
-	subMu sync.Mutex
-	// subs are the sessions subscribed to each exposed URI: the upstream
-	// is subscribed while there is one.
-	subs map[string]map[*mcp.ServerSession]bool
-
-	stop context.CancelFunc
-	wg   sync.WaitGroup
 }
 
-// maxQuietHold is the longest hold that still ends, with the round trips
-// around it, before the 60 s request timeout of common MCP clients.
-const maxQuietHold = 55 * time.Second
-
-// options are what the constructors of each mode give the core.
-type options struct {
-	cfg       *Config
-	approvals approvals
-	stateKey  []byte
-	fixed     *Principal
-	log       *slog.Logger
-	stderr    io.Writer // upstream commands' stderr; nil: the log
+// entry returns the exposed tool of that name.
+func (c *catalog) entry(name string) (*toolEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.tools[name]
+	return e, ok
 }
 
-func newGateway(o options) (*Gateway, error) {
-	if o.log == nil {
-		o.log = slog.New(slog.DiscardHandler)
+// resource returns the exposed resource of that URI.
+func (c *catalog) resource(uri string) (*resourceEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.resources[uri]
+	return e, ok
+}
+
+// template returns the exposed resource template of that URI template.
+func (c *catalog) template(uri string) (*resourceEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.templates[uri]
+	return e, ok
+}
+
+// subscriptions are the sessions subscribed to each exposed URI: the
+// upstream is subscribed while there is one.
+type subscriptions struct {
+	mu sync.Mutex
+	m  map[string]map[*mcp.ServerSession]bool
+}
+
+// Options are the surroundings of a gateway.
+type Options struct {
+	// Fixed is the one principal of a stdio gateway; nil: each request's
+	// bearer key (the /mcp endpoint).
+	Fixed  *Principal
+	Log    *slog.Logger
+	Stderr io.Writer // upstream commands' stderr; nil: the log
+}
+
+// New returns the gateway of cfg's upstreams. Calls that need a human go
+// to confirm.
+func New(cfg *Config, confirm Confirmer, o Options) (*Gateway, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
 	}
-	if err := o.cfg.Check(); err != nil {
+	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	if len(o.cfg.Keys) > 0 && o.cfg.byKey == nil {
+	if len(cfg.Keys) > 0 && cfg.byKey == nil {
 		// Fail closed: an unchecked entry could fall on a key of another
 		// account, or on none.
 		return nil, fmt.Errorf("the [keys] of the MCP gateway configuration were not checked against the store")
 	}
-	if o.cfg.Hold > maxQuietHold {
-		o.log.Warn("the MCP hold is longer than the 60 s request timeout of common MCP clients (the TypeScript SDK's, Claude Code's): "+
-			"their calls may time out while a human decides, unless they reset the timeout on progress; a hold of 45 s is safe",
-			"hold", o.cfg.Hold.String())
-	}
-	states, err := newStateCodec(o.stateKey)
-	if err != nil {
-		return nil, err
-	}
-	clock := o.cfg.Clock
+	clock := cfg.Clock
 	if clock == nil {
 		clock = countersign.SystemClock{}
 	}
-	g := &Gateway{cfg: o.cfg, approvals: o.approvals, states: states, log: o.log, fixed: o.fixed,
-		now: clock.Now, tools: map[string]*toolEntry{}}
-	g.limiter = ratelimit.New(o.cfg.Rate)
-	g.sessions = newSessionRegistry(o.cfg.Sessions, g.now)
-	g.recent.m = map[string]recentAsk{}
-	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"},
-		&mcp.ServerOptions{
-			// Tools even before the first upstream is up: its tools follow
-			// with list_changed. Logging, completions and subscriptions are
-			// announced only where an upstream offers them (see advertise).
-			Capabilities:       withLoggingCapability(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}),
-			CompletionHandler:  g.complete,
-			SubscribeHandler:   g.subscribe,
-			UnsubscribeHandler: g.unsubscribe,
-			// Passed on to the upstreams (passthrough.go). Roots are
-			// deprecated from 2026-07-28 on, but clients and upstreams of
-			// earlier revisions still use them.
-			//lint:ignore SA1019 the gateway passes roots on for clients of earlier revisions
-			RootsListChangedHandler: g.rootsChanged,
-			Logger:                  quiet(o.log),
-			// The tool list depends on the caller's key: no intermediary
-			// may serve one key's list to another.
-			SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
-			Instructions: "Tools of commit or external tier run only after a human approves the exact call. " +
-				"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
-				"and once they approved, call the same tool again with exactly the same arguments.",
-		})
+	g := &Gateway{cfg: cfg, confirm: confirm, log: o.Log, fixed: o.Fixed, now: clock.Now}
+	g.catalog.tools = map[string]*toolEntry{}
+	g.limiter = ratelimit.New(cfg.Rate)
+	g.sessions = newSessionRegistry(cfg.Sessions, g.now)
+	g.server = mcp.NewServer(&mcp.Implementation{Name: "countersign", Title: "countersign MCP gateway", Version: "1"}, g.serverOptions())
 	g.server.AddSendingMiddleware(g.quietUntilInitialized)
-	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterTools, g.limit, g.elicitFallback, g.operations)
-	for _, uc := range o.cfg.Upstreams {
-		g.upstreams = append(g.upstreams, newUpstream(uc, o.cfg.stopWait, o.log, o.stderr, upstreamHooks{
-			progress: g.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
-			stamp: g.pass.stamp, connected: g.upstreamConnected, requests: g.addPassthrough}))
+	confirmed := func(next mcp.MethodHandler) mcp.MethodHandler { return next }
+	if confirm != nil {
+		confirmed = confirm.Middleware
+	}
+	g.server.AddReceivingMiddleware(g.noteInitialized, g.startOnFirst, g.advertise, g.filterLists, g.limit, confirmed, g.operations)
+	for _, uc := range cfg.Upstreams {
+		g.upstreams = append(g.upstreams, newUpstream(uc, cfg.stopWait, o.Log, o.Stderr, upstreamHooks{
+			progress: g.relay.progress.deliver, changed: g.resync, updated: g.resourceUpdated, logged: g.upstreamLogged,
+			stamp: g.relay.pass.stamp, connected: g.upstreamConnected, requests: g.addPassthrough}))
 	}
 	return g, nil
+}
+
+// serverOptions are the options of the gateway's MCP server.
+func (g *Gateway) serverOptions() *mcp.ServerOptions {
+	return &mcp.ServerOptions{
+		// Tools even before the first upstream is up: its tools follow
+		// with list_changed. Logging, completions and subscriptions are
+		// announced only where an upstream offers them (see advertise).
+		Capabilities:       withLoggingCapability(&mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}}),
+		CompletionHandler:  g.complete,
+		SubscribeHandler:   g.subscribe,
+		UnsubscribeHandler: g.unsubscribe,
+		// Passed on to the upstreams (passthrough.go). Roots are
+		// deprecated from 2026-07-28 on, but clients and upstreams of
+		// earlier revisions still use them.
+		//lint:ignore SA1019 the gateway passes roots on for clients of earlier revisions
+		RootsListChangedHandler: g.rootsChanged,
+		Logger:                  quiet(g.log),
+		// The tool list depends on the caller's key: no intermediary
+		// may serve one key's list to another.
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = "private" },
+		Instructions: "Tools of commit or external tier run only after a human approves the exact call. " +
+			"A result that starts with approval_pending has not run: pass its inbox link, reference and expiry on to the user, " +
+			"and once they approved, call the same tool again with exactly the same arguments.",
+	}
 }
 
 // Server returns the MCP server, for a transport to run.
@@ -175,11 +192,11 @@ func (g *Gateway) Server() *mcp.Server { return g.server }
 // first tools/list already holds their tools; one that is slower or broken
 // joins later.
 func (g *Gateway) Start(ctx context.Context, wait time.Duration) {
-	ctx, g.stop = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, g.life.stop = context.WithCancel(context.WithoutCancel(ctx))
 	if g.fixed != nil {
 		// The stdio gateway's one client says first what it can answer:
 		// the upstreams start on its first request (passthrough.go).
-		g.startOnce = func(caps *mcp.ClientCapabilities) { g.startUpstreams(ctx, wait, caps) }
+		g.life.startOnce = func(caps *mcp.ClientCapabilities) { g.startUpstreams(ctx, wait, caps) }
 		return
 	}
 	g.startUpstreams(ctx, wait, upstreamCapabilities())
@@ -190,12 +207,12 @@ func (g *Gateway) Start(ctx context.Context, wait time.Duration) {
 func (g *Gateway) startUpstreams(ctx context.Context, wait time.Duration, caps *mcp.ClientCapabilities) {
 	for _, u := range g.upstreams {
 		u.declare(caps)
-		g.wg.Go(func() { u.run(ctx) })
+		g.life.wg.Go(func() { u.run(ctx) })
 	}
 	deadline := time.After(wait)
 	for _, u := range g.upstreams {
 		select {
-		case <-u.settled:
+		case <-u.settled.wait():
 		case <-deadline:
 			return
 		}
@@ -205,10 +222,10 @@ func (g *Gateway) startUpstreams(ctx context.Context, wait time.Duration, caps *
 // Close stops the upstreams: commands get their stdin closed, then a
 // signal.
 func (g *Gateway) Close() {
-	if g.stop != nil {
-		g.stop()
+	if g.life.stop != nil {
+		g.life.stop()
 	}
-	g.wg.Wait()
+	g.life.wg.Wait()
 }
 
 // ServeStdio serves one client over in and out until it hangs up or ctx is
@@ -261,11 +278,11 @@ func grantPolicy(pol Policy, tiers []string) Policy {
 	return pol
 }
 
-// filterTools hides from tools/list every tool, from the resource lists
+// filterLists hides from tools/list every tool, from the resource lists
 // every resource and template, and from prompts/list every prompt, whose
 // tier the caller's policy does not have; it passes logging/setLevel on to
 // the upstreams.
-func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
+func (g *Gateway) filterLists(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if err != nil {
@@ -276,111 +293,70 @@ func (g *Gateway) filterTools(next mcp.MethodHandler) mcp.MethodHandler {
 			// SDK took.
 			g.setLevel(ctx, req)
 		}
-		var pol Policy
 		switch res.(type) {
 		case *mcp.ListToolsResult, *mcp.ListResourcesResult, *mcp.ListResourceTemplatesResult, *mcp.ListPromptsResult:
-			p, err := g.principal(req)
-			if err != nil {
-				return nil, err
-			}
-			pol = g.policy(p)
 		default:
 			return res, nil
 		}
-		switch list := res.(type) {
-		case *mcp.ListToolsResult:
-			out := *list
-			out.Tools = make([]*mcp.Tool, 0, len(list.Tools))
-			for _, t := range list.Tools {
-				if e, ok := g.entry(t.Name); ok && pol.Sees(e.tier) {
-					out.Tools = append(out.Tools, t)
-				} else if tier, own := g.ownTool(t.Name); own && pol.Sees(tier) {
-					out.Tools = append(out.Tools, t)
-				}
-			}
-			return &out, nil
-		case *mcp.ListResourcesResult:
-			out := *list
-			out.Resources = make([]*mcp.Resource, 0, len(list.Resources))
-			for _, r := range list.Resources {
-				g.mu.Lock()
-				e, ok := g.resources[r.URI]
-				g.mu.Unlock()
-				if ok && pol.Sees(e.tier) {
-					out.Resources = append(out.Resources, r)
-				}
-			}
-			return &out, nil
-		case *mcp.ListPromptsResult:
-			if pol.Sees(TierRead) && !pol.Confirms(TierRead) { // prompts are read tier
-				return res, nil
-			}
-			out := *list
-			out.Prompts = []*mcp.Prompt{}
-			return &out, nil
-		case *mcp.ListResourceTemplatesResult:
-			out := *list
-			out.ResourceTemplates = make([]*mcp.ResourceTemplate, 0, len(list.ResourceTemplates))
-			for _, t := range list.ResourceTemplates {
-				g.mu.Lock()
-				e, ok := g.templates[t.URITemplate]
-				g.mu.Unlock()
-				if ok && pol.Sees(e.tier) {
-					out.ResourceTemplates = append(out.ResourceTemplates, t)
-				}
-			}
-			return &out, nil
+		p, err := g.principal(req)
+		if err != nil {
+			return nil, err
 		}
-		return res, nil
+		return g.filtered(res, g.policy(p)), nil
 	}
 }
 
-// recentAsks remembers the request last asked for each principal and call,
-// so that a retry learns of a denial once, and the API backend finds the
-// approval to take. It is a hint: losing it (a restart) only means asking
-// again.
-type recentAsks struct {
-	mu sync.Mutex
-	m  map[string]recentAsk
-}
-
-type recentAsk struct {
-	id      string
-	expires time.Time
-}
-
-func recentKey(p Principal, c *pendingCall) string {
-	return p.ID + "\x00" + c.Tool + "\x00" + c.ArgsHash + "\x00" + c.PreviewHash
-}
-
-func (r *recentAsks) get(p Principal, c *pendingCall, now time.Time) string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	a, ok := r.m[recentKey(p, c)]
-	if !ok || now.After(a.expires) {
-		return ""
-	}
-	return a.id
-}
-
-func (r *recentAsks) put(p Principal, c *pendingCall, id string, expires time.Time, now time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.m) > 10000 { // bounded: drop what has expired
-		for k, a := range r.m {
-			if now.After(a.expires) {
-				delete(r.m, k)
+// filtered is a list result without what pol does not see.
+func (g *Gateway) filtered(res mcp.Result, pol Policy) mcp.Result {
+	switch list := res.(type) {
+	case *mcp.ListToolsResult:
+		out := *list
+		out.Tools = seen(list.Tools, pol, func(t *mcp.Tool) (Tier, bool) {
+			if e, ok := g.catalog.entry(t.Name); ok {
+				return e.tier, true
 			}
+			return g.ownTool(t.Name)
+		})
+		return &out
+	case *mcp.ListResourcesResult:
+		out := *list
+		out.Resources = seen(list.Resources, pol, func(r *mcp.Resource) (Tier, bool) {
+			if e, ok := g.catalog.resource(r.URI); ok {
+				return e.tier, true
+			}
+			return 0, false
+		})
+		return &out
+	case *mcp.ListPromptsResult:
+		if pol.Sees(TierRead) && !pol.Confirms(TierRead) { // prompts are read tier
+			return res
+		}
+		out := *list
+		out.Prompts = []*mcp.Prompt{}
+		return &out
+	case *mcp.ListResourceTemplatesResult:
+		out := *list
+		out.ResourceTemplates = seen(list.ResourceTemplates, pol, func(t *mcp.ResourceTemplate) (Tier, bool) {
+			if e, ok := g.catalog.template(t.URITemplate); ok {
+				return e.tier, true
+			}
+			return 0, false
+		})
+		return &out
+	}
+	return res
+}
+
+// seen keeps the items of a list whose tier pol sees; an item without a
+// tier (not exposed) is dropped.
+func seen[T any](items []T, pol Policy, tier func(T) (Tier, bool)) []T {
+	out := make([]T, 0, len(items))
+	for _, it := range items {
+		if t, ok := tier(it); ok && pol.Sees(t) {
+			out = append(out, it)
 		}
 	}
-	// Kept a while past the expiry, to tell a late retry what happened.
-	r.m[recentKey(p, c)] = recentAsk{id: id, expires: expires.Add(approvalTTL)}
-}
-
-func (r *recentAsks) forget(p Principal, c *pendingCall) {
-	r.mu.Lock()
-	delete(r.m, recentKey(p, c))
-	r.mu.Unlock()
+	return out
 }
 
 // quiet passes on the SDK's warnings and errors, but not its chatter about

@@ -16,6 +16,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
@@ -142,7 +143,7 @@ func (h *harness) serve(cfg *gateway.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.gw, err = gateway.NewForServer(cfg, h.svc, public, key, testLogger(t))
+	h.gw, err = confirm.NewForServer(cfg, h.svc, public, key, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,7 +28,7 @@ func TestHoldWarning(t *testing.T) {
 		var logs testutil.LogBuffer
 		cfg := gateway.NewConfig()
 		cfg.Hold = hold
-		if _, err := gateway.NewForClient(cfg, clientNowhere(), slog.New(slog.NewTextHandler(&logs, nil)), io.Discard); err != nil {
+		if _, err := confirm.NewForClient(cfg, clientNowhere(), slog.New(slog.NewTextHandler(&logs, nil)), io.Discard); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Contains(logs.String(), "longer than the 60 s request timeout"); got != warned {

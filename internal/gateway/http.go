@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/url"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -22,17 +19,6 @@ const MaxBody = 4 << 20
 // principalKey holds the Principal in a bearer token's TokenInfo.
 const principalKey = "countersign_principal"
 
-// NewForServer returns the gateway of countersign serve: approvals go to
-// the service in process, the inbox is under publicURL, and request states
-// are sealed under stateKey (a server key every replica shares).
-func NewForServer(cfg *Config, svc *approval.Service, publicURL *url.URL, stateKey []byte, log *slog.Logger) (*Gateway, error) {
-	if len(stateKey) < 32 {
-		return nil, fmt.Errorf("the MCP request state key must have 32 bytes")
-	}
-	elicits := func(p Principal) bool { return cfg.PolicyFor(p).ElicitationDecides }
-	return newGateway(options{cfg: cfg, approvals: &serviceApprovals{svc: svc, inbox: publicURL, elicits: elicits}, stateKey: stateKey, log: log})
-}
-
 // AgentVerifier authenticates an agent key.
 type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, error)
 
@@ -42,6 +28,23 @@ type AgentVerifier func(ctx context.Context, secret string) (countersign.Agent, 
 // way to send them elicitation/create. A session is bound to the key that
 // opened it, and sessions are bounded per key and in all (sessions.go).
 func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
+	dispatch := g.streamable()
+	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+		a, err := verify(ctx, token)
+		if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
+			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, countersign.ErrorMessage(err))
+		} else if err != nil {
+			return nil, errors.New("internal error")
+		}
+		return &auth.TokenInfo{UserID: a.KeyID, Extra: map[string]any{principalKey: PrincipalOf(a)}}, nil
+	}
+	// Agent keys do not expire; a revoked one no longer verifies.
+	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
+}
+
+// streamable serves an authenticated request: statelessly for clients of
+// 2026-07-28, in a session for older ones.
+func (g *Gateway) streamable() http.Handler {
 	getServer := func(*http.Request) *mcp.Server { return g.server }
 	common := mcp.StreamableHTTPOptions{
 		Logger: quiet(g.log),
@@ -63,7 +66,7 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 	stateful.EventStore = events
 	statelessH := mcp.NewStreamableHTTPHandler(getServer, &stateless)
 	statefulH := mcp.NewStreamableHTTPHandler(getServer, &stateful)
-	dispatch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Mcp-Protocol-Version") >= newProtocolVersion {
 			statelessH.ServeHTTP(w, r)
 			return
@@ -90,17 +93,6 @@ func (g *Gateway) HTTPHandler(verify AgentVerifier) http.Handler {
 		}
 		statefulH.ServeHTTP(sw, r)
 	})
-	verifier := func(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
-		a, err := verify(ctx, token)
-		if code := countersign.ErrorCode(err); code == countersign.EUNAUTHORIZED || code == countersign.EFORBIDDEN {
-			return nil, fmt.Errorf("%w: %s", auth.ErrInvalidToken, countersign.ErrorMessage(err))
-		} else if err != nil {
-			return nil, errors.New("internal error")
-		}
-		return &auth.TokenInfo{UserID: a.KeyID, Extra: map[string]any{principalKey: PrincipalOf(a)}}, nil
-	}
-	// Agent keys do not expire; a revoked one no longer verifies.
-	return auth.RequireBearerToken(verifier, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(dispatch)
 }
 
 // foreignSession answers a session opened by another key as the SDK

@@ -85,7 +85,7 @@ func (g *Gateway) operations(next mcp.MethodHandler) mcp.MethodHandler {
 		if !forwarded[method] || !ok || ss == nil {
 			return next(ctx, method, req)
 		}
-		ctx, end := g.pass.begin(ctx, ss, req.GetParams())
+		ctx, end := g.relay.pass.begin(ctx, ss, req.GetParams())
 		defer end()
 		return next(ctx, method, req)
 	}

@@ -110,11 +110,12 @@ func sameName(all []foundKey, name string) string {
 
 func (c *Config) keyError(entry, format string, args ...any) error {
 	return countersign.Errorf(countersign.EINVALID, "%sthe MCP gateway configuration: [keys.%q]: %s",
-		sourcePrefix(c), entry, fmt.Sprintf(format, args...))
+		c.SourcePrefix(), entry, fmt.Sprintf(format, args...))
 }
 
-// sourcePrefix is "FILE: " of a configuration read from a file.
-func sourcePrefix(c *Config) string {
+// SourcePrefix is "FILE: " of a configuration read from a file, for its
+// errors.
+func (c *Config) SourcePrefix() string {
 	if c.Source == "" {
 		return ""
 	}

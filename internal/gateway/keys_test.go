@@ -94,7 +94,7 @@ func TestResolveKeys(t *testing.T) {
 	// A gateway refuses a configuration whose [keys] were never checked.
 	c, _ = load("[keys.\"acme/ci\"]\n")
 	c.byKey = nil
-	if _, err := newGateway(options{cfg: c, stateKey: randomKey()}); err == nil || !strings.Contains(err.Error(), "not checked") {
+	if _, err := New(c, nil, Options{}); err == nil || !strings.Contains(err.Error(), "not checked") {
 		t.Errorf("unchecked [keys]: %v", err)
 	}
 }

@@ -50,7 +50,7 @@ func (g *Gateway) limit(next mcp.MethodHandler) mcp.MethodHandler {
 		msg := fmt.Sprintf("countersign: this agent key made more than %d calls in a minute; the call did not run. "+
 			"Retry after %d s (at %s UTC).", g.limiter.PerMinute(), secs, now.Add(wait).UTC().Format("15:04:05"))
 		if method == "tools/call" {
-			res := toolError("%s", msg)
+			res := ToolError("%s", msg)
 			res.Meta = mcp.Meta{"countersign/status": "rate_limited", "countersign/retry_after_ms": wait.Milliseconds()}
 			return res, nil
 		}

@@ -107,16 +107,16 @@ func (g *Gateway) upstreamLogged(u *upstream, p *mcp.LoggingMessageParams, a att
 		msg.Logger = u.cfg.Name + "/" + msg.Logger
 	}
 	if c := a.call; c != nil {
-		g.pass.mu.Lock()
+		g.relay.pass.mu.Lock()
 		if !c.ended {
 			queued := c.queueLog(&msg, g.fixed != nil)
-			g.pass.mu.Unlock()
+			g.relay.pass.mu.Unlock()
 			if !queued {
 				g.droppedLog(u, "the operation's queue is full")
 			}
 			return
 		}
-		g.pass.mu.Unlock()
+		g.relay.pass.mu.Unlock()
 		a.why = whyEnded
 	}
 	if g.fixed != nil {
@@ -133,7 +133,7 @@ func (g *Gateway) upstreamLogged(u *upstream, p *mcp.LoggingMessageParams, a att
 // droppedLog counts a log message of u that went to no client; the
 // message itself is not logged: it may be any key's.
 func (g *Gateway) droppedLog(u *upstream, why string) {
-	n := g.pass.dropped.Add(1)
+	n := g.relay.pass.dropped.Add(1)
 	u.log.Debug("upstream log message passed on to no client", "why", why, "dropped", n)
 }
 
@@ -222,7 +222,7 @@ func (g *Gateway) setLevel(ctx context.Context, req mcp.Request) {
 	if _, known := levelOrder[r.Params.Level]; !known {
 		return
 	}
-	l := &g.levels
+	l := &g.relay.levels
 	l.mu.Lock()
 	if l.clients == nil {
 		l.clients = map[*mcp.ServerSession]mcp.LoggingLevel{}
@@ -263,7 +263,7 @@ func (l *logLevels) wanted() mcp.LoggingLevel {
 // more is set to the quietest level; one that was never set is left as it
 // is.
 func (g *Gateway) applyLevels(ctx context.Context) {
-	l := &g.levels
+	l := &g.relay.levels
 	l.applyMu.Lock()
 	defer l.applyMu.Unlock()
 	want := l.wanted()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -30,7 +31,7 @@ func TestStdioLoggingAndCompletions(t *testing.T) {
 	t.Parallel()
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", "")}
-	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,14 +100,14 @@ func declaredBy(p *mcp.InitializeParams) *mcp.ClientCapabilities {
 // initialize and the first tools/list already know their servers.
 func (g *Gateway) startOnFirst(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		g.startMu.Lock()
-		start := g.startOnce
-		g.startOnce = nil
+		g.life.startMu.Lock()
+		start := g.life.startOnce
+		g.life.startOnce = nil
 		if start != nil {
 			p, _ := req.GetParams().(*mcp.InitializeParams) // nil for another method
 			start(declaredBy(p))
 		}
-		g.startMu.Unlock()
+		g.life.startMu.Unlock()
 		return next(ctx, method, req)
 	}
 }
@@ -177,7 +177,7 @@ func (s *sessionSet) len() int {
 // pass on, and returns the MCP error to answer it with. The request itself
 // is not logged: it may be any key's.
 func (g *Gateway) notPassed(u *upstream, method, why string) error {
-	n := g.pass.dropped.Add(1)
+	n := g.relay.pass.dropped.Add(1)
 	u.log.Debug("upstream request passed on to no client", "method", method, "why", why, "dropped", n)
 	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest,
 		Message: fmt.Sprintf("countersign does not pass %s of the MCP server %q on: %s", method, u.cfg.Name, why)}
@@ -188,7 +188,7 @@ func (g *Gateway) notPassed(u *upstream, method, why string) error {
 // the error to answer the upstream with; a request not passed on is
 // counted. declared reports whether the client declared the capability.
 func (g *Gateway) attribute(u *upstream, method string, meta mcp.Meta, declared func(*mcp.ClientCapabilities) bool, outsideCalls bool) (*runningCall, error) {
-	a := g.pass.claim(meta)
+	a := g.relay.pass.claim(meta)
 	c := a.call
 	if outsideCalls && g.fixed != nil {
 		// Roots are the client's, not a call's: not bound to a call that

@@ -14,6 +14,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -194,7 +195,7 @@ func TestStdioUpstreamRoots(t *testing.T) {
 	quickStop(cfg)
 	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "every", Command: []string{"node", npmServer(dir, "server-everything"), "stdio"}}}
 	cfg.Rules = []gateway.TierRule{{Match: "every/*", Tier: gateway.TierRead}}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, cfg.Data, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard}))
+	g, closeG, err := newStandaloneGateway(t, cfg, cfg.Data, confirm.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}

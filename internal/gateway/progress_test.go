@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 )
 
 // wireMsg is a JSON-RPC message as it is on the wire.
@@ -118,7 +119,7 @@ func stdioWire(t *testing.T, ups []gateway.UpstreamConfig) (send func(string), l
 	cfg.Rate = 0
 	cfg.Upstreams = ups
 	quickStop(cfg)
-	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ type promptEntry struct {
 }
 
 // syncPrompts rebuilds the exposed prompts from every upstream's last
-// lists. g.syncMu must be held.
+// lists. g.catalog.syncMu must be held.
 func (g *Gateway) syncPrompts(lists []upstreamLists) {
 	counts := map[string]int{}
 	for _, l := range lists {
@@ -41,10 +41,10 @@ func (g *Gateway) syncPrompts(lists []upstreamLists) {
 			next[name] = &promptEntry{name: name, up: u, prompt: p}
 		}
 	}
-	g.mu.Lock()
-	old := g.prompts
-	g.prompts = next
-	g.mu.Unlock()
+	g.catalog.mu.Lock()
+	old := g.catalog.prompts
+	g.catalog.prompts = next
+	g.catalog.mu.Unlock()
 	var gone []string
 	for name, e := range old {
 		if n, ok := next[name]; !ok || n.up != e.up {
@@ -112,17 +112,17 @@ func (g *Gateway) complete(ctx context.Context, req *mcp.CompleteRequest) (*mcp.
 	var up *upstream
 	switch ref.Type {
 	case "ref/prompt":
-		g.mu.Lock()
-		e, ok := g.prompts[ref.Name]
-		g.mu.Unlock()
+		g.catalog.mu.Lock()
+		e, ok := g.catalog.prompts[ref.Name]
+		g.catalog.mu.Unlock()
 		if !ok || !promptsFor(g.policy(p)) {
 			return nil, unknownPrompt()
 		}
 		up, ref.Name = e.up, e.prompt.Name
 	case "ref/resource":
-		g.mu.Lock()
-		e, ok := g.templates[ref.URI]
-		g.mu.Unlock()
+		g.catalog.mu.Lock()
+		e, ok := g.catalog.templates[ref.URI]
+		g.catalog.mu.Unlock()
 		if !ok {
 			return nil, mcp.ResourceNotFoundError(ref.URI)
 		}

@@ -76,8 +76,37 @@ func (g *Gateway) resourceTier(u *upstream, uri, exposed string) Tier {
 func resourcePrefix(u *upstream) string { return "countersign:" + u.cfg.Name + "/" }
 
 // syncResources rebuilds the exposed resources and templates from every
-// upstream's last lists, as resync does for tools. g.syncMu must be held.
+// upstream's last lists, as resync does for tools. g.catalog.syncMu must be
+// held.
 func (g *Gateway) syncResources(lists []upstreamLists) {
+	nextRes, nextTmpl := g.exposedResources(lists)
+	g.catalog.mu.Lock()
+	oldRes, oldTmpl := g.catalog.resources, g.catalog.templates
+	g.catalog.resources, g.catalog.templates = nextRes, nextTmpl
+	g.catalog.mu.Unlock()
+
+	if gone := removed(oldRes, nextRes); len(gone) > 0 {
+		g.server.RemoveResources(gone...)
+	}
+	if gone := removed(oldTmpl, nextTmpl); len(gone) > 0 {
+		g.server.RemoveResourceTemplates(gone...)
+	}
+	for uri, e := range nextRes {
+		if o, ok := oldRes[uri]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.res, e.res) {
+			g.server.AddResource(e.mirrorResource(), g.readResource(e))
+		}
+	}
+	for t, e := range nextTmpl {
+		if o, ok := oldTmpl[t]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.tmpl, e.tmpl) {
+			g.server.AddResourceTemplate(e.mirrorTemplate(), g.readResource(e))
+		}
+	}
+}
+
+// exposedResources are the resources and templates of every upstream's
+// last lists under their exposed URIs, with their tiers: a URI that more
+// than one upstream uses is prefixed with the upstream's name.
+func (g *Gateway) exposedResources(lists []upstreamLists) (nextRes, nextTmpl map[string]*resourceEntry) {
 	uris, templates := map[string]int{}, map[string]int{}
 	for _, l := range lists {
 		for _, r := range l.resources {
@@ -87,7 +116,7 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 			templates[t.URITemplate]++
 		}
 	}
-	nextRes, nextTmpl := map[string]*resourceEntry{}, map[string]*resourceEntry{}
+	nextRes, nextTmpl = map[string]*resourceEntry{}, map[string]*resourceEntry{}
 	for i, u := range g.upstreams {
 		for _, r := range lists[i].resources {
 			e := &resourceEntry{exposed: r.URI, up: u, res: r}
@@ -118,27 +147,7 @@ func (g *Gateway) syncResources(lists []upstreamLists) {
 	for _, e := range nextRes {
 		e.tier = g.uriTier(e.up, e.res.URI, e.exposed, nextTmpl)
 	}
-	g.mu.Lock()
-	oldRes, oldTmpl := g.resources, g.templates
-	g.resources, g.templates = nextRes, nextTmpl
-	g.mu.Unlock()
-
-	if gone := removed(oldRes, nextRes); len(gone) > 0 {
-		g.server.RemoveResources(gone...)
-	}
-	if gone := removed(oldTmpl, nextTmpl); len(gone) > 0 {
-		g.server.RemoveResourceTemplates(gone...)
-	}
-	for uri, e := range nextRes {
-		if o, ok := oldRes[uri]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.res, e.res) {
-			g.server.AddResource(e.mirrorResource(), g.readResource(e))
-		}
-	}
-	for t, e := range nextTmpl {
-		if o, ok := oldTmpl[t]; !ok || o.up != e.up || o.tier != e.tier || !reflect.DeepEqual(o.tmpl, e.tmpl) {
-			g.server.AddResourceTemplate(e.mirrorTemplate(), g.readResource(e))
-		}
-	}
+	return nextRes, nextTmpl
 }
 
 // addable checks what the SDK would panic on (a URI or template it cannot
@@ -258,12 +267,12 @@ func withoutServerInfo(m mcp.Meta) mcp.Meta {
 // resourceFor finds the entry of an exposed URI: a resource, or the
 // template it matches.
 func (g *Gateway) resourceFor(uri string) (*resourceEntry, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if e, ok := g.resources[uri]; ok {
+	g.catalog.mu.Lock()
+	defer g.catalog.mu.Unlock()
+	if e, ok := g.catalog.resources[uri]; ok {
 		return e, true
 	}
-	for _, e := range g.templates {
+	for _, e := range g.catalog.templates {
 		if e.match.Match(uri) != nil {
 			if _, ok := e.upstreamURI(uri); ok {
 				return e, true
@@ -280,13 +289,13 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 	if err != nil {
 		return err
 	}
-	g.subMu.Lock()
-	defer g.subMu.Unlock()
-	if g.subs == nil {
-		g.subs = map[string]map[*mcp.ServerSession]bool{}
+	g.subs.mu.Lock()
+	defer g.subs.mu.Unlock()
+	if g.subs.m == nil {
+		g.subs.m = map[string]map[*mcp.ServerSession]bool{}
 	}
 	g.pruneSubs(ctx)
-	if len(g.subs[req.Params.URI]) == 0 {
+	if len(g.subs.m[req.Params.URI]) == 0 {
 		cs, err := e.up.current()
 		if err != nil {
 			return err
@@ -294,22 +303,22 @@ func (g *Gateway) subscribe(ctx context.Context, req *mcp.SubscribeRequest) erro
 		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: uri}); err != nil {
 			return upstreamError(e.up, err)
 		}
-		g.subs[req.Params.URI] = map[*mcp.ServerSession]bool{}
+		g.subs.m[req.Params.URI] = map[*mcp.ServerSession]bool{}
 	}
-	g.subs[req.Params.URI][req.Session] = true
+	g.subs.m[req.Params.URI][req.Session] = true
 	return nil
 }
 
 // pruneSubs forgets the subscriptions of sessions that ended without
 // unsubscribing, and ends the upstream's where none is left, so that
 // neither the sessions nor the upstreams' subscriptions pile up.
-// g.subMu must be held.
+// g.subs.mu must be held.
 func (g *Gateway) pruneSubs(ctx context.Context) {
 	live := map[*mcp.ServerSession]bool{}
 	for ss := range g.server.Sessions() {
 		live[ss] = true
 	}
-	for uri, sessions := range g.subs {
+	for uri, sessions := range g.subs.m {
 		for ss := range sessions {
 			if !live[ss] {
 				delete(sessions, ss)
@@ -318,7 +327,7 @@ func (g *Gateway) pruneSubs(ctx context.Context) {
 		if len(sessions) > 0 {
 			continue
 		}
-		delete(g.subs, uri)
+		delete(g.subs.m, uri)
 		if e, ok := g.resourceFor(uri); ok {
 			if up, ok := e.upstreamURI(uri); ok {
 				if cs, err := e.up.current(); err == nil {
@@ -336,9 +345,9 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	if err != nil {
 		return err
 	}
-	g.subMu.Lock()
-	defer g.subMu.Unlock()
-	sessions := g.subs[req.Params.URI]
+	g.subs.mu.Lock()
+	defer g.subs.mu.Unlock()
+	sessions := g.subs.m[req.Params.URI]
 	if !sessions[req.Session] {
 		return nil
 	}
@@ -346,7 +355,7 @@ func (g *Gateway) unsubscribe(ctx context.Context, req *mcp.UnsubscribeRequest) 
 	if len(sessions) > 0 {
 		return nil
 	}
-	delete(g.subs, req.Params.URI)
+	delete(g.subs.m, req.Params.URI)
 	if cs, err := e.up.current(); err == nil {
 		if err := cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 			return upstreamError(e.up, err)
@@ -379,20 +388,20 @@ func (g *Gateway) subscribable(req mcp.Request, exposed string) (*resourceEntry,
 // subscribed to it, under the URI they know.
 func (g *Gateway) resourceUpdated(u *upstream, uri string) {
 	exposed := uri
-	g.mu.Lock()
-	for _, e := range g.resources {
+	g.catalog.mu.Lock()
+	for _, e := range g.catalog.resources {
 		if e.up == u && e.res.URI == uri {
 			exposed = e.exposed
 		}
 	}
 	if exposed == uri {
-		for _, e := range g.templates {
+		for _, e := range g.catalog.templates {
 			if e.up == u && e.prefix != "" && e.match.Match(e.prefix+uri) != nil {
 				exposed = e.prefix + uri
 			}
 		}
 	}
-	g.mu.Unlock()
+	g.catalog.mu.Unlock()
 	// Not on the upstream's read loop: sending may wait for a client.
 	go g.server.ResourceUpdated(context.Background(), &mcp.ResourceUpdatedNotificationParams{URI: exposed})
 }

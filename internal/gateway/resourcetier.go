@@ -95,9 +95,9 @@ func (g *Gateway) readable(req mcp.Request, e *resourceEntry, exposed, verb stri
 				exposed, why)}
 		}
 	}
-	g.mu.Lock()
-	templates := g.templates
-	g.mu.Unlock()
+	g.catalog.mu.Lock()
+	templates := g.catalog.templates
+	g.catalog.mu.Unlock()
 	tier := max(e.tier, g.uriTier(e.up, uri, exposed, templates))
 	if !pol.Sees(tier) {
 		return "", mcp.ResourceNotFoundError(exposed)
@@ -159,9 +159,9 @@ func (g *Gateway) reachableTiers(e *resourceEntry) TierSet {
 			set |= Tiers(max(e.tier, r.Tier))
 		}
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, o := range g.templates {
+	g.catalog.mu.Lock()
+	defer g.catalog.mu.Unlock()
+	for _, o := range g.catalog.templates {
 		if reaches(literal(o.exposed, "{")) {
 			set |= Tiers(max(e.tier, o.tier))
 		}

@@ -15,8 +15,8 @@ func TestUpstreamStderrInServerLog(t *testing.T) {
 	var out bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := newUpstream(UpstreamConfig{Name: "fs", Command: []string{"true"}}, 0, log, nil, upstreamHooks{})
-	u.stderr.Write([]byte("Error: cannot read /srv/x\r\nSecure MCP Filesystem "))
-	u.stderr.Write([]byte("Server running on stdio\n" + strings.Repeat("x", 2*maxStderrLine) + "\n"))
+	u.command.stderr.Write([]byte("Error: cannot read /srv/x\r\nSecure MCP Filesystem "))
+	u.command.stderr.Write([]byte("Server running on stdio\n" + strings.Repeat("x", 2*maxStderrLine) + "\n"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 3 {
 		t.Fatalf("%d records, want 3:\n%s", len(lines), out.String())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -58,7 +59,7 @@ func TestUpstreamStderrInLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	public, _ := url.Parse("http://127.0.0.1:1")
-	gw, err := gateway.NewForServer(cfg, svc, public, key, log)
+	gw, err := confirm.NewForServer(cfg, svc, public, key, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/cli"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -54,7 +56,7 @@ func (h *harness) stdioGatewayHold(key string, hold time.Duration) (*gateway.Gat
 	cfg := gateway.NewConfig()
 	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(h.t, "notes", logFile)}
-	g, err := gateway.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
+	g, err := confirm.NewForClient(cfg, client.New(h.base, h.keys[key]), testLogger(h.t), io.Discard)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -162,7 +164,7 @@ func TestStdioServerDown(t *testing.T) {
 	logFile := filepath.Join(t.TempDir(), "down.log")
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
-	g, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,18 +190,19 @@ type standalone struct {
 	fail    error
 }
 
-// standaloneOptions opens a standalone gateway's store in dir, as
-// countersign mcp does, and puts it and the pages' directory in o. The
-// store closes after the gateway: cleanups run last registered first.
-func standaloneOptions(t *testing.T, dir string, o gateway.StandaloneOptions) gateway.StandaloneOptions {
+// newStandaloneGateway opens a standalone gateway's store in dir and
+// builds the gateway on it as countersign mcp does (cli.StandaloneGateway),
+// with the pages' directory in dir. The store closes after the gateway:
+// cleanups run last registered first.
+func newStandaloneGateway(t *testing.T, cfg *gateway.Config, dir string, o confirm.StandaloneOptions) (*gateway.Gateway, func(), error) {
 	t.Helper()
 	store, err := sqlite.Open(t.Context(), filepath.Join(dir, "countersign.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	o.Store, o.Pages = store, filepath.Join(dir, "pages")
-	return o
+	o.Pages = filepath.Join(dir, "pages")
+	return cli.StandaloneGateway(t.Context(), cfg, store, o)
 }
 
 func newStandalone(t *testing.T) *standalone {
@@ -214,13 +217,13 @@ func newStandaloneHold(t *testing.T, hold time.Duration) *standalone {
 	cfg := gateway.NewConfig()
 	cfg.Hold = hold
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", s.logFile)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, s.dir, gateway.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
+	g, closeG, err := newStandaloneGateway(t, cfg, s.dir, confirm.StandaloneOptions{Log: testLogger(t), Stderr: io.Discard,
 		Open: func(u string) error {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.opened = append(s.opened, u)
 			return s.fail
-		}}))
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,11 +510,11 @@ func TestStdioKeys(t *testing.T) {
 	t.Parallel()
 	cfg := gateway.NewConfig()
 	cfg.Keys["acme/ci"] = gateway.Policy{Tiers: gateway.AllTiers}
-	if _, err := gateway.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
+	if _, err := confirm.NewForClient(cfg, client.New("http://127.0.0.1:1", "csk_x"), testLogger(t), io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "this gateway's one key has the [policy]: remove [keys]") {
 		t.Errorf("[keys] with a server: %v", err)
 	}
-	if _, _, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard})); err == nil ||
+	if _, _, err := newStandaloneGateway(t, cfg, t.TempDir(), confirm.StandaloneOptions{Stderr: io.Discard}); err == nil ||
 		!strings.Contains(err.Error(), `[keys."acme/ci"]: no account "acme" has an agent key "ci"`) {
 		t.Errorf("standalone [keys] naming another store's key: %v", err)
 	}
@@ -519,7 +522,7 @@ func TestStdioKeys(t *testing.T) {
 	cfg = gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{fixtureUpstream(t, "notes", logFile)}
 	cfg.Keys["local/mcp-gateway"] = gateway.Policy{Tiers: gateway.Tiers(gateway.TierRead)}
-	g, closeG, err := gateway.NewStandalone(t.Context(), cfg, standaloneOptions(t, t.TempDir(), gateway.StandaloneOptions{Stderr: io.Discard}))
+	g, closeG, err := newStandaloneGateway(t, cfg, t.TempDir(), confirm.StandaloneOptions{Stderr: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -533,12 +536,17 @@ func TestStdioKeys(t *testing.T) {
 	wantRan(t, call(t, cs, "read_note", map[string]any{"id": "r"}), "note r from notes")
 }
 
-// TestStandaloneNeedsItsStore: the caller builds the store; a gateway
-// given none refuses to start rather than keep approvals nowhere.
+// TestStandaloneNeedsItsStore: the caller builds the store and the
+// approval service on it; a gateway given none refuses to start rather
+// than keep approvals nowhere.
 func TestStandaloneNeedsItsStore(t *testing.T) {
 	t.Parallel()
-	_, _, err := gateway.NewStandalone(t.Context(), gateway.NewConfig(), gateway.StandaloneOptions{Stderr: io.Discard})
+	_, _, err := cli.StandaloneGateway(t.Context(), gateway.NewConfig(), nil, confirm.StandaloneOptions{Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "needs its store") {
-		t.Errorf("NewStandalone without a store: %v", err)
+		t.Errorf("StandaloneGateway without a store: %v", err)
+	}
+	_, _, err = confirm.NewStandalone(gateway.NewConfig(), confirm.StandaloneOptions{Pages: t.TempDir(), Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "needs its store") {
+		t.Errorf("NewStandalone without an approval service: %v", err)
 	}
 }

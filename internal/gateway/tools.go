@@ -18,13 +18,13 @@ type toolEntry struct {
 	tier Tier
 }
 
-// info is what the preview shows of the tool's definition.
-func (e *toolEntry) info() *ToolInfo {
+// called is what the confirmation shows and binds of the tool.
+func (e *toolEntry) called() CalledTool {
 	title := e.tool.Title
 	if title == "" && e.tool.Annotations != nil {
 		title = e.tool.Annotations.Title
 	}
-	return &ToolInfo{Title: title, Description: e.tool.Description}
+	return CalledTool{Name: e.name, Upstream: e.up.cfg.Name, Tool: e.tool.Name, Title: title, Description: e.tool.Description, Tier: e.tier}
 }
 
 // mirror is the tool as the gateway lists it: the upstream's definition
@@ -42,8 +42,8 @@ func (e *toolEntry) mirror() *mcp.Tool {
 // list_changed per real change. A name that more than one upstream uses
 // is prefixed with the upstream's name for all of them.
 func (g *Gateway) resync() {
-	g.syncMu.Lock()
-	defer g.syncMu.Unlock()
+	g.catalog.syncMu.Lock()
+	defer g.catalog.syncMu.Unlock()
 
 	all := make([]upstreamLists, len(g.upstreams))
 	for i, u := range g.upstreams {
@@ -54,8 +54,35 @@ func (g *Gateway) resync() {
 	g.syncPrompts(all)
 }
 
-// syncTools rebuilds the exposed tools. g.syncMu must be held.
+// syncTools rebuilds the exposed tools and changes the server's where
+// they differ. g.catalog.syncMu must be held.
 func (g *Gateway) syncTools(all []upstreamLists) {
+	next := g.exposedTools(all)
+	g.catalog.mu.Lock()
+	old := g.catalog.tools
+	g.catalog.tools = next
+	g.catalog.mu.Unlock()
+	var removed []string
+	for name, e := range old {
+		if n, ok := next[name]; !ok || n.up != e.up {
+			removed = append(removed, name)
+		}
+	}
+	if len(removed) > 0 {
+		g.server.RemoveTools(removed...)
+	}
+	for name, e := range next {
+		if o, ok := old[name]; ok && o.up == e.up && o.tier == e.tier && reflect.DeepEqual(o.tool, e.tool) {
+			continue
+		}
+		g.server.AddTool(e.mirror(), g.handler(e))
+	}
+}
+
+// exposedTools are the tools of every upstream's last list under their
+// exposed names, with their tiers; a tool whose name could pass for
+// another's, or that the SDK could not serve, is left out.
+func (g *Gateway) exposedTools(all []upstreamLists) map[string]*toolEntry {
 	counts := map[string]int{}
 	lists := make([][]*mcp.Tool, len(g.upstreams))
 	for i := range g.upstreams {
@@ -97,26 +124,7 @@ func (g *Gateway) syncTools(all []upstreamLists) {
 			next[name] = &toolEntry{name: name, up: u, tool: t, tier: g.tierOf(u, t, name)}
 		}
 	}
-
-	g.mu.Lock()
-	old := g.tools
-	g.tools = next
-	g.mu.Unlock()
-	var removed []string
-	for name, e := range old {
-		if n, ok := next[name]; !ok || n.up != e.up {
-			removed = append(removed, name)
-		}
-	}
-	if len(removed) > 0 {
-		g.server.RemoveTools(removed...)
-	}
-	for name, e := range next {
-		if o, ok := old[name]; ok && o.up == e.up && o.tier == e.tier && reflect.DeepEqual(o.tool, e.tool) {
-			continue
-		}
-		g.server.AddTool(e.mirror(), g.handler(e))
-	}
+	return next
 }
 
 // tierOf is a tool's tier: the first matching rule of the configuration,
@@ -131,21 +139,21 @@ func (g *Gateway) syncTools(all []upstreamLists) {
 //
 // Annotations only ever raise a tool's tier while the gateway runs: an
 // upstream that lists a tool as external, then, with list_changed, as
-// read-only, keeps it external until a restart. g.syncMu must be held.
+// read-only, keeps it external until a restart. g.catalog.syncMu must be held.
 func (g *Gateway) tierOf(u *upstream, t *mcp.Tool, exposed string) Tier {
 	annotated := AnnotationTier(t.Annotations)
 	if u.cfg.IgnoreAnnotations {
 		annotated = AnnotationTier(nil)
 	}
-	if g.annotated == nil {
-		g.annotated = map[string]Tier{}
+	if g.catalog.annotated == nil {
+		g.catalog.annotated = map[string]Tier{}
 	}
 	key := u.cfg.Name + "/" + t.Name
-	if seen, ok := g.annotated[key]; ok && seen > annotated {
+	if seen, ok := g.catalog.annotated[key]; ok && seen > annotated {
 		g.log.Warn("an upstream lowered a tool's annotations; its tier stays until a restart", "upstream", u.cfg.Name, "tool", t.Name, "tier", seen)
 		annotated = seen
 	}
-	g.annotated[key] = annotated
+	g.catalog.annotated[key] = annotated
 	floor, ambiguous := Tier(0), false
 	for _, r := range g.cfg.Rules {
 		switch {
@@ -192,12 +200,4 @@ func objectSchema(s any) bool {
 		return false
 	}
 	return m["type"] == "object"
-}
-
-// entry returns the exposed tool of that name.
-func (g *Gateway) entry(name string) (*toolEntry, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	e, ok := g.tools[name]
-	return e, ok
 }

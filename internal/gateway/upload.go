@@ -171,11 +171,11 @@ func (g *Gateway) uploadRequest(ctx context.Context, req *mcp.CallToolRequest) (
 		Purpose string `json:"purpose"`
 	}
 	if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || !slices.Contains(g.cfg.Files.Purposes, in.Purpose) {
-		return toolError("purpose must be one of %s", strings.Join(g.cfg.Files.Purposes, ", ")), nil
+		return ToolError("purpose must be one of %s", strings.Join(g.cfg.Files.Purposes, ", ")), nil
 	}
 	rec, err := g.xfer.store.OpenPage(filesPrincipal(p), in.Purpose, g.cfg.Files.Accept[in.Purpose])
 	if err != nil {
-		return toolError("countersign could not open an upload page: %s", describe(err)), nil
+		return ToolError("countersign could not open an upload page: %s", Describe(err)), nil
 	}
 	link := g.xfer.public + "/uploads/" + url.PathEscape(rec.ID)
 	expires := rec.Expires.UTC().Format("2006-01-02T15:04:05Z")

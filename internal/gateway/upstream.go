@@ -31,12 +31,9 @@ const (
 // backoff whenever it fails or dies. A call never waits for a restart: it
 // fails at once with a tool error that says the server is restarting.
 type upstream struct {
-	cfg UpstreamConfig
-	log *slog.Logger
-	// stopWait is how long the command has to exit once its stdin is
-	// closed, before it is signalled (CommandTransport's TerminateDuration).
-	stopWait time.Duration
-	stderr   io.Writer // where a command's stderr goes
+	cfg     UpstreamConfig
+	log     *slog.Logger
+	command commandRun // a command upstream's
 	// web carries the requests to a URL upstream, across its sessions.
 	web    *http.Transport
 	client *mcp.Client
@@ -49,12 +46,31 @@ type upstream struct {
 	gen     int // counts sessions, so that a late list of an old one is dropped
 	lists   upstreamLists
 	down    string // why there is no session
-	// settled is closed after the first attempt to connect, whether it
-	// succeeded or not, so that start-up never waits on a broken upstream.
-	settled chan struct{}
-	once    sync.Once
+	settled firstAttempt
 	kick    chan struct{}
 }
+
+// commandRun is how a command upstream runs.
+type commandRun struct {
+	// stopWait is how long the command has to exit once its stdin is
+	// closed, before it is signalled (CommandTransport's TerminateDuration).
+	stopWait time.Duration
+	stderr   io.Writer // where a command's stderr goes
+}
+
+// firstAttempt is done after an upstream's first attempt to connect,
+// whether it succeeded or not, so that start-up never waits on a broken
+// upstream.
+type firstAttempt struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+// done marks the first attempt made; later calls do nothing.
+func (f *firstAttempt) done() { f.once.Do(func() { close(f.ch) }) }
+
+// wait is closed once the first attempt was made.
+func (f *firstAttempt) wait() <-chan struct{} { return f.ch }
 
 // upstreamLists are what an upstream offers, as it last listed it.
 type upstreamLists struct {
@@ -93,8 +109,8 @@ func newUpstream(cfg UpstreamConfig, stopWait time.Duration, log *slog.Logger, s
 		stopWait = defaultStopWait
 	}
 	ulog := log.With("upstream", cfg.Name)
-	u := &upstream{cfg: cfg, stopWait: stopWait, log: ulog, stderr: upstreamStderr(cfg.Name, stderr, ulog), hooks: hooks,
-		down: "starting", settled: make(chan struct{}), kick: make(chan struct{}, 1)}
+	u := &upstream{cfg: cfg, command: commandRun{stopWait: stopWait, stderr: upstreamStderr(cfg.Name, stderr, ulog)}, log: ulog, hooks: hooks,
+		down: "starting", settled: firstAttempt{ch: make(chan struct{})}, kick: make(chan struct{}, 1)}
 	if cfg.URL != "" {
 		u.web = upstreamTransport()
 	}
@@ -150,7 +166,7 @@ func (u *upstream) run(ctx context.Context) {
 	backoff := minBackoff
 	for ctx.Err() == nil {
 		cs, err := u.connect(ctx)
-		u.once.Do(func() { close(u.settled) })
+		u.settled.done()
 		if err != nil {
 			u.setDown(fmt.Sprintf("cannot start: %v", err))
 			u.log.Warn("upstream failed to start; retrying", "err", err, "in", backoff)
@@ -276,8 +292,8 @@ func (u *upstream) transport() mcp.Transport {
 	for k, v := range u.cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+os.Expand(v, os.Getenv))
 	}
-	cmd.Stderr = u.stderr
-	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: u.stopWait}, tap: u.taps()}
+	cmd.Stderr = u.command.stderr
+	return &tapTransport{Transport: &mcp.CommandTransport{Command: cmd, TerminateDuration: u.command.stopWait}, tap: u.taps()}
 }
 
 // sessionOptions picks the protocol towards the upstream. A stdio process

@@ -19,6 +19,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -346,7 +347,7 @@ func TestHTTPUpstreamKeepsConnections(t *testing.T) {
 	cfg := gateway.NewConfig()
 	cfg.Rate = 0
 	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
-	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +424,7 @@ func TestHTTPUpstreamConnectionsClosedOnStop(t *testing.T) {
 
 	cfg := gateway.NewConfig()
 	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "web", URL: web.URL, Headers: map[string]string{"X-Fixture-Token": "secret"}}}
-	g, err := gateway.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
+	g, err := confirm.NewForClient(cfg, clientNowhere(), testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -149,7 +149,7 @@ func claudeTool(name string) bool {
 }
 
 // gatewayFacts reads the server's name and the upstream's own title and
-// description from the preview the MCP gateway writes (gateway.Preview):
+// description from the preview the MCP gateway writes (confirm.Preview):
 // "Server:   NAME (its tool "…")", "Title:    "…" (as the server
 // describes it)", "About:    "…" (as the server describes it)".
 func gatewayFacts(preview string) (server string, about []aboutLine) {

@@ -10,15 +10,16 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/gateway/confirm"
 )
 
 // TestGatewayFacts: the request page reads the server's name and the
 // upstream's own title and description from the preview the MCP gateway
 // writes, quoted texts unquoted and escaped.
 func TestGatewayFacts(t *testing.T) {
-	preview := gateway.Preview("write_file", "fs", "write_file",
-		&gateway.ToolInfo{Title: "Write \"file\"", Description: "Create a new file\nor overwrite\u202e one."},
-		gateway.TierWrite, json.RawMessage(`{"path":"/tmp/a.txt","content":"Server: evil\nAbout: forged"}`))
+	preview := confirm.Preview(gateway.CalledTool{Name: "write_file", Upstream: "fs", Tool: "write_file",
+		Title: "Write \"file\"", Description: "Create a new file\nor overwrite\u202e one.", Tier: gateway.TierWrite},
+		json.RawMessage(`{"path":"/tmp/a.txt","content":"Server: evil\nAbout: forged"}`))
 	server, about := gatewayFacts(preview)
 	if server != "fs" {
 		t.Errorf("server %q, want fs", server)

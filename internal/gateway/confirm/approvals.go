@@ -1,10 +1,8 @@
-package gateway
+package confirm
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -12,34 +10,17 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/gateway"
 )
 
-// approvalTTL is how long an MCP approval request waits for a human.
-const approvalTTL = 10 * time.Minute
-
-// Principal is who calls through the gateway: an agent key of an account.
-// Over stdio with a server, the gateway holds one key whose id only the
-// server knows, and ID stands in for it.
-type Principal struct {
-	ID      string
-	Account string
-	KeyName string
-	agent   countersign.Agent
-}
-
-// PrincipalOf is the principal of an agent key the server authenticated.
-func PrincipalOf(a countersign.Agent) Principal {
-	return Principal{ID: a.KeyID, Account: a.AccountID, KeyName: a.KeyName, agent: a}
-}
+// ApprovalTTL is how long an MCP approval request waits for a human.
+const ApprovalTTL = 10 * time.Minute
 
 // pendingCall is a call that needs a human, with its binding.
 type pendingCall struct {
-	Tool        string // exposed name: the request's action
-	Args        json.RawMessage
-	ArgsHash    string
-	Preview     string
-	PreviewHash string
-	SessionID   string
+	Tool string // exposed name: the request's action
+	approval.Binding
+	SessionID string
 	// Tier is the tool's tier, a fact of the request that the server's
 	// rules (step-up, windows) and the binding of a retry read.
 	Tier countersign.Tier
@@ -65,28 +46,28 @@ type ticket struct {
 type approvals interface {
 	// ask files a request for the call, or returns the identical pending
 	// one of the principal with created false.
-	ask(ctx context.Context, p Principal, c *pendingCall) (t *ticket, created bool, err error)
-	get(ctx context.Context, p Principal, id string) (*ticket, error)
+	ask(ctx context.Context, p gateway.Principal, c *pendingCall) (t *ticket, created bool, err error)
+	get(ctx context.Context, p gateway.Principal, id string) (*ticket, error)
 	// wait holds up to d while the request is pending.
-	wait(ctx context.Context, p Principal, id string, d time.Duration) (*ticket, error)
-	consume(ctx context.Context, p Principal, id string) (*ticket, error)
-	cancel(ctx context.Context, p Principal, id string) (*ticket, error)
+	wait(ctx context.Context, p gateway.Principal, id string, d time.Duration) (*ticket, error)
+	consume(ctx context.Context, p gateway.Principal, id string) (*ticket, error)
+	cancel(ctx context.Context, p gateway.Principal, id string) (*ticket, error)
 	// take consumes an approved request of the principal with the call's
 	// binding, without its id (hint: the id of the last request asked for
 	// this call, if known). ENOTFOUND when there is none.
-	take(ctx context.Context, p Principal, c *pendingCall, hint string) (*ticket, error)
+	take(ctx context.Context, p gateway.Principal, c *pendingCall, hint string) (*ticket, error)
 	// decide records the user's answer to a form elicitation as the
 	// decision: where there is no approver to ask (the standalone
 	// gateway), or for a key the operator marked (elicitation_decides).
 	// Elsewhere decidesByElicitation is false and the decision is made in
 	// the inbox.
-	decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error)
+	decide(ctx context.Context, p gateway.Principal, id string, approve bool) (*ticket, error)
 	// decidesByElicitation reports whether p's answers to form
 	// elicitations are decisions at all.
-	decidesByElicitation(p Principal) bool
+	decidesByElicitation(p gateway.Principal) bool
 	// acceptApproves reports whether p's Accept approves the request id:
 	// the answers decide, and the request needs no passkey.
-	acceptApproves(ctx context.Context, p Principal, id string) bool
+	acceptApproves(ctx context.Context, p gateway.Principal, id string) bool
 	// hasInbox reports whether there is an inbox a URL elicitation can
 	// open.
 	hasInbox() bool
@@ -106,14 +87,14 @@ type serviceApprovals struct {
 	decider string
 	// elicits says which keys' answers decide with a server (their
 	// elicitation_decides); nil: none.
-	elicits func(Principal) bool
+	elicits func(gateway.Principal) bool
 	// page opens the local approval page of the standalone gateway.
 	page *localPage
 }
 
 func (s *serviceApprovals) input(c *pendingCall) countersign.CreateInput {
 	return countersign.CreateInput{Kind: countersign.KindMCP, Action: c.Tool, Arguments: c.Args, Preview: c.Preview,
-		RiskReasons: c.Reasons, Tier: c.Tier, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: approvalTTL}
+		RiskReasons: c.Reasons, Tier: c.Tier, Context: countersign.RequestContext{SessionID: c.SessionID}, TTL: ApprovalTTL}
 }
 
 func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, error) {
@@ -127,38 +108,38 @@ func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, e
 	return t, nil
 }
 
-func (s *serviceApprovals) ask(ctx context.Context, p Principal, c *pendingCall) (*ticket, bool, error) {
-	r, created, err := s.svc.Create(ctx, p.agent, s.input(c))
+func (s *serviceApprovals) ask(ctx context.Context, p gateway.Principal, c *pendingCall) (*ticket, bool, error) {
+	r, created, err := s.svc.Create(ctx, p.Agent(), s.input(c))
 	t, err := s.ticket(r, err)
 	return t, created, err
 }
 
-func (s *serviceApprovals) get(ctx context.Context, p Principal, id string) (*ticket, error) {
-	return s.ticket(s.svc.Get(ctx, p.agent, id))
+func (s *serviceApprovals) get(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Get(ctx, p.Agent(), id))
 }
 
-func (s *serviceApprovals) wait(ctx context.Context, p Principal, id string, d time.Duration) (*ticket, error) {
-	return s.ticket(s.svc.Wait(ctx, p.agent, id, d))
+func (s *serviceApprovals) wait(ctx context.Context, p gateway.Principal, id string, d time.Duration) (*ticket, error) {
+	return s.ticket(s.svc.Wait(ctx, p.Agent(), id, d))
 }
 
-func (s *serviceApprovals) consume(ctx context.Context, p Principal, id string) (*ticket, error) {
-	return s.ticket(s.svc.Consume(ctx, p.agent, id))
+func (s *serviceApprovals) consume(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Consume(ctx, p.Agent(), id))
 }
 
-func (s *serviceApprovals) cancel(ctx context.Context, p Principal, id string) (*ticket, error) {
-	return s.ticket(s.svc.Cancel(ctx, p.agent, id))
+func (s *serviceApprovals) cancel(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
+	return s.ticket(s.svc.Cancel(ctx, p.Agent(), id))
 }
 
-func (s *serviceApprovals) take(ctx context.Context, p Principal, c *pendingCall, _ string) (*ticket, error) {
-	return s.ticket(s.svc.TakeApproval(ctx, p.agent, s.input(c)))
+func (s *serviceApprovals) take(ctx context.Context, p gateway.Principal, c *pendingCall, _ string) (*ticket, error) {
+	return s.ticket(s.svc.TakeApproval(ctx, p.Agent(), s.input(c)))
 }
 
-func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, approve bool) (*ticket, error) {
+func (s *serviceApprovals) decide(ctx context.Context, p gateway.Principal, id string, approve bool) (*ticket, error) {
 	if s.decider == "" {
 		if s.elicits == nil || !s.elicits(p) {
 			return nil, countersign.Errorf(countersign.EFORBIDDEN, "an MCP client's answer is not a decision here; approve in the inbox")
 		}
-		return s.ticket(s.svc.DecideByElicitation(ctx, p.agent, id, approve))
+		return s.ticket(s.svc.DecideByElicitation(ctx, p.Agent(), id, approve))
 	}
 	d := countersign.DecisionDeny
 	if approve {
@@ -168,15 +149,15 @@ func (s *serviceApprovals) decide(ctx context.Context, p Principal, id string, a
 	return s.ticket(s.svc.Decide(ctx, ap, id, countersign.DecisionInput{Decision: d}))
 }
 
-func (s *serviceApprovals) decidesByElicitation(p Principal) bool {
+func (s *serviceApprovals) decidesByElicitation(p gateway.Principal) bool {
 	return s.decider != "" || (s.elicits != nil && s.elicits(p))
 }
 
-func (s *serviceApprovals) acceptApproves(ctx context.Context, p Principal, id string) bool {
+func (s *serviceApprovals) acceptApproves(ctx context.Context, p gateway.Principal, id string) bool {
 	if s.decider != "" {
 		return true
 	}
-	return s.elicits != nil && s.elicits(p) && s.svc.ElicitationDecides(ctx, p.agent, id)
+	return s.elicits != nil && s.elicits(p) && s.svc.ElicitationDecides(ctx, p.Agent(), id)
 }
 
 func (s *serviceApprovals) hasInbox() bool { return s.inbox != nil }
@@ -213,18 +194,18 @@ func apiError(err error) error {
 	return err
 }
 
-func (a *clientApprovals) ask(ctx context.Context, _ Principal, c *pendingCall) (*ticket, bool, error) {
+func (a *clientApprovals) ask(ctx context.Context, _ gateway.Principal, c *pendingCall) (*ticket, bool, error) {
 	r, created, err := a.c.Create(ctx, a.input(c))
 	t, err := a.ticket(r, err)
 	return t, created, err
 }
 
-func (a *clientApprovals) get(ctx context.Context, _ Principal, id string) (*ticket, error) {
+func (a *clientApprovals) get(ctx context.Context, _ gateway.Principal, id string) (*ticket, error) {
 	return a.ticket(a.c.Get(ctx, id))
 }
 
 // wait long-polls in steps the server allows (at most 60 s each).
-func (a *clientApprovals) wait(ctx context.Context, _ Principal, id string, d time.Duration) (*ticket, error) {
+func (a *clientApprovals) wait(ctx context.Context, _ gateway.Principal, id string, d time.Duration) (*ticket, error) {
 	deadline := time.Now().Add(d)
 	for {
 		step := min(time.Until(deadline), 55*time.Second)
@@ -235,34 +216,36 @@ func (a *clientApprovals) wait(ctx context.Context, _ Principal, id string, d ti
 	}
 }
 
-func (a *clientApprovals) consume(ctx context.Context, _ Principal, id string) (*ticket, error) {
+func (a *clientApprovals) consume(ctx context.Context, _ gateway.Principal, id string) (*ticket, error) {
 	return a.ticket(a.c.Consume(ctx, id))
 }
 
-func (a *clientApprovals) cancel(ctx context.Context, _ Principal, id string) (*ticket, error) {
+func (a *clientApprovals) cancel(ctx context.Context, _ gateway.Principal, id string) (*ticket, error) {
 	return a.ticket(a.c.Cancel(ctx, id))
 }
 
 // take consumes an approval the human gave for this call, found by its
 // binding on the server, not by a hint the gateway kept: a gateway that
 // restarted finds it too. The server checks the key.
-func (a *clientApprovals) take(ctx context.Context, _ Principal, c *pendingCall, _ string) (*ticket, error) {
+func (a *clientApprovals) take(ctx context.Context, _ gateway.Principal, c *pendingCall, _ string) (*ticket, error) {
 	return a.ticket(a.c.Take(ctx, a.input(c)))
 }
 
 func (a *clientApprovals) input(c *pendingCall) client.CreateInput {
 	return client.CreateInput{Kind: string(countersign.KindMCP), Action: c.Tool,
 		Arguments: c.Args, Preview: c.Preview, RiskReasons: c.Reasons, Tier: string(c.Tier), Context: client.Context{SessionID: c.SessionID},
-		TTLSeconds: int(approvalTTL / time.Second)}
+		TTLSeconds: int(ApprovalTTL / time.Second)}
 }
 
-func (a *clientApprovals) decide(context.Context, Principal, string, bool) (*ticket, error) {
+func (a *clientApprovals) decide(context.Context, gateway.Principal, string, bool) (*ticket, error) {
 	return nil, countersign.Errorf(countersign.EFORBIDDEN, "an agent key never decides; approve in the inbox")
 }
 
-func (a *clientApprovals) decidesByElicitation(Principal) bool { return false }
+func (a *clientApprovals) decidesByElicitation(gateway.Principal) bool { return false }
 
-func (a *clientApprovals) acceptApproves(context.Context, Principal, string) bool { return false }
+func (a *clientApprovals) acceptApproves(context.Context, gateway.Principal, string) bool {
+	return false
+}
 
 func (a *clientApprovals) hasInbox() bool { return true }
 
@@ -271,11 +254,8 @@ func (a *clientApprovals) announce(context.Context, *ticket) error { return nil 
 // describe is an error of the approval side as the model should read it.
 func describe(err error) string {
 	var e *countersign.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	if errors.Is(err, client.ErrUnreachable) {
+	if !errors.As(err, &e) && errors.Is(err, client.ErrUnreachable) {
 		return "the countersign server cannot be reached"
 	}
-	return fmt.Sprintf("internal error (%T)", err)
+	return gateway.Describe(err)
 }

@@ -1,4 +1,4 @@
-package gateway
+package confirm
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -21,18 +22,12 @@ const (
 // elicitationID names the gateway's one input request.
 const elicitationID = "countersign_approval"
 
-// newProtocolVersion is the first protocol version without server-to-client
-// requests: input_required results replace them.
-const newProtocolVersion = "2026-07-28"
-
-func newProtocol(req *mcp.CallToolRequest) bool { return req.ProtocolVersion() >= newProtocolVersion }
-
 // choose picks how to ask, from what the client declared on this request
 // (2026-07-28) or its session (older): an elicitation where the client can
 // take one, else the approval_pending result. A legacy client over the
 // stateless HTTP endpoint has no capabilities in its ephemeral session, and
 // so gets approval_pending, the only thing that can reach it.
-func (g *Gateway) choose(req *mcp.CallToolRequest, p Principal) string {
+func (f *Confirmation) choose(req *mcp.CallToolRequest, p gateway.Principal) string {
 	caps := req.ClientCapabilities()
 	if caps == nil || caps.Elicitation == nil {
 		return modePending
@@ -41,11 +36,11 @@ func (g *Gateway) choose(req *mcp.CallToolRequest, p Principal) string {
 	form := el.Form != nil || el.URL == nil // {} is form, for clients older than 2025-11-25
 	url := el.URL != nil
 	switch {
-	case g.approvals.decidesByElicitation(p) && form:
+	case f.approvals.decidesByElicitation(p) && form:
 		// The answer to the form may be the decision (standalone, or a
 		// key marked elicitation_decides): ask there.
 		return modeForm
-	case !g.approvals.hasInbox():
+	case !f.approvals.hasInbox():
 		// Standalone: a URL elicitation would carry the local page's
 		// link, a capability, where the client might show it to the
 		// model: never.
@@ -60,18 +55,19 @@ func (g *Gateway) choose(req *mcp.CallToolRequest, p Principal) string {
 
 // elicit returns the input_required result of an elicitation about t, with
 // the sealed state the retry must carry.
-func (g *Gateway) elicit(ctx context.Context, req *mcp.CallToolRequest, e *toolEntry, p Principal, c *pendingCall, t *ticket, mode string) *mcp.CallToolResult {
-	if a, ok := ctx.Value(elicitKey{}).(*elicitAttempt); ok {
-		a.set(e, t, p)
+func (f *Confirmation) elicit(ctx context.Context, a *ask, t *ticket, mode string) *mcp.CallToolResult {
+	p, c := a.Principal, a.c
+	if at, ok := ctx.Value(elicitKey{}).(*elicitAttempt); ok {
+		at.set(a.name(), t, p)
 	}
-	st := requestState{Principal: p.ID, Account: p.Account, Tool: e.name, ArgsHash: c.ArgsHash, PreviewHash: c.PreviewHash,
+	st := requestState{Principal: p.ID, Account: p.Account, Tool: a.name(), ArgsHash: c.ArgsHash, PreviewHash: c.PreviewHash,
 		Request: t.ID, Mode: mode, Expires: t.ExpiresAt.Unix()}
 	var params *mcp.ElicitParams
 	switch {
 	case mode == modeURL:
 		params = &mcp.ElicitParams{Mode: "url", URL: t.InboxURL, ElicitationID: t.ID,
-			Message: fmt.Sprintf("countersign: approve request %s (%s) in the inbox, then come back here.", t.Reference, e.name)}
-	case g.approvals.acceptApproves(ctx, p, t.ID):
+			Message: fmt.Sprintf("countersign: approve request %s (%s) in the inbox, then come back here.", t.Reference, a.name())}
+	case f.approvals.acceptApproves(ctx, p, t.ID):
 		st.Decides = true
 		params = &mcp.ElicitParams{Mode: "form", RequestedSchema: emptyForm(),
 			Message: fmt.Sprintf("Allow this call once? (countersign request %s)\n\n%s\n\nAccept runs it once; Decline refuses it.", t.Reference, c.Preview)}
@@ -81,7 +77,7 @@ func (g *Gateway) elicit(ctx context.Context, req *mcp.CallToolRequest, e *toolE
 				"Approve it in the countersign inbox: %s\nthen choose Accept here to continue. Decline cancels the request.",
 				t.Reference, c.Preview, t.InboxURL)}
 	}
-	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{elicitationID: params}, RequestState: g.states.seal(st)}
+	return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{elicitationID: params}, RequestState: f.states.seal(st)}
 }
 
 // emptyForm is the schema of a yes-or-no elicitation: no fields, the answer
@@ -101,7 +97,7 @@ func elicitAnswer(m mcp.InputResponseMap) *mcp.ElicitResult {
 // (where to approve, the reference, the expiry) and what to do after. It is
 // an error result, so that no client holds it against the tool's output
 // schema, and it has not run.
-func pendingResult(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
+func pendingResult(tool string, t *ticket, now time.Time) *mcp.CallToolResult {
 	where := fmt.Sprintf("Ask the user to approve request %s in the countersign inbox: %s", t.Reference, t.InboxURL)
 	if t.InboxURL == "" {
 		where = fmt.Sprintf("A confirmation page for request %s opened in a browser on this computer: ask the user to approve it there.", t.Reference)
@@ -109,7 +105,7 @@ func pendingResult(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
 	text := fmt.Sprintf("approval_pending: %s has not run; it needs a human's approval first.\n%s\n"+
 		"The approval expires at %s (%s). Once the user has approved it, call %s again with exactly the same arguments: "+
 		"the approval is used once, by that call only. If the user denies it, do not retry.",
-		e.name, where, t.ExpiresAt.UTC().Format("15:04:05 MST on 2 Jan 2006"), inWords(t.ExpiresAt.Sub(now)), e.name)
+		tool, where, t.ExpiresAt.UTC().Format("15:04:05 MST on 2 Jan 2006"), inWords(t.ExpiresAt.Sub(now)), tool)
 	res := notRun("%s", text)
 	if t.InboxURL != "" {
 		res.Meta["countersign/inbox_url"] = t.InboxURL
@@ -121,7 +117,7 @@ func pendingResult(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
 
 // decidedResult tells the model what became of a request that did not end
 // in an approval it can use.
-func decidedResult(e *toolEntry, t *ticket) *mcp.CallToolResult {
+func decidedResult(tool string, t *ticket) *mcp.CallToolResult {
 	var res *mcp.CallToolResult
 	switch t.Status {
 	case countersign.StatusDenied:
@@ -129,17 +125,17 @@ func decidedResult(e *toolEntry, t *ticket) *mcp.CallToolResult {
 		if t.Text != "" {
 			reason = fmt.Sprintf(" The reason given: %q.", t.Text)
 		}
-		res = notRun("denied: a human denied %s (request %s); it did not run.%s Do not retry it unless the user asks.", e.name, t.Reference, reason)
+		res = notRun("denied: a human denied %s (request %s); it did not run.%s Do not retry it unless the user asks.", tool, t.Reference, reason)
 	case countersign.StatusResponded:
-		res = notRun("answered: instead of approving %s (request %s), the human answered: %q. The call did not run.", e.name, t.Reference, t.Text)
+		res = notRun("answered: instead of approving %s (request %s), the human answered: %q. The call did not run.", tool, t.Reference, t.Text)
 	case countersign.StatusStopped:
-		res = notRun("stopped: the human asked to stop (request %s for %s). The call did not run; stop and ask the user how to go on.", t.Reference, e.name)
+		res = notRun("stopped: the human asked to stop (request %s for %s). The call did not run; stop and ask the user how to go on.", t.Reference, tool)
 	case countersign.StatusExpired:
-		res = notRun("expired: nobody approved %s (request %s) in time; it did not run. Call it again to ask anew if it is still wanted.", e.name, t.Reference)
+		res = notRun("expired: nobody approved %s (request %s) in time; it did not run. Call it again to ask anew if it is still wanted.", tool, t.Reference)
 	case countersign.StatusCancelled:
-		res = notRun("cancelled: request %s for %s was cancelled; the call did not run.", t.Reference, e.name)
+		res = notRun("cancelled: request %s for %s was cancelled; the call did not run.", t.Reference, tool)
 	default:
-		res = notRun("the approval request %s for %s is %s; the call did not run.", t.Reference, e.name, t.Status)
+		res = notRun("the approval request %s for %s is %s; the call did not run.", t.Reference, tool, t.Status)
 	}
 	setStatus(res, string(t.Status), t.Reference)
 	return res
@@ -154,15 +150,10 @@ func refused(why string) *mcp.CallToolResult {
 }
 
 // notRun is an error result of a call that did not run.
-func notRun(format string, args ...any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Meta: mcp.Meta{},
-		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
-}
+var notRun = gateway.NotRun
 
 // toolError is an error result of a call that failed on the upstream side.
-func toolError(format string, args ...any) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf(format, args...)}}}
-}
+var toolError = gateway.ToolError
 
 // setStatus adds the machine-readable outcome to a result's _meta.
 func setStatus(res *mcp.CallToolResult, status, reference string) {
@@ -190,9 +181,9 @@ type elicitKey struct{}
 // a client that cannot answer it still learns where to approve.
 type elicitAttempt struct {
 	mu    sync.Mutex
-	e     *toolEntry
+	tool  string
 	t     *ticket
-	p     Principal
+	p     gateway.Principal
 	timer *time.Timer // withdraws an elicitation left unanswered
 }
 
@@ -205,19 +196,19 @@ func (a *elicitAttempt) answered() {
 	a.mu.Unlock()
 }
 
-func (a *elicitAttempt) set(e *toolEntry, t *ticket, p Principal) {
+func (a *elicitAttempt) set(tool string, t *ticket, p gateway.Principal) {
 	a.mu.Lock()
-	a.e, a.t, a.p = e, t, p
+	a.tool, a.t, a.p = tool, t, p
 	a.mu.Unlock()
 }
 
-func (a *elicitAttempt) get() (*toolEntry, *ticket, Principal) {
+func (a *elicitAttempt) get() (string, *ticket, gateway.Principal) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.e, a.t, a.p
+	return a.tool, a.t, a.p
 }
 
-// elicitFallback answers approval_pending, instead of an error, a legacy
+// Middleware answers approval_pending, instead of an error, a legacy
 // client that declared elicitation but could not answer the
 // elicitation/create the SDK sent it (no handler: -32601; a handler that
 // failed), or left it unanswered for the hold: that elicitation is then
@@ -225,7 +216,7 @@ func (a *elicitAttempt) get() (*toolEntry, *ticket, Principal) {
 // still ends before the client's own request timeout. The request stays
 // for the inbox (or the local page, which it then opens), and the model's
 // retry takes its approval.
-func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
+func (f *Confirmation) Middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if method != "tools/call" {
 			return next(ctx, method, req)
@@ -233,9 +224,9 @@ func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
 		callCtx, withdraw := context.WithCancel(ctx)
 		defer withdraw()
 		a := &elicitAttempt{}
-		wait := g.cfg.Hold // the hold bounds the answer too: both fit in a client's timeout
+		wait := f.cfg.Hold // the hold bounds the answer too: both fit in a client's timeout
 		if wait <= 0 {
-			wait = DefaultHold
+			wait = gateway.DefaultHold
 		}
 		a.timer = time.AfterFunc(wait, func() {
 			if _, t, _ := a.get(); t != nil {
@@ -244,7 +235,7 @@ func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
 		})
 		defer a.answered()
 		res, err := next(context.WithValue(callCtx, elicitKey{}, a), method, req)
-		e, t, p := a.get()
+		tool, t, p := a.get()
 		if err == nil || t == nil || ctx.Err() != nil {
 			return res, err
 		}
@@ -255,26 +246,26 @@ func (g *Gateway) elicitFallback(next mcp.MethodHandler) mcp.MethodHandler {
 			// whole hold: a moment more costs nothing.
 			time.Sleep(50 * time.Millisecond)
 		}
-		g.log.Info("the client could not answer the elicitation; told approval_pending", "tool", e.name, "request", t.ID, "err", err)
-		if got, gerr := g.approvals.get(ctx, p, t.ID); gerr == nil {
+		f.log.Info("the client could not answer the elicitation; told approval_pending", "tool", tool, "request", t.ID, "err", err)
+		if got, gerr := f.approvals.get(ctx, p, t.ID); gerr == nil {
 			t = got
 		}
 		if t.Status != countersign.StatusPending {
-			return decidedOrPending(e, t, g.now()), nil
+			return decidedOrPending(tool, t, f.now()), nil
 		}
-		if aerr := g.approvals.announce(ctx, t); aerr != nil {
-			g.approvals.cancel(ctx, p, t.ID)
+		if aerr := f.approvals.announce(ctx, t); aerr != nil {
+			f.approvals.cancel(ctx, p, t.ID)
 			return toolError("countersign could not show the confirmation page (%v), and the client could not answer its question; the call did not run.", aerr), nil
 		}
-		return pendingResult(e, t, g.now()), nil
+		return pendingResult(tool, t, f.now()), nil
 	}
 }
 
 // decidedOrPending tells a decision that came while the client failed to
 // answer; an approval is taken by the retry.
-func decidedOrPending(e *toolEntry, t *ticket, now time.Time) *mcp.CallToolResult {
+func decidedOrPending(tool string, t *ticket, now time.Time) *mcp.CallToolResult {
 	if t.Status == countersign.StatusApproved {
-		return pendingResult(e, t, now)
+		return pendingResult(tool, t, now)
 	}
-	return decidedResult(e, t)
+	return decidedResult(tool, t)
 }

@@ -1,4 +1,4 @@
-package gateway
+package confirm
 
 import (
 	"crypto/rand"

@@ -1,4 +1,4 @@
-package gateway
+package confirm
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/limit"
 	"github.com/countersign/countersign/internal/visible"
 )
@@ -26,17 +27,17 @@ const (
 // from forging lines; invisible and direction-changing characters are
 // escaped by the rule of every surface (visible.String); long values and long argument lists are cut with a visible
 // mark. The argument hash in the binding covers the whole call, cut or not.
-func Preview(exposed, upstream, tool string, def *ToolInfo, tier Tier, args json.RawMessage) string {
+func Preview(t gateway.CalledTool, args json.RawMessage) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "MCP tool call through countersign\n")
-	fmt.Fprintf(&b, "Tool:     %s\n", exposed)
-	fmt.Fprintf(&b, "Server:   %s (its tool %s)\n", upstream, quoteData(tool, previewText))
-	fmt.Fprintf(&b, "Tier:     %s\n", tier)
-	if def != nil && def.Title != "" {
-		fmt.Fprintf(&b, "Title:    %s (as the server describes it)\n", quoteData(def.Title, previewText))
+	fmt.Fprintf(&b, "Tool:     %s\n", t.Name)
+	fmt.Fprintf(&b, "Server:   %s (its tool %s)\n", t.Upstream, quoteData(t.Tool, previewText))
+	fmt.Fprintf(&b, "Tier:     %s\n", t.Tier)
+	if t.Title != "" {
+		fmt.Fprintf(&b, "Title:    %s (as the server describes it)\n", quoteData(t.Title, previewText))
 	}
-	if def != nil && def.Description != "" {
-		fmt.Fprintf(&b, "About:    %s (as the server describes it)\n", quoteData(def.Description, previewText))
+	if t.Description != "" {
+		fmt.Fprintf(&b, "About:    %s (as the server describes it)\n", quoteData(t.Description, previewText))
 	}
 	shown, size, cut := prettyArguments(args)
 	fmt.Fprintf(&b, "Arguments (%d bytes):\n%s", size, shown)
@@ -44,12 +45,6 @@ func Preview(exposed, upstream, tool string, def *ToolInfo, tier Tier, args json
 		fmt.Fprintf(&b, "\n[arguments cut for display: see the full call under Arguments; the approval covers exactly the call as sent]")
 	}
 	return b.String()
-}
-
-// ToolInfo is what the preview shows of an upstream's tool definition.
-type ToolInfo struct {
-	Title       string
-	Description string
 }
 
 // quoteData shows an untrusted one-line text as a quoted string: newlines
