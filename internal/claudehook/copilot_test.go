@@ -74,7 +74,7 @@ func TestCopilotRead(t *testing.T) {
 func TestCopilotReadRefuses(t *testing.T) {
 	for _, in := range []string{
 		`not json`,
-		`{"sessionId":"s","cwd":"/p"}`,                                  // no event
+		`{"sessionId":"s","cwd":"/p"}`, // no event
 		`{"sessionId":"s","cwd":"/p","toolArgs":{"command":"ls"}}`,      // no tool
 		`{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":[1]}`, // not an object
 		`{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":"ls"}`,
