@@ -533,3 +533,26 @@ func copilotCountersignKey(entry *object) string {
 	}
 	return ""
 }
+
+// copilotGuarded returns why changing the file at path would switch
+// GitHub Copilot CLI's hooks off, or "": a hooks file (~/.copilot/hooks,
+// a repository's .github/hooks), or a settings file that may hold hooks
+// or disableAllHooks (~/.copilot's config.json and settings.json, a
+// repository's .github/copilot/settings*.json). whole is set when the
+// change takes everything under path too.
+func copilotGuarded(path string, whole bool) string {
+	base, parent := filepath.Base(path), filepath.Base(filepath.Dir(path))
+	grand := filepath.Base(filepath.Dir(filepath.Dir(path)))
+	settings := strings.HasPrefix(base, "settings") && strings.HasSuffix(base, ".json")
+	switch {
+	case parent == "hooks" && (grand == ".copilot" || grand == ".github") && strings.HasSuffix(base, ".json"):
+		return "changes " + path + ", a GitHub Copilot CLI hooks file, which can switch its hooks off"
+	case parent == ".copilot" && (settings || base == "config.json"), parent == "copilot" && grand == ".github" && settings:
+		return "changes " + path + ", GitHub Copilot CLI's settings, which can switch its hooks off"
+	case whole && (base == ".copilot" || base == "hooks" && (parent == ".copilot" || parent == ".github") || base == "copilot" && parent == ".github"):
+		return "changes " + path + ", which holds GitHub Copilot CLI's hooks or settings and can switch its hooks off"
+	case whole && base == ".github" && isDir(filepath.Join(path, "hooks")):
+		return "changes " + path + ", which holds GitHub Copilot CLI's hooks and can switch them off"
+	}
+	return ""
+}

@@ -256,3 +256,41 @@ func TestCopilotInstall(t *testing.T) {
 		t.Error("a relative COPILOT_HOME: no error")
 	}
 }
+
+// TestCopilotGuarded: changing Copilot's hooks or settings files is never
+// left below a human, whatever the rules allow.
+func TestCopilotGuarded(t *testing.T) {
+	w := newWorld(t)
+	w.writeConfig("[hook]\nallow = [\"Bash(rm *)\", \"Bash(mv *)\", \"Write\"]\n")
+	hooks := w.file(".copilot/hooks/countersign.json", "{}")
+	repo := w.file("proj/.github/hooks/countersign.json", "{}")
+	p := w.policy()
+	for _, c := range []struct {
+		tool, arg string
+	}{
+		{"Bash", "rm " + hooks},
+		{"Bash", "rm -r " + filepath.Dir(hooks)},
+		{"Bash", "rm -r ~/.copilot"},
+		{"Bash", "mv .github/hooks/countersign.json /tmp/x"},
+		{"Bash", "rm -r .github"},
+		{"Write", repo},
+		{"Write", filepath.Join(w.home, ".copilot", "settings.json")},
+		{"Write", filepath.Join(w.home, ".copilot", "config.json")},
+		{"Edit", filepath.Join(w.project, ".github", "copilot", "settings.local.json")},
+	} {
+		call := &Call{Tool: c.tool, Cwd: w.project, Project: w.project}
+		if c.tool == "Bash" {
+			call.Command = c.arg
+		} else {
+			call.Path = c.arg
+		}
+		if v := p.Decide(context.Background(), call); v.Action != Ask || !strings.Contains(strings.Join(v.Reasons, " "), "GitHub Copilot CLI") {
+			t.Errorf("%s %s: %s %q; want it asked", c.tool, c.arg, v.Action, v.Reasons)
+		}
+	}
+	for _, c := range []string{"rm a.txt", "mv a.txt b.txt"} {
+		if v := w.bash(p, c); v.Action != Allow {
+			t.Errorf("%s: %s %q; want the rule's allow", c, v.Action, v.Reasons)
+		}
+	}
+}
