@@ -2,7 +2,6 @@ package claudehook
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -13,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign"
 )
 
 // GitHub Copilot CLI's hooks (`countersign hook copilot`). Copilot runs a
@@ -294,52 +293,59 @@ func (o outcome) renderCopilot(event string) []byte {
 	return b.Bytes()
 }
 
-// RunCopilot is `countersign hook copilot`: read one event, answer it,
-// exit. An input it cannot read exits 2, which denies the call.
-func RunCopilot(ctx context.Context, e *Env) int {
-	opts, err := ParseOptions(e.Args, e.Stderr)
-	if err != nil {
-		fmt.Fprintf(e.Stderr, "countersign hook copilot: %v; the call is blocked\n", err)
-		return ExitBlock
-	}
-	data, err := readInput(e.Stdin)
-	if err != nil {
-		fmt.Fprintf(e.Stderr, "countersign: %v; the call is blocked\n", err)
-		return ExitBlock
-	}
+// Copilot is GitHub Copilot CLI's hook protocol.
+var Copilot = &Protocol{
+	Agent:   countersign.AgentCopilot,
+	Name:    "copilot",
+	Read:    readCopilotEvent,
+	Write:   writeCopilot,
+	Install: CopilotInstall,
+}
+
+func init() { Protocols[Copilot.Name] = Copilot }
+
+// readCopilotEvent reads a Copilot hook input for RunProtocol: the call in
+// Claude Code's words, with in.Event Copilot's name of the event. A
+// preToolUse call that permissionRequest decides is EventOther: no answer.
+func readCopilotEvent(data []byte, cwd string, _ func(string) string) (Event, *Input, *Call, error) {
 	c, err := readCopilot(data)
-	if err != nil {
-		fmt.Fprintf(e.Stderr, "countersign: %v; the call is blocked\n", err)
-		return ExitBlock
+	if c == nil || c.Event == "" {
+		return EventOther, nil, nil, err
 	}
-	if c.Deferred || (c.Event != CopilotPreToolUse && c.Event != CopilotPermissionRequest) {
-		return ExitOK
+	ev := EventOther
+	switch c.Event {
+	case CopilotPreToolUse:
+		ev = EventBefore
+	case CopilotPermissionRequest:
+		ev = EventPermission
+	case CopilotPostToolUse:
+		ev = EventAfter
+	}
+	if err != nil {
+		return ev, &Input{Event: c.Event}, nil, err
+	}
+	if c.Input == nil {
+		return ev, &Input{Event: c.Event}, nil, nil
 	}
 	claude, err := json.Marshal(c.Input)
 	if err != nil {
-		fmt.Fprintf(e.Stderr, "countersign: %v; the call is blocked\n", err)
-		return ExitBlock
+		return ev, &Input{Event: c.Event}, nil, err
 	}
-	o := decide(ctx, e, opts, claude)
-	if _, err := e.Stdout.Write(o.renderCopilot(c.Event)); err != nil {
-		return ExitBlock
+	in, call, err := parseCall(claude, cwd, "")
+	if in == nil {
+		in = &Input{}
 	}
-	return ExitOK
+	in.Event = c.Event
+	if c.Deferred {
+		return EventOther, in, call, nil
+	}
+	return ev, in, call, err
 }
 
-// readInput reads a hook input within the hook's bounds.
-func readInput(r io.Reader) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, MaxInput+1))
-	if err != nil {
-		return nil, fmt.Errorf("read the hook input: %w", err)
-	}
-	if len(data) > MaxInput {
-		return nil, fmt.Errorf("the hook input is larger than %d MiB", MaxInput>>20)
-	}
-	if limit.CheckJSONDepth(data) != nil {
-		return nil, fmt.Errorf("the hook input nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
-	}
-	return data, nil
+// writeCopilot renders an answer as Copilot reads it: JSON on standard
+// output and status 0.
+func writeCopilot(_ Event, in *Input, o outcome) ([]byte, int) {
+	return o.renderCopilot(in.Event), ExitOK
 }
 
 // CopilotInstallOptions are the flags of `countersign hook copilot

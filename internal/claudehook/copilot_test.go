@@ -121,8 +121,8 @@ func TestCopilotRun(t *testing.T) {
 	run := func(input string) (int, string) {
 		t.Helper()
 		var out, errs bytes.Buffer
-		code := RunCopilot(context.Background(), &Env{Args: []string{"--timeout", "60"}, Stdin: strings.NewReader(input), Stdout: &out, Stderr: &errs,
-			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()})
+		code := RunProtocol(context.Background(), &Env{Args: []string{"--timeout", "60"}, Stdin: strings.NewReader(input), Stdout: &out, Stderr: &errs,
+			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Copilot)
 		return code, out.String()
 	}
 	at := func(input string) string { return strings.ReplaceAll(input, "/tmp/cp/proj", w.project) }
