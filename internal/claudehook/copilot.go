@@ -165,6 +165,12 @@ func copilotTool(name string, args map[string]json.RawMessage) (string, map[stri
 	switch name {
 	case "bash":
 		return "Bash", args, false
+	case "write_bash":
+		// Input typed into a shell the agent started with mode "async":
+		// judged as the command line it is.
+		out := rename(args)
+		out["command"] = args["input"]
+		return "Bash", out, false
 	case "view":
 		return "Read", rename(args, "path", "file_path"), false
 	case "create":
@@ -247,6 +253,16 @@ func rename(args map[string]json.RawMessage, pairs ...string) map[string]json.Ra
 	return out
 }
 
+// typedInput reports whether a tool input is write_bash's: the command is
+// its input, which modifiedArgs cannot rewrite as a command line, so an
+// approved delete typed into a shell is asked again by the rm wrapper.
+func typedInput(input json.RawMessage) bool {
+	var f map[string]json.RawMessage
+	json.Unmarshal(input, &f)
+	_, ok := f["input"]
+	return ok
+}
+
 // copilotPreOut is the answer to preToolUse.
 type copilotPreOut struct {
 	PermissionDecision       string          `json:"permissionDecision"`
@@ -273,7 +289,7 @@ func (o outcome) renderCopilot(event string) []byte {
 	switch event {
 	case CopilotPreToolUse:
 		out := copilotPreOut{PermissionDecision: o.action.String(), PermissionDecisionReason: o.reason}
-		if o.action == Allow {
+		if o.action == Allow && !typedInput(o.input) {
 			out.ModifiedArgs = o.input
 		}
 		v = out

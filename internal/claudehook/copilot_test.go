@@ -43,6 +43,7 @@ func TestCopilotRead(t *testing.T) {
 		{"pre MCP", copilotPreMCP, "preToolUse", "peer-echo", map[string]string{"text": "hello"}, true},
 		{"permission MCP", copilotPermMCP, "permissionRequest", "mcp__peer__echo", map[string]string{"text": "hello"}, false},
 		{"post bash", copilotPostBash, "postToolUse", "Bash", map[string]string{"command": "ls"}, false},
+		{"pre write_bash", `{"sessionId":"s","cwd":"/p","toolName":"write_bash","toolArgs":{"shellId":"0","input":"rm -rf build\n"}}`, "preToolUse", "Bash", map[string]string{"command": "rm -rf build\n", "shellId": "0"}, false},
 		// toolArgs as a JSON string holding the object.
 		{"pre bash, arguments as a string", `{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":"{\"command\":\"ls -l\"}"}`, "preToolUse", "Bash", map[string]string{"command": "ls -l"}, false},
 	} {
@@ -96,6 +97,8 @@ func TestCopilotRender(t *testing.T) {
 	}{
 		{outcome{action: Allow, reason: "approved by alice", input: input}, "preToolUse",
 			`{"permissionDecision":"allow","permissionDecisionReason":"approved by alice","modifiedArgs":{"command":"export X=1\nrm -r build","description":"clean"}}`},
+		{outcome{action: Allow, reason: "approved", input: json.RawMessage(`{"shellId":"0","input":"rm -r build\n","command":"export X=1\nrm -r build\n"}`)}, "preToolUse",
+			`{"permissionDecision":"allow","permissionDecisionReason":"approved"}`},
 		{outcome{action: Deny, reason: "keep build & its <objects>"}, "preToolUse",
 			`{"permissionDecision":"deny","permissionDecisionReason":"keep build & its <objects>"}`},
 		{outcome{action: Deny, reason: "stopped", stop: true}, "preToolUse", `{"permissionDecision":"deny","permissionDecisionReason":"stopped"}`},
