@@ -74,7 +74,9 @@ type copilotRig struct {
 	capture string // where a capturing hook appends the inputs it gets
 }
 
-func newCopilotRig(t testing.TB, config string) *copilotRig {
+// newCopilotRig makes the rig; install are more flags for `hook copilot
+// install`.
+func newCopilotRig(t testing.TB, config string, install ...string) *copilotRig {
 	t.Helper()
 	bin, cache := copilotCLI(t)
 	cs := binary(t, "countersign")
@@ -98,7 +100,7 @@ func newCopilotRig(t testing.TB, config string) *copilotRig {
 	// The product writes the hooks file, as a user installs the hook;
 	// a shorter timeout than the default ends a call asked by mistake in
 	// a minute.
-	args := []string{"hook", "copilot", "install", "--timeout", "60", "--command", cs + " hook copilot"}
+	args := append([]string{"hook", "copilot", "install", "--timeout", "60", "--command", cs + " hook copilot"}, install...)
 	cmd := exec.Command(cs, args...)
 	cmd.Env = []string{"HOME=" + w.home, "PATH=" + r.path}
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -305,6 +307,22 @@ func TestCopilotCLI(t *testing.T) {
 		log, _ := os.ReadFile(ran)
 		if !strings.Contains(res.Text, "echo: hello") || string(log) != "hello\n" || q.Status != "consumed" {
 			t.Errorf("the model got %+v, the peer ran %q, the request is %s; want the call run once approved", res, log, q.Status)
+		}
+	})
+	// Copilot lets a call run when its hook times out: the hook answers
+	// first, even with every tool allowed.
+	t.Run("nobody answers", func(t *testing.T) {
+		t.Parallel()
+		r := newCopilotRig(t, "", "--timeout", "20")
+		out, results := r.run([]string{"--allow-all-tools"}, shell("rm -r build"))
+		res := oneResult(t, out, results)
+		if !strings.Contains(res.Text, "Denied by preToolUse hook: countersign: the human did not answer in time") ||
+			!exists(filepath.Join(r.w.project, "build", "x.o")) {
+			t.Errorf("the model got %+v, build there: %v; want the hook's refusal before Copilot's timeout, and build kept",
+				res, exists(filepath.Join(r.w.project, "build")))
+		}
+		if list := r.srv.requests(t); len(list) != 1 || list[0].Status == "pending" || list[0].Status == "consumed" {
+			t.Errorf("requests %+v; want one, withdrawn", list)
 		}
 	})
 	t.Run("window", func(t *testing.T) {
