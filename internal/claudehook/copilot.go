@@ -19,8 +19,8 @@ import (
 // command hook with one JSON object on standard input, in camelCase:
 //
 //   - preToolUse, before every tool call: sessionId, timestamp, cwd,
-//     toolName, toolArgs (an object; older versions sent it as a JSON
-//     string). The answer is {"permissionDecision": "allow"|"deny",
+//     toolName, toolArgs (an object, {} for a tool without arguments;
+//     read too when it is a JSON string holding one). The answer is {"permissionDecision": "allow"|"deny",
 //     "permissionDecisionReason", "modifiedArgs"}; a deny's reason reaches
 //     the model as "Denied by preToolUse hook: <reason>".
 //   - permissionRequest, before Copilot's own permission check of a shell
@@ -73,7 +73,7 @@ func copilotEvent(in *copilotInput) string {
 		return CopilotPostToolUse
 	case in.Error != nil:
 		return "postToolUseFailure"
-	case in.ToolArgs != nil:
+	case in.ToolArgs != nil || in.ToolName != "":
 		return CopilotPreToolUse
 	}
 	return ""
@@ -140,9 +140,12 @@ func readCopilot(data []byte) (*copilotCall, error) {
 }
 
 // copilotArgs reads a tool's arguments: a JSON object, or a JSON string
-// holding one.
+// holding one; none at all are no arguments.
 func copilotArgs(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return map[string]json.RawMessage{}, nil
+	}
 	if len(raw) > 0 && raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {

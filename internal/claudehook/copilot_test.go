@@ -44,6 +44,8 @@ func TestCopilotRead(t *testing.T) {
 		{"permission MCP", copilotPermMCP, "permissionRequest", "mcp__peer__echo", map[string]string{"text": "hello"}, false},
 		{"post bash", copilotPostBash, "postToolUse", "Bash", map[string]string{"command": "ls"}, false},
 		{"pre write_bash", `{"sessionId":"s","cwd":"/p","toolName":"write_bash","toolArgs":{"shellId":"0","input":"rm -rf build\n"}}`, "preToolUse", "Bash", map[string]string{"command": "rm -rf build\n", "shellId": "0"}, false},
+		{"pre, no arguments", `{"sessionId":"s","cwd":"/p","toolName":"list_bash","toolArgs":{}}`, "preToolUse", "list_bash", nil, false},
+		{"pre, arguments left out", `{"sessionId":"s","cwd":"/p","toolName":"list_agents"}`, "preToolUse", "list_agents", nil, false},
 		// toolArgs as a JSON string holding the object.
 		{"pre bash, arguments as a string", `{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":"{\"command\":\"ls -l\"}"}`, "preToolUse", "Bash", map[string]string{"command": "ls -l"}, false},
 	} {
@@ -79,7 +81,7 @@ func TestCopilotReadRefuses(t *testing.T) {
 		`{"sessionId":"s","cwd":"/p","toolArgs":{"command":"ls"}}`,      // no tool
 		`{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":[1]}`, // not an object
 		`{"sessionId":"s","cwd":"/p","toolName":"bash","toolArgs":"ls"}`,
-		`{"hookName":"permissionRequest","sessionId":"s","cwd":"/p","toolName":"bash"}`,
+		`{"hookName":"permissionRequest","sessionId":"s","cwd":"/p","toolName":"bash","toolInput":"{"}`,
 	} {
 		if _, err := readCopilot([]byte(in)); err == nil {
 			t.Errorf("%s: no error", in)
