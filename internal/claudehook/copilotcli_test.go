@@ -97,17 +97,18 @@ func newCopilotRig(t testing.TB, config string, install ...string) *copilotRig {
 	// profile puts the wrapper first, as a user's would.
 	w.file(".bash_profile", "export PATH="+wrapDir+":$PATH\n")
 
-	// The product writes the hooks file, as a user installs the hook;
-	// a shorter timeout than the default ends a call asked by mistake in
-	// a minute.
-	args := append([]string{"hook", "copilot", "install", "--timeout", "60", "--command", cs + " hook copilot"}, install...)
+	// The product writes the hooks file, as a user installs the hook: it
+	// runs countersign-agent, beside countersign, which hands a call that
+	// needs asking to countersign. A shorter timeout than the default
+	// ends a call asked by mistake in a minute.
+	args := append([]string{"hook", "copilot", "install", "--timeout", "60"}, install...)
 	cmd := exec.Command(cs, args...)
 	cmd.Env = []string{"HOME=" + w.home, "PATH=" + r.path}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("countersign %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	if !exists(filepath.Join(w.home, ".copilot", "hooks", "countersign.json")) {
-		t.Fatal("install wrote no ~/.copilot/hooks/countersign.json")
+	if data, _ := os.ReadFile(filepath.Join(w.home, ".copilot", "hooks", "countersign.json")); !strings.Contains(string(data), filepath.Join(filepath.Dir(cs), "countersign-agent")+" hook copilot --timeout") {
+		t.Fatalf("install wrote no hook running countersign-agent in ~/.copilot/hooks/countersign.json:\n%s", data)
 	}
 	return r
 }
