@@ -146,7 +146,7 @@ func copilotArgs(raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if len(raw) == 0 {
 		return map[string]json.RawMessage{}, nil
 	}
-	if len(raw) > 0 && raw[0] == '"' {
+	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return nil, err
