@@ -307,7 +307,7 @@ func TestDoctorRmWrapper(t *testing.T) {
 		"and put ~/.local/countersign-bin first in the PATH of the agent's shells"
 
 	out := b.doctor(append(b.doctorEnv(url), "PATH="+dir+":/usr/bin:/bin"), 1)
-	wantFinding(t, out, "ok", "rm wrapper", dir+"/rm is first in PATH and guards agent shells (CLAUDECODE=1, GEMINI_CLI=1, CODEX_SANDBOX, CODEX_THREAD_ID); "+
+	wantFinding(t, out, "ok", "rm wrapper", dir+"/rm is first in PATH and guards agent shells (CLAUDECODE=1, GEMINI_CLI=1, CODEX_SANDBOX, CODEX_THREAD_ID, COPILOT_CLI=1); "+
 		"a shell without a marker passes straight through, as rm --dry-run explains", "")
 	realRm := "/bin/rm" // the wrapper's first choice, else /usr/bin/rm
 	if _, err := os.Stat(realRm); err != nil {

@@ -56,7 +56,8 @@ func siblings(exe string) []string {
 
 // guarded returns why changing the file at path (absolute) would switch
 // countersign off, or "": it is Claude Code's settings file, which holds
-// the hooks, or the rm wrapper's link or program. whole is set when the
+// the hooks, a GitHub Copilot CLI hooks or settings file (copilotGuarded),
+// or the rm wrapper's link or program. whole is set when the
 // change takes everything under path too (rm -r, mv of a directory).
 func (p *Policy) guarded(path string, whole bool) string {
 	forms := []string{filepath.Clean(path), linkName(path), resolvePath(path)}
@@ -67,6 +68,9 @@ func (p *Policy) guarded(path string, whole bool) string {
 			return "changes " + f + ", Claude Code's settings, which can switch its hooks off"
 		case whole && base == ".claude":
 			return "changes " + f + ", which holds Claude Code's settings and can switch its hooks off"
+		}
+		if why := copilotGuarded(f, whole); why != "" {
+			return why
 		}
 		for _, l := range p.Wrappers {
 			if f == l || whole && inside(l, f) {

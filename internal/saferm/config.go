@@ -29,9 +29,10 @@ type Config struct {
 
 // DefaultAgentMarkers are environment variables that coding agents set in
 // the shells they run commands in: Claude Code (CLAUDECODE=1), Gemini CLI
-// (GEMINI_CLI=1) and Codex (CODEX_SANDBOX in its sandbox, CODEX_THREAD_ID).
+// (GEMINI_CLI=1), Codex (CODEX_SANDBOX in its sandbox, CODEX_THREAD_ID)
+// and GitHub Copilot CLI (COPILOT_CLI=1).
 func DefaultAgentMarkers() []string {
-	return []string{"CLAUDECODE=1", "GEMINI_CLI=1", "CODEX_SANDBOX", "CODEX_THREAD_ID"}
+	return []string{"CLAUDECODE=1", "GEMINI_CLI=1", "CODEX_SANDBOX", "CODEX_THREAD_ID", "COPILOT_CLI=1"}
 }
 
 // DefaultConfig returns the configuration before any file, environment or

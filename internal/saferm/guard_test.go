@@ -20,6 +20,7 @@ func TestDetectGuard(t *testing.T) {
 		{"Claude Code", GuardAuto, nil, map[string]string{"CLAUDECODE": "1"}, true},
 		{"marker with another value", GuardAuto, nil, map[string]string{"CLAUDECODE": "0"}, false},
 		{"Gemini CLI", GuardAuto, nil, map[string]string{"GEMINI_CLI": "1"}, true},
+		{"GitHub Copilot CLI", GuardAuto, nil, map[string]string{"COPILOT_CLI": "1"}, true},
 		{"name-only marker, any value", GuardAuto, nil, map[string]string{"CODEX_SANDBOX": "seatbelt"}, true},
 		{"SSH with no networks configured", GuardAuto, nil, map[string]string{"SSH_CONNECTION": "10.1.2.3 50000 10.0.0.1 22"}, false},
 		{"SSH from a guarded network", GuardAuto, lan, map[string]string{"SSH_CONNECTION": "10.1.2.3 50000 10.0.0.1 22"}, true},
