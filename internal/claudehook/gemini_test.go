@@ -10,6 +10,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 )
 
 // geminiHookInput is a Gemini CLI hook input as it sends one.
@@ -172,5 +173,25 @@ func TestGeminiHookUnreadable(t *testing.T) {
 		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Gemini)
 	if code != ExitBlock || out.Len() != 0 || !strings.Contains(errs.String(), "the call is blocked") {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 2 and the reason on stderr", code, out.String(), errs.String())
+	}
+}
+
+// TestCoverInputAgent: an approved rm of Gemini CLI tells the rm wrapper
+// its agent too, whose name the server puts before the session's; Claude
+// Code's line stays as it was.
+func TestCoverInputAgent(t *testing.T) {
+	in := &Input{SessionID: "9f2c", ToolInput: json.RawMessage(`{"command":"rm -r build"}`)}
+	call := &Call{Tool: "Bash", Command: "rm -r build"}
+	sc := &api.Scope{Paths: []string{"/p/build"}, Commands: []string{"rm"}}
+	for _, tc := range []struct {
+		p    *Protocol
+		want string
+	}{
+		{Gemini, "export COUNTERSIGN_APPROVAL=req_0123456789ab COUNTERSIGN_SESSION=9f2c COUNTERSIGN_AGENT=gemini\nrm -r build"},
+		{Claude, "export COUNTERSIGN_APPROVAL=req_0123456789ab COUNTERSIGN_SESSION=9f2c\nrm -r build"},
+	} {
+		if got := updatedCommand(coverInput(tc.p, in, call, sc, "req_0123456789ab")); got != tc.want {
+			t.Errorf("%s: %q; want %q", tc.p.Name, got, tc.want)
+		}
 	}
 }

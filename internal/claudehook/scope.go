@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
@@ -136,7 +137,7 @@ func commandOf(line string) string {
 // wrapper's own request for the same delete is granted at once instead of
 // asked twice. Nothing else of the input changes; nil when there is
 // nothing to tell.
-func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
+func coverInput(p *Protocol, in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
 	if call.Tool != "Bash" || sc == nil || len(sc.Paths) == 0 || !slices.Contains(sc.Commands, "rm") ||
 		in.SessionID == "" || !saferm.IsRequestID(id) {
 		return nil
@@ -145,7 +146,13 @@ func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage
 	if json.Unmarshal(in.ToolInput, &fields) != nil {
 		return nil
 	}
-	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID) + "\n" + call.Command
+	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID)
+	if p.Agent != countersign.AgentClaudeCode {
+		// The server keeps another agent's sessions apart by its name:
+		// the wrapper's request names the agent too.
+		line += " " + saferm.EnvAgent + "=" + saferm.ShellQuote(p.Agent)
+	}
+	line += "\n" + call.Command
 	cmd, err := json.Marshal(line)
 	if err != nil {
 		return nil
