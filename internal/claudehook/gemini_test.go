@@ -195,3 +195,38 @@ func TestCoverInputAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestGeminiGuarded: changing Gemini CLI's settings, which hold the hook,
+// or its policy files, which let calls run unasked, is asked of a human,
+// however the call is made and whatever rule allows it.
+func TestGeminiGuarded(t *testing.T) {
+	w := newWorld(t)
+	w.writeConfig("[hook]\nallow = [\"Write(~/**)\", \"Edit(~/**)\", \"Bash(echo:*)\", \"Bash(rm:*)\"]\n")
+	p := w.policy()
+	env := func(k string) string { return map[string]string{"GEMINI_PROJECT_DIR": w.project}[k] }
+	for name, tc := range map[string]struct {
+		tool  string
+		input map[string]any
+	}{
+		"project settings":  {"write_file", map[string]any{"file_path": ".gemini/settings.json", "content": "{}"}},
+		"user settings":     {"replace", map[string]any{"file_path": w.home + "/.gemini/settings.json", "old_string": "hook", "new_string": "x"}},
+		"policy file":       {"write_file", map[string]any{"file_path": w.home + "/.gemini/policies/mine.toml", "content": "[[rule]]"}},
+		"settings by shell": {"run_shell_command", map[string]any{"command": "echo '{}' > .gemini/settings.json"}},
+		"the whole folder":  {"run_shell_command", map[string]any{"command": "rm -r " + w.home + "/.gemini", "dir_path": "src"}},
+	} {
+		input, _ := json.Marshal(map[string]any{"session_id": "9f2c", "cwd": w.project, "hook_event_name": GeminiBeforeTool,
+			"tool_name": tc.tool, "tool_input": tc.input})
+		_, _, call, err := readGemini(input, "/", env)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		v := p.Decide(context.Background(), call)
+		if v.Action != Ask || !strings.Contains(strings.Join(v.Reasons, " "), "Gemini CLI") {
+			t.Errorf("%s: %v %q; want asked as a change of Gemini CLI's settings", name, v.Action, v.Reasons)
+		}
+	}
+	v := p.Decide(context.Background(), &Call{Tool: "Write", Path: w.project + "/notes/settings.json", Cwd: w.project, Project: w.project})
+	if v.Action != Allow {
+		t.Errorf("another settings.json: %v %q; want the rule's allow", v.Action, v.Reasons)
+	}
+}
