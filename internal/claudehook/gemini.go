@@ -121,98 +121,79 @@ func geminiToClaude(in *geminiInput) ([]byte, error) {
 		Event: in.Event, ToolName: tool, ToolInput: input})
 }
 
+// geminiTools name Gemini CLI's tools in Claude Code's words: the tool
+// and, field by field, what Gemini CLI calls Claude Code's field.
+var geminiTools = map[string]struct {
+	tool   string
+	fields map[string]string // Gemini CLI's field → Claude Code's
+}{
+	"run_shell_command": {"Bash", map[string]string{"command": "command", "description": "description", "is_background": "run_in_background"}},
+	"write_file":        {"Write", map[string]string{"file_path": "file_path", "content": "content"}},
+	"replace":           {"Edit", map[string]string{"file_path": "file_path", "old_string": "old_string", "new_string": "new_string", "allow_multiple": "replace_all"}},
+	"read_file":         {"Read", map[string]string{"file_path": "file_path"}},
+	"list_directory":    {"LS", map[string]string{"dir_path": "path"}},
+	"glob":              {"Glob", map[string]string{"pattern": "pattern", "dir_path": "path"}},
+	"grep_search":       {"Grep", map[string]string{"pattern": "pattern", "dir_path": "path"}},
+	"google_web_search": {"WebSearch", map[string]string{"query": "query"}},
+	"web_fetch":         {"WebFetch", map[string]string{"prompt": "prompt"}},
+}
+
 // geminiCall names a Gemini CLI tool call in Claude Code's words: its
-// tool, its input and the directory it runs in.
-//
-//	run_shell_command {command, description, dir_path, is_background} → Bash
-//	write_file {file_path, content}                                    → Write
-//	replace {file_path, old_string, new_string, allow_multiple}        → Edit
-//	read_file {file_path}                                              → Read
-//	list_directory, glob, grep_search                                  → LS, Glob, Grep
-//	web_fetch {prompt}, google_web_search {query}                      → WebFetch, WebSearch
-//	an MCP server's tool (mcp_context)                                 → mcp__<server>__<tool>
-//
-// Any other tool keeps its name and arguments: no rule written for Claude
+// tool, its input and the directory it runs in (geminiTools). An MCP
+// server's tool, known by its mcp_context, is mcp__<server>__<tool>. Any
+// other tool keeps its name and arguments: no rule written for Claude
 // Code's tools matches it by accident.
 func geminiCall(name string, args map[string]any, mcp *geminiMCP, cwd string) (string, map[string]any, string, error) {
 	if mcp != nil && mcp.Server != "" && mcp.Tool != "" {
 		return "mcp__" + mcp.Server + "__" + mcp.Tool, args, cwd, nil
 	}
-	str := func(k string) (string, bool) {
-		v, ok := args[k].(string)
-		return v, ok
+	t, ok := geminiTools[name]
+	if !ok {
+		return name, args, cwd, nil
 	}
 	out := map[string]any{}
-	copyField := func(from, to string) {
+	for from, to := range t.fields {
 		if v, ok := args[from]; ok {
 			out[to] = v
 		}
 	}
 	switch name {
 	case "run_shell_command":
-		if _, ok := str("command"); !ok {
+		if _, ok := args["command"].(string); !ok {
 			return "", nil, "", errors.New("tool_input of run_shell_command has no command string")
 		}
-		if dir, ok := args["dir_path"]; ok && dir != nil {
-			// The command runs there, and its relative paths are
-			// resolved there, not in the project's directory.
-			d, ok := dir.(string)
-			if !ok {
-				return "", nil, "", errors.New("tool_input.dir_path of run_shell_command is not a string")
-			}
-			if d != "" {
-				if !filepath.IsAbs(d) {
-					if !filepath.IsAbs(cwd) {
-						return "", nil, "", errors.New("tool_input.dir_path of run_shell_command is relative, and the input has no absolute cwd")
-					}
-					d = filepath.Join(cwd, d)
-				}
-				cwd = filepath.Clean(d)
-			}
-		}
-		copyField("command", "command")
-		copyField("description", "description")
-		copyField("is_background", "run_in_background")
-		return "Bash", out, cwd, nil
-	case "write_file":
-		copyField("file_path", "file_path")
-		copyField("content", "content")
-		return "Write", out, cwd, nil
-	case "replace":
-		copyField("file_path", "file_path")
-		copyField("old_string", "old_string")
-		copyField("new_string", "new_string")
-		copyField("allow_multiple", "replace_all")
-		return "Edit", out, cwd, nil
-	case "read_file":
-		copyField("file_path", "file_path")
-		return "Read", out, cwd, nil
-	case "list_directory":
-		copyField("dir_path", "path")
-		return "LS", out, cwd, nil
-	case "glob":
-		copyField("pattern", "pattern")
-		copyField("dir_path", "path")
-		return "Glob", out, cwd, nil
-	case "grep_search":
-		copyField("pattern", "pattern")
-		copyField("dir_path", "path")
-		return "Grep", out, cwd, nil
-	case "google_web_search":
-		copyField("query", "query")
-		return "WebSearch", out, cwd, nil
+		dir, err := shellDir(args["dir_path"], cwd)
+		return t.tool, out, dir, err
 	case "web_fetch":
 		// Gemini CLI's web_fetch takes a prompt holding the URLs; the
 		// first one is the call's URL in Claude Code's words.
-		copyField("prompt", "prompt")
-		if p, ok := str("prompt"); ok {
+		if p, ok := args["prompt"].(string); ok {
 			if u := firstURL.FindString(p); u != "" {
 				out["url"] = u
 			}
 		}
-		return "WebFetch", out, cwd, nil
 	}
-	return name, args, cwd, nil
+	return t.tool, out, cwd, nil
+}
+
+// shellDir is where a shell call runs: its dir_path, relative to the
+// project, or the project. Its command's relative paths are resolved
+// there.
+func shellDir(dir any, cwd string) (string, error) {
+	if dir == nil || dir == "" {
+		return cwd, nil
+	}
+	d, ok := dir.(string)
+	if !ok {
+		return "", errors.New("tool_input.dir_path of run_shell_command is not a string")
+	}
+	if !filepath.IsAbs(d) {
+		if !filepath.IsAbs(cwd) {
+			return "", errors.New("tool_input.dir_path of run_shell_command is relative, and the input has no absolute cwd")
+		}
+		d = filepath.Join(cwd, d)
+	}
+	return filepath.Clean(d), nil
 }
 
 // firstURL finds a URL in web_fetch's prompt.

@@ -225,47 +225,19 @@ func MergeGeminiSettings(path string, o GeminiInstallOptions) (did, warn string,
 // mergeGeminiEvent adds the hook to one event's matcher groups, or
 // updates the countersign entry already there.
 func mergeGeminiEvent(hooks *object, ev string, o GeminiInstallOptions) (updated bool, err error) {
-	var groups []json.RawMessage
-	if raw, ok := hooks.get(ev); ok {
-		if err := json.Unmarshal(raw, &groups); err != nil {
-			return false, errors.New("not a list of matcher groups")
-		}
-	}
 	want := geminiEntry(o)
-	for gi, g := range groups {
-		grp, err := parseObject(g)
-		if err != nil {
-			continue // not ours to judge
-		}
-		raw, _ := grp.get("hooks")
-		var entries []json.RawMessage
-		if json.Unmarshal(raw, &entries) != nil {
-			continue
-		}
-		for ei, e := range entries {
-			entry, err := parseObject(e)
-			if err != nil {
-				continue
-			}
-			var cmd string
-			c, _ := entry.get("command")
-			if json.Unmarshal(c, &cmd) != nil || !isGeminiCommand(cmd) {
-				continue
-			}
-			entry.set("name", want.Name)
-			entry.set("type", want.Type)
-			entry.set("command", want.Command)
-			entry.set("timeout", want.Timeout)
-			entries[ei] = entry.marshal()
-			grp.set("hooks", entries)
-			groups[gi] = grp.marshal()
-			hooks.set(ev, groups)
-			return true, nil
-		}
+	ours := func(entry *object) bool {
+		var cmd string
+		c, _ := entry.get("command")
+		return json.Unmarshal(c, &cmd) == nil && isGeminiCommand(cmd)
 	}
-	groups = append(groups, mustJSON(geminiGroup{Matcher: "*", Hooks: []geminiHook{want}}))
-	hooks.set(ev, groups)
-	return false, nil
+	return mergeEntry(hooks, ev, ours, func(entry *object) json.RawMessage {
+		entry.set("name", want.Name)
+		entry.set("type", want.Type)
+		entry.set("command", want.Command)
+		entry.set("timeout", want.Timeout)
+		return entry.marshal()
+	}, mustJSON(geminiGroup{Matcher: "*", Hooks: []geminiHook{want}}))
 }
 
 // writePolicy writes the policy file, whole: it is countersign's alone.
