@@ -19,7 +19,7 @@ var binaries = []string{"countersign", "countersign-agent"}
 
 // binaryTests are the tests that run them: TestMain starts building when
 // one of them is to run, so that the build goes on while other tests do.
-var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper", "TestClaudeCode"}
+var binaryTests = []string{"TestBinary", "TestAgentBinaryHandsOff", "TestApprovalCoversTheWrapper", "TestClaudeCode", "TestGeminiCLI"}
 
 // built holds the binaries, built once for all tests. TestMain removes the
 // directory.

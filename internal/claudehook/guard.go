@@ -55,9 +55,10 @@ func siblings(exe string) []string {
 }
 
 // guarded returns why changing the file at path (absolute) would switch
-// countersign off, or "": it is Claude Code's settings file, which holds
-// the hooks, a GitHub Copilot CLI hooks or settings file (copilotGuarded),
-// or the rm wrapper's link or program. whole is set when the
+// countersign off, or "": it is Claude Code's or Gemini CLI's settings
+// file, which holds the hooks, a Gemini CLI policy file, which lets calls
+// run that would be asked, a GitHub Copilot CLI hooks or settings file
+// (copilotGuarded), or the rm wrapper's link or program. whole is set when the
 // change takes everything under path too (rm -r, mv of a directory).
 func (p *Policy) guarded(path string, whole bool) string {
 	forms := []string{filepath.Clean(path), linkName(path), resolvePath(path)}
@@ -68,6 +69,12 @@ func (p *Policy) guarded(path string, whole bool) string {
 			return "changes " + f + ", Claude Code's settings, which can switch its hooks off"
 		case whole && base == ".claude":
 			return "changes " + f + ", which holds Claude Code's settings and can switch its hooks off"
+		case parent == ".gemini" && base == "settings.json":
+			return "changes " + f + ", Gemini CLI's settings, which can switch its hooks off"
+		case parent == "policies" && filepath.Base(filepath.Dir(filepath.Dir(f))) == ".gemini" && strings.HasSuffix(base, ".toml"):
+			return "changes " + f + ", a Gemini CLI policy file, which decides what runs without a question"
+		case whole && (base == ".gemini" || base == "policies" && parent == ".gemini"):
+			return "changes " + f + ", which holds Gemini CLI's settings or policies and can switch its hooks off"
 		}
 		if why := copilotGuarded(f, whole); why != "" {
 			return why

@@ -232,6 +232,22 @@ func readSettings(path string) ([]byte, fs.FileMode, error) {
 // mergeEvent adds the hook to one event's list of matcher groups, or
 // updates the countersign entry already there.
 func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err error) {
+	return mergeEntry(hooks, ev, isCountersign, func(entry *object) json.RawMessage {
+		if want := hookEntry(o); want.Type == "command" && entryType(entry) == "command" {
+			entry.set("command", want.Command)
+			entry.set("timeout", o.seconds())
+			return entry.marshal()
+		}
+		// Another kind of hook, or the HTTP hook, whose URL, headers and
+		// variables go together: replaced whole.
+		return mustJSON(hookEntry(o))
+	}, mustJSON(group(o)))
+}
+
+// mergeEntry updates, among one event's matcher groups, the first hook
+// entry that ours recognises, to what update makes of it; without one, it
+// adds group. The hooks of others stay as they are, in their order.
+func mergeEntry(hooks *object, ev string, ours func(*object) bool, update func(*object) json.RawMessage, group json.RawMessage) (updated bool, err error) {
 	var groups []json.RawMessage
 	if raw, ok := hooks.get(ev); ok {
 		if err := json.Unmarshal(raw, &groups); err != nil {
@@ -250,26 +266,17 @@ func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err e
 		}
 		for ei, e := range entries {
 			entry, err := parseObject(e)
-			if err != nil || !isCountersign(entry) {
+			if err != nil || !ours(entry) {
 				continue
 			}
-			if want := hookEntry(o); want.Type == "command" && entryType(entry) == "command" {
-				entry.set("command", want.Command)
-				entry.set("timeout", o.seconds())
-				entries[ei] = entry.marshal()
-			} else {
-				// Another kind of hook, or the HTTP hook, whose URL,
-				// headers and variables go together: replaced whole.
-				entries[ei] = mustJSON(want)
-			}
+			entries[ei] = update(entry)
 			grp.set("hooks", entries)
 			groups[gi] = grp.marshal()
 			hooks.set(ev, groups)
 			return true, nil
 		}
 	}
-	groups = append(groups, mustJSON(group(o)))
-	hooks.set(ev, groups)
+	hooks.set(ev, append(groups, group))
 	return false, nil
 }
 

@@ -149,6 +149,8 @@ func coverInput(agent string, in *Input, call *Call, sc *api.Scope, id string) j
 	}
 	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID)
 	if agent != "" && agent != countersign.AgentClaudeCode {
+		// The server keeps another agent's sessions apart by its name:
+		// the wrapper's request names the agent too.
 		line += " " + saferm.EnvAgent + "=" + saferm.ShellQuote(agent)
 	}
 	line += "\n" + call.Command

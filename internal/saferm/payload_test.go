@@ -140,3 +140,25 @@ func TestCurrentContext(t *testing.T) {
 		t.Errorf("CurrentContext = %+v", rc)
 	}
 }
+
+// TestHookApprovalAgent: the hook's approval, session and agent are read
+// from the environment; an agent that is not a coding agent's name, or
+// one without a session, is dropped, and a session of control characters
+// drops everything.
+func TestHookApprovalAgent(t *testing.T) {
+	for _, tc := range []struct {
+		env                map[string]string
+		id, session, agent string
+	}{
+		{map[string]string{EnvApproval: "req_0123456789ab", EnvSession: "s1", EnvAgent: "gemini"}, "req_0123456789ab", "s1", "gemini"},
+		{map[string]string{EnvApproval: "req_0123456789ab", EnvSession: "s1"}, "req_0123456789ab", "s1", ""},
+		{map[string]string{EnvSession: "s1", EnvAgent: "nosuch"}, "", "s1", ""},
+		{map[string]string{EnvAgent: "gemini"}, "", "", ""},
+		{map[string]string{EnvApproval: "nope", EnvSession: "s\n1", EnvAgent: "gemini"}, "", "", ""},
+	} {
+		id, session, agent := hookApproval(func(k string) string { return tc.env[k] })
+		if id != tc.id || session != tc.session || agent != tc.agent {
+			t.Errorf("%v: %q %q %q; want %q %q %q", tc.env, id, session, agent, tc.id, tc.session, tc.agent)
+		}
+	}
+}

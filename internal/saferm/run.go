@@ -163,7 +163,7 @@ func hookApproval(getenv func(string) string) (id, session, agent string) {
 	if !IsRequestID(id) {
 		id = ""
 	}
-	if countersign.CodingAgents[agent] == "" {
+	if countersign.CodingAgents[agent] == "" || session == "" {
 		agent = ""
 	}
 	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {
