@@ -1,0 +1,246 @@
+// Package testserver runs the countersign server for a test, built the one
+// way every test outside the server's composition root builds it: a
+// testutil.World (SQLite in t.TempDir() unless an option says otherwise),
+// the approval service on the World's clock, the real HTTP handler of
+// package server behind a real listener on 127.0.0.1. A test changes what
+// it needs with options, and signs a browser in with SignIn.
+//
+// It imports server and approval, so the tests inside those packages
+// cannot use it; their external tests (package server_test) can.
+package testserver
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/identity"
+	"github.com/countersign/countersign/internal/metrics"
+	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/store/postgres"
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/testutil"
+)
+
+// Server is a countersign server running for one test; it stops when the
+// test ends. The embedded World holds the accounts acme (agent key a,
+// approver alice) and other (key x, approver bob), the clock and Admin.
+type Server struct {
+	*testutil.World
+	// Store is the server's store, whatever its backend (the World's
+	// Store is its SQLite handle, nil on another backend).
+	Store   countersign.Store
+	Hub     *approval.Hub
+	Service *approval.Service
+	Server  *server.Server
+	Metrics *metrics.Registry
+	URL     string              // where the listener answers: http://127.0.0.1:port
+	Public  *url.URL            // the server's PublicURL (default: URL)
+	Logs    *testutil.LogBuffer // everything the server logged, at debug level
+
+	AgentKey string // the secret of acme's agent key a (World.KeyA)
+	Token    string // an API token of alice in acme
+}
+
+// Option changes how New builds the server.
+type Option func(*build)
+
+type build struct {
+	start     time.Time
+	wallClock bool
+	store     countersign.Store
+	replicaOf *Server
+	postgres  bool
+	approval  []func(*approval.Config)
+	config    []func(*Server, *server.Config)
+	listen    func(net.Listener) net.Listener
+}
+
+// At starts the World's clock at start instead of testutil.Start: near
+// time.Now for a server whose sessions run on the wall clock.
+func At(start time.Time) Option { return func(b *build) { b.start = start } }
+
+// WallClock gives the approval service the system's clock instead of the
+// World's, for a test of expiries it cannot move (a browser's, another
+// process's).
+func WallClock() Option { return func(b *build) { b.wallClock = true } }
+
+// Approval changes the approval service's configuration.
+func Approval(set func(*approval.Config)) Option {
+	return func(b *build) { b.approval = append(b.approval, set) }
+}
+
+// Config changes the server's configuration. set runs after the service
+// exists and the listener listens, so that it may read s.Service, s.URL
+// and the World (a gateway built on the service, a public URL on the
+// listener's port); s.Server is not made yet.
+func Config(set func(s *Server, c *server.Config)) Option {
+	return func(b *build) { b.config = append(b.config, set) }
+}
+
+// Listener wraps the loopback listener the server answers on.
+func Listener(wrap func(net.Listener) net.Listener) Option {
+	return func(b *build) { b.listen = wrap }
+}
+
+// OnStore runs the server, and makes the World, on a store the test
+// opened (and closes after the server: open it before New), migrated and
+// empty.
+func OnStore(store countersign.Store) Option { return func(b *build) { b.store = store } }
+
+// Postgres runs the server on PostgreSQL: a schema of its own
+// (pgtest.SchemaURL), migrated. It skips or fails the test as pgtest does
+// when the server is unreachable.
+func Postgres() Option { return func(b *build) { b.postgres = true } }
+
+// ReplicaOf runs another replica of first: a server with its own hub,
+// service and listener on store, a second handle on first's database, and
+// first's World, whose accounts and credentials it therefore knows.
+func ReplicaOf(first *Server, store countersign.Store) Option {
+	return func(b *build) { b.replicaOf, b.store = first, store }
+}
+
+// New starts a server. Unless an option says otherwise, its PublicURL is
+// the listener's own http URL, it has argon2id slots of its own (a
+// parallel test's sign-ins do not make this one's wait), and the approval
+// service runs on the World's clock.
+func New(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	b := build{start: testutil.Start}
+	for _, o := range opts {
+		o(&b)
+	}
+	s := &Server{Logs: &testutil.LogBuffer{}, Hub: approval.NewHub(), Metrics: metrics.NewRegistry()}
+	s.World, s.Store = b.world(t)
+	s.AgentKey = s.KeyA
+	if b.replicaOf != nil {
+		s.Token = b.replicaOf.Token
+	} else {
+		s.Token = s.World.Token("alice", "acme")
+	}
+
+	ts := httptest.NewUnstartedServer(nil)
+	if b.listen != nil {
+		ts.Listener = b.listen(ts.Listener)
+	}
+	s.URL = "http://" + ts.Listener.Addr().String()
+	log := slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var acfg approval.Config
+	for _, set := range b.approval {
+		set(&acfg)
+	}
+	var clock countersign.Clock = s.Clock
+	if b.wallClock {
+		clock = nil
+	}
+	s.Service = approval.New(s.Store, clock, s.Hub, acfg, log, approval.NewMetrics(s.Metrics, s.Hub))
+
+	s.Public = &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
+	cfg := server.Config{PublicURL: s.Public, PasswordSlots: identity.NewHashSlots(2)}
+	for _, set := range b.config {
+		set(s, &cfg)
+	}
+	s.Public = cfg.PublicURL
+	srv, err := server.New(cfg, s.Service, &identity.Authenticator{Store: s.Store}, s.Metrics, log)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	s.Server = srv
+	ts.Config.Handler = srv.Handler()
+	ts.Start()
+	t.Cleanup(ts.Close)
+	// Runs before ts.Close: ends open event streams and long polls, which
+	// Close waits for.
+	t.Cleanup(s.Hub.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server log:\n%s", s.Logs.String())
+		}
+	})
+	return s
+}
+
+// world makes the World the build asks for and returns it with its store.
+func (b *build) world(t testing.TB) (*testutil.World, countersign.Store) {
+	t.Helper()
+	switch {
+	case b.replicaOf != nil:
+		return b.replicaOf.World, b.store
+	case b.store != nil:
+		return testutil.NewWorldOn(t, b.store, b.start), b.store
+	case b.postgres:
+		u := pgtest.SchemaURL(t)
+		db, err := postgres.Open(t.Context(), u, nil)
+		if err != nil {
+			t.Fatalf("open PostgreSQL: %v", err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return testutil.NewWorldOn(t, db, b.start), db
+	}
+	w := testutil.NewWorldAt(t, b.start)
+	return w, w.Store
+}
+
+// SignIn signs the approver username in through the sign-in form, with
+// testutil.Password, as a browser of the public URL would (its Host and
+// Origin, sent to URL), and returns the session cookie the server set.
+// c sends the form (nil: a client of its own); its cookie jar, if it has
+// one, keeps the cookie when the public URL is the listener's.
+func (s *Server) SignIn(t testing.TB, c *http.Client, username string) *http.Cookie {
+	t.Helper()
+	if c == nil {
+		c = &http.Client{}
+	}
+	// The answer is a redirect to the inbox; its cookie is what matters.
+	noFollow := *c
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	form := url.Values{"username": {username}, "password": {testutil.Password}, "next": {"/approvals"}}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, s.URL+"/signin", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = s.Public.Host
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.Public.Scheme+"://"+s.Public.Host)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatalf("sign in %s: %v", username, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign in %s: status %d, want 303; body:\n%s", username, resp.StatusCode, body)
+	}
+	for _, ck := range resp.Cookies() {
+		if strings.HasSuffix(ck.Name, "countersign_session") && ck.Value != "" {
+			return ck
+		}
+	}
+	t.Fatalf("sign in %s: no session cookie in %q", username, resp.Header.Values("Set-Cookie"))
+	return nil
+}
+
+// Browser returns a client signed in as the approver username: its cookie
+// jar holds the session, and it follows no redirect, so that a test sees
+// each answer as the server gave it. The public URL must be the
+// listener's (the default): a jar sends no cookie of another host.
+func (s *Server) Browser(t testing.TB, username string) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Jar: jar, Timeout: testutil.EventuallyWithin,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	s.SignIn(t, c, username)
+	return c
+}
