@@ -47,8 +47,8 @@ type Server struct {
 	Public  *url.URL            // the server's PublicURL (default: URL)
 	Logs    *testutil.LogBuffer // everything the server logged, at debug level
 
-	AgentKey string // the secret of acme's agent key a (World.KeyA)
-	Token    string // an API token of alice in acme
+	AgentKey      string // the secret of acme's agent key a (World.KeyA)
+	ApproverToken string // an API token of alice in acme
 }
 
 // Option changes how New builds the server.
@@ -123,9 +123,9 @@ func New(t testing.TB, opts ...Option) *Server {
 	s.World, s.Store = b.world(t)
 	s.AgentKey = s.KeyA
 	if b.replicaOf != nil {
-		s.Token = b.replicaOf.Token
+		s.ApproverToken = b.replicaOf.ApproverToken
 	} else {
-		s.Token = s.World.Token("alice", "acme")
+		s.ApproverToken = s.Token("alice", "acme")
 	}
 
 	ts := httptest.NewUnstartedServer(nil)

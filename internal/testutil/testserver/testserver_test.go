@@ -28,7 +28,7 @@ func TestServer(t *testing.T) {
 			if err != nil || !created || r.Status != "pending" {
 				t.Fatalf("create with the agent key: %+v, %v, %v", r, created, err)
 			}
-			if d, err := client.New(s.URL, s.Token).Decide(t.Context(), r.ID, client.Decision{Decision: "approve"}); err != nil || d.Status != "approved" {
+			if d, err := client.New(s.URL, s.ApproverToken).Decide(t.Context(), r.ID, client.Decision{Decision: "approve"}); err != nil || d.Status != "approved" {
 				t.Fatalf("decide with the approver token: %+v, %v", d, err)
 			}
 			if got := inbox(t, s.Browser(t, "alice"), s.URL); !strings.Contains(got, "deploy the harness") {
