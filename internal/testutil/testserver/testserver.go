@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -49,6 +51,10 @@ type Server struct {
 
 	AgentKey      string // the secret of acme's agent key a (World.KeyA)
 	ApproverToken string // an API token of alice in acme
+
+	b       build
+	log     *slog.Logger
+	handler atomic.Pointer[http.Handler] // the current server's: Restart swaps it
 }
 
 // Option changes how New builds the server.
@@ -60,7 +66,7 @@ type build struct {
 	store     countersign.Store
 	replicaOf *Server
 	postgres  bool
-	approval  []func(*approval.Config)
+	approval  []func(*Server, *approval.Config)
 	config    []func(*Server, *server.Config)
 	listen    func(net.Listener) net.Listener
 }
@@ -74,8 +80,9 @@ func At(start time.Time) Option { return func(b *build) { b.start = start } }
 // process's).
 func WallClock() Option { return func(b *build) { b.wallClock = true } }
 
-// Approval changes the approval service's configuration.
-func Approval(set func(*approval.Config)) Option {
+// Approval changes the approval service's configuration; set may read
+// the World and s.Store.
+func Approval(set func(s *Server, c *approval.Config)) Option {
 	return func(b *build) { b.approval = append(b.approval, set) }
 }
 
@@ -119,7 +126,8 @@ func New(t testing.TB, opts ...Option) *Server {
 	for _, o := range opts {
 		o(&b)
 	}
-	s := &Server{Logs: &testutil.LogBuffer{}, Hub: approval.NewHub(), Metrics: metrics.NewRegistry()}
+	s := &Server{Logs: &testutil.LogBuffer{}, b: b}
+	s.log = slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	s.World, s.Store = b.world(t)
 	s.AgentKey = s.KeyA
 	if b.replicaOf != nil {
@@ -128,45 +136,68 @@ func New(t testing.TB, opts ...Option) *Server {
 		s.ApproverToken = s.Token("alice", "acme")
 	}
 
-	ts := httptest.NewUnstartedServer(nil)
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(*s.handler.Load()).ServeHTTP(w, r)
+	}))
 	if b.listen != nil {
 		ts.Listener = b.listen(ts.Listener)
 	}
 	s.URL = "http://" + ts.Listener.Addr().String()
-	log := slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var acfg approval.Config
-	for _, set := range b.approval {
-		set(&acfg)
-	}
-	var clock countersign.Clock = s.Clock
-	if b.wallClock {
-		clock = nil
-	}
-	s.Service = approval.New(s.Store, clock, s.Hub, acfg, log, approval.NewMetrics(s.Metrics, s.Hub))
-
 	s.Public = &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
-	cfg := server.Config{PublicURL: s.Public, PasswordSlots: identity.NewHashSlots(2)}
-	for _, set := range b.config {
-		set(s, &cfg)
-	}
-	s.Public = cfg.PublicURL
-	srv, err := server.New(cfg, s.Service, &identity.Authenticator{Store: s.Store}, s.Metrics, log)
-	if err != nil {
-		t.Fatalf("server.New: %v", err)
-	}
-	s.Server = srv
-	ts.Config.Handler = srv.Handler()
+	s.start(t)
 	ts.Start()
 	t.Cleanup(ts.Close)
 	// Runs before ts.Close: ends open event streams and long polls, which
 	// Close waits for.
-	t.Cleanup(s.Hub.Close)
+	t.Cleanup(func() { s.Hub.Close() })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.Logs.String())
 		}
 	})
 	return s
+}
+
+// start makes the hub, the service and the server on s.Store, and serves
+// the server's handler.
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	s.Hub, s.Metrics = approval.NewHub(), metrics.NewRegistry()
+	var acfg approval.Config
+	for _, set := range s.b.approval {
+		set(s, &acfg)
+	}
+	var clock countersign.Clock = s.Clock
+	if s.b.wallClock {
+		clock = nil
+	}
+	s.Service = approval.New(s.Store, clock, s.Hub, acfg, s.log, approval.NewMetrics(s.Metrics, s.Hub))
+	cfg := server.Config{PublicURL: s.Public, PasswordSlots: identity.NewHashSlots(2)}
+	for _, set := range s.b.config {
+		set(s, &cfg)
+	}
+	s.Public = cfg.PublicURL
+	srv, err := server.New(cfg, s.Service, &identity.Authenticator{Store: s.Store}, s.Metrics, s.log)
+	if err != nil {
+		t.Fatalf("server.New: %v", err)
+	}
+	s.Server = srv
+	h := srv.Handler()
+	s.handler.Store(&h)
+}
+
+// Restart is a restart of the server's process on store, its database
+// opened again: the old hub closes (its waiters answer), and a new hub,
+// service and server, made with New's options, answer on the same
+// listener. The World's Admin and Auth move to store.
+func (s *Server) Restart(t testing.TB, store countersign.Store) {
+	t.Helper()
+	s.Hub.Close()
+	s.Store, s.Admin.Store, s.Auth.Store = store, store, store
+	if db, ok := store.(*sqlite.DB); ok && s.World.Store != nil {
+		s.World.Store = db
+	}
+	s.start(t)
 }
 
 // world makes the World the build asks for and returns it with its store.

@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
+	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
@@ -23,7 +24,7 @@ func TestServer(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := testserver.New(t, append(opts, testserver.Approval(func(c *approval.Config) { c.MaxPending = 7 }))...)
+			s := testserver.New(t, append(opts, testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.MaxPending = 7 }))...)
 			r, created, err := client.New(s.URL, s.AgentKey).Create(t.Context(), client.CreateInput{Kind: "generic", Action: "deploy the harness"})
 			if err != nil || !created || r.Status != "pending" {
 				t.Fatalf("create with the agent key: %+v, %v, %v", r, created, err)
@@ -90,4 +91,32 @@ func inbox(t *testing.T, c *http.Client, base string) string {
 		t.Fatalf("GET /approvals: %d\n%s", resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// TestRestart: after a restart on the store opened again, the same URL
+// answers from the new service, which finds what the old one stored.
+func TestRestart(t *testing.T) {
+	t.Parallel()
+	s := testserver.New(t)
+	agent := client.New(s.URL, s.AgentKey)
+	r, _, err := agent.Create(t.Context(), client.CreateInput{Kind: "generic", Action: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := s.Service
+	if err := s.World.Store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sqlite.Open(t.Context(), s.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	s.Restart(t, db)
+	if s.Service == old || s.World.Store != db {
+		t.Fatalf("Restart kept the old service or store")
+	}
+	if got, err := agent.Get(t.Context(), r.ID); err != nil || got.Status != "pending" {
+		t.Fatalf("Get(%s) after the restart = %+v, %v", r.ID, got, err)
+	}
 }
