@@ -10,6 +10,7 @@
 package testserver
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -45,7 +46,7 @@ type Server struct {
 	Service *approval.Service
 	Server  *server.Server
 	Metrics *metrics.Registry
-	URL     string              // where the listener answers: http://127.0.0.1:port
+	URL     string              // where the listener answers: http://127.0.0.1:PORT
 	Public  *url.URL            // the server's PublicURL (default: URL)
 	Logs    *testutil.LogBuffer // everything the server logged, at debug level
 
@@ -69,6 +70,8 @@ type build struct {
 	approval  []func(*Server, *approval.Config)
 	config    []func(*Server, *server.Config)
 	listen    func(net.Listener) net.Listener
+	localhost bool
+	serve     bool
 }
 
 // At starts the World's clock at start instead of testutil.Start: near
@@ -98,6 +101,15 @@ func Config(set func(s *Server, c *server.Config)) Option {
 func Listener(wrap func(net.Listener) net.Listener) Option {
 	return func(b *build) { b.listen = wrap }
 }
+
+// Localhost makes the public URL, and URL, http://localhost:PORT, the
+// listener's port: passkeys need a host name, which an IP address is not.
+func Localhost() Option { return func(b *build) { b.localhost = true } }
+
+// Serve serves with the server's own Serve, as countersign serve does
+// (its timeouts, its shutdown), instead of httptest; Restart then cannot
+// swap the server.
+func Serve() Option { return func(b *build) { b.serve = true } }
 
 // OnStore runs the server, and makes the World, on a store the test
 // opened (and closes after the server: open it before New), migrated and
@@ -136,20 +148,41 @@ func New(t testing.TB, opts ...Option) *Server {
 		s.ApproverToken = s.Token("alice", "acme")
 	}
 
-	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		(*s.handler.Load()).ServeHTTP(w, r)
-	}))
-	if b.listen != nil {
-		ts.Listener = b.listen(ts.Listener)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	s.URL = "http://" + ts.Listener.Addr().String()
-	s.Public = &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
+	if b.listen != nil {
+		ln = b.listen(ln)
+	}
+	s.URL = "http://" + ln.Addr().String()
+	s.Public = &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	if b.localhost {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		s.Public.Host = "localhost:" + port
+		s.URL = s.Public.String()
+	}
 	s.start(t)
-	ts.Start()
-	t.Cleanup(ts.Close)
-	// Runs before ts.Close: ends open event streams and long polls, which
-	// Close waits for.
-	t.Cleanup(func() { s.Hub.Close() })
+	if b.serve {
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Server.Serve(ctx, ln) }()
+		t.Cleanup(func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		})
+	} else {
+		ts := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			(*s.handler.Load()).ServeHTTP(w, r)
+		})}}
+		ts.Start()
+		t.Cleanup(ts.Close)
+		// Runs before ts.Close: ends open event streams and long polls,
+		// which Close waits for.
+		t.Cleanup(func() { s.Hub.Close() })
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("server log:\n%s", s.Logs.String())
@@ -192,6 +225,9 @@ func (s *Server) start(t testing.TB) {
 // listener. The World's Admin and Auth move to store.
 func (s *Server) Restart(t testing.TB, store countersign.Store) {
 	t.Helper()
+	if s.b.serve {
+		t.Fatal("testserver: Restart of a server started with Serve")
+	}
 	s.Hub.Close()
 	s.Store, s.Admin.Store, s.Auth.Store = store, store, store
 	if db, ok := store.(*sqlite.DB); ok && s.World.Store != nil {

@@ -21,6 +21,7 @@ func TestServer(t *testing.T) {
 	for name, opts := range map[string][]testserver.Option{
 		"sqlite":   nil,
 		"postgres": {testserver.Postgres()},
+		"serve":    {testserver.Serve(), testserver.Localhost()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
