@@ -24,7 +24,7 @@ func TestCreateRequest(t *testing.T) {
 
 	// The fields the contract names, by their JSON names.
 	var fields map[string]any
-	json.Unmarshal(resp.body, &fields)
+	json.Unmarshal([]byte(resp.body), &fields)
 	for _, f := range []string{"id", "reference", "status", "expires_at", "inbox_url"} {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("answer lacks %q: %s", f, resp.body)
@@ -114,7 +114,7 @@ func TestListRequests(t *testing.T) {
 		var out struct {
 			Requests []apiRequest `json:"requests"`
 		}
-		if resp.status != http.StatusOK || json.Unmarshal(resp.body, &out) != nil || out.Requests == nil {
+		if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &out) != nil || out.Requests == nil {
 			t.Fatalf("list %s: %d %s", query, resp.status, resp.body)
 		}
 		return out.Requests

@@ -69,7 +69,7 @@ func TestAPIDepthLimit(t *testing.T) {
 func TestSeedDepthLimit(t *testing.T) {
 	t.Parallel()
 	e := sdNew(t)
-	post := func(path, header, body string) sdResp {
+	post := func(path, header, body string) response {
 		return e.post(path, header, []byte(body), sdSign(e.seed, []byte(body)))
 	}
 	deleteBody := func(depth int) string {
@@ -80,7 +80,7 @@ func TestSeedDepthLimit(t *testing.T) {
 			nestedJSON(depth) + `,"timestamp":"2024-01-01T00:00:00Z"}`
 	}
 	before := e.snapshot()
-	for name, r := range map[string]sdResp{
+	for name, r := range map[string]response{
 		"delete":      post("/api/delete-requests", "X-SafeRM-Signature", deleteBody(limit.MaxJSONDepth)),
 		"claude":      post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deep", limit.MaxJSONDepth)),
 		"claude 9000": post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deeper", 9000)),
@@ -108,11 +108,11 @@ func TestSeedDepthLimit(t *testing.T) {
 	}
 }
 
-func errorMessage(body []byte) string {
+func errorMessage(body string) string {
 	var e struct {
 		Error struct{ Message string } `json:"error"`
 	}
-	json.Unmarshal(body, &e)
+	json.Unmarshal([]byte(body), &e)
 	return e.Error.Message
 }
 
@@ -140,7 +140,7 @@ func TestMCPDepthLimit(t *testing.T) {
 				Message string
 			}
 		}
-		if err := json.Unmarshal(r.body, &e); r.status != http.StatusBadRequest || err != nil || e.ID != nil || e.Error.Code != -32602 ||
+		if err := json.Unmarshal([]byte(r.body), &e); r.status != http.StatusBadRequest || err != nil || e.ID != nil || e.Error.Code != -32602 ||
 			e.Error.Message != "the message nests objects and arrays deeper than the limit of 64 levels" {
 			t.Errorf("message of depth %d: %d %s", depth+2, r.status, r.body)
 		}

@@ -1,14 +1,11 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -17,23 +14,23 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // start is where every test's clock begins.
 var start = testutil.Start
 
-// testServer is the real handler over the real service on a real SQLite
-// store, with two accounts: acme (agent keys A and B, a revoked key, the
-// approver alice) and other (the key X, the approver bob).
+// testServer is testserver's server with the API's helpers: the accounts
+// acme (agent keys A and B, a revoked key, the approver alice) and other
+// (the key X, the approver bob), at https://approve.example.com.
 type testServer struct {
+	*testserver.Server
 	t     *testing.T
 	ctx   context.Context
 	URL   string
-	store *sqlite.DB
+	store countersign.Store
 	clock *testutil.Clock
 	hub   *approval.Hub
 	svc   *approval.Service
@@ -54,42 +51,46 @@ type option func(*server.Config, *approval.Config)
 
 func newServer(t *testing.T, opts ...option) *testServer {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	s := &testServer{t: t, ctx: w.Ctx, store: w.Store, clock: w.Clock, hub: approval.NewHub(), logs: &testutil.LogBuffer{},
-		admin: w.Admin, acme: w.Acme, other: w.Other, keyA: w.KeyA, keyX: w.KeyX}
-	s.keyB, s.revoked = w.Key("acme", "b"), w.Key("acme", "old")
-	if err := w.Store.RevokeAgentKey(w.Ctx, s.acme.ID, "old", start); err != nil {
+	ts := testserver.New(t,
+		testserver.Approval(func(_ *testserver.Server, a *approval.Config) {
+			for _, o := range opts {
+				o(&server.Config{}, a)
+			}
+		}),
+		testserver.Config(func(_ *testserver.Server, c *server.Config) {
+			c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
+			for _, o := range opts {
+				o(c, &approval.Config{})
+			}
+		}))
+	s := &testServer{Server: ts, t: t, ctx: ts.Ctx, URL: ts.URL, store: ts.Store, clock: ts.Clock, hub: ts.Hub, svc: ts.Service,
+		srv: ts.Server, logs: ts.Logs, admin: ts.Admin, acme: ts.Acme, other: ts.Other, keyA: ts.KeyA, keyX: ts.KeyX,
+		publicHost: ts.Public.Host, alice: ts.ApproverToken}
+	s.keyB, s.revoked = ts.Key("acme", "b"), ts.Key("acme", "old")
+	if err := ts.Store.RevokeAgentKey(ts.Ctx, s.acme.ID, "old", start); err != nil {
 		t.Fatalf("revoke key: %v", err)
 	}
-	s.alice, s.bob = w.Token("alice", "acme"), w.Token("bob", "other")
-
-	// Its own argon2id slots: a parallel test's checks do not make this
-	// one's sign-ins wait past SignInWait.
-	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}, PasswordSlots: identity.NewHashSlots(2)}
-	var acfg approval.Config
-	for _, o := range opts {
-		o(&cfg, &acfg)
-	}
-	s.publicHost = cfg.PublicURL.Host
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s.svc = approval.New(w.Store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
-	srv, err := server.New(cfg, s.svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.srv = srv
-	ts := httptest.NewServer(s.srv.Handler())
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
+	s.bob = ts.Token("bob", "other")
 	return s
 }
 
-// response is what the server answered.
+// response is what the server answered, to any of the tests' helpers.
 type response struct {
 	status int
 	header http.Header
-	body   []byte
+	body   string
+	cookie []*http.Cookie
+}
+
+// readResponse reads an answer whole.
+func readResponse(t testing.TB, resp *http.Response) response {
+	t.Helper()
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", resp.Request.Method, resp.Request.URL.Path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(body), cookie: resp.Cookies()}
 }
 
 // newRequest builds an API call with a credential (none when empty) and a
@@ -122,12 +123,7 @@ func (s *testServer) do(req *http.Request) response {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
+	return readResponse(s.t, resp)
 }
 
 func (s *testServer) call(method, path, cred, body string) response {
@@ -167,7 +163,7 @@ func (r response) request(t *testing.T, status int) apiRequest {
 		t.Errorf("Content-Type %q", ct)
 	}
 	var out apiRequest
-	if err := json.Unmarshal(r.body, &out); err != nil {
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
 	return out
@@ -183,9 +179,9 @@ func (r response) wantError(t *testing.T, what string, status int, code string) 
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	err := json.Unmarshal(r.body, &e)
+	err := json.Unmarshal([]byte(r.body), &e)
 	if r.status != status || err != nil || e.Error.Code != code || e.Error.Message == "" {
-		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, bytes.TrimSpace(r.body), status, code)
+		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, strings.TrimSpace(r.body), status, code)
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Errorf("%s: Content-Type %q", what, ct)
@@ -263,7 +259,7 @@ func async(client *http.Client, req *http.Request) <-chan asyncResult {
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
-		out <- asyncResult{response{resp.StatusCode, resp.Header, body}, err}
+		out <- asyncResult{response{status: resp.StatusCode, header: resp.Header, body: string(body), cookie: resp.Cookies()}, err}
 	}()
 	return out
 }

@@ -270,7 +270,7 @@ func TestInboxSigninLimit(t *testing.T) {
 	t.Parallel()
 	wrong := url.Values{"username": {"alice"}, "password": {"not the password"}}
 	right := url.Values{"username": {"alice"}, "password": {ibPassword}}
-	signin := func(e *ibEnv, form url.Values, from string) ibResp {
+	signin := func(e *ibEnv, form url.Values, from string) response {
 		t.Helper()
 		return e.post("/signin", form, ibFrom(from))
 	}

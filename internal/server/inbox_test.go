@@ -91,7 +91,7 @@ func TestInboxSecurityHeaders(t *testing.T) {
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
-	pages := map[string]ibResp{
+	pages := map[string]response{
 		"GET /":                     e.get("/", e.as(s.id)),
 		"GET /signin":               e.get("/signin"),
 		"GET /approvals signed out": e.get("/approvals"),
@@ -151,10 +151,10 @@ func TestInboxOtherAccountNotFound(t *testing.T) {
 	mine, theirs := e.create(e.agentA, ibTool("s1")), e.create(e.agX, ibTool("s1"))
 	unknown := countersign.NewID("req_")
 
-	view := func(id string) ibResp {
+	view := func(id string) response {
 		return e.get("/approvals/"+id, e.as(s.id)).want(t, "view "+id, http.StatusNotFound)
 	}
-	same := func(what string, a, b ibResp) {
+	same := func(what string, a, b response) {
 		t.Helper()
 		if a.body != b.body || a.header.Get("Content-Type") != b.header.Get("Content-Type") {
 			t.Errorf("%s differs from an unknown request:\n%s\n---\n%s", what, a.body, b.body)
@@ -165,7 +165,7 @@ func TestInboxOtherAccountNotFound(t *testing.T) {
 	same("another account's reference", view(theirs.Reference), gone)
 	same("an unknown reference", view("AAA-AAA"), gone)
 
-	decide := func(id string) ibResp {
+	decide := func(id string) response {
 		return e.decide(s, id, url.Values{"decision": {"approve"}}).want(t, "decide "+id, http.StatusNotFound)
 	}
 	same("deciding another account's request", decide(theirs.ID), decide(unknown))

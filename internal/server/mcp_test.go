@@ -33,7 +33,7 @@ func TestMCPEndpoint(t *testing.T) {
 		})
 	})
 	for range 5 {
-		if r := s.do(s.mcpRequest(s.keyA, "")); r.status != http.StatusOK || string(r.body) != `{"jsonrpc":"2.0"}` {
+		if r := s.do(s.mcpRequest(s.keyA, "")); r.status != http.StatusOK || r.body != `{"jsonrpc":"2.0"}` {
 			t.Fatalf("POST /mcp: %d %s", r.status, r.body)
 		}
 	}

@@ -57,7 +57,7 @@ func TestTokenLinks(t *testing.T) {
 		approval.LinkStop:    "Stop the session of " + ref,
 	} {
 		resp := nlDo(t, s, http.MethodGet, tokens[action], "", nil)
-		if resp.status != http.StatusOK || !strings.Contains(string(resp.body), want) || !strings.Contains(string(resp.body), "rm -rf /srv/a") {
+		if resp.status != http.StatusOK || !strings.Contains(resp.body, want) || !strings.Contains(resp.body, "rm -rf /srv/a") {
 			t.Errorf("GET %s link = %d, want 200 with %q\n%s", action, resp.status, want, resp.body)
 		}
 		if resp.header.Get("Cache-Control") != "no-store" || resp.header.Get("Content-Security-Policy") == "" {
@@ -89,7 +89,7 @@ func TestTokenLinks(t *testing.T) {
 
 	// The stop link's POST stops the session; every other link dies.
 	resp := nlDo(t, s, http.MethodPost, tokens[approval.LinkStop], origin, url.Values{"reason": {"enough"}})
-	if resp.status != http.StatusOK || !strings.Contains(string(resp.body), "Done.") {
+	if resp.status != http.StatusOK || !strings.Contains(resp.body, "Done.") {
 		t.Fatalf("POST stop = %d\n%s", resp.status, resp.body)
 	}
 	got, _ := s.store.Request(s.ctx, r.ID)
@@ -103,7 +103,7 @@ func TestTokenLinks(t *testing.T) {
 		// A link outlives its request in mail boxes: it shows nothing
 		// of it but its state.
 		resp := nlDo(t, s, http.MethodGet, tokens[action], "", nil)
-		if body := string(resp.body); strings.Contains(body, "rm -rf /srv/a") || strings.Contains(body, "enough") || !strings.Contains(body, "no longer works") {
+		if body := resp.body; strings.Contains(body, "rm -rf /srv/a") || strings.Contains(body, "enough") || !strings.Contains(body, "no longer works") {
 			t.Errorf("GET %s after the decision shows the request:\n%s", action, body)
 		}
 	}

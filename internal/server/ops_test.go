@@ -36,7 +36,7 @@ func TestHealthz(t *testing.T) {
 		Status string   `json:"status"`
 		Uptime *float64 `json:"uptime_seconds"`
 	}
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &body) != nil || body.Status != "ok" || body.Uptime == nil {
+	if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &body) != nil || body.Status != "ok" || body.Uptime == nil {
 		t.Errorf("healthz: %d %s", resp.status, resp.body)
 	}
 	if ct := resp.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
@@ -61,7 +61,7 @@ func TestMetrics(t *testing.T) {
 	if resp.status != http.StatusOK || !strings.HasPrefix(resp.header.Get("Content-Type"), "text/plain; version=0.0.4") {
 		t.Fatalf("metrics: %d %q", resp.status, resp.header.Get("Content-Type"))
 	}
-	body := string(resp.body)
+	body := resp.body
 	for _, line := range []string{
 		"# TYPE countersign_requests_total counter",
 		`countersign_requests_total{kind="tool",status="pending"} 2`,
@@ -201,7 +201,7 @@ func TestInternalError(t *testing.T) {
 			continue
 		}
 		for _, leak := range []string{"sql", "database", "closed", "sqlite"} {
-			if strings.Contains(strings.ToLower(string(resp.body)), leak) {
+			if strings.Contains(strings.ToLower(resp.body), leak) {
 				t.Errorf("%s %s: answer shows %q: %s", c.method, c.path, leak, resp.body)
 			}
 		}

@@ -92,7 +92,7 @@ func TestPasskeyRoutesRefuse(t *testing.T) {
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, pkCommit("/srv/b"))
-	for what, r := range map[string]ibResp{
+	for what, r := range map[string]response{
 		"register begin without a session": e.post("/passkeys/register/begin", url.Values{"name": {"x"}}),
 		"step-up begin without a session":  e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}}),
 		"register begin without CSRF":      e.post("/passkeys/register/begin", url.Values{"name": {"x"}}, e.as(s.id)),

@@ -241,7 +241,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 			"the auto-approve route":      e.url + "/api/claude-events/auto-approve/" + id + "/" + approveTok + "/5",
 			"a non-hex token of 64 chars": base + "approve/" + id + "/" + strings.Repeat("z", 64),
 		} {
-			for _, r := range []sdResp{e.get(u, ""), e.press(u, nil)} {
+			for _, r := range []response{e.get(u, ""), e.press(u, nil)} {
 				page := sdPage(t, name, r, http.StatusNotFound)
 				if first == nil {
 					first = []byte(page)

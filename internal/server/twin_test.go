@@ -34,7 +34,7 @@ func TestPlantedTwin(t *testing.T) {
 		RiskReasons []string                   `json:"risk_reasons"`
 		Context     countersign.RequestContext `json:"context"`
 	}
-	if err := json.Unmarshal(resp.body, &shown); err != nil {
+	if err := json.Unmarshal([]byte(resp.body), &shown); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(shown.RiskReasons, "|") != "recursive delete|outside the project" || shown.Context.Host != "laptop" || shown.Context.SessionID != "sess-real" {
@@ -65,7 +65,7 @@ func TestPlantedTwin(t *testing.T) {
 		Requests []apiRequest `json:"requests"`
 	}
 	resp = s.call("GET", "/api/v1/requests?status=pending", s.alice, "")
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &list) != nil || len(list.Requests) != 5 {
+	if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &list) != nil || len(list.Requests) != 5 {
 		t.Errorf("pending in the inbox: %d %s, want the planted, the hook's and three others", resp.status, resp.body)
 	}
 }

@@ -59,7 +59,7 @@ func multipartBody(csrf, name string, data []byte) (string, []byte) {
 }
 
 // uploadFile posts a file to an upload page.
-func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods ...ibMod) ibResp {
+func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods ...ibMod) response {
 	e.t.Helper()
 	ct, body := multipartBody(csrf, name, data)
 	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base+"/uploads/"+id, bytes.NewReader(body))
@@ -77,9 +77,7 @@ func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods 
 	if err != nil {
 		e.t.Fatalf("upload: %v", err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return ibResp{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return readResponse(e.t, resp)
 }
 
 var receipt = []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n")

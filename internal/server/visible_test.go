@@ -71,7 +71,7 @@ func TestLinkPageShowsHiddenCharacters(t *testing.T) {
 	if resp.status != http.StatusOK {
 		t.Fatalf("GET the link = %d\n%s", resp.status, resp.body)
 	}
-	wantShown(t, "the link page", string(resp.body))
+	wantShown(t, "the link page", resp.body)
 }
 
 // TestSessionsPageShowsHiddenCharacters: the sessions page, where an

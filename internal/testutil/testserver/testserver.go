@@ -72,6 +72,7 @@ type build struct {
 	listen    func(net.Listener) net.Listener
 	localhost bool
 	serve     bool
+	quiet     bool
 }
 
 // At starts the World's clock at start instead of testutil.Start: near
@@ -111,6 +112,10 @@ func Localhost() Option { return func(b *build) { b.localhost = true } }
 // swap the server.
 func Serve() Option { return func(b *build) { b.serve = true } }
 
+// Quiet discards what the server logs instead of keeping it in Logs: for
+// a benchmark, whose figures the debug log would change.
+func Quiet() Option { return func(b *build) { b.quiet = true } }
+
 // OnStore runs the server, and makes the World, on a store the test
 // opened (and closes after the server: open it before New), migrated and
 // empty.
@@ -140,6 +145,9 @@ func New(t testing.TB, opts ...Option) *Server {
 	}
 	s := &Server{Logs: &testutil.LogBuffer{}, b: b}
 	s.log = slog.New(slog.NewTextHandler(s.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if b.quiet {
+		s.log = slog.New(slog.DiscardHandler)
+	}
 	s.World, s.Store = b.world(t)
 	s.AgentKey = s.KeyA
 	if b.replicaOf != nil {
