@@ -18,7 +18,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -71,13 +70,7 @@ func startDecide(t *testing.T) *decideEnv {
 				{Name: "fs", Command: []string{"node", filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), e.root}},
 				{Name: "books", Command: []string{testutil.FileServer(t)}, Files: []gateway.FileArg{{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"}}},
 			}
-			fs, err := files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gw := startGateway(t, s, cfg)
-			gw.UseFiles(fs, s.Public)
-			c.MCP, c.Files = gw.HTTPHandler(s.Auth.Agent), fs
+			serveGateway(t, s, c, cfg, true)
 		}))
 	e.URL, e.store, e.account = s.URL, s.World.Store, s.Acme.ID
 	e.key, e.token = s.Key("acme", "laptop"), s.ApproverToken

@@ -45,13 +45,7 @@ func startFiles(t *testing.T) *filesEnv {
 				{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"},
 				{Tool: "digest_inline", Arg: "file", Purposes: []string{"receipt"}, As: "base64"},
 			}}}
-			fs, err := files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gw := startGateway(t, s, cfg)
-			gw.UseFiles(fs, s.Public)
-			c.MCP, c.Files = gw.HTTPHandler(s.Auth.Agent), fs
+			serveGateway(t, s, c, cfg, true)
 		}))
 
 	hc := &http.Client{Transport: bearerRT(s.Key("acme", "laptop"))}
@@ -64,10 +58,11 @@ func startFiles(t *testing.T) *filesEnv {
 	return &filesEnv{URL: s.URL, cs: cs}
 }
 
-// startGateway starts the MCP gateway of cfg on the server's service and
-// public URL, with its request state key from the store, and closes it
-// when the test ends.
-func startGateway(t *testing.T, s *testserver.Server, cfg *gateway.Config) *gateway.Gateway {
+// serveGateway starts the MCP gateway of cfg on the server's service
+// and public URL, with its request state key from the store, serves it at
+// /mcp, and closes it when the test ends. withFiles turns file transfer
+// on, its files in t.TempDir().
+func serveGateway(t *testing.T, s *testserver.Server, c *server.Config, cfg *gateway.Config, withFiles bool) {
 	t.Helper()
 	stateKey, err := s.Store.ServerKey(t.Context(), "mcp-request-state", 32)
 	if err != nil {
@@ -77,9 +72,15 @@ func startGateway(t *testing.T, s *testserver.Server, cfg *gateway.Config) *gate
 	if err != nil {
 		t.Fatal(err)
 	}
+	if withFiles {
+		if c.Files, err = files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")}); err != nil {
+			t.Fatal(err)
+		}
+		gw.UseFiles(c.Files, s.Public)
+	}
 	gw.Start(t.Context(), 20*time.Second)
 	t.Cleanup(gw.Close)
-	return gw
+	c.MCP = gw.HTTPHandler(s.Auth.Agent)
 }
 
 type bearerRT string

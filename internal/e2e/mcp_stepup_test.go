@@ -105,7 +105,7 @@ func startStepUp(t *testing.T) *stepUpEnv {
 				t.Fatal(err)
 			}
 			cfg.Upstreams = []gateway.UpstreamConfig{{Name: "fs", Command: words}}
-			c.MCP = startGateway(t, s, cfg).HTTPHandler(s.Auth.Agent)
+			serveGateway(t, s, c, cfg, false)
 		}))
 	e.URL, e.store = s.URL, s.World.Store
 	e.laptop, e.stdio, e.token = s.Key("acme", "laptop"), s.Key("acme", "stdio"), s.ApproverToken
