@@ -300,13 +300,8 @@ func TestBrowserInbox(t *testing.T) {
 		chromedp.Click(chromedp.Search(`//button[normalize-space()="Approve `+req.Reference+` once"]`)),
 		appears("approved by alice"),
 	)
-	select {
-	case w := <-wch:
-		if w.err != nil || w.r.Status != "approved" || w.r.DecidedBy != "alice" {
-			t.Fatalf("the agent's wait returned %+v, %v; want approved by alice", w.r, w.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent's long poll did not return after the approval")
+	if w := testutil.Receive(t, wch, "the agent's long poll's return after the approval"); w.err != nil || w.r.Status != "approved" || w.r.DecidedBy != "alice" {
+		t.Fatalf("the agent's wait returned %+v, %v; want approved by alice", w.r, w.err)
 	}
 	if r, err := e.agent.Consume(agentCtx, req.ID); err != nil || r.Status != "consumed" {
 		t.Fatalf("consume: %+v, %v", r, err)

@@ -439,13 +439,8 @@ func TestRunServerNeverAnswers(t *testing.T) {
 			}()
 			done := make(chan int, 1)
 			go func() { done <- c.run("-rf", "proj") }()
-			select {
-			case code := <-done:
-				if code != saferm.ExitStopped {
-					t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("Ctrl-C did not end the wrapper while the server held its call")
+			if code := testutil.Receive(t, done, "the wrapper's end on Ctrl-C while the server held its call"); code != saferm.ExitStopped {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
 			}
 			c.wantNoExec()
 			if se := c.stderr.String(); !strings.Contains(se, "interrupted") || !strings.Contains(se, "nothing was deleted") {

@@ -269,18 +269,13 @@ type asyncResult struct {
 	err error
 }
 
-// await returns an async answer, failing the test if none came within a
-// generous bound that only guards against a hang.
-func await(t *testing.T, ch <-chan asyncResult, bound time.Duration) response {
+// await returns an async answer, failing the test if none came within
+// testutil.Receive's bound, which only guards against a hang.
+func await(t *testing.T, ch <-chan asyncResult) response {
 	t.Helper()
-	select {
-	case res := <-ch:
-		if res.err != nil {
-			t.Fatalf("call failed: %v", res.err)
-		}
-		return res.response
-	case <-time.After(bound):
-		t.Fatalf("no answer within %s", bound)
-		return response{}
+	res := testutil.Receive(t, ch, "the answer")
+	if res.err != nil {
+		t.Fatalf("call failed: %v", res.err)
 	}
+	return res.response
 }

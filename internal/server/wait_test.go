@@ -10,6 +10,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 func TestLongPollWakesOnDecision(t *testing.T) {
@@ -21,7 +22,7 @@ func TestLongPollWakesOnDecision(t *testing.T) {
 	go s.svc.Decide(context.Background(), s.principal(), r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
 
 	// Within the wait of 5 s only the decision can make it approved.
-	got := await(t, res, 10*time.Second).request(t, http.StatusOK)
+	got := await(t, res).request(t, http.StatusOK)
 	if got.Status != "approved" || got.DecidedBy != "alice" {
 		t.Errorf("long poll answered %s by %q, want approved by alice", got.Status, got.DecidedBy)
 	}
@@ -35,7 +36,7 @@ func TestLongPollEnds(t *testing.T) {
 	r := s.create(s.keyA)
 	for _, wait := range []string{"10m", "3600", "9300000000", "100ms"} {
 		res := async(http.DefaultClient, s.newRequest("GET", "/api/v1/requests/"+r.ID+"?wait="+wait, s.keyA, ""))
-		if got := await(t, res, 10*time.Second).request(t, http.StatusOK); got.Status != "pending" {
+		if got := await(t, res).request(t, http.StatusOK); got.Status != "pending" {
 			t.Errorf("wait=%s: %s", wait, got.Status)
 		}
 	}
@@ -75,18 +76,13 @@ func TestGracefulShutdown(t *testing.T) {
 	s.waitForWaiters(1)
 	cancel()
 
-	// 10 s guards against a hang; the wait itself was 50 s.
-	got := await(t, res, 10*time.Second).request(t, http.StatusOK)
+	// Receive's bound guards against a hang; the wait itself was 50 s.
+	got := await(t, res).request(t, http.StatusOK)
 	if got.Status != "pending" || got.ID != r.ID {
 		t.Errorf("long poll at shutdown: %s", got.Status)
 	}
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Serve did not return after its context ended")
+	if err := testutil.Receive(t, served, "Serve's return after its context ended"); err != nil {
+		t.Errorf("Serve: %v", err)
 	}
 	if resp, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
 		resp.Body.Close()

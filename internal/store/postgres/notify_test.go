@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
 // feedRecorder collects what Listen reports. Other tests share the
@@ -209,11 +210,7 @@ func TestListenWakesOutbox(t *testing.T) {
 	added, stop := listener.WatchOutbox()
 	defer stop()
 	listen(t, listener, nil)
-	select {
-	case <-added:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first resync did not ring the outbox watch")
-	}
+	wait.Receive(t, added, "the first resync's ring of the outbox watch")
 	acc, key := seed(t, writer, 0)
 	ctx := t.Context()
 	ch := &countersign.Channel{AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
@@ -231,11 +228,7 @@ func TestListenWakesOutbox(t *testing.T) {
 	}
 	wait := func(what string) {
 		t.Helper()
-		select {
-		case <-added:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no ring of the other replica's watch after %s", what)
-		}
+		wait.Receive(t, added, "a ring of the other replica's watch after "+what)
 	}
 	wait("a request with an outbox item")
 	if err := writer.Enqueue(ctx, []countersign.OutboxItem{{AccountID: acc.ID, ChannelID: ch.ID, RequestID: r.ID, Event: countersign.EventDecided}}, storetest.Base); err != nil {

@@ -72,18 +72,12 @@ func waitAsync(ctx context.Context, c *client.Client, id string, wait time.Durat
 	return out
 }
 
-// answer returns a long poll's answer; the bound guards against a hang,
-// well below the poll's own wait, so that an answer in time can only come
-// from a wake-up.
+// answer returns a long poll's answer; Receive's bound guards against a
+// hang, well below the poll's own wait (50 s), so that an answer in time
+// can only come from a wake-up.
 func answer(t *testing.T, ch <-chan waitResult) waitResult {
 	t.Helper()
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(20 * time.Second):
-		t.Fatal("the long poll did not answer")
-		return waitResult{}
-	}
+	return testutil.Receive(t, ch, "the long poll's answer")
 }
 
 // waitForWaiters blocks until the hub holds n waiters.
