@@ -41,22 +41,22 @@ func TestAPIDepthLimit(t *testing.T) {
 	}
 	before := s.snapshot()
 	for _, depth := range []int{limit.MaxJSONDepth, 9000} {
-		msg := s.call("POST", "/api/v1/requests", s.keyA, body(depth)).wantError(t, fmt.Sprintf("body of depth %d", depth+1), http.StatusBadRequest, "invalid")
+		msg := s.call("POST", "/api/v1/requests", s.KeyA, body(depth)).wantError(t, fmt.Sprintf("body of depth %d", depth+1), http.StatusBadRequest, "invalid")
 		if msg != tooDeepMessage {
 			t.Errorf("depth %d: message %q, want %q", depth+1, msg, tooDeepMessage)
 		}
 	}
 	s.unchanged("bodies nested too deep", before)
 	// Even a route that reads no fields refuses it.
-	r := s.create(s.keyA)
-	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+	r := s.create(s.KeyA)
+	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.KeyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
 		t.Errorf("deep cancel: message %q, want %q", msg, tooDeepMessage)
 	}
 	before = s.snapshot()
-	s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth+1)).wantError(t, "deeper", http.StatusBadRequest, "invalid")
+	s.call("POST", "/api/v1/requests", s.KeyA, body(limit.MaxJSONDepth+1)).wantError(t, "deeper", http.StatusBadRequest, "invalid")
 	s.unchanged("a body nested too deep", before)
 
-	got := s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth-1)).request(t, http.StatusCreated)
+	got := s.call("POST", "/api/v1/requests", s.KeyA, body(limit.MaxJSONDepth-1)).request(t, http.StatusCreated)
 	if got.Arguments == nil || !strings.Contains(string(got.Arguments), strings.Repeat("[", limit.MaxJSONDepth-2)) {
 		t.Errorf("arguments at the limit stored as %s", got.Arguments)
 	}
@@ -132,7 +132,7 @@ func TestMCPDepthLimit(t *testing.T) {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":` + nestedJSON(argsDepth) + `}}`
 	}
 	for _, depth := range []int{limit.MaxJSONDepth - 1, 9000} {
-		r := s.call("POST", "/mcp", s.keyA, message(depth))
+		r := s.call("POST", "/mcp", s.KeyA, message(depth))
 		var e struct {
 			ID    *int `json:"id"`
 			Error struct {
@@ -148,7 +148,7 @@ func TestMCPDepthLimit(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("the MCP handler saw a message nested too deep")
 	}
-	if r := s.call("POST", "/mcp", s.keyA, message(limit.MaxJSONDepth-2)); r.status != http.StatusAccepted || len(got) != 1 || got[0] != message(limit.MaxJSONDepth-2) {
+	if r := s.call("POST", "/mcp", s.KeyA, message(limit.MaxJSONDepth-2)); r.status != http.StatusAccepted || len(got) != 1 || got[0] != message(limit.MaxJSONDepth-2) {
 		t.Errorf("message at the limit: %d, the handler got %d messages", r.status, len(got))
 	}
 }
@@ -162,11 +162,11 @@ func TestDepthAfterTheBody(t *testing.T) {
 	body := `{"kind":"tool","action":"x","arguments":{},"preview":"p"}`
 	before := s.snapshot()
 	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
-	if msg := s.call("POST", "/api/v1/requests", s.keyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+	if msg := s.call("POST", "/api/v1/requests", s.KeyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
 		t.Errorf("deep after a bracket: message %q, want %q", msg, tooDeepMessage)
 	}
 	for _, tail := range []string{"]", "}", "]x"} {
-		if msg := s.call("POST", "/api/v1/requests", s.keyA, body+tail).wantError(t, "tail "+tail, http.StatusBadRequest, "invalid"); msg != "the body must hold exactly one JSON object" {
+		if msg := s.call("POST", "/api/v1/requests", s.KeyA, body+tail).wantError(t, "tail "+tail, http.StatusBadRequest, "invalid"); msg != "the body must hold exactly one JSON object" {
 			t.Errorf("a body with %q after its object: message %q", tail, msg)
 		}
 	}

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
@@ -27,22 +25,11 @@ var start = testutil.Start
 // (the key X, the approver bob), at https://approve.example.com.
 type testServer struct {
 	*testserver.Server
-	t     *testing.T
-	ctx   context.Context
-	URL   string
-	store countersign.Store
-	clock *testutil.Clock
-	hub   *approval.Hub
-	svc   *approval.Service
-	srv   *server.Server
-	logs  *testutil.LogBuffer
-	admin *identity.Admin
-	acme  *countersign.Account
-	other *countersign.Account
+	t *testing.T
 
-	keyA, keyB, keyX, revoked string // agent keys
-	publicHost                string
-	alice, bob                string // approver tokens
+	keyB, revoked string // more agent keys of acme (KeyA, KeyX: the World's)
+	publicHost    string
+	alice, bob    string // approver tokens
 
 	nextID int
 }
@@ -63,11 +50,9 @@ func newServer(t *testing.T, opts ...option) *testServer {
 				o(c, &approval.Config{})
 			}
 		}))
-	s := &testServer{Server: ts, t: t, ctx: ts.Ctx, URL: ts.URL, store: ts.Store, clock: ts.Clock, hub: ts.Hub, svc: ts.Service,
-		srv: ts.Server, logs: ts.Logs, admin: ts.Admin, acme: ts.Acme, other: ts.Other, keyA: ts.KeyA, keyX: ts.KeyX,
-		publicHost: ts.Public.Host, alice: ts.ApproverToken}
+	s := &testServer{Server: ts, t: t, publicHost: ts.Public.Host, alice: ts.ApproverToken}
 	s.keyB, s.revoked = ts.Key("acme", "b"), ts.Key("acme", "old")
-	if err := ts.Store.RevokeAgentKey(ts.Ctx, s.acme.ID, "old", start); err != nil {
+	if err := ts.Store.RevokeAgentKey(ts.Ctx, ts.Acme.ID, "old", start); err != nil {
 		t.Fatalf("revoke key: %v", err)
 	}
 	s.bob = ts.Token("bob", "other")
@@ -101,7 +86,7 @@ func (s *testServer) newRequest(method, path, cred, body string) *http.Request {
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(s.ctx, method, s.URL+path, r)
+	req, err := http.NewRequestWithContext(s.Ctx, method, s.URL+path, r)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -213,13 +198,13 @@ func (s *testServer) decide(id, decision string) apiRequest {
 func (s *testServer) snapshot() string {
 	s.t.Helper()
 	var b strings.Builder
-	entries, err := s.store.AuditLog(s.ctx, 0, 100000)
+	entries, err := s.Store.AuditLog(s.Ctx, 0, 100000)
 	if err != nil {
 		s.t.Fatalf("AuditLog: %v", err)
 	}
 	fmt.Fprintf(&b, "audit entries: %d\n", len(entries))
-	for _, acc := range []*countersign.Account{s.acme, s.other} {
-		list, err := s.store.Requests(s.ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 500})
+	for _, acc := range []*countersign.Account{s.Acme, s.Other} {
+		list, err := s.Store.Requests(s.Ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 500})
 		if err != nil {
 			s.t.Fatalf("Requests: %v", err)
 		}
@@ -242,8 +227,8 @@ func (s *testServer) unchanged(what, before string) {
 // only once a long poll is really holding.
 func (s *testServer) waitForWaiters(n int64) {
 	s.t.Helper()
-	if !testutil.Wait(func() bool { return s.hub.Waiters() >= n }, testutil.EventuallyWithin) {
-		s.t.Fatalf("hub has %d waiters, want %d", s.hub.Waiters(), n)
+	if !testutil.Wait(func() bool { return s.Hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		s.t.Fatalf("hub has %d waiters, want %d", s.Hub.Waiters(), n)
 	}
 }
 

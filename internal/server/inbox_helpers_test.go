@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,7 +15,6 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
@@ -30,24 +28,13 @@ const ibPassword = testutil.Password
 // key x, the approver bob), and carol, who belongs to both.
 type ibEnv struct {
 	*testserver.Server
-	t      *testing.T
-	world  *testutil.World
-	ctx    context.Context
-	store  countersign.Store
-	hub    *approval.Hub
-	svc    *approval.Service
-	admin  *identity.Admin
-	srv    *server.Server
-	base   string   // where the listener answers
-	public *url.URL // the server's PublicURL
+	t *testing.T
 
-	acme, other          *countersign.Account
-	alice, bob, carol    *countersign.Approver
-	keyA, keyA2, keyX    string // agent key secrets
+	carol                *countersign.Approver
+	keyA2                string // another agent key of acme
 	addrs                atomic.Int64
 	client               *http.Client
 	agentA, agentA2, agX *client.Client
-	logs                 *testutil.LogBuffer // everything the server logged, at debug level
 }
 
 // ibSetup starts an environment. Unless an option says otherwise, the
@@ -73,15 +60,14 @@ func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Conf
 				o(c)
 			}
 		}))
-	e := &ibEnv{Server: s, t: t, world: s.World, ctx: s.Ctx, store: s.Store, hub: s.Hub, svc: s.Service, admin: s.Admin, srv: s.Server,
-		base: s.URL, public: s.Public, acme: s.Acme, other: s.Other, alice: s.Alice, bob: s.Bob, keyA: s.KeyA, keyX: s.KeyX, logs: s.Logs}
+	e := &ibEnv{Server: s, t: t}
 	e.keyA2 = s.Key("acme", "a2")
 	e.carol = s.Approver("carol", "acme", "other")
 	e.client = &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	e.agentA, e.agentA2, e.agX = client.New(e.base, e.keyA), client.New(e.base, e.keyA2), client.New(e.base, e.keyX)
+	e.agentA, e.agentA2, e.agX = client.New(e.URL, e.KeyA), client.New(e.URL, e.keyA2), client.New(e.URL, e.KeyX)
 	return e
 }
 
@@ -126,13 +112,13 @@ func (e *ibEnv) cookie(name, value string) ibMod {
 }
 
 func (e *ibEnv) cookieName() string {
-	if e.public.Scheme == "https" {
+	if e.Public.Scheme == "https" {
 		return "__Host-countersign_session"
 	}
 	return "countersign_session"
 }
 
-func (e *ibEnv) origin() string { return e.public.Scheme + "://" + e.public.Host }
+func (e *ibEnv) origin() string { return e.Public.Scheme + "://" + e.Public.Host }
 
 // do sends a page request the way the inbox's own browser would: for the
 // public Host and, for a POST, a form with the public Origin. Mods change
@@ -143,11 +129,11 @@ func (e *ibEnv) do(method, path string, form url.Values, mods ...ibMod) response
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequestWithContext(e.ctx, method, e.base+path, body)
+	req, err := http.NewRequestWithContext(e.Ctx, method, e.URL+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Host = e.public.Host
+	req.Host = e.Public.Host
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", e.origin())
@@ -260,7 +246,7 @@ func (e *ibEnv) create(c *client.Client, in client.CreateInput) *client.Request 
 	if in.Kind == "" {
 		in.Kind = "tool"
 	}
-	r, created, err := c.Create(e.ctx, in)
+	r, created, err := c.Create(e.Ctx, in)
 	if err != nil || !created {
 		e.t.Fatalf("create %q: created %v, %v", in.Action, created, err)
 	}
@@ -284,7 +270,7 @@ func ibTool(session string) client.CreateInput {
 // request reads a request straight from the store.
 func (e *ibEnv) request(id string) *countersign.Request {
 	e.t.Helper()
-	r, err := e.store.Request(e.ctx, id)
+	r, err := e.Store.Request(e.Ctx, id)
 	if err != nil {
 		e.t.Fatalf("read %s: %v", id, err)
 	}

@@ -27,8 +27,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
@@ -41,14 +39,10 @@ var sdHex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // sdEnv is testserver's server with the helpers of the seed's routes:
 // the account ops with a designated key, and elsewhere.
 type sdEnv struct {
-	t      *testing.T
-	ctx    context.Context
-	url    string // the public URL, which is the test server's
-	store  countersign.Store
-	clock  *testutil.Clock
-	admin  *identity.Admin
-	acct   *countersign.Account
-	client *http.Client
+	*testserver.Server // its URL is the public URL
+	t                  *testing.T
+	acct               *countersign.Account
+	client             *http.Client
 
 	seed      string // secret of the designated key of "ops"
 	seedKeyID string
@@ -95,23 +89,23 @@ func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
 			c.MaxPending, c.Notifier, c.StepUp = 1000, channel, stepUp
 		}))
 	ctx, clock := s.Ctx, s.Clock
-	e := &sdEnv{t: t, ctx: ctx, url: s.URL, store: s.Store, clock: clock, admin: s.Admin, channel: channel}
+	e := &sdEnv{Server: s, t: t, channel: channel}
 	e.client = &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	e.acct = s.Account("ops")
 	s.Account("elsewhere")
-	k, secret, err := e.admin.CreateSeedKey(ctx, "ops", "saferm")
+	k, secret, err := e.Admin.CreateSeedKey(ctx, "ops", "saferm")
 	if err != nil {
 		t.Fatalf("CreateSeedKey: %v", err)
 	}
 	e.seed, e.seedKeyID = secret, k.ID
 	e.plain = s.Key("ops", "plain")
-	if _, e.oldSeed, err = e.admin.CreateSeedKey(ctx, "ops", "old"); err != nil {
+	if _, e.oldSeed, err = e.Admin.CreateSeedKey(ctx, "ops", "old"); err != nil {
 		t.Fatalf("CreateSeedKey: %v", err)
 	}
-	if err := e.store.RevokeAgentKey(ctx, e.acct.ID, "old", clock.Now()); err != nil {
+	if err := e.Store.RevokeAgentKey(ctx, e.acct.ID, "old", clock.Now()); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
 	s.Approver("carol", "ops")
@@ -142,9 +136,9 @@ func (e *sdEnv) do(req *http.Request) response {
 func (e *sdEnv) get(target, bearer string) response {
 	e.t.Helper()
 	if strings.HasPrefix(target, "/") {
-		target = e.url + target
+		target = e.URL + target
 	}
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodGet, target, nil)
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodGet, target, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -158,7 +152,7 @@ func (e *sdEnv) get(target, bearer string) response {
 // (no header when sig is empty).
 func (e *sdEnv) post(path, header string, body []byte, sig string) response {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.URL+path, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -183,7 +177,7 @@ func (e *sdEnv) signed(path string, payload map[string]any) response {
 // form posts a form to a link URL with the headers, as a browser would.
 func (e *sdEnv) form(target string, headers map[string]string, values url.Values) response {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, target, strings.NewReader(values.Encode()))
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, target, strings.NewReader(values.Encode()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -197,7 +191,7 @@ func (e *sdEnv) form(target string, headers map[string]string, values url.Values
 // press posts a link's form from the public origin.
 func (e *sdEnv) press(target string, values url.Values) response {
 	e.t.Helper()
-	return e.form(target, map[string]string{"Origin": e.url}, values)
+	return e.form(target, map[string]string{"Origin": e.URL}, values)
 }
 
 func (e *sdEnv) deletePayload(id, command string) map[string]any {
@@ -254,11 +248,11 @@ func (e *sdEnv) wantStatus(route, id string, want map[string]any) {
 // stored returns the request behind a seed id from the store.
 func (e *sdEnv) stored(seedID string) *countersign.Request {
 	e.t.Helper()
-	r, err := e.store.RequestBySeedID(e.ctx, seedID)
+	r, err := e.Store.RequestBySeedID(e.Ctx, seedID)
 	if err != nil {
 		e.t.Fatalf("RequestBySeedID(%s): %v", seedID, err)
 	}
-	r, err = e.store.Request(e.ctx, r.ID)
+	r, err = e.Store.Request(e.Ctx, r.ID)
 	if err != nil {
 		e.t.Fatalf("Request: %v", err)
 	}
@@ -271,17 +265,17 @@ func (e *sdEnv) stored(seedID string) *countersign.Request {
 func (e *sdEnv) snapshot() string {
 	e.t.Helper()
 	var b strings.Builder
-	entries, err := e.store.AuditLog(e.ctx, 0, 100000)
+	entries, err := e.Store.AuditLog(e.Ctx, 0, 100000)
 	if err != nil {
 		e.t.Fatalf("AuditLog: %v", err)
 	}
 	fmt.Fprintf(&b, "audit entries: %d\n", len(entries))
-	accounts, err := e.store.Accounts(e.ctx)
+	accounts, err := e.Store.Accounts(e.Ctx)
 	if err != nil {
 		e.t.Fatalf("Accounts: %v", err)
 	}
 	for _, acc := range accounts {
-		list, err := e.store.Requests(e.ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 1000})
+		list, err := e.Store.Requests(e.Ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 1000})
 		if err != nil {
 			e.t.Fatalf("Requests: %v", err)
 		}
@@ -390,7 +384,7 @@ func (e *sdEnv) link(route, action, id string, minutes string) string {
 	if tok == "" {
 		e.t.Fatalf("no %s link was sent for %s", action, id)
 	}
-	u := e.url + "/api/" + route + "/" + strings.ReplaceAll(action, "_", "-") + "/" + id + "/" + tok
+	u := e.URL + "/api/" + route + "/" + strings.ReplaceAll(action, "_", "-") + "/" + id + "/" + tok
 	if minutes != "" {
 		u += "/" + minutes
 	}

@@ -197,11 +197,11 @@ func TestSigninKnownDeviceFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := func(form url.Values, mods ...ibMod) <-chan int {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.base+"/signin", strings.NewReader(form.Encode()))
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/signin", strings.NewReader(form.Encode()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Host = e.public.Host
+		req.Host = e.Public.Host
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", e.origin())
 		for _, m := range mods {
