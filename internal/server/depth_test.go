@@ -127,7 +127,7 @@ func TestMCPDepthLimit(t *testing.T) {
 		got = append(got, string(b))
 		w.WriteHeader(http.StatusAccepted)
 	})
-	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.MCP, c.MCPMaxBody = mcp, 1<<20 })
+	s := newServer(t, func(c *server.Config) { c.MCP, c.MCPMaxBody = mcp, 1<<20 })
 	message := func(argsDepth int) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":` + nestedJSON(argsDepth) + `}}`
 	}

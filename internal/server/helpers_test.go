@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
@@ -34,22 +33,16 @@ type testServer struct {
 	nextID int
 }
 
-type option func(*server.Config, *approval.Config)
-
-func newServer(t *testing.T, opts ...option) *testServer {
+// newServer starts the server at https://approve.example.com; opts change
+// its configuration.
+func newServer(t *testing.T, opts ...func(*server.Config)) *testServer {
 	t.Helper()
-	ts := testserver.New(t,
-		testserver.Approval(func(_ *testserver.Server, a *approval.Config) {
-			for _, o := range opts {
-				o(&server.Config{}, a)
-			}
-		}),
-		testserver.Config(func(_ *testserver.Server, c *server.Config) {
-			c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
-			for _, o := range opts {
-				o(c, &approval.Config{})
-			}
-		}))
+	ts := testserver.New(t, testserver.Config(func(_ *testserver.Server, c *server.Config) {
+		c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
+		for _, o := range opts {
+			o(c)
+		}
+	}))
 	s := &testServer{Server: ts, t: t, publicHost: ts.Public.Host, alice: ts.ApproverToken}
 	s.keyB, s.revoked = ts.Key("acme", "b"), ts.Key("acme", "old")
 	if err := ts.Store.RevokeAgentKey(ts.Ctx, ts.Acme.ID, "old", start); err != nil {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 )
 
@@ -123,7 +122,7 @@ func TestConsumeCancelBadInput(t *testing.T) {
 func TestCredentials(t *testing.T) {
 	t.Parallel()
 	var mcpCalls atomic.Int32
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
 	})
 	// A revoked approver token, beside alice's live one.
@@ -231,7 +230,7 @@ func TestBodyLimitEveryRoute(t *testing.T) {
 	t.Parallel()
 	var mcpCalls atomic.Int32
 	const mcpLimit = 100 << 10
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
 		c.MCPMaxBody = mcpLimit
 	})

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 )
 
@@ -24,7 +23,7 @@ func TestMCPNotConfigured(t *testing.T) {
 // from that address gets through.
 func TestMCPEndpoint(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.RatePerMinute = 12 // a burst of 2
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
@@ -59,7 +58,7 @@ func (s *testServer) mcpRequest(key, origin string) *http.Request {
 func TestMCPRebinding(t *testing.T) {
 	t.Parallel()
 	reached := 0
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ })
 	})
 	evil := s.mcpRequest(s.KeyA, "http://evil.example.com")

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 )
@@ -120,7 +119,7 @@ func TestRuntimeAndStoreMetrics(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.RatePerMinute = 1 })
+	s := newServer(t, func(c *server.Config) { c.RatePerMinute = 1 })
 	s.call("GET", "/api/v1/requests", s.alice, "").request(t, http.StatusOK)
 	before := s.snapshot()
 

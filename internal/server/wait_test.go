@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -32,7 +31,7 @@ func TestLongPollEnds(t *testing.T) {
 	t.Parallel()
 	// MaxWait stands in for the 60 s bound: a longer wait is shortened
 	// to it, not refused.
-	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.MaxWait = 100 * time.Millisecond })
+	s := newServer(t, func(c *server.Config) { c.MaxWait = 100 * time.Millisecond })
 	r := s.create(s.KeyA)
 	for _, wait := range []string{"10m", "3600", "9300000000", "100ms"} {
 		res := async(http.DefaultClient, s.newRequest("GET", "/api/v1/requests/"+r.ID+"?wait="+wait, s.KeyA, ""))
