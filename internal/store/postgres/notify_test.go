@@ -43,10 +43,9 @@ func (r *feedRecorder) resync() {
 }
 
 // waitFor blocks until cond holds, checking after each report; the bound
-// only guards against a hang.
+// on each report (wait.Receive's) only guards against a hang.
 func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
 	for {
 		r.mu.Lock()
 		ok := cond()
@@ -54,11 +53,7 @@ func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
 		if ok {
 			return
 		}
-		select {
-		case <-r.signal:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		wait.Receive(t, r.signal, "a report on the way to "+what)
 	}
 }
 
