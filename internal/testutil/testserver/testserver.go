@@ -80,8 +80,9 @@ type build struct {
 func At(start time.Time) Option { return func(b *build) { b.start = start } }
 
 // WallClock gives the approval service the system's clock instead of the
-// World's, for a test of expiries it cannot move (a browser's, another
-// process's).
+// World's: for a test whose requests must age with real time, as a
+// browser, another process or the server's sessions see it, rather than
+// with a clock the test moves.
 func WallClock() Option { return func(b *build) { b.wallClock = true } }
 
 // Approval changes the approval service's configuration; set may read
