@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -182,17 +181,6 @@ func wantCode(t *testing.T, what string, err error, code string) {
 func sha(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-// rang reports whether ch was closed within a generous bound: the bound
-// guards against a hang, it does not measure speed.
-func rang(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	case <-time.After(5 * time.Second):
-		return false
-	}
 }
 
 // waitForWaiters blocks until the hub has n waiters, so that a test acts

@@ -6,6 +6,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 func TestDecideFirstWins(t *testing.T) {
@@ -236,9 +237,7 @@ func TestSweep(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1", n, err)
 	}
-	if !rang(ch) {
-		t.Error("Sweep did not ring the hub for the expired request")
-	}
+	testutil.Receive(t, ch, "Sweep's ring of the hub for the expired request")
 	e.wantStatus(short.ID, countersign.StatusExpired)
 	e.wantStatus(long.ID, countersign.StatusPending)
 	if n, err := e.svc.Sweep(e.ctx); err != nil || n != 0 {

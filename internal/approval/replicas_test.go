@@ -7,6 +7,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // fakeFeed is a countersign.ChangeFeed the test drives: it hands the
@@ -74,9 +75,8 @@ func TestFollowReplicasChange(t *testing.T) {
 	default:
 	}
 	feed.change(r.ID, r.AccountID)
-	if !rang(mine) || !rang(inbox) {
-		t.Fatal("the change did not ring the request's and the account's waiters")
-	}
+	testutil.Receive(t, mine, "the change's ring of the request's waiters")
+	testutil.Receive(t, inbox, "the change's ring of the account's waiters")
 	stopMine()
 	stopInbox()
 
@@ -126,9 +126,8 @@ func TestHubNotifyAll(t *testing.T) {
 	a, stopA := hub.Subscribe("req_a")
 	b, stopB := hub.Subscribe(approval.AccountTopic("acc_1"))
 	hub.NotifyAll()
-	if !rang(a) || !rang(b) {
-		t.Fatal("NotifyAll left a waiter waiting")
-	}
+	testutil.Receive(t, a, "NotifyAll's ring of a request's waiter")
+	testutil.Receive(t, b, "NotifyAll's ring of an account's waiter")
 	stopA()
 	stopB()
 	if n := hub.Waiters(); n != 0 {

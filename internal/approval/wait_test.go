@@ -26,35 +26,24 @@ func (e *env) waitAsync(ctx context.Context, agent countersign.Agent, id string,
 }
 
 // answer returns the result of a Wait, failing the test if none came within
-// a generous bound that only guards against a hang.
+// testutil.Receive's bound, which only guards against a hang.
 func answer(t *testing.T, ch <-chan waitResult) waitResult {
 	t.Helper()
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(10 * time.Second):
-		t.Fatal("Wait did not return")
-		return waitResult{}
-	}
+	return testutil.Receive(t, ch, "Wait's return")
 }
 
 func TestWaitWakesOnDecision(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, approval.Config{})
 	r := e.pending()
-	// The wait is long and the test bounds it at 5 s: only the hub's
+	// The wait (a minute) is longer than the test's bound: only the hub's
 	// ring can make it return approved in time.
 	res := e.waitAsync(e.ctx, e.keyA, r.ID, time.Minute)
 	waitForWaiters(t, e.hub, 1)
 	go e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
 
-	select {
-	case got := <-res:
-		if got.err != nil || got.r.Status != countersign.StatusApproved {
-			t.Errorf("Wait = %v, %v; want approved", got.r, got.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Wait did not return after the decision")
+	if got := testutil.Receive(t, res, "Wait's return after the decision"); got.err != nil || got.r.Status != countersign.StatusApproved {
+		t.Errorf("Wait = %v, %v; want approved", got.r, got.err)
 	}
 	if n := e.hub.Waiters(); n != 0 {
 		t.Errorf("hub still counts %d waiters", n)

@@ -2,18 +2,16 @@ package claudehook
 
 import (
 	"context"
-	"log/slog"
 	"net"
-	"net/http/httptest"
 	"net/url"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // testServer is the real server — handler, approval service, SQLite store —
@@ -52,34 +50,23 @@ func newTestServerWith(t testing.TB, set func(*server.Config)) *testServer {
 // loopback one; nil: the loopback one.
 func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Listener) net.Listener) *testServer {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	key, token := w.Key("acme", "claude"), w.Token("alice", "acme")
-	pub, _ := url.Parse(publicURL)
-	reg := metrics.NewRegistry()
-	hub := approval.NewHub()
-	var logs testutil.LogBuffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	svc := approval.New(w.Store, w.Clock, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	cfg := server.Config{PublicURL: pub}
-	if set != nil {
-		set(&cfg)
-	}
-	if cfg.ClaudeHook != nil && cfg.ClaudeHookAccount == "" {
-		cfg.ClaudeHookAccount = w.Acme.ID
-	}
-	srv, err := server.New(cfg, svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
+	opts := []testserver.Option{testserver.Config(func(s *testserver.Server, c *server.Config) {
+		c.PublicURL, _ = url.Parse(publicURL)
+		if set != nil {
+			set(c)
+		}
+		if c.ClaudeHook != nil && c.ClaudeHookAccount == "" {
+			c.ClaudeHookAccount = s.Acme.ID
+		}
+	})}
 	if listen != nil {
-		ts.Listener = listen(ts.Listener)
+		opts = append(opts, testserver.Listener(listen))
 	}
-	ts.Start()
-	t.Cleanup(ts.Close)
-	return &testServer{URL: ts.URL, svc: svc, clock: w.Clock, agentKey: key,
-		human: client.New(ts.URL, token), agent: client.New(ts.URL, key),
-		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other")), log: &logs}
+	s := testserver.New(t, opts...)
+	key := s.Key("acme", "claude")
+	return &testServer{URL: s.URL, svc: s.Service, clock: s.Clock, agentKey: key,
+		human: client.New(s.URL, s.ApproverToken), agent: client.New(s.URL, key),
+		otherKey: s.KeyX, otherHuman: client.New(s.URL, s.Token("bob", "other")), log: s.Logs}
 }
 
 // requests returns the account's requests, newest first.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/store/sqlite"
@@ -130,13 +129,8 @@ func TestMCPStdio(t *testing.T) {
 	}
 	cs.Close()
 	inW.Close()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d, stderr %s", code, stderr.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("countersign mcp did not end when its client hung up")
+	if code := testutil.Receive(t, done, "the end of countersign mcp when its client hung up"); code != 0 {
+		t.Errorf("exit %d, stderr %s", code, stderr.String())
 	}
 }
 

@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,9 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/metrics"
-	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 const password = testutil.Password
@@ -54,25 +50,8 @@ type env struct {
 
 func start(t *testing.T) *env {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	key := w.Key("acme", "laptop")
-
-	ts := httptest.NewUnstartedServer(nil)
-	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
-	hub := approval.NewHub()
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv, err := server.New(server.Config{PublicURL: public}, svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	// Runs first: ends the browser's event streams, which Close waits for.
-	t.Cleanup(hub.Close)
-	return &env{URL: public.String(), hub: hub, agent: client.New(public.String(), key)}
+	s := testserver.New(t, testserver.WallClock())
+	return &env{URL: s.URL, hub: s.Hub, agent: client.New(s.URL, s.Key("acme", "laptop"))}
 }
 
 // waiters waits until the hub holds at least n waits: the page's event
@@ -321,13 +300,8 @@ func TestBrowserInbox(t *testing.T) {
 		chromedp.Click(chromedp.Search(`//button[normalize-space()="Approve `+req.Reference+` once"]`)),
 		appears("approved by alice"),
 	)
-	select {
-	case w := <-wch:
-		if w.err != nil || w.r.Status != "approved" || w.r.DecidedBy != "alice" {
-			t.Fatalf("the agent's wait returned %+v, %v; want approved by alice", w.r, w.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent's long poll did not return after the approval")
+	if w := testutil.Receive(t, wch, "the agent's long poll's return after the approval"); w.err != nil || w.r.Status != "approved" || w.r.DecidedBy != "alice" {
+		t.Fatalf("the agent's wait returned %+v, %v; want approved by alice", w.r, w.err)
 	}
 	if r, err := e.agent.Consume(agentCtx, req.ID); err != nil || r.Status != "consumed" {
 		t.Fatalf("consume: %+v, %v", r, err)

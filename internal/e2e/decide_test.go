@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -21,14 +18,11 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
-	"github.com/countersign/countersign/internal/gateway/confirm"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // decideEnv is countersign serve in process under the default step-up
@@ -52,10 +46,7 @@ type decideEnv struct {
 func startDecide(t *testing.T) *decideEnv {
 	t.Helper()
 	npm := npmDir(t)
-	w := testutil.NewWorldAt(t, time.Now())
-	ctx, store := w.Ctx, w.Store
-	e := &decideEnv{store: store, key: w.Key("acme", "laptop"), token: w.Token("alice", "acme"),
-		root: t.TempDir(), project: t.TempDir(), home: t.TempDir()}
+	e := &decideEnv{root: t.TempDir(), project: t.TempDir(), home: t.TempDir()}
 	// The hook asks about the tools of the MCP server github that Claude
 	// Code calls.
 	hookConfig := filepath.Join(e.home, ".config", "countersign", "config.toml")
@@ -63,63 +54,30 @@ func startDecide(t *testing.T) *decideEnv {
 	if err := os.WriteFile(hookConfig, []byte("[hook]\nask = [\"mcp__github__*\"]\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	acme, err := store.AccountByName(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.account = acme.ID
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(ln.Addr().String(), ":")
-	public := &url.URL{Scheme: "http", Host: "localhost:" + port}
-	e.URL = public.String()
-	log := slog.New(slog.DiscardHandler)
-	hub := approval.NewHub()
-	reg := metrics.NewRegistry()
-	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp, MaxPending: 10}, log, approval.NewMetrics(reg, hub))
-	cfg := gateway.NewConfig()
-	cfg.Hold = 100 * time.Millisecond
-	cfg.Policy.Confirm = gateway.Tiers(gateway.TierWrite, gateway.TierCommit, gateway.TierExternal)
-	cfg.Rules = []gateway.TierRule{
-		{Match: "fs/write_file", Tier: gateway.TierWrite},
-		{Match: "fs/create_directory", Tier: gateway.TierCommit},
-		{Match: "books/digest", Tier: gateway.TierWrite},
-	}
-	cfg.Files = gateway.FilesConfig{Purposes: []string{"receipt"}, Accept: map[string][]string{"receipt": {"application/pdf", "image/*"}}}
-	cfg.Upstreams = []gateway.UpstreamConfig{
-		{Name: "fs", Command: []string{"node", filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), e.root}},
-		{Name: "books", Command: []string{testutil.FileServer(t)}, Files: []gateway.FileArg{{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"}}},
-	}
-	fs, err := files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateKey, err := store.ServerKey(ctx, "mcp-request-state", 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.UseFiles(fs, public)
-	gw.Start(ctx, 20*time.Second)
-	t.Cleanup(gw.Close)
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), Files: fs, PasswordSlots: identity.NewHashSlots(2)},
-		svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { hub.Close(); stop(); <-done })
-
+	s := testserver.New(t, testserver.At(time.Now()), testserver.WallClock(), testserver.Serve(), testserver.Localhost(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.StepUp, c.MaxPending = approval.DefaultStepUp, 10 }),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			cfg := gateway.NewConfig()
+			cfg.Hold = 100 * time.Millisecond
+			cfg.Policy.Confirm = gateway.Tiers(gateway.TierWrite, gateway.TierCommit, gateway.TierExternal)
+			cfg.Rules = []gateway.TierRule{
+				{Match: "fs/write_file", Tier: gateway.TierWrite},
+				{Match: "fs/create_directory", Tier: gateway.TierCommit},
+				{Match: "books/digest", Tier: gateway.TierWrite},
+			}
+			cfg.Files = gateway.FilesConfig{Purposes: []string{"receipt"}, Accept: map[string][]string{"receipt": {"application/pdf", "image/*"}}}
+			cfg.Upstreams = []gateway.UpstreamConfig{
+				{Name: "fs", Command: []string{"node", filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js"), e.root}},
+				{Name: "books", Command: []string{testutil.FileServer(t)}, Files: []gateway.FileArg{{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"}}},
+			}
+			serveGateway(t, s, c, cfg, true)
+		}))
+	e.URL, e.store, e.account = s.URL, s.World.Store, s.Acme.ID
+	e.key, e.token = s.Key("acme", "laptop"), s.ApproverToken
 	hc := &http.Client{Transport: bearerRT(e.key)}
+	var err error
 	e.cs, err = mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: hc}, nil)
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,9 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,13 +18,12 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/chromedp"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gateway/confirm"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -41,51 +38,50 @@ type filesEnv struct {
 
 func startFiles(t *testing.T) *filesEnv {
 	t.Helper()
-	w := testutil.NewWorldAt(t, time.Now())
-	ctx, store, key := w.Ctx, w.Store, w.Key("acme", "laptop")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	public := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, log, nil)
-	cfg := gateway.NewConfig()
-	cfg.Files = gateway.FilesConfig{Purposes: []string{"receipt"}, Accept: map[string][]string{"receipt": {"application/pdf", "image/*"}}}
-	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "books", Command: []string{testutil.FileServer(t)}, Files: []gateway.FileArg{
-		{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"},
-		{Tool: "digest_inline", Arg: "file", Purposes: []string{"receipt"}, As: "base64"},
-	}}}
-	fs, err := files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stateKey, _ := store.ServerKey(ctx, "mcp-request-state", 32)
-	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.UseFiles(fs, public)
-	gw.Start(ctx, 20*time.Second)
-	t.Cleanup(gw.Close)
-	auth := w.Auth
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(auth.Agent), Files: fs}, svc, auth, metrics.NewRegistry(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { stop(); <-done })
+	s := testserver.New(t, testserver.At(time.Now()), testserver.WallClock(), testserver.Serve(),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			cfg := gateway.NewConfig()
+			cfg.Files = gateway.FilesConfig{Purposes: []string{"receipt"}, Accept: map[string][]string{"receipt": {"application/pdf", "image/*"}}}
+			cfg.Upstreams = []gateway.UpstreamConfig{{Name: "books", Command: []string{testutil.FileServer(t)}, Files: []gateway.FileArg{
+				{Tool: "digest", Arg: "file", Purposes: []string{"receipt"}, As: "path"},
+				{Tool: "digest_inline", Arg: "file", Purposes: []string{"receipt"}, As: "base64"},
+			}}}
+			serveGateway(t, s, c, cfg, true)
+		}))
 
-	hc := &http.Client{Transport: bearerRT(key)}
+	hc := &http.Client{Transport: bearerRT(s.Key("acme", "laptop"))}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
-		Connect(ctx, &mcp.StreamableClientTransport{Endpoint: public.String() + "/mcp", HTTPClient: hc}, nil)
+		Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: s.URL + "/mcp", HTTPClient: hc}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	return &filesEnv{URL: public.String(), cs: cs}
+	return &filesEnv{URL: s.URL, cs: cs}
+}
+
+// serveGateway starts the MCP gateway of cfg on the server's service
+// and public URL, with its request state key from the store, serves it at
+// /mcp, and closes it when the test ends. withFiles turns file transfer
+// on, its files in t.TempDir().
+func serveGateway(t *testing.T, s *testserver.Server, c *server.Config, cfg *gateway.Config, withFiles bool) {
+	t.Helper()
+	stateKey, err := s.Store.ServerKey(t.Context(), "mcp-request-state", 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := confirm.NewForServer(cfg, s.Service, s.Public, stateKey, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if withFiles {
+		if c.Files, err = files.Open(files.Config{Dir: filepath.Join(t.TempDir(), "files")}); err != nil {
+			t.Fatal(err)
+		}
+		gw.UseFiles(c.Files, s.Public)
+	}
+	gw.Start(t.Context(), 20*time.Second)
+	t.Cleanup(gw.Close)
+	c.MCP = gw.HTTPHandler(s.Auth.Agent)
 }
 
 type bearerRT string

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path"
@@ -25,12 +22,10 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
-	"github.com/countersign/countersign/internal/gateway/confirm"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // mailbox stands in for the approver's e-mail: it makes the one-time
@@ -96,51 +91,24 @@ var stepUpRules = []gateway.TierRule{{Match: "fs/create_directory", Tier: gatewa
 func startStepUp(t *testing.T) *stepUpEnv {
 	t.Helper()
 	npm := npmDir(t)
-	w := testutil.NewWorldAt(t, time.Now())
-	ctx, store := w.Ctx, w.Store
-	e := &stepUpEnv{store: store, mail: &mailbox{tokens: map[string]string{}}, root: t.TempDir(),
-		laptop: w.Key("acme", "laptop"), stdio: w.Key("acme", "stdio"), token: w.Token("alice", "acme")}
+	e := &stepUpEnv{mail: &mailbox{tokens: map[string]string{}}, root: t.TempDir()}
 	e.upstream = "node " + filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-filesystem", "dist", "index.js") + " " + e.root
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, port, _ := strings.Cut(ln.Addr().String(), ":")
-	public := &url.URL{Scheme: "http", Host: "localhost:" + port} // an IP address is no relying party id
-	e.URL = public.String()
-	log := slog.New(slog.DiscardHandler)
-	hub := approval.NewHub()
-	reg := metrics.NewRegistry()
-	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp, Notifier: e.mail}, log, approval.NewMetrics(reg, hub))
-	cfg := gateway.NewConfig()
-	cfg.Hold = 100 * time.Millisecond
-	cfg.Rules = stepUpRules
-	words, err := gateway.SplitCommand(e.upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Upstreams = []gateway.UpstreamConfig{{Name: "fs", Command: words}}
-	stateKey, err := store.ServerKey(ctx, "mcp-request-state", 32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw, err := confirm.NewForServer(cfg, svc, public, stateKey, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gw.Start(ctx, 20*time.Second)
-	t.Cleanup(gw.Close)
-	// Password slots of its own, so that its sign-ins never wait on, or
-	// hold up, those of the tests that run beside it.
-	srv, err := server.New(server.Config{PublicURL: public, MCP: gw.HTTPHandler(w.Auth.Agent), PasswordSlots: identity.NewHashSlots(2)},
-		svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { hub.Close(); stop(); <-done })
+	// Localhost: an IP address is no relying party id.
+	s := testserver.New(t, testserver.At(time.Now()), testserver.WallClock(), testserver.Serve(), testserver.Localhost(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.StepUp, c.Notifier = approval.DefaultStepUp, e.mail }),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			cfg := gateway.NewConfig()
+			cfg.Hold = 100 * time.Millisecond
+			cfg.Rules = stepUpRules
+			words, err := gateway.SplitCommand(e.upstream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Upstreams = []gateway.UpstreamConfig{{Name: "fs", Command: words}}
+			serveGateway(t, s, c, cfg, false)
+		}))
+	e.URL, e.store = s.URL, s.World.Store
+	e.laptop, e.stdio, e.token = s.Key("acme", "laptop"), s.Key("acme", "stdio"), s.ApproverToken
 	return e
 }
 

@@ -7,9 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -26,10 +24,10 @@ import (
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // pkEnv is a real server under the default step-up policy, reached as
@@ -45,28 +43,17 @@ type pkEnv struct {
 
 func startPasskeys(t *testing.T) *pkEnv {
 	t.Helper()
-	w := testutil.NewWorldAt(t, time.Now())
-	store, dbPath, key := w.Store, w.Path, w.Key("acme", "laptop")
-	ts := httptest.NewUnstartedServer(nil)
-	_, port, _ := strings.Cut(ts.Listener.Addr().String(), ":")
-	public := &url.URL{Scheme: "http", Host: "localhost:" + port}
-	hub := approval.NewHub()
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp}, log, approval.NewMetrics(reg, hub))
-	// Slots of its own, as many as the process's, so that a flood keeps
-	// busy this server's argon2id slots only and not those of a test
-	// that runs at the same time.
-	srv, err := server.New(server.Config{PublicURL: public, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		PasswordSlots: identity.NewHashSlots(2)}, svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	t.Cleanup(hub.Close)
-	return &pkEnv{env: &env{URL: public.String(), hub: hub, agent: client.New(ts.URL, key)}, base: ts.URL, store: store, dbPath: dbPath}
+	// Localhost: an IP address is no relying party id. Its own password
+	// slots (testserver's), so that a flood keeps busy this server's
+	// argon2id slots only and not those of a test that runs at the same
+	// time.
+	s := testserver.New(t, testserver.At(time.Now()), testserver.WallClock(), testserver.Localhost(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.StepUp = approval.DefaultStepUp }),
+		testserver.Config(func(_ *testserver.Server, c *server.Config) {
+			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		}))
+	base := "http://127.0.0.1:" + s.Public.Port()
+	return &pkEnv{env: &env{URL: s.URL, hub: s.Hub, agent: client.New(s.URL, s.Key("acme", "laptop"))}, base: base, store: s.World.Store, dbPath: s.Path}
 }
 
 // virtualAuthenticator adds Chromium's virtual authenticator to the tab: a

@@ -10,32 +10,29 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/notify"
-	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
-// env is the whole server on a testutil.World: the approval service with
-// the notifier, the HTTP server at its public URL, and a worker, all on
-// the World's clock, and the agent key laptop of acme. Everything logs to
-// logs.
+// env is the whole server on a testutil.World (testserver): the approval
+// service with the notifier, the HTTP server at its public URL, and a
+// worker, all on the World's clock, and the agent key laptop of acme.
+// Everything logs to logs.
 type env struct {
 	t        *testing.T
 	ctx      context.Context
 	path     string
+	srv      *testserver.Server
 	store    *sqlite.DB
 	clock    *testutil.Clock
 	svc      *approval.Service
-	http     *httptest.Server
 	public   *url.URL
 	delivery *notify.Delivery
 	worker   *notify.Worker
@@ -50,64 +47,29 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	// Real time, so that the server's sessions and the fake clock agree
 	// roughly; the fake clock moves only when a test moves it.
-	w := testutil.NewWorldAt(t, time.Now().UTC().Truncate(time.Second))
-	e := &env{t: t, ctx: w.Ctx, path: w.Path, store: w.Store, clock: w.Clock, account: w.Acme, logs: &testutil.LogBuffer{}}
+	s := testserver.New(t, testserver.At(time.Now().UTC().Truncate(time.Second)),
+		testserver.Approval(func(s *testserver.Server, c *approval.Config) { c.Notifier = notify.NewNotifier(s.Store) }))
+	e := &env{t: t, ctx: s.Ctx, path: s.Path, srv: s, store: s.World.Store, clock: s.Clock, account: s.Acme, logs: s.Logs,
+		public: s.Public, delivery: &notify.Delivery{PublicURL: s.Public}}
 	e.log = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.build()
 	var err error
-	if e.agent, err = w.Auth.Agent(e.ctx, w.Key("acme", "laptop")); err != nil {
+	if e.agent, err = s.Auth.Agent(e.ctx, s.Key("acme", "laptop")); err != nil {
 		t.Fatal(err)
 	}
-
-	// The public URL must be known before the server is built: it
-	// checks Host and Origin against it.
-	handler := &switchHandler{}
-	e.http = httptest.NewUnstartedServer(handler)
-	e.public = &url.URL{Scheme: "http", Host: e.http.Listener.Addr().String()}
-	e.http.Start()
-	t.Cleanup(e.http.Close)
-	e.serve(handler)
 	return e
 }
 
-// switchHandler lets the server be built after the listener exists.
-type switchHandler struct {
-	mu sync.Mutex
-	h  http.Handler
-}
-
-func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	h := s.h
-	s.mu.Unlock()
-	h.ServeHTTP(w, r)
-}
-
-// build builds the service, the notifier's admin and the worker on the
-// store.
+// build takes the server's service and makes the notifier's admin and
+// the worker on the store.
 func (e *env) build() {
-	hub := approval.NewHub()
-	e.svc = approval.New(e.store, e.clock, hub, approval.Config{Notifier: notify.NewNotifier(e.store)}, e.log, nil)
+	e.svc = e.srv.Service
 	e.admin = &notify.Admin{Store: e.store, Clock: e.clock}
-	if e.delivery == nil {
-		e.delivery = &notify.Delivery{}
-	}
 	e.worker = notify.NewWorker(e.store, e.delivery, e.clock, e.log, notify.WorkerConfig{})
 }
 
-func (e *env) serve(h *switchHandler) {
-	e.delivery.PublicURL = e.public
-	srv, err := server.New(server.Config{PublicURL: e.public, Store: e.store}, e.svc, &identity.Authenticator{Store: e.store}, metrics.NewRegistry(), e.log)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	h.mu.Lock()
-	h.h = srv.Handler()
-	h.mu.Unlock()
-}
-
-// restart closes the store and opens it again with a new service and
-// worker, as a restarted server would.
+// restart closes the store and opens it again with a new service, server
+// and worker, as a restarted server would.
 func (e *env) restart() {
 	e.t.Helper()
 	if err := e.store.Close(); err != nil {
@@ -119,8 +81,8 @@ func (e *env) restart() {
 	}
 	e.t.Cleanup(func() { store.Close() })
 	e.store = store
+	e.srv.Restart(e.t, store)
 	e.build()
-	e.serve(e.http.Config.Handler.(*switchHandler))
 }
 
 // ask creates a pending request of the agent.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -19,11 +18,10 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/saferm"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // Run in process: the real server package over a real SQLite store behind
@@ -39,19 +37,10 @@ type runServer struct {
 
 func newRunServer(t *testing.T) *runServer {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	key, token := w.Key("acme", "agent"), w.Token("alice", "acme")
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.DiscardHandler)
-	hub := approval.NewHub()
-	svc := approval.New(w.Store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
-	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}}, svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return &runServer{URL: ts.URL, key: key, approver: client.New(ts.URL, token)}
+	s := testserver.New(t, testserver.WallClock(), testserver.Config(func(_ *testserver.Server, c *server.Config) {
+		c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
+	}))
+	return &runServer{URL: s.URL, key: s.AgentKey, approver: client.New(s.URL, s.ApproverToken)}
 }
 
 // requests returns every request of the account.
@@ -450,13 +439,8 @@ func TestRunServerNeverAnswers(t *testing.T) {
 			}()
 			done := make(chan int, 1)
 			go func() { done <- c.run("-rf", "proj") }()
-			select {
-			case code := <-done:
-				if code != saferm.ExitStopped {
-					t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
-				}
-			case <-time.After(20 * time.Second):
-				t.Fatal("Ctrl-C did not end the wrapper while the server held its call")
+			if code := testutil.Receive(t, done, "the wrapper's end on Ctrl-C while the server held its call"); code != saferm.ExitStopped {
+				t.Errorf("exit %d, want %d\nstderr: %s", code, saferm.ExitStopped, c.stderr.String())
 			}
 			c.wantNoExec()
 			if se := c.stderr.String(); !strings.Contains(se, "interrupted") || !strings.Contains(se, "nothing was deleted") {

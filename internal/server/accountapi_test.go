@@ -18,26 +18,26 @@ import (
 func TestAccountAPI(t *testing.T) {
 	t.Parallel()
 	e := ibSetup(t)
-	e.world.Approver("apu", "acme")
-	e.world.Approver("vic", "acme")
-	e.world.Approver("newbie") // created by the operator, of no account yet
+	e.World.Approver("apu", "acme")
+	e.World.Approver("vic", "acme")
+	e.World.Approver("newbie") // created by the operator, of no account yet
 	for u, role := range map[string]countersign.Role{"alice": countersign.RoleAdmin, "carol": countersign.RoleApprover, "apu": countersign.RoleApprover, "vic": countersign.RoleViewer} {
-		if err := e.admin.SetRole(e.ctx, "acme", u, role); err != nil {
+		if err := e.Admin.SetRole(e.Ctx, "acme", u, role); err != nil {
 			t.Fatal(err)
 		}
 	}
-	admin, apu, vic := e.world.Token("alice", "acme"), e.world.Token("apu", "acme"), e.world.Token("vic", "acme")
+	admin, apu, vic := e.World.Token("alice", "acme"), e.World.Token("apu", "acme"), e.World.Token("vic", "acme")
 	call := func(token, method, path, body string) (int, string) {
 		t.Helper()
 		var rd io.Reader
 		if body != "" {
 			rd = strings.NewReader(body)
 		}
-		req, err := http.NewRequestWithContext(e.ctx, method, e.base+path, rd)
+		req, err := http.NewRequestWithContext(e.Ctx, method, e.URL+path, rd)
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Host = e.public.Host
+		req.Host = e.Public.Host
 		req.Header.Set("Authorization", "Bearer "+token)
 		if body != "" {
 			req.Header.Set("Content-Type", "application/json")
@@ -69,7 +69,7 @@ func TestAccountAPI(t *testing.T) {
 			want("not an admin: "+c[0]+" "+c[1], st, body, http.StatusForbidden, "Only an admin")
 		}
 	}
-	if keys, _ := e.store.AgentKeys(e.ctx, e.acme.ID); len(keys) != 2 {
+	if keys, _ := e.Store.AgentKeys(e.Ctx, e.Acme.ID); len(keys) != 2 {
 		t.Fatalf("refused calls changed the keys: %d keys", len(keys))
 	}
 
@@ -81,7 +81,7 @@ func TestAccountAPI(t *testing.T) {
 	if !strings.HasPrefix(created.Secret, countersign.AgentKeyPrefix) {
 		t.Fatalf("the new key's secret is %q", created.Secret)
 	}
-	if _, _, err := client.New(e.base, created.Secret).Create(e.ctx, ibTool("s")); err != nil {
+	if _, _, err := client.New(e.URL, created.Secret).Create(e.Ctx, ibTool("s")); err != nil {
 		t.Errorf("the new key asks nothing: %v", err)
 	}
 	st, body = call(admin, "POST", "/api/v1/account/keys", `{"name":"Bad Name"}`)
@@ -95,7 +95,7 @@ func TestAccountAPI(t *testing.T) {
 	want("revoke another account's key", st, body, http.StatusNotFound, "")
 	st, body = call(admin, "DELETE", "/api/v1/account/keys/ci", "")
 	want("revoke the key", st, body, http.StatusOK, `"revoked":true`)
-	if _, _, err := client.New(e.base, created.Secret).Create(e.ctx, ibTool("s")); err == nil {
+	if _, _, err := client.New(e.URL, created.Secret).Create(e.Ctx, ibTool("s")); err == nil {
 		t.Error("a revoked key still asks")
 	}
 
@@ -106,7 +106,7 @@ func TestAccountAPI(t *testing.T) {
 	want("add an approver", st, body, http.StatusCreated, `"role":"viewer"`)
 	st, body = call(admin, "PUT", "/api/v1/account/approvers/vic", `{"role":"approver"}`)
 	want("make a viewer an approver", st, body, http.StatusOK, `"role":"approver"`)
-	if _, err := client.New(e.base, vic).Decide(e.ctx, e.create(e.agentA, ibTool("s")).ID, client.Decision{Decision: "deny"}); err != nil {
+	if _, err := client.New(e.URL, vic).Decide(e.Ctx, e.create(e.agentA, ibTool("s")).ID, client.Decision{Decision: "deny"}); err != nil {
 		t.Errorf("the viewer made approver cannot decide with the same token: %v", err)
 	}
 	for name, c := range map[string][3]string{
@@ -121,10 +121,10 @@ func TestAccountAPI(t *testing.T) {
 	want("the last admin removed", st, body, http.StatusConflict, "last admin")
 	st, body = call(admin, "DELETE", "/api/v1/account/approvers/apu", "")
 	want("remove an approver", st, body, http.StatusOK, `"removed":true`)
-	if _, err := client.New(e.base, apu).List(e.ctx, "pending", 1); err == nil {
+	if _, err := client.New(e.URL, apu).List(e.Ctx, "pending", 1); err == nil {
 		t.Error("a removed approver's token still lists")
 	}
-	members, _ := e.store.Members(e.ctx, e.acme.ID)
+	members, _ := e.Store.Members(e.Ctx, e.Acme.ID)
 	var got []string
 	for _, m := range members {
 		got = append(got, m.Username+":"+string(m.Role))

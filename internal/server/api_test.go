@@ -19,12 +19,12 @@ func TestCreateRequest(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	body := `{"kind":"tool","action":"Bash","arguments":{"b":1,"a":2},"preview":"ls","risk_reasons":["reads"],"context":{"user":"u","host":"h","cwd":"/w","session_id":"s1"},"ttl_seconds":120}`
-	resp := s.call("POST", "/api/v1/requests", s.keyA, body)
+	resp := s.call("POST", "/api/v1/requests", s.KeyA, body)
 	r := resp.request(t, http.StatusCreated)
 
 	// The fields the contract names, by their JSON names.
 	var fields map[string]any
-	json.Unmarshal(resp.body, &fields)
+	json.Unmarshal([]byte(resp.body), &fields)
 	for _, f := range []string{"id", "reference", "status", "expires_at", "inbox_url"} {
 		if _, ok := fields[f]; !ok {
 			t.Errorf("answer lacks %q: %s", f, resp.body)
@@ -48,7 +48,7 @@ func TestCreateRequest(t *testing.T) {
 
 	// The same call with its keys in another order is the same request.
 	same := strings.Replace(body, `{"b":1,"a":2}`, `{"a":2,"b":1.0}`, 1)
-	if again := s.call("POST", "/api/v1/requests", s.keyA, same).request(t, http.StatusOK); again.ID != r.ID {
+	if again := s.call("POST", "/api/v1/requests", s.KeyA, same).request(t, http.StatusOK); again.ID != r.ID {
 		t.Errorf("identical request: id %s, want %s", again.ID, r.ID)
 	}
 	// Another key of the account gets its own.
@@ -70,7 +70,7 @@ func TestTierReasonMatchesTier(t *testing.T) {
 		`{"kind":"mcp","action":"billing__delete_invoice","risk_reasons":["tier: commit"]}`,
 		`{"kind":"tool","action":"Bash","risk_reasons":["tier: commit"]}`,
 	} {
-		msg := s.call("POST", "/api/v1/requests", s.keyA, body).wantError(t, body, http.StatusBadRequest, "invalid")
+		msg := s.call("POST", "/api/v1/requests", s.KeyA, body).wantError(t, body, http.StatusBadRequest, "invalid")
 		if !strings.Contains(msg, "tier") {
 			t.Errorf("%s: the error %q does not say why", body, msg)
 		}
@@ -79,7 +79,7 @@ func TestTierReasonMatchesTier(t *testing.T) {
 		t.Errorf("a refused request was stored: %s", list)
 	}
 	ok := `{"kind":"mcp","action":"billing__delete_invoice","tier":"commit","risk_reasons":["tier: commit"]}`
-	if r := s.call("POST", "/api/v1/requests", s.keyA, ok).request(t, http.StatusCreated); r.Status != "pending" {
+	if r := s.call("POST", "/api/v1/requests", s.KeyA, ok).request(t, http.StatusCreated); r.Status != "pending" {
 		t.Errorf("a matching tier reason: %+v", r)
 	}
 }
@@ -87,15 +87,15 @@ func TestTierReasonMatchesTier(t *testing.T) {
 func TestGetRequest(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	for _, path := range []string{"/api/v1/requests/" + r.ID, "/api/v1/requests/" + r.ID + "?wait=0"} {
-		got := s.call("GET", path, s.keyA, "").request(t, http.StatusOK)
+		got := s.call("GET", path, s.KeyA, "").request(t, http.StatusOK)
 		if got.ID != r.ID || got.Status != "pending" || got.Reference != r.Reference {
 			t.Errorf("GET %s: %+v", path, got)
 		}
 	}
 	s.decide(r.ID, "approve")
-	if got := s.call("GET", "/api/v1/requests/"+r.ID, s.keyA, "").request(t, http.StatusOK); got.Status != "approved" || got.DecidedBy != "alice" {
+	if got := s.call("GET", "/api/v1/requests/"+r.ID, s.KeyA, "").request(t, http.StatusOK); got.Status != "approved" || got.DecidedBy != "alice" {
 		t.Errorf("after approval: %s by %q", got.Status, got.DecidedBy)
 	}
 }
@@ -103,10 +103,10 @@ func TestGetRequest(t *testing.T) {
 func TestListRequests(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	a := s.create(s.keyA)
+	a := s.create(s.KeyA)
 	b := s.create(s.keyB)
 	s.decide(b.ID, "deny")
-	s.create(s.keyX)
+	s.create(s.KeyX)
 
 	list := func(cred, query string) []apiRequest {
 		t.Helper()
@@ -114,7 +114,7 @@ func TestListRequests(t *testing.T) {
 		var out struct {
 			Requests []apiRequest `json:"requests"`
 		}
-		if resp.status != http.StatusOK || json.Unmarshal(resp.body, &out) != nil || out.Requests == nil {
+		if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &out) != nil || out.Requests == nil {
 			t.Fatalf("list %s: %d %s", query, resp.status, resp.body)
 		}
 		return out.Requests
@@ -155,7 +155,7 @@ func TestDecisionRoute(t *testing.T) {
 		{`{"decision":"stop"}`, "stopped", ""},
 	}
 	for _, tt := range tests {
-		r := s.create(s.keyA)
+		r := s.create(s.KeyA)
 		got := s.call("POST", "/api/v1/requests/"+r.ID+"/decision", s.alice, tt.body).request(t, http.StatusOK)
 		if got.Status != tt.status || got.Text != tt.text || got.DecidedBy != "alice" || got.DecidedAt == nil {
 			t.Errorf("%s: %s %q by %q", tt.body, got.Status, got.Text, got.DecidedBy)
@@ -167,7 +167,7 @@ func TestDecisionRoute(t *testing.T) {
 		s.unchanged("a second decision", before)
 	}
 	// By reference code, as a human types it.
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	ref := strings.ToLower(strings.ReplaceAll(r.Reference, "-", ""))
 	if got := s.call("POST", "/api/v1/requests/"+ref+"/decision", s.alice, `{"decision":"approve"}`).request(t, http.StatusOK); got.ID != r.ID {
 		t.Errorf("decision by reference decided %s, want %s", got.ID, r.ID)
@@ -177,14 +177,14 @@ func TestDecisionRoute(t *testing.T) {
 func TestAutoApproveOverAPI(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	s.call("POST", "/api/v1/requests/"+r.ID+"/decision", s.alice, `{"decision":"approve","auto_approve_minutes":5}`).request(t, http.StatusOK)
 
-	next := s.call("POST", "/api/v1/requests", s.keyA, s.toolBody("s1")).request(t, http.StatusCreated)
+	next := s.call("POST", "/api/v1/requests", s.KeyA, s.toolBody("s1")).request(t, http.StatusCreated)
 	if next.Status != "approved" || !next.AutoApproved || next.DecidedBy != countersign.DecidedByAutoApprove {
 		t.Errorf("same session: %s auto_approved=%v by %q", next.Status, next.AutoApproved, next.DecidedBy)
 	}
-	for _, other := range []struct{ cred, body string }{{s.keyB, s.toolBody("s1")}, {s.keyA, s.toolBody("s2")}} {
+	for _, other := range []struct{ cred, body string }{{s.keyB, s.toolBody("s1")}, {s.KeyA, s.toolBody("s2")}} {
 		if got := s.call("POST", "/api/v1/requests", other.cred, other.body).request(t, http.StatusCreated); got.Status != "pending" || got.AutoApproved {
 			t.Errorf("outside the window: %s auto_approved=%v", got.Status, got.AutoApproved)
 		}
@@ -194,16 +194,16 @@ func TestAutoApproveOverAPI(t *testing.T) {
 func TestConsumeRoute(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
-	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "").wantError(t, "consume pending", http.StatusConflict, countersign.ECONFLICT)
+	r := s.create(s.KeyA)
+	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "").wantError(t, "consume pending", http.StatusConflict, countersign.ECONFLICT)
 	s.decide(r.ID, "approve")
 
-	got := s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "").request(t, http.StatusOK)
+	got := s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "").request(t, http.StatusOK)
 	if got.Status != "consumed" || got.ConsumedAt == nil || !got.ConsumedAt.Equal(start) {
 		t.Errorf("consume: %s at %v", got.Status, got.ConsumedAt)
 	}
 	before := s.snapshot()
-	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "{}").wantError(t, "consume again", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "{}").wantError(t, "consume again", http.StatusConflict, countersign.ECONFLICT)
 	s.unchanged("a second consume", before)
 }
 
@@ -213,18 +213,18 @@ func TestTakeRoute(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	body := `{"kind":"mcp","action":"delete_note","arguments":{"id":"x"},"preview":"delete x"}`
-	r := s.call("POST", "/api/v1/requests", s.keyA, body).request(t, http.StatusCreated)
-	s.call("POST", "/api/v1/requests/take", s.keyA, body).wantError(t, "take pending", http.StatusNotFound, countersign.ENOTFOUND)
+	r := s.call("POST", "/api/v1/requests", s.KeyA, body).request(t, http.StatusCreated)
+	s.call("POST", "/api/v1/requests/take", s.KeyA, body).wantError(t, "take pending", http.StatusNotFound, countersign.ENOTFOUND)
 	s.decide(r.ID, "approve")
 	before := s.snapshot()
 	for what, c := range map[string]struct{ key, body string }{
 		"another key":       {s.keyB, body},
-		"another account":   {s.keyX, body},
-		"other arguments":   {s.keyA, strings.Replace(body, `"x"`, `"y"`, 1)},
-		"another preview":   {s.keyA, strings.Replace(body, "delete x", "delete  x", 1)},
-		"another kind":      {s.keyA, strings.Replace(body, `"mcp"`, `"tool"`, 1)},
-		"not a binding":     {s.keyA, `{"kind":"mcp","action":"delete_note","arguments":{"id":1e400}}`},
-		"no body":           {s.keyA, ""},
+		"another account":   {s.KeyX, body},
+		"other arguments":   {s.KeyA, strings.Replace(body, `"x"`, `"y"`, 1)},
+		"another preview":   {s.KeyA, strings.Replace(body, "delete x", "delete  x", 1)},
+		"another kind":      {s.KeyA, strings.Replace(body, `"mcp"`, `"tool"`, 1)},
+		"not a binding":     {s.KeyA, `{"kind":"mcp","action":"delete_note","arguments":{"id":1e400}}`},
+		"no body":           {s.KeyA, ""},
 		"an approver token": {s.alice, body},
 	} {
 		if got := s.call("POST", "/api/v1/requests/take", c.key, c.body); got.status < 400 || got.status >= 500 {
@@ -232,21 +232,21 @@ func TestTakeRoute(t *testing.T) {
 		}
 	}
 	s.unchanged("takes that find nothing", before)
-	if got := s.call("POST", "/api/v1/requests/take", s.keyA, body).request(t, http.StatusOK); got.ID != r.ID || got.Status != "consumed" {
+	if got := s.call("POST", "/api/v1/requests/take", s.KeyA, body).request(t, http.StatusOK); got.ID != r.ID || got.Status != "consumed" {
 		t.Errorf("take: %s %s", got.ID, got.Status)
 	}
-	s.call("POST", "/api/v1/requests/take", s.keyA, body).wantError(t, "take again", http.StatusNotFound, countersign.ENOTFOUND)
+	s.call("POST", "/api/v1/requests/take", s.KeyA, body).wantError(t, "take again", http.StatusNotFound, countersign.ENOTFOUND)
 }
 
 func TestCancelRoute(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
-	if got := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, "").request(t, http.StatusOK); got.Status != "cancelled" {
+	r := s.create(s.KeyA)
+	if got := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.KeyA, "").request(t, http.StatusOK); got.Status != "cancelled" {
 		t.Errorf("cancel: %s", got.Status)
 	}
 	before := s.snapshot()
-	s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, "").wantError(t, "cancel again", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.KeyA, "").wantError(t, "cancel again", http.StatusConflict, countersign.ECONFLICT)
 	s.call("POST", "/api/v1/requests/"+r.ID+"/decision", s.alice, `{"decision":"approve"}`).wantError(t, "decide cancelled", http.StatusConflict, countersign.ECONFLICT)
 	s.unchanged("calls on a cancelled request", before)
 }
@@ -254,22 +254,22 @@ func TestCancelRoute(t *testing.T) {
 func TestUnknownRoutes(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/api/v1/nope"},
 		{"GET", "/api/v1/requests/" + r.ID + "/consume"},
 		{"DELETE", "/api/v1/requests/" + r.ID},
 		{"GET", "/api/v2/requests"},
 	} {
-		s.call(c.method, c.path, s.keyA, "").wantError(t, c.method+" "+c.path, http.StatusNotFound, countersign.ENOTFOUND)
+		s.call(c.method, c.path, s.KeyA, "").wantError(t, c.method+" "+c.path, http.StatusNotFound, countersign.ENOTFOUND)
 	}
-	s.call("GET", "/api/v1/requests/req_doesnotexist", s.keyA, "").wantError(t, "unknown id", http.StatusNotFound, countersign.ENOTFOUND)
+	s.call("GET", "/api/v1/requests/req_doesnotexist", s.KeyA, "").wantError(t, "unknown id", http.StatusNotFound, countersign.ENOTFOUND)
 }
 
 func TestDecisionRaceOverAPI(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	const n = 8
 	codes := make([]int, n)
 	gun := make(chan struct{})
@@ -310,7 +310,7 @@ func TestClientRoundTrip(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	ctx := t.Context()
-	agent, human := client.New(s.URL, s.keyA), client.New(s.URL, s.alice)
+	agent, human := client.New(s.URL, s.KeyA), client.New(s.URL, s.alice)
 
 	r, created, err := agent.Create(ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: json.RawMessage(`{"cmd":"ls"}`), Context: client.Context{SessionID: "s1"}})
 	if err != nil || !created || r.Status != "pending" {

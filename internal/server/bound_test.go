@@ -58,7 +58,7 @@ func TestWorstRequestBounded(t *testing.T) {
 				t.Errorf("inbox of one request is %d bytes", len(inbox))
 			}
 			t.Logf("stored preview %d bytes, arguments text %d; page %d bytes, inbox %d", len(stored.Preview), len(stored.ArgumentsText), len(page), len(inbox))
-			if _, err := e.agentA.Cancel(e.ctx, r.ID); err != nil {
+			if _, err := e.agentA.Cancel(e.Ctx, r.ID); err != nil {
 				t.Fatalf("cancel: %v", err)
 			}
 		})
@@ -102,7 +102,7 @@ func TestArgumentsTextShownAsStored(t *testing.T) {
 		r.ID, r.Reference, r.Status = countersign.NewOrderedID("req_"), countersign.NewReference(), countersign.StatusDenied
 		r.Arguments = json.RawMessage(`{"path":"/tmp/old"}`)
 		r.ArgsHash, r.ArgumentsText = approval.Hash(r.Arguments), tc.stored
-		if _, _, err := e.store.CreateRequest(e.ctx, &r, 0, r.CreatedAt, countersign.AuditEvent{Event: "created", Actor: "test"}); err != nil {
+		if _, _, err := e.Store.CreateRequest(e.Ctx, &r, 0, r.CreatedAt, countersign.AuditEvent{Event: "created", Actor: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		page := e.get("/approvals/"+r.ID, e.as(s.id)).want(t, "request page", http.StatusOK).body

@@ -74,12 +74,12 @@ func TestRequestPageSaysWhatItCovers(t *testing.T) {
 func TestLinkPageSaysWhatItCovers(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.Store}).Agent(s.Ctx, s.KeyA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens, links := approval.NewLinks(approval.LinkApprove)
-	r, _, err := s.svc.Create(s.ctx, agent, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+	r, _, err := s.Service.Create(s.Ctx, agent, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
 		Arguments: json.RawMessage(`{"command":"rm -rf victim"}`), Links: links,
 		Context: countersign.RequestContext{SessionID: "s1", Cwd: "/src"},
 		Scope:   &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/victim"}}}})

@@ -41,22 +41,22 @@ func TestAPIDepthLimit(t *testing.T) {
 	}
 	before := s.snapshot()
 	for _, depth := range []int{limit.MaxJSONDepth, 9000} {
-		msg := s.call("POST", "/api/v1/requests", s.keyA, body(depth)).wantError(t, fmt.Sprintf("body of depth %d", depth+1), http.StatusBadRequest, "invalid")
+		msg := s.call("POST", "/api/v1/requests", s.KeyA, body(depth)).wantError(t, fmt.Sprintf("body of depth %d", depth+1), http.StatusBadRequest, "invalid")
 		if msg != tooDeepMessage {
 			t.Errorf("depth %d: message %q, want %q", depth+1, msg, tooDeepMessage)
 		}
 	}
 	s.unchanged("bodies nested too deep", before)
 	// Even a route that reads no fields refuses it.
-	r := s.create(s.keyA)
-	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.keyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+	r := s.create(s.KeyA)
+	if msg := s.call("POST", "/api/v1/requests/"+r.ID+"/cancel", s.KeyA, nestedJSON(limit.MaxJSONDepth+1)).wantError(t, "deep cancel", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
 		t.Errorf("deep cancel: message %q, want %q", msg, tooDeepMessage)
 	}
 	before = s.snapshot()
-	s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth+1)).wantError(t, "deeper", http.StatusBadRequest, "invalid")
+	s.call("POST", "/api/v1/requests", s.KeyA, body(limit.MaxJSONDepth+1)).wantError(t, "deeper", http.StatusBadRequest, "invalid")
 	s.unchanged("a body nested too deep", before)
 
-	got := s.call("POST", "/api/v1/requests", s.keyA, body(limit.MaxJSONDepth-1)).request(t, http.StatusCreated)
+	got := s.call("POST", "/api/v1/requests", s.KeyA, body(limit.MaxJSONDepth-1)).request(t, http.StatusCreated)
 	if got.Arguments == nil || !strings.Contains(string(got.Arguments), strings.Repeat("[", limit.MaxJSONDepth-2)) {
 		t.Errorf("arguments at the limit stored as %s", got.Arguments)
 	}
@@ -69,7 +69,7 @@ func TestAPIDepthLimit(t *testing.T) {
 func TestSeedDepthLimit(t *testing.T) {
 	t.Parallel()
 	e := sdNew(t)
-	post := func(path, header, body string) sdResp {
+	post := func(path, header, body string) response {
 		return e.post(path, header, []byte(body), sdSign(e.seed, []byte(body)))
 	}
 	deleteBody := func(depth int) string {
@@ -80,7 +80,7 @@ func TestSeedDepthLimit(t *testing.T) {
 			nestedJSON(depth) + `,"timestamp":"2024-01-01T00:00:00Z"}`
 	}
 	before := e.snapshot()
-	for name, r := range map[string]sdResp{
+	for name, r := range map[string]response{
 		"delete":      post("/api/delete-requests", "X-SafeRM-Signature", deleteBody(limit.MaxJSONDepth)),
 		"claude":      post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deep", limit.MaxJSONDepth)),
 		"claude 9000": post("/api/claude-events", "X-Claude-Signature", eventBody("ev_deeper", 9000)),
@@ -108,11 +108,11 @@ func TestSeedDepthLimit(t *testing.T) {
 	}
 }
 
-func errorMessage(body []byte) string {
+func errorMessage(body string) string {
 	var e struct {
 		Error struct{ Message string } `json:"error"`
 	}
-	json.Unmarshal(body, &e)
+	json.Unmarshal([]byte(body), &e)
 	return e.Error.Message
 }
 
@@ -127,12 +127,12 @@ func TestMCPDepthLimit(t *testing.T) {
 		got = append(got, string(b))
 		w.WriteHeader(http.StatusAccepted)
 	})
-	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.MCP, c.MCPMaxBody = mcp, 1<<20 })
+	s := newServer(t, func(c *server.Config) { c.MCP, c.MCPMaxBody = mcp, 1<<20 })
 	message := func(argsDepth int) string {
 		return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","arguments":` + nestedJSON(argsDepth) + `}}`
 	}
 	for _, depth := range []int{limit.MaxJSONDepth - 1, 9000} {
-		r := s.call("POST", "/mcp", s.keyA, message(depth))
+		r := s.call("POST", "/mcp", s.KeyA, message(depth))
 		var e struct {
 			ID    *int `json:"id"`
 			Error struct {
@@ -140,7 +140,7 @@ func TestMCPDepthLimit(t *testing.T) {
 				Message string
 			}
 		}
-		if err := json.Unmarshal(r.body, &e); r.status != http.StatusBadRequest || err != nil || e.ID != nil || e.Error.Code != -32602 ||
+		if err := json.Unmarshal([]byte(r.body), &e); r.status != http.StatusBadRequest || err != nil || e.ID != nil || e.Error.Code != -32602 ||
 			e.Error.Message != "the message nests objects and arrays deeper than the limit of 64 levels" {
 			t.Errorf("message of depth %d: %d %s", depth+2, r.status, r.body)
 		}
@@ -148,7 +148,7 @@ func TestMCPDepthLimit(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("the MCP handler saw a message nested too deep")
 	}
-	if r := s.call("POST", "/mcp", s.keyA, message(limit.MaxJSONDepth-2)); r.status != http.StatusAccepted || len(got) != 1 || got[0] != message(limit.MaxJSONDepth-2) {
+	if r := s.call("POST", "/mcp", s.KeyA, message(limit.MaxJSONDepth-2)); r.status != http.StatusAccepted || len(got) != 1 || got[0] != message(limit.MaxJSONDepth-2) {
 		t.Errorf("message at the limit: %d, the handler got %d messages", r.status, len(got))
 	}
 }
@@ -162,11 +162,11 @@ func TestDepthAfterTheBody(t *testing.T) {
 	body := `{"kind":"tool","action":"x","arguments":{},"preview":"p"}`
 	before := s.snapshot()
 	deep := strings.Repeat("[", 9000) + strings.Repeat("]", 9000)
-	if msg := s.call("POST", "/api/v1/requests", s.keyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
+	if msg := s.call("POST", "/api/v1/requests", s.KeyA, body+"]"+deep).wantError(t, "deep after a bracket", http.StatusBadRequest, "invalid"); msg != tooDeepMessage {
 		t.Errorf("deep after a bracket: message %q, want %q", msg, tooDeepMessage)
 	}
 	for _, tail := range []string{"]", "}", "]x"} {
-		if msg := s.call("POST", "/api/v1/requests", s.keyA, body+tail).wantError(t, "tail "+tail, http.StatusBadRequest, "invalid"); msg != "the body must hold exactly one JSON object" {
+		if msg := s.call("POST", "/api/v1/requests", s.KeyA, body+tail).wantError(t, "tail "+tail, http.StatusBadRequest, "invalid"); msg != "the body must hold exactly one JSON object" {
 			t.Errorf("a body with %q after its object: message %q", tail, msg)
 		}
 	}

@@ -43,7 +43,7 @@ func TestInternalUploadOAuth(t *testing.T) {
 		if st != http.StatusOK {
 			t.Fatalf("exchange: %d", st)
 		}
-		a, err := e.authenticator().AccessAgent(e.ctx, tok.AccessToken, e.base+"/mcp", time.Now())
+		a, err := e.authenticator().AccessAgent(e.Ctx, tok.AccessToken, e.URL+"/mcp", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,12 +63,12 @@ func TestInternalUploadOAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rec, data, err := other.FetchUpload(e.ctx, p, page.ID, "Bearer "+tok)
+	rec, data, err := other.FetchUpload(e.Ctx, p, page.ID, "Bearer "+tok)
 	if err != nil || !bytes.Equal(data, receipt) || rec.SHA256 != kept.SHA256 {
 		t.Fatalf("the grant's upload from another replica: %v", err)
 	}
 	tok2, p2 := token()
-	if _, _, err := other.FetchUpload(e.ctx, p2, page.ID, "Bearer "+tok2); err == nil {
+	if _, _, err := other.FetchUpload(e.Ctx, p2, page.ID, "Bearer "+tok2); err == nil {
 		t.Fatal("another grant's token got the upload")
 	}
 }

@@ -27,7 +27,7 @@ func TestFilesAuditFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &fEnv{ibEnv: ibSetup(t, func(c *server.Config) { c.Files = fs }), files: fs}
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	alice := e.signIn("alice")
 
 	page := e.page(owner)

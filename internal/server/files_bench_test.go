@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"io"
-	"log/slog"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // benchFiles is the real handler with file transfer on disk, a signed-in
@@ -35,33 +32,19 @@ type benchFiles struct {
 func newBenchFiles(b *testing.B) *benchFiles {
 	b.Helper()
 	// Sign-in sessions run on the wall clock: the World starts near it.
-	w := testutil.NewWorldAt(b, time.Now())
-	store, acme, clock := w.Store, w.Acme, w.Clock
-	fs, err := files.Open(files.Config{Dir: filepath.Join(b.TempDir(), "files"), Clock: clock})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(nil)
-	public := &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()}
-	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(store, nil, approval.NewHub(), approval.Config{}, log, nil)
-	srv, err := server.New(server.Config{PublicURL: public, Files: fs}, svc, w.Auth, metrics.NewRegistry(), log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	b.Cleanup(ts.Close)
-	e := &benchFiles{url: ts.URL, host: public.Host, files: fs, clock: clock, account: acme.ID}
-	form := url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}
-	resp := e.do(b, http.MethodPost, "/signin", "application/x-www-form-urlencoded", bytes.NewReader([]byte(form.Encode())))
-	for _, c := range resp.Cookies() {
-		if c.Name == "countersign_session" {
-			e.cookie = c.Value
-		}
-	}
+	var fs *files.Store
+	s := testserver.New(b, testserver.Quiet(), testserver.At(time.Now()), testserver.WallClock(),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			var err error
+			if fs, err = files.Open(files.Config{Dir: filepath.Join(b.TempDir(), "files"), Clock: s.Clock}); err != nil {
+				b.Fatal(err)
+			}
+			c.Files = fs
+		}))
+	acme := s.Acme
+	e := &benchFiles{url: s.URL, host: s.Public.Host, files: fs, clock: s.Clock, account: acme.ID, cookie: s.SignIn(b, nil, "alice").Value}
 	page, _ := fs.OpenPage(files.Principal{Account: acme.ID, Key: "k"}, "receipt", nil)
-	resp = e.do(b, http.MethodGet, "/uploads/"+page.ID, "", nil)
+	resp := e.do(b, http.MethodGet, "/uploads/"+page.ID, "", nil)
 	body, _ := io.ReadAll(resp.Body)
 	e.csrf = regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(string(body))[1]
 	return e

@@ -17,7 +17,7 @@ func TestDownloadHeaders(t *testing.T) {
 	t.Parallel()
 	e := fSetup(t)
 	html := []byte("<html><body><script>document.title='pwned'</script></body></html>")
-	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "../page\".html", "text/html", append([]byte(nil), html...))
+	rec, err := e.files.PutDownload(files.Principal{Account: e.Acme.ID, Key: "key-a"}, "../page\".html", "text/html", append([]byte(nil), html...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +53,9 @@ func TestDownloadHeaders(t *testing.T) {
 func TestRequestPageFiles(t *testing.T) {
 	t.Parallel()
 	e := fSetup(t)
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	page := e.page(owner)
-	up, _ := e.files.BeginUpload(e.acme.ID, page.ID, int64(len(receipt)), files.MaxUpload)
+	up, _ := e.files.BeginUpload(e.Acme.ID, page.ID, int64(len(receipt)), files.MaxUpload)
 	rec, err := up.Finish("r.pdf", append([]byte(nil), receipt...))
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestRequestPageFilesOnlyCarried(t *testing.T) {
 		}
 		return rec
 	}
-	carried, named := fill(files.Principal{Account: e.acme.ID, Key: "key-a"}), fill(files.Principal{Account: e.acme.ID, Key: "key-a2"})
+	carried, named := fill(files.Principal{Account: e.Acme.ID, Key: "key-a"}), fill(files.Principal{Account: e.Acme.ID, Key: "key-a2"})
 	facts := fmt.Sprintf("\n\nFiles uploaded by the user:\n  file: upload %s, %s, %d bytes, SHA-256 %s", carried.Reference, carried.MIME, carried.Size, carried.SHA256)
 	// The note also copies the named upload's facts, as a model could.
 	forged := fmt.Sprintf(": upload %s, %s, %d bytes, SHA-256 %s", named.Reference, named.MIME, named.Size, named.SHA256)
@@ -114,7 +114,7 @@ func TestRequestPageFilesOnlyCarried(t *testing.T) {
 func TestDownloadHead(t *testing.T) {
 	t.Parallel()
 	e := fSetup(t)
-	rec, err := e.files.PutDownload(files.Principal{Account: e.acme.ID, Key: "key-a"}, "r.pdf", "", append([]byte(nil), receipt...))
+	rec, err := e.files.PutDownload(files.Principal{Account: e.Acme.ID, Key: "key-a"}, "r.pdf", "", append([]byte(nil), receipt...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,11 +33,11 @@ func (e *ibEnv) allowAs(username string) oaGrant {
 	if st, _ := e.mcpStatus(tok.AccessToken); st != http.StatusOK {
 		e.t.Fatalf("/mcp with a new grant's token: %d", st)
 	}
-	agent, err := e.authenticator().AccessAgent(e.ctx, tok.AccessToken, e.base+"/mcp", time.Now())
+	agent, err := e.authenticator().AccessAgent(e.Ctx, tok.AccessToken, e.URL+"/mcp", time.Now())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	g, err := e.store.Grant(e.ctx, agent.GrantID)
+	g, err := e.Store.Grant(e.Ctx, agent.GrantID)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func (e *ibEnv) wantEnded(what string, g oaGrant) {
 	if e.signedIn(g.consent.Value) {
 		e.t.Errorf("%s: the consent's browser is still signed in", what)
 	}
-	if got, err := e.store.Grant(e.ctx, g.grant.ID); err != nil || !got.Revoked() {
+	if got, err := e.Store.Grant(e.Ctx, g.grant.ID); err != nil || !got.Revoked() {
 		e.t.Errorf("%s: grant = %+v, %v; want revoked", what, got, err)
 	}
 }
@@ -75,11 +75,11 @@ func TestGrantEndsWithApprover(t *testing.T) {
 		change func(e *ibEnv) ([]string, error)
 	}{
 		{"password reset", func(e *ibEnv) ([]string, error) {
-			_, ids, err := e.admin.SetPassword(e.ctx, "alice", "a brand new password", false)
+			_, ids, err := e.Admin.SetPassword(e.Ctx, "alice", "a brand new password", false)
 			return ids, err
 		}},
-		{"removal from the account", func(e *ibEnv) ([]string, error) { return e.admin.RemoveMembership(e.ctx, "alice", "acme") }},
-		{"removal of the approver", func(e *ibEnv) ([]string, error) { return e.admin.RemoveApprover(e.ctx, "alice") }},
+		{"removal from the account", func(e *ibEnv) ([]string, error) { return e.Admin.RemoveMembership(e.Ctx, "alice", "acme") }},
+		{"removal of the approver", func(e *ibEnv) ([]string, error) { return e.Admin.RemoveApprover(e.Ctx, "alice") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -94,7 +94,7 @@ func TestGrantEndsWithApprover(t *testing.T) {
 			if st, _ := e.mcpStatus(theirs.tokens.AccessToken); st != http.StatusOK {
 				t.Errorf("another approver's grant after the %s: /mcp %d", tc.name, st)
 			}
-			if strings.Contains(e.logs.String(), g.tokens.RefreshToken) || strings.Contains(e.logs.String(), g.tokens.AccessToken) {
+			if strings.Contains(e.Logs.String(), g.tokens.RefreshToken) || strings.Contains(e.Logs.String(), g.tokens.AccessToken) {
 				t.Error("the log holds a token of the grant")
 			}
 		})
@@ -103,7 +103,7 @@ func TestGrantEndsWithApprover(t *testing.T) {
 		t.Parallel()
 		e := ibSetup(t, oaMCP)
 		g := e.allowAs("alice")
-		_, kept, err := e.admin.SetPassword(e.ctx, "alice", "a brand new password", true)
+		_, kept, err := e.Admin.SetPassword(e.Ctx, "alice", "a brand new password", true)
 		if err != nil || !slices.Equal(kept, []string{g.grant.ID}) {
 			t.Fatalf("SetPassword keeping grants = %v, %v; want [%s] kept", kept, err, g.grant.ID)
 		}
@@ -129,7 +129,7 @@ func TestKeyRevokeEndsConsent(t *testing.T) {
 	if !e.signedIn(g.consent.Value) {
 		t.Fatal("the consent's browser is not signed in")
 	}
-	got, err := e.admin.RevokeAgentKey(e.ctx, "acme", g.grant.KeyName)
+	got, err := e.Admin.RevokeAgentKey(e.Ctx, "acme", g.grant.KeyName)
 	if err != nil || got == nil || got.ID != g.grant.ID {
 		t.Fatalf("RevokeAgentKey of the grant's key = %+v, %v; want grant %s", got, err, g.grant.ID)
 	}

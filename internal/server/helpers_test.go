@@ -1,95 +1,74 @@
 package server_test
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // start is where every test's clock begins.
 var start = testutil.Start
 
-// testServer is the real handler over the real service on a real SQLite
-// store, with two accounts: acme (agent keys A and B, a revoked key, the
-// approver alice) and other (the key X, the approver bob).
+// testServer is testserver's server with the API's helpers: the accounts
+// acme (agent keys A and B, a revoked key, the approver alice) and other
+// (the key X, the approver bob), at https://approve.example.com.
 type testServer struct {
-	t     *testing.T
-	ctx   context.Context
-	URL   string
-	store *sqlite.DB
-	clock *testutil.Clock
-	hub   *approval.Hub
-	svc   *approval.Service
-	srv   *server.Server
-	logs  *testutil.LogBuffer
-	admin *identity.Admin
-	acme  *countersign.Account
-	other *countersign.Account
+	*testserver.Server
+	t *testing.T
 
-	keyA, keyB, keyX, revoked string // agent keys
-	publicHost                string
-	alice, bob                string // approver tokens
+	keyB, revoked string // more agent keys of acme (KeyA, KeyX: the World's)
+	publicHost    string
+	alice, bob    string // approver tokens
 
 	nextID int
 }
 
-type option func(*server.Config, *approval.Config)
-
-func newServer(t *testing.T, opts ...option) *testServer {
+// newServer starts the server at https://approve.example.com; opts change
+// its configuration.
+func newServer(t *testing.T, opts ...func(*server.Config)) *testServer {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	s := &testServer{t: t, ctx: w.Ctx, store: w.Store, clock: w.Clock, hub: approval.NewHub(), logs: &testutil.LogBuffer{},
-		admin: w.Admin, acme: w.Acme, other: w.Other, keyA: w.KeyA, keyX: w.KeyX}
-	s.keyB, s.revoked = w.Key("acme", "b"), w.Key("acme", "old")
-	if err := w.Store.RevokeAgentKey(w.Ctx, s.acme.ID, "old", start); err != nil {
+	ts := testserver.New(t, testserver.Config(func(_ *testserver.Server, c *server.Config) {
+		c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
+		for _, o := range opts {
+			o(c)
+		}
+	}))
+	s := &testServer{Server: ts, t: t, publicHost: ts.Public.Host, alice: ts.ApproverToken}
+	s.keyB, s.revoked = ts.Key("acme", "b"), ts.Key("acme", "old")
+	if err := ts.Store.RevokeAgentKey(ts.Ctx, ts.Acme.ID, "old", start); err != nil {
 		t.Fatalf("revoke key: %v", err)
 	}
-	s.alice, s.bob = w.Token("alice", "acme"), w.Token("bob", "other")
-
-	// Its own argon2id slots: a parallel test's checks do not make this
-	// one's sign-ins wait past SignInWait.
-	cfg := server.Config{PublicURL: &url.URL{Scheme: "https", Host: "approve.example.com"}, PasswordSlots: identity.NewHashSlots(2)}
-	var acfg approval.Config
-	for _, o := range opts {
-		o(&cfg, &acfg)
-	}
-	s.publicHost = cfg.PublicURL.Host
-	reg := metrics.NewRegistry()
-	log := slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s.svc = approval.New(w.Store, s.clock, s.hub, acfg, log, approval.NewMetrics(reg, s.hub))
-	srv, err := server.New(cfg, s.svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.srv = srv
-	ts := httptest.NewServer(s.srv.Handler())
-	t.Cleanup(ts.Close)
-	s.URL = ts.URL
+	s.bob = ts.Token("bob", "other")
 	return s
 }
 
-// response is what the server answered.
+// response is what the server answered, to any of the tests' helpers.
 type response struct {
 	status int
 	header http.Header
-	body   []byte
+	body   string
+	cookie []*http.Cookie
+}
+
+// readResponse reads an answer whole.
+func readResponse(t testing.TB, resp *http.Response) response {
+	t.Helper()
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: read body: %v", resp.Request.Method, resp.Request.URL.Path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: string(body), cookie: resp.Cookies()}
 }
 
 // newRequest builds an API call with a credential (none when empty) and a
@@ -100,7 +79,7 @@ func (s *testServer) newRequest(method, path, cred, body string) *http.Request {
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(s.ctx, method, s.URL+path, r)
+	req, err := http.NewRequestWithContext(s.Ctx, method, s.URL+path, r)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -122,12 +101,7 @@ func (s *testServer) do(req *http.Request) response {
 	if err != nil {
 		s.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		s.t.Fatalf("%s %s: read body: %v", req.Method, req.URL.Path, err)
-	}
-	return response{status: resp.StatusCode, header: resp.Header, body: body}
+	return readResponse(s.t, resp)
 }
 
 func (s *testServer) call(method, path, cred, body string) response {
@@ -167,7 +141,7 @@ func (r response) request(t *testing.T, status int) apiRequest {
 		t.Errorf("Content-Type %q", ct)
 	}
 	var out apiRequest
-	if err := json.Unmarshal(r.body, &out); err != nil {
+	if err := json.Unmarshal([]byte(r.body), &out); err != nil {
 		t.Fatalf("decode %s: %v", r.body, err)
 	}
 	return out
@@ -183,9 +157,9 @@ func (r response) wantError(t *testing.T, what string, status int, code string) 
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	err := json.Unmarshal(r.body, &e)
+	err := json.Unmarshal([]byte(r.body), &e)
 	if r.status != status || err != nil || e.Error.Code != code || e.Error.Message == "" {
-		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, bytes.TrimSpace(r.body), status, code)
+		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, strings.TrimSpace(r.body), status, code)
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Errorf("%s: Content-Type %q", what, ct)
@@ -217,13 +191,13 @@ func (s *testServer) decide(id, decision string) apiRequest {
 func (s *testServer) snapshot() string {
 	s.t.Helper()
 	var b strings.Builder
-	entries, err := s.store.AuditLog(s.ctx, 0, 100000)
+	entries, err := s.Store.AuditLog(s.Ctx, 0, 100000)
 	if err != nil {
 		s.t.Fatalf("AuditLog: %v", err)
 	}
 	fmt.Fprintf(&b, "audit entries: %d\n", len(entries))
-	for _, acc := range []*countersign.Account{s.acme, s.other} {
-		list, err := s.store.Requests(s.ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 500})
+	for _, acc := range []*countersign.Account{s.Acme, s.Other} {
+		list, err := s.Store.Requests(s.Ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 500})
 		if err != nil {
 			s.t.Fatalf("Requests: %v", err)
 		}
@@ -246,8 +220,8 @@ func (s *testServer) unchanged(what, before string) {
 // only once a long poll is really holding.
 func (s *testServer) waitForWaiters(n int64) {
 	s.t.Helper()
-	if !testutil.Wait(func() bool { return s.hub.Waiters() >= n }, testutil.EventuallyWithin) {
-		s.t.Fatalf("hub has %d waiters, want %d", s.hub.Waiters(), n)
+	if !testutil.Wait(func() bool { return s.Hub.Waiters() >= n }, testutil.EventuallyWithin) {
+		s.t.Fatalf("hub has %d waiters, want %d", s.Hub.Waiters(), n)
 	}
 }
 
@@ -263,7 +237,7 @@ func async(client *http.Client, req *http.Request) <-chan asyncResult {
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
-		out <- asyncResult{response{resp.StatusCode, resp.Header, body}, err}
+		out <- asyncResult{response{status: resp.StatusCode, header: resp.Header, body: string(body), cookie: resp.Cookies()}, err}
 	}()
 	return out
 }
@@ -273,18 +247,13 @@ type asyncResult struct {
 	err error
 }
 
-// await returns an async answer, failing the test if none came within a
-// generous bound that only guards against a hang.
-func await(t *testing.T, ch <-chan asyncResult, bound time.Duration) response {
+// await returns an async answer, failing the test if none came within
+// testutil.Receive's bound, which only guards against a hang.
+func await(t *testing.T, ch <-chan asyncResult) response {
 	t.Helper()
-	select {
-	case res := <-ch:
-		if res.err != nil {
-			t.Fatalf("call failed: %v", res.err)
-		}
-		return res.response
-	case <-time.After(bound):
-		t.Fatalf("no answer within %s", bound)
-		return response{}
+	res := testutil.Receive(t, ch, "the answer")
+	if res.err != nil {
+		t.Fatalf("call failed: %v", res.err)
 	}
+	return res.response
 }

@@ -28,7 +28,7 @@ func TestLostReplyRetried(t *testing.T) {
 		return true
 	})()
 	ctx := context.Background()
-	agent, approver := client.New(s.URL, s.keyA), client.New(s.URL, s.alice)
+	agent, approver := client.New(s.URL, s.KeyA), client.New(s.URL, s.alice)
 
 	armed.Store(1)
 	r, created, err := agent.Create(ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make deploy"}`), Preview: "make deploy"})
@@ -48,7 +48,7 @@ func TestLostReplyRetried(t *testing.T) {
 		t.Fatalf("consume with its reply lost: %+v, %v; want consumed, the agent's own", got, err)
 	}
 	// Without a key, as before, a second consume is refused.
-	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "").wantError(t, "consume again without a key", http.StatusConflict, "conflict")
+	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "").wantError(t, "consume again without a key", http.StatusConflict, "conflict")
 }
 
 // TestIdempotencyKey: the same key from the same principal gets the first
@@ -65,13 +65,13 @@ func TestIdempotencyKey(t *testing.T) {
 		return s.do(req)
 	}
 	body := s.toolBody("")
-	first := send("/api/v1/requests", s.keyA, "k-1", body)
+	first := send("/api/v1/requests", s.KeyA, "k-1", body)
 	created := first.request(t, http.StatusCreated)
-	again := send("/api/v1/requests", s.keyA, "k-1", body)
-	if again.status != http.StatusCreated || string(again.body) != string(first.body) || again.header.Get("Idempotent-Replayed") != "true" {
+	again := send("/api/v1/requests", s.KeyA, "k-1", body)
+	if again.status != http.StatusCreated || again.body != first.body || again.header.Get("Idempotent-Replayed") != "true" {
 		t.Errorf("the retry: %d %s, want the first answer %s", again.status, again.body, first.body)
 	}
-	send("/api/v1/requests", s.keyA, "k-1", s.toolBody("")).wantError(t, "the key with another body", http.StatusConflict, "conflict")
+	send("/api/v1/requests", s.KeyA, "k-1", s.toolBody("")).wantError(t, "the key with another body", http.StatusConflict, "conflict")
 	// Key b of the same account, with the same key: its own request.
 	other := send("/api/v1/requests", s.keyB, "k-1", body).request(t, http.StatusCreated)
 	if other.ID == created.ID {
@@ -89,17 +89,17 @@ func TestIdempotencyKey(t *testing.T) {
 	decide("d-1", "deny").wantError(t, "the decision's key with another decision", http.StatusConflict, "conflict")
 	decide("d-2", "deny").wantError(t, "a second decision", http.StatusConflict, "conflict")
 
-	c1 := send("/api/v1/requests/"+created.ID+"/consume", s.keyA, "c-1", "")
+	c1 := send("/api/v1/requests/"+created.ID+"/consume", s.KeyA, "c-1", "")
 	c1.request(t, http.StatusOK)
 	// The decision's retry still answers approved, as first, though the
 	// request is consumed now.
 	if d3 := decide("d-1", "approve"); string(d3.body) != string(d1.body) {
 		t.Errorf("the decision's retry after the consumption: %s, want %s", d3.body, d1.body)
 	}
-	if c2 := send("/api/v1/requests/"+created.ID+"/consume", s.keyA, "c-1", ""); c2.status != http.StatusOK || string(c2.body) != string(c1.body) {
+	if c2 := send("/api/v1/requests/"+created.ID+"/consume", s.KeyA, "c-1", ""); c2.status != http.StatusOK || string(c2.body) != string(c1.body) {
 		t.Errorf("the consumption's retry: %d %s", c2.status, c2.body)
 	}
-	send("/api/v1/requests/"+created.ID+"/consume", s.keyA, "c-2", "").wantError(t, "another consumption", http.StatusConflict, "conflict")
-	send("/api/v1/requests/"+created.ID+"/consume", s.keyA, "k-1", "").wantError(t, "the create's key on a consume", http.StatusConflict, "conflict")
-	send("/api/v1/requests", s.keyA, "bad key", body).wantError(t, "a key with a space", http.StatusBadRequest, "invalid")
+	send("/api/v1/requests/"+created.ID+"/consume", s.KeyA, "c-2", "").wantError(t, "another consumption", http.StatusConflict, "conflict")
+	send("/api/v1/requests/"+created.ID+"/consume", s.KeyA, "k-1", "").wantError(t, "the create's key on a consume", http.StatusConflict, "conflict")
+	send("/api/v1/requests", s.KeyA, "bad key", body).wantError(t, "a key with a space", http.StatusBadRequest, "invalid")
 }

@@ -1,12 +1,9 @@
 package server_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"regexp"
@@ -18,39 +15,26 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // ibPassword is every test approver's password.
 const ibPassword = testutil.Password
 
-// ibEnv is the real handler over the real service on a real SQLite store,
-// served by httptest, with two accounts: acme (agent keys a and a2, the
-// approver alice) and other (the key x, the approver bob). carol belongs
-// to both.
+// ibEnv is testserver's server with the helpers of the pages: the
+// accounts acme (agent keys a and a2, the approver alice) and other (the
+// key x, the approver bob), and carol, who belongs to both.
 type ibEnv struct {
-	t      *testing.T
-	world  *testutil.World
-	ctx    context.Context
-	store  *sqlite.DB
-	hub    *approval.Hub
-	svc    *approval.Service
-	admin  *identity.Admin
-	srv    *server.Server
-	base   string   // where the listener answers
-	public *url.URL // the server's PublicURL
+	*testserver.Server
+	t *testing.T
 
-	acme, other          *countersign.Account
-	alice, bob, carol    *countersign.Approver
-	keyA, keyA2, keyX    string // agent key secrets
+	carol                *countersign.Approver
+	keyA2                string // another agent key of acme
 	addrs                atomic.Int64
 	client               *http.Client
 	agentA, agentA2, agX *client.Client
-	logs                 *testutil.LogBuffer // everything the server logged, at debug level
 }
 
 // ibSetup starts an environment. Unless an option says otherwise, the
@@ -62,49 +46,28 @@ func ibSetup(t *testing.T, opts ...func(*server.Config)) *ibEnv {
 	return ibSetupWith(t, approval.Config{}, opts...)
 }
 
-// ibSetupWith is ibSetup with the service's configuration.
+// ibSetupWith is ibSetup with the service's configuration. The service
+// runs on the wall clock, as the pages' sessions do.
 func ibSetupWith(t *testing.T, svcCfg approval.Config, opts ...func(*server.Config)) *ibEnv {
 	t.Helper()
-	w := testutil.NewWorld(t)
-	e := &ibEnv{t: t, world: w, ctx: w.Ctx, store: w.Store, hub: approval.NewHub(), admin: w.Admin,
-		acme: w.Acme, other: w.Other, alice: w.Alice, bob: w.Bob, keyA: w.KeyA, keyX: w.KeyX}
-	e.keyA2 = w.Key("acme", "a2")
-	e.carol = w.Approver("carol", "acme", "other")
-
-	ts := httptest.NewUnstartedServer(nil)
-	e.base = "http://" + ts.Listener.Addr().String()
-	cfg := server.Config{
-		PublicURL:      &url.URL{Scheme: "http", Host: ts.Listener.Addr().String()},
-		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
-		// Its own argon2id slots: a parallel test's checks do not make
-		// this one's sign-ins wait past SignInWait.
-		PasswordSlots: identity.NewHashSlots(2),
-		// Set here, not left to the server, so that an option may wrap it.
-		Store: w.Store,
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	e.public = cfg.PublicURL
-	reg := metrics.NewRegistry()
-	e.logs = &testutil.LogBuffer{}
-	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.svc = approval.New(w.Store, nil, e.hub, svcCfg, log, approval.NewMetrics(reg, e.hub))
-	srv, err := server.New(cfg, e.svc, w.Auth, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.srv = srv
-	ts.Config.Handler = e.srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	// Runs before ts.Close: ends open event streams, which Close waits for.
-	t.Cleanup(e.hub.Close)
+	s := testserver.New(t, testserver.WallClock(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { *c = svcCfg }),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+			// Set here, not left to the server, so that an option may wrap it.
+			c.Store = s.Store
+			for _, o := range opts {
+				o(c)
+			}
+		}))
+	e := &ibEnv{Server: s, t: t}
+	e.keyA2 = s.Key("acme", "a2")
+	e.carol = s.Approver("carol", "acme", "other")
 	e.client = &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	e.agentA, e.agentA2, e.agX = client.New(e.base, e.keyA), client.New(e.base, e.keyA2), client.New(e.base, e.keyX)
+	e.agentA, e.agentA2, e.agX = client.New(e.URL, e.KeyA), client.New(e.URL, e.keyA2), client.New(e.URL, e.KeyX)
 	return e
 }
 
@@ -121,14 +84,6 @@ func ibPublic(raw string) func(*server.Config) {
 
 // ibNoProxies trusts no proxy: X-Forwarded-For is only a header.
 func ibNoProxies(c *server.Config) { c.TrustedProxies = nil }
-
-// ibResp is what the server answered.
-type ibResp struct {
-	status int
-	header http.Header
-	body   string
-	cookie []*http.Cookie
-}
 
 type ibMod func(*http.Request)
 
@@ -157,28 +112,28 @@ func (e *ibEnv) cookie(name, value string) ibMod {
 }
 
 func (e *ibEnv) cookieName() string {
-	if e.public.Scheme == "https" {
+	if e.Public.Scheme == "https" {
 		return "__Host-countersign_session"
 	}
 	return "countersign_session"
 }
 
-func (e *ibEnv) origin() string { return e.public.Scheme + "://" + e.public.Host }
+func (e *ibEnv) origin() string { return e.Public.Scheme + "://" + e.Public.Host }
 
 // do sends a page request the way the inbox's own browser would: for the
 // public Host and, for a POST, a form with the public Origin. Mods change
 // that.
-func (e *ibEnv) do(method, path string, form url.Values, mods ...ibMod) ibResp {
+func (e *ibEnv) do(method, path string, form url.Values, mods ...ibMod) response {
 	e.t.Helper()
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequestWithContext(e.ctx, method, e.base+path, body)
+	req, err := http.NewRequestWithContext(e.Ctx, method, e.URL+path, body)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Host = e.public.Host
+	req.Host = e.Public.Host
 	if method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", e.origin())
@@ -190,19 +145,14 @@ func (e *ibEnv) do(method, path string, form url.Values, mods ...ibMod) ibResp {
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	return ibResp{status: resp.StatusCode, header: resp.Header, body: string(b), cookie: resp.Cookies()}
+	return readResponse(e.t, resp)
 }
 
-func (e *ibEnv) get(path string, mods ...ibMod) ibResp {
+func (e *ibEnv) get(path string, mods ...ibMod) response {
 	return e.do(http.MethodGet, path, nil, mods...)
 }
 
-func (e *ibEnv) post(path string, form url.Values, mods ...ibMod) ibResp {
+func (e *ibEnv) post(path string, form url.Values, mods ...ibMod) response {
 	if form == nil {
 		form = url.Values{}
 	}
@@ -210,7 +160,7 @@ func (e *ibEnv) post(path string, form url.Values, mods ...ibMod) ibResp {
 }
 
 // want fails the test unless the answer has the status.
-func (r ibResp) want(t *testing.T, what string, status int) ibResp {
+func (r response) want(t *testing.T, what string, status int) response {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s: status %d, want %d; body:\n%s", what, r.status, status, r.body)
@@ -222,7 +172,7 @@ func (r ibResp) want(t *testing.T, what string, status int) ibResp {
 }
 
 // wantRedirect fails the test unless the answer is 303 to location.
-func (r ibResp) wantRedirect(t *testing.T, what, location string) {
+func (r response) wantRedirect(t *testing.T, what, location string) {
 	t.Helper()
 	if r.status != http.StatusSeeOther || r.header.Get("Location") != location {
 		t.Fatalf("%s: %d to %q, want 303 to %q; body:\n%s", what, r.status, r.header.Get("Location"), location, r.body)
@@ -230,7 +180,7 @@ func (r ibResp) wantRedirect(t *testing.T, what, location string) {
 }
 
 // sessionCookie returns the session cookie the answer set, or nil.
-func (e *ibEnv) sessionCookie(r ibResp) *http.Cookie {
+func (e *ibEnv) sessionCookie(r response) *http.Cookie {
 	for _, c := range r.cookie {
 		if c.Name == e.cookieName() {
 			return c
@@ -281,7 +231,7 @@ func ibCSRF(t *testing.T, page string) string {
 }
 
 // decide posts the decision form of a request with the session's token.
-func (e *ibEnv) decide(s ibSession, id string, form url.Values, mods ...ibMod) ibResp {
+func (e *ibEnv) decide(s ibSession, id string, form url.Values, mods ...ibMod) response {
 	e.t.Helper()
 	if !form.Has("csrf") {
 		form.Set("csrf", s.csrf)
@@ -296,7 +246,7 @@ func (e *ibEnv) create(c *client.Client, in client.CreateInput) *client.Request 
 	if in.Kind == "" {
 		in.Kind = "tool"
 	}
-	r, created, err := c.Create(e.ctx, in)
+	r, created, err := c.Create(e.Ctx, in)
 	if err != nil || !created {
 		e.t.Fatalf("create %q: created %v, %v", in.Action, created, err)
 	}
@@ -320,7 +270,7 @@ func ibTool(session string) client.CreateInput {
 // request reads a request straight from the store.
 func (e *ibEnv) request(id string) *countersign.Request {
 	e.t.Helper()
-	r, err := e.store.Request(e.ctx, id)
+	r, err := e.Store.Request(e.Ctx, id)
 	if err != nil {
 		e.t.Fatalf("read %s: %v", id, err)
 	}

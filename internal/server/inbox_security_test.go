@@ -47,7 +47,7 @@ func TestInboxCSRF(t *testing.T) {
 
 	// The other forms of a session need the token too.
 	for _, p := range []string{"/signout", "/sessions/signout-all", "/account"} {
-		e.post(p, url.Values{"account": {e.other.ID}}, e.as(s1.id)).want(t, p+" without a token", http.StatusForbidden)
+		e.post(p, url.Values{"account": {e.Other.ID}}, e.as(s1.id)).want(t, p+" without a token", http.StatusForbidden)
 	}
 	if !e.signedIn(s1.id) || !e.signedIn(s2.id) {
 		t.Error("a refused sign-out ended a session")
@@ -71,7 +71,7 @@ func TestInboxOrigin(t *testing.T) {
 	}{
 		{"foreign Origin", []ibMod{ibHeader("Origin", "https://evil.example")}},
 		{"Origin null", []ibMod{ibHeader("Origin", "null")}},
-		{"Origin of the same host under https", []ibMod{ibHeader("Origin", "https://"+e.public.Host)}},
+		{"Origin of the same host under https", []ibMod{ibHeader("Origin", "https://"+e.Public.Host)}},
 		{"Origin of another port", []ibMod{ibHeader("Origin", "http://127.0.0.1:1")}},
 		{"no Origin, no Sec-Fetch-Site", []ibMod{ibHeader("Origin", "")}},
 		{"no Origin, Sec-Fetch-Site cross-site", []ibMod{ibHeader("Origin", ""), ibHeader("Sec-Fetch-Site", "cross-site")}},
@@ -114,8 +114,8 @@ func TestInboxWrongHost(t *testing.T) {
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
-	_, port, _ := strings.Cut(e.public.Host, ":")
-	form := url.Values{"csrf": {s.csrf}, "decision": {"approve"}, "username": {"alice"}, "password": {ibPassword}, "account": {e.acme.ID}}
+	_, port, _ := strings.Cut(e.Public.Host, ":")
+	form := url.Values{"csrf": {s.csrf}, "decision": {"approve"}, "username": {"alice"}, "password": {ibPassword}, "account": {e.Acme.ID}}
 	routes := []struct{ method, path string }{
 		{"GET", "/"},
 		{"GET", "/signin"},
@@ -129,7 +129,7 @@ func TestInboxWrongHost(t *testing.T) {
 		{"GET", "/approvals/" + req.ID},
 		{"POST", "/approvals/" + req.ID + "/decision"},
 	}
-	for _, host := range []string{"evil.example", "localhost:" + port, "127.0.0.1", e.public.Host + ".evil.example"} {
+	for _, host := range []string{"evil.example", "localhost:" + port, "127.0.0.1", e.Public.Host + ".evil.example"} {
 		for _, rt := range routes {
 			what := rt.method + " " + rt.path + " for " + host
 			var f url.Values
@@ -137,7 +137,7 @@ func TestInboxWrongHost(t *testing.T) {
 				f = form
 			}
 			r := e.do(rt.method, rt.path, f, e.as(s.id), ibFrom(e.nextAddr()), ibHost(host)).want(t, what, http.StatusMisdirectedRequest)
-			if !strings.Contains(r.body, "This server answers only as "+e.public.Host) {
+			if !strings.Contains(r.body, "This server answers only as "+e.Public.Host) {
 				t.Errorf("%s: the page does not say where to go:\n%s", what, r.body)
 			}
 			if r.header.Get("Content-Security-Policy") == "" || r.header.Get("X-Frame-Options") != "DENY" || r.header.Get("X-Content-Type-Options") != "nosniff" {
@@ -148,9 +148,9 @@ func TestInboxWrongHost(t *testing.T) {
 			}
 			// It links to the right address: the same page for a GET of a
 			// page, the inbox otherwise.
-			link := "http://" + e.public.Host + "/approvals"
+			link := "http://" + e.Public.Host + "/approvals"
 			if rt.method == "GET" && (strings.HasPrefix(rt.path, "/approvals") || rt.path == "/sessions") {
-				link = "http://" + e.public.Host + rt.path
+				link = "http://" + e.Public.Host + rt.path
 			}
 			if !strings.Contains(r.body, `href="`+link+`"`) || !strings.Contains(r.body, `<link rel="stylesheet" href="/static/app.css">`) {
 				t.Errorf("%s: the page does not link to %s with its stylesheet:\n%s", what, link, r.body)
@@ -270,7 +270,7 @@ func TestInboxSigninLimit(t *testing.T) {
 	t.Parallel()
 	wrong := url.Values{"username": {"alice"}, "password": {"not the password"}}
 	right := url.Values{"username": {"alice"}, "password": {ibPassword}}
-	signin := func(e *ibEnv, form url.Values, from string) ibResp {
+	signin := func(e *ibEnv, form url.Values, from string) response {
 		t.Helper()
 		return e.post("/signin", form, ibFrom(from))
 	}
@@ -367,7 +367,7 @@ func TestInboxSessionRevocation(t *testing.T) {
 	t.Run("removed from the account", func(t *testing.T) {
 		e := ibSetup(t)
 		alice, bob := e.signIn("alice"), e.signIn("bob")
-		if _, err := e.store.RemoveMembership(e.ctx, e.alice.ID, e.acme.ID, time.Now()); err != nil {
+		if _, err := e.Store.RemoveMembership(e.Ctx, e.Alice.ID, e.Acme.ID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if e.signedIn(alice.id) {
@@ -380,7 +380,7 @@ func TestInboxSessionRevocation(t *testing.T) {
 	t.Run("new password", func(t *testing.T) {
 		e := ibSetup(t)
 		alice, bob := e.signIn("alice"), e.signIn("bob")
-		if _, err := e.store.SetPassword(e.ctx, e.alice.ID, testutil.PasswordHash(), false, time.Now()); err != nil {
+		if _, err := e.Store.SetPassword(e.Ctx, e.Alice.ID, testutil.PasswordHash(), false, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if e.signedIn(alice.id) {

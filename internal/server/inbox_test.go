@@ -65,7 +65,7 @@ func TestInboxGetChangesNothing(t *testing.T) {
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
-	q := "?decision=approve&csrf=" + url.QueryEscape(s.csrf) + "&account=" + e.other.ID
+	q := "?decision=approve&csrf=" + url.QueryEscape(s.csrf) + "&account=" + e.Other.ID
 	for _, p := range []string{
 		"/approvals/" + req.ID + "/decision",
 		"/approvals/" + req.ID + "/decision" + q,
@@ -91,7 +91,7 @@ func TestInboxSecurityHeaders(t *testing.T) {
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, ibTool("s1"))
-	pages := map[string]ibResp{
+	pages := map[string]response{
 		"GET /":                     e.get("/", e.as(s.id)),
 		"GET /signin":               e.get("/signin"),
 		"GET /approvals signed out": e.get("/approvals"),
@@ -151,10 +151,10 @@ func TestInboxOtherAccountNotFound(t *testing.T) {
 	mine, theirs := e.create(e.agentA, ibTool("s1")), e.create(e.agX, ibTool("s1"))
 	unknown := countersign.NewID("req_")
 
-	view := func(id string) ibResp {
+	view := func(id string) response {
 		return e.get("/approvals/"+id, e.as(s.id)).want(t, "view "+id, http.StatusNotFound)
 	}
-	same := func(what string, a, b ibResp) {
+	same := func(what string, a, b response) {
 		t.Helper()
 		if a.body != b.body || a.header.Get("Content-Type") != b.header.Get("Content-Type") {
 			t.Errorf("%s differs from an unknown request:\n%s\n---\n%s", what, a.body, b.body)
@@ -165,7 +165,7 @@ func TestInboxOtherAccountNotFound(t *testing.T) {
 	same("another account's reference", view(theirs.Reference), gone)
 	same("an unknown reference", view("AAA-AAA"), gone)
 
-	decide := func(id string) ibResp {
+	decide := func(id string) response {
 		return e.decide(s, id, url.Values{"decision": {"approve"}}).want(t, "decide "+id, http.StatusNotFound)
 	}
 	same("deciding another account's request", decide(theirs.ID), decide(unknown))
@@ -229,10 +229,10 @@ func TestInboxEscaping(t *testing.T) {
 	}
 	// The escape sequence is refused now (TestInboxShowsHiddenCharacters);
 	// requests stored before are shown, escaped like the rest.
-	_, _, err = e.agentA.Create(e.ctx, in)
+	_, _, err = e.agentA.Create(e.Ctx, in)
 	wantRefused(t, "asking with an escape sequence", err)
 	old := func(in client.CreateInput) *countersign.Request {
-		return storeOld(t, e.store, e.keyA, e.world.Clock.Now(), countersign.CreateInput{Kind: countersign.Kind(in.Kind), Action: in.Action, Arguments: in.Arguments,
+		return storeOld(t, e.Store, e.KeyA, e.World.Clock.Now(), countersign.CreateInput{Kind: countersign.Kind(in.Kind), Action: in.Action, Arguments: in.Arguments,
 			Preview: in.Preview, RiskReasons: in.RiskReasons,
 			Context: countersign.RequestContext{User: in.Context.User, Host: in.Context.Host, Cwd: in.Context.Cwd, SessionID: in.Context.SessionID}})
 	}
@@ -409,13 +409,13 @@ func TestInboxEvents(t *testing.T) {
 	e.get("/approvals/events", e.as("no-such-session")).wantRedirect(t, "events with a stale cookie", "/signin?next=%2Fapprovals%2Fevents")
 	s := e.signIn("alice")
 
-	ctx, cancel := context.WithTimeout(e.ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(e.Ctx, 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/approvals/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.URL+"/approvals/events", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Host = e.public.Host
+	req.Host = e.Public.Host
 	e.as(s.id)(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -456,7 +456,7 @@ func TestInboxEvents(t *testing.T) {
 		t.Fatalf("first line %q, want retry: 3000", l)
 	}
 	// The stream listens once it is subscribed to the hub.
-	testutil.Eventually(t, func() bool { return e.hub.Waiters() >= 1 }, "the event stream subscribing")
+	testutil.Eventually(t, func() bool { return e.Hub.Waiters() >= 1 }, "the event stream subscribing")
 
 	e.create(e.agX, ibTool("s1"))
 	// A wait for something not to happen: no signal tells that the ring
@@ -488,14 +488,14 @@ func TestInboxAccountSwitch(t *testing.T) {
 		}
 	}
 	shows(carol, acme, other)
-	e.post("/account", url.Values{"csrf": {carol.csrf}, "account": {e.other.ID}}, e.as(carol.id)).wantRedirect(t, "switch", "/approvals")
+	e.post("/account", url.Values{"csrf": {carol.csrf}, "account": {e.Other.ID}}, e.as(carol.id)).wantRedirect(t, "switch", "/approvals")
 	shows(carol, other, acme)
 	e.get("/approvals/"+acme.ID, e.as(carol.id)).want(t, "the account left behind", http.StatusNotFound)
 	e.decide(carol, other.ID, url.Values{"decision": {"approve"}}).wantRedirect(t, "decide in the new account", "/approvals/"+other.ID)
 	e.wantStatus("decide in the new account", other.ID, countersign.StatusApproved)
 
 	alice := e.signIn("alice")
-	r := e.post("/account", url.Values{"csrf": {alice.csrf}, "account": {e.other.ID}}, e.as(alice.id)).want(t, "switch into a foreign account", http.StatusForbidden)
+	r := e.post("/account", url.Values{"csrf": {alice.csrf}, "account": {e.Other.ID}}, e.as(alice.id)).want(t, "switch into a foreign account", http.StatusForbidden)
 	if !strings.Contains(r.body, "You are not a member of that account.") {
 		t.Errorf("the page does not say why:\n%s", r.body)
 	}

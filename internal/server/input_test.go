@@ -7,14 +7,13 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 )
 
 func TestCreateBadInput(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.create(s.keyA)
+	s.create(s.KeyA)
 	tooBig := `{"action":"x","preview":"` + strings.Repeat("y", 64<<10) + `"}`
 	tests := []struct {
 		name        string
@@ -47,7 +46,7 @@ func TestCreateBadInput(t *testing.T) {
 	}
 	before := s.snapshot()
 	for _, tt := range tests {
-		req := s.newRequest("POST", "/api/v1/requests", s.keyA, tt.body)
+		req := s.newRequest("POST", "/api/v1/requests", s.KeyA, tt.body)
 		switch tt.contentType {
 		case "none":
 			req.Header.Del("Content-Type")
@@ -63,7 +62,7 @@ func TestCreateBadInput(t *testing.T) {
 	s.unchanged("refused creates", before)
 
 	// A charset parameter is fine.
-	req := s.newRequest("POST", "/api/v1/requests", s.keyA, s.toolBody("s1"))
+	req := s.newRequest("POST", "/api/v1/requests", s.KeyA, s.toolBody("s1"))
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	s.do(req).request(t, http.StatusCreated)
 }
@@ -71,8 +70,8 @@ func TestCreateBadInput(t *testing.T) {
 func TestDecisionBadInput(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
-	noSession := s.call("POST", "/api/v1/requests", s.keyA, `{"action":"deploy"}`).request(t, http.StatusCreated)
+	r := s.create(s.KeyA)
+	noSession := s.call("POST", "/api/v1/requests", s.KeyA, `{"action":"deploy"}`).request(t, http.StatusCreated)
 	tests := []struct {
 		name, id, body string
 		status         int
@@ -103,14 +102,14 @@ func TestDecisionBadInput(t *testing.T) {
 func TestConsumeCancelBadInput(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	s.decide(r.ID, "approve")
-	p := s.create(s.keyA)
+	p := s.create(s.KeyA)
 	before := s.snapshot()
 	for _, path := range []string{"/api/v1/requests/" + r.ID + "/consume", "/api/v1/requests/" + p.ID + "/cancel"} {
-		s.call("POST", path, s.keyA, `{"force":true}`).wantError(t, path+" unknown field", 400, countersign.EINVALID)
-		s.call("POST", path, s.keyA, `nope`).wantError(t, path+" malformed", 400, countersign.EINVALID)
-		req := s.newRequest("POST", path, s.keyA, `{}`)
+		s.call("POST", path, s.KeyA, `{"force":true}`).wantError(t, path+" unknown field", 400, countersign.EINVALID)
+		s.call("POST", path, s.KeyA, `nope`).wantError(t, path+" malformed", 400, countersign.EINVALID)
+		req := s.newRequest("POST", path, s.KeyA, `{}`)
 		req.Header.Set("Content-Type", "text/plain")
 		s.do(req).wantError(t, path+" text/plain", 415, countersign.EUNSUPPORTED)
 	}
@@ -123,23 +122,23 @@ func TestConsumeCancelBadInput(t *testing.T) {
 func TestCredentials(t *testing.T) {
 	t.Parallel()
 	var mcpCalls atomic.Int32
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
 	})
 	// A revoked approver token, beside alice's live one.
-	alice, err := s.store.ApproverByUsername(s.ctx, "alice")
+	alice, err := s.Store.ApproverByUsername(s.Ctx, "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, revokedToken, err := s.admin.CreateApproverToken(s.ctx, "alice", "acme", "old")
+	_, revokedToken, err := s.Admin.CreateApproverToken(s.Ctx, "alice", "acme", "old")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.store.RevokeApproverToken(s.ctx, alice.ID, "old", start); err != nil {
+	if err := s.Store.RevokeApproverToken(s.Ctx, alice.ID, "old", start); err != nil {
 		t.Fatal(err)
 	}
-	r := s.create(s.keyA)
-	approved := s.create(s.keyA)
+	r := s.create(s.KeyA)
+	approved := s.create(s.KeyA)
 	s.decide(approved.ID, "approve")
 	before := s.snapshot()
 
@@ -202,7 +201,7 @@ func TestCredentials(t *testing.T) {
 		check(rt.method, rt.path, rt.body, "Bearer "+s.alice, 403, countersign.EFORBIDDEN)
 	}
 	for _, rt := range approverRoutes {
-		check(rt.method, rt.path, rt.body, "Bearer "+s.keyA, 403, countersign.EFORBIDDEN)
+		check(rt.method, rt.path, rt.body, "Bearer "+s.KeyA, 403, countersign.EFORBIDDEN)
 	}
 	s.unchanged("calls without a fitting credential", before)
 	if n := mcpCalls.Load(); n != 0 {
@@ -231,17 +230,17 @@ func TestBodyLimitEveryRoute(t *testing.T) {
 	t.Parallel()
 	var mcpCalls atomic.Int32
 	const mcpLimit = 100 << 10
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mcpCalls.Add(1) })
 		c.MCPMaxBody = mcpLimit
 	})
-	r := s.create(s.keyA)
+	r := s.create(s.KeyA)
 	before := s.snapshot()
 	big := strings.Repeat("x", 64<<10+1)
 	api := []struct{ method, path, cred string }{
-		{"GET", "/api/v1/requests/" + r.ID, s.keyA},
-		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", s.keyA},
-		{"POST", "/api/v1/requests/" + r.ID + "/cancel", s.keyA},
+		{"GET", "/api/v1/requests/" + r.ID, s.KeyA},
+		{"GET", "/api/v1/requests/" + r.ID + "?wait=5s", s.KeyA},
+		{"POST", "/api/v1/requests/" + r.ID + "/cancel", s.KeyA},
 		{"GET", "/api/v1/requests?status=pending", s.alice},
 		{"POST", "/api/v1/requests/" + r.ID + "/decision", s.alice},
 		{"GET", "/api/delete-requests/del_1/status", ""},
@@ -265,10 +264,10 @@ func TestBodyLimitEveryRoute(t *testing.T) {
 
 	// /mcp: a body over the API's limit but within the gateway's reaches
 	// the gateway; one over the gateway's does not.
-	if got := s.call("POST", "/mcp", s.keyA, big); got.status != http.StatusOK || mcpCalls.Load() != 1 {
+	if got := s.call("POST", "/mcp", s.KeyA, big); got.status != http.StatusOK || mcpCalls.Load() != 1 {
 		t.Errorf("POST /mcp with 64 KiB + 1: %d %s, gateway reached %d times; want 200, once", got.status, got.body, mcpCalls.Load())
 	}
-	s.call("POST", "/mcp", s.keyA, strings.Repeat("x", mcpLimit+1)).wantError(t, "POST /mcp over its limit", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
+	s.call("POST", "/mcp", s.KeyA, strings.Repeat("x", mcpLimit+1)).wantError(t, "POST /mcp over its limit", http.StatusRequestEntityTooLarge, countersign.ETOOLARGE)
 	if n := mcpCalls.Load(); n != 1 {
 		t.Errorf("the gateway was reached by a body over its limit")
 	}

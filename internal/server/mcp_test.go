@@ -5,14 +5,13 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 )
 
 func TestMCPNotConfigured(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	msg := s.call(http.MethodPost, "/mcp", s.keyA, `{}`).wantError(t, "POST /mcp", http.StatusNotFound, "not_found")
+	msg := s.call(http.MethodPost, "/mcp", s.KeyA, `{}`).wantError(t, "POST /mcp", http.StatusNotFound, "not_found")
 	if msg != "no MCP upstreams are configured on this server; start it with --mcp-config FILE" {
 		t.Errorf("message %q", msg)
 	}
@@ -24,7 +23,7 @@ func TestMCPNotConfigured(t *testing.T) {
 // from that address gets through.
 func TestMCPEndpoint(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.RatePerMinute = 12 // a burst of 2
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
@@ -33,7 +32,7 @@ func TestMCPEndpoint(t *testing.T) {
 		})
 	})
 	for range 5 {
-		if r := s.do(s.mcpRequest(s.keyA, "")); r.status != http.StatusOK || string(r.body) != `{"jsonrpc":"2.0"}` {
+		if r := s.do(s.mcpRequest(s.KeyA, "")); r.status != http.StatusOK || r.body != `{"jsonrpc":"2.0"}` {
 			t.Fatalf("POST /mcp: %d %s", r.status, r.body)
 		}
 	}
@@ -41,7 +40,7 @@ func TestMCPEndpoint(t *testing.T) {
 		s.do(s.mcpRequest("csk_wrong", "")).wantError(t, "POST /mcp with a bad key", http.StatusUnauthorized, "unauthorized")
 	}
 	s.do(s.mcpRequest("csk_wrong", "")).wantError(t, "third POST /mcp with a bad key", http.StatusTooManyRequests, "limited")
-	s.do(s.mcpRequest(s.keyA, "")).wantError(t, "POST /mcp after the bad keys", http.StatusTooManyRequests, "limited")
+	s.do(s.mcpRequest(s.KeyA, "")).wantError(t, "POST /mcp after the bad keys", http.StatusTooManyRequests, "limited")
 }
 
 // mcpRequest is a POST to /mcp for the public host, from an origin or none.
@@ -59,19 +58,19 @@ func (s *testServer) mcpRequest(key, origin string) *http.Request {
 func TestMCPRebinding(t *testing.T) {
 	t.Parallel()
 	reached := 0
-	s := newServer(t, func(c *server.Config, _ *approval.Config) {
+	s := newServer(t, func(c *server.Config) {
 		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ })
 	})
-	evil := s.mcpRequest(s.keyA, "http://evil.example.com")
+	evil := s.mcpRequest(s.KeyA, "http://evil.example.com")
 	evil.Host = "evil.example.com"
 	s.do(evil).wantError(t, "POST /mcp for another host", http.StatusMisdirectedRequest, "misdirected")
-	s.do(s.mcpRequest(s.keyA, "http://evil.example.com")).wantError(t, "POST /mcp from another origin", http.StatusForbidden, "forbidden")
-	s.do(s.mcpRequest(s.keyA, "null")).wantError(t, "POST /mcp from origin null", http.StatusForbidden, "forbidden")
+	s.do(s.mcpRequest(s.KeyA, "http://evil.example.com")).wantError(t, "POST /mcp from another origin", http.StatusForbidden, "forbidden")
+	s.do(s.mcpRequest(s.KeyA, "null")).wantError(t, "POST /mcp from origin null", http.StatusForbidden, "forbidden")
 	if reached != 0 {
 		t.Fatalf("the gateway was reached %d times", reached)
 	}
 	for _, origin := range []string{"", "https://approve.example.com"} {
-		if r := s.do(s.mcpRequest(s.keyA, origin)); r.status != http.StatusOK {
+		if r := s.do(s.mcpRequest(s.KeyA, origin)); r.status != http.StatusOK {
 			t.Errorf("POST /mcp from %q: %d %s", origin, r.status, r.body)
 		}
 	}

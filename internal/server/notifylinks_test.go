@@ -15,12 +15,12 @@ import (
 // and returns it with the tokens.
 func nlRequest(t *testing.T, s *testServer, actions ...string) (*countersign.Request, map[string]string) {
 	t.Helper()
-	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.Store}).Agent(s.Ctx, s.KeyA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens, links := approval.NewLinks(actions...)
-	r, _, err := s.svc.Create(s.ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf /srv/a", Links: links})
+	r, _, err := s.Service.Create(s.Ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf /srv/a", Links: links})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func nlRequest(t *testing.T, s *testServer, actions ...string) (*countersign.Req
 // set, is sent as Origin.
 func nlDo(t *testing.T, s *testServer, method, token, origin string, form url.Values) response {
 	t.Helper()
-	req, err := http.NewRequestWithContext(s.ctx, method, s.URL+"/links/"+token, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(s.Ctx, method, s.URL+"/links/"+token, strings.NewReader(form.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,14 +57,14 @@ func TestTokenLinks(t *testing.T) {
 		approval.LinkStop:    "Stop the session of " + ref,
 	} {
 		resp := nlDo(t, s, http.MethodGet, tokens[action], "", nil)
-		if resp.status != http.StatusOK || !strings.Contains(string(resp.body), want) || !strings.Contains(string(resp.body), "rm -rf /srv/a") {
+		if resp.status != http.StatusOK || !strings.Contains(resp.body, want) || !strings.Contains(resp.body, "rm -rf /srv/a") {
 			t.Errorf("GET %s link = %d, want 200 with %q\n%s", action, resp.status, want, resp.body)
 		}
 		if resp.header.Get("Cache-Control") != "no-store" || resp.header.Get("Content-Security-Policy") == "" {
 			t.Errorf("GET %s link: page headers missing: %v", action, resp.header)
 		}
 	}
-	if got, _ := s.store.Request(s.ctx, r.ID); got.Status != countersign.StatusPending {
+	if got, _ := s.Store.Request(s.Ctx, r.ID); got.Status != countersign.StatusPending {
 		t.Fatalf("a GET decided: %s", got.Status)
 	}
 
@@ -89,10 +89,10 @@ func TestTokenLinks(t *testing.T) {
 
 	// The stop link's POST stops the session; every other link dies.
 	resp := nlDo(t, s, http.MethodPost, tokens[approval.LinkStop], origin, url.Values{"reason": {"enough"}})
-	if resp.status != http.StatusOK || !strings.Contains(string(resp.body), "Done.") {
+	if resp.status != http.StatusOK || !strings.Contains(resp.body, "Done.") {
 		t.Fatalf("POST stop = %d\n%s", resp.status, resp.body)
 	}
-	got, _ := s.store.Request(s.ctx, r.ID)
+	got, _ := s.Store.Request(s.Ctx, r.ID)
 	if got.Status != countersign.StatusStopped || got.DecidedBy != approval.DecidedByLink || got.Reason != "enough" {
 		t.Fatalf("after the stop link: %s by %q (%q)", got.Status, got.DecidedBy, got.Reason)
 	}
@@ -103,12 +103,12 @@ func TestTokenLinks(t *testing.T) {
 		// A link outlives its request in mail boxes: it shows nothing
 		// of it but its state.
 		resp := nlDo(t, s, http.MethodGet, tokens[action], "", nil)
-		if body := string(resp.body); strings.Contains(body, "rm -rf /srv/a") || strings.Contains(body, "enough") || !strings.Contains(body, "no longer works") {
+		if body := resp.body; strings.Contains(body, "rm -rf /srv/a") || strings.Contains(body, "enough") || !strings.Contains(body, "no longer works") {
 			t.Errorf("GET %s after the decision shows the request:\n%s", action, body)
 		}
 	}
 	for _, tok := range tokens {
-		if strings.Contains(s.logs.String(), tok) {
+		if strings.Contains(s.Logs.String(), tok) {
 			t.Errorf("a link token is in the log")
 		}
 	}
@@ -120,16 +120,16 @@ func TestTokenLinkDecidesItsRequest(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	r1, t1 := nlRequest(t, s, approval.LinkApprove)
-	agent, _ := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyX)
-	r2, _, err := s.svc.Create(s.ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf /srv/b"})
+	agent, _ := (&identity.Authenticator{Store: s.Store}).Agent(s.Ctx, s.KeyX)
+	r2, _, err := s.Service.Create(s.Ctx, agent, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf /srv/b"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if resp := nlDo(t, s, http.MethodPost, t1[approval.LinkApprove], "https://approve.example.com", nil); resp.status != http.StatusOK {
 		t.Fatalf("POST = %d", resp.status)
 	}
-	a, _ := s.store.Request(s.ctx, r1.ID)
-	b, _ := s.store.Request(s.ctx, r2.ID)
+	a, _ := s.Store.Request(s.Ctx, r1.ID)
+	b, _ := s.Store.Request(s.Ctx, r2.ID)
 	if a.Status != countersign.StatusApproved || b.Status != countersign.StatusPending {
 		t.Errorf("statuses %s and %s, want approved and pending", a.Status, b.Status)
 	}

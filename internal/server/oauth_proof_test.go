@@ -36,7 +36,7 @@ func TestConsentNeedsFreshProof(t *testing.T) {
 	}
 	noGrant := func(what string) {
 		t.Helper()
-		if grants, _ := e.store.Grants(e.ctx, ""); len(grants) != 0 {
+		if grants, _ := e.Store.Grants(e.Ctx, ""); len(grants) != 0 {
 			t.Fatalf("%s made %d grants", what, len(grants))
 		}
 	}
@@ -65,7 +65,7 @@ func TestConsentNeedsFreshProof(t *testing.T) {
 	}
 	e.post("/signin", url.Values{"username": {"alice"}, "password": {ibPassword}}, ibFrom(from)).want(t, "a sign-in from that address", http.StatusTooManyRequests)
 	noGrant("wrong passwords")
-	if logs := e.logs.String(); !strings.Contains(logs, "password confirmation refused: wrong password") || strings.Contains(logs, "hunter2-guess") {
+	if logs := e.Logs.String(); !strings.Contains(logs, "password confirmation refused: wrong password") || strings.Contains(logs, "hunter2-guess") {
 		t.Errorf("the log of the wrong passwords:\n%s", logs)
 	}
 
@@ -78,10 +78,10 @@ func TestConsentNeedsFreshProof(t *testing.T) {
 	if st, tok := e.exchange(c, loc.Query().Get("code")); st != http.StatusOK || tok.Scope != "read write" {
 		t.Fatalf("exchange: %d %+v", st, tok)
 	}
-	if !strings.Contains(e.logs.String(), "proof=password") {
+	if !strings.Contains(e.Logs.String(), "proof=password") {
 		t.Error("the log does not say how the consent was proved")
 	}
-	if strings.Contains(e.logs.String(), ibPassword) {
+	if strings.Contains(e.Logs.String(), ibPassword) {
 		t.Error("the log holds the password")
 	}
 }

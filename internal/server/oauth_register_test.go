@@ -44,13 +44,13 @@ func TestOAuthRegistrationFlood(t *testing.T) {
 	// The allowed client holds one place: the last of the flood took the
 	// first one's, the fresh client the second one's.
 	for i, id := range flood {
-		_, err := e.store.OAuthClient(e.ctx, id)
+		_, err := e.Store.OAuthClient(e.Ctx, id)
 		if gone := countersign.ErrorCode(err) == countersign.ENOTFOUND; gone != (i < 2) {
 			t.Errorf("flood client %d after the fresh one registered: %v; want only the two oldest deleted", i, err)
 		}
 	}
 	for _, c := range []oaClient{allowed, fresh} {
-		if _, err := e.store.OAuthClient(e.ctx, c.id); err != nil {
+		if _, err := e.Store.OAuthClient(e.Ctx, c.id); err != nil {
 			t.Errorf("an allowed client after the flood: %v", err)
 		}
 	}
@@ -61,7 +61,7 @@ func TestOAuthRegistrationFlood(t *testing.T) {
 	e.registerClient(oaCallback)
 	left := 0
 	for _, id := range flood {
-		if _, err := e.store.OAuthClient(e.ctx, id); err == nil {
+		if _, err := e.Store.OAuthClient(e.Ctx, id); err == nil {
 			left++
 		}
 	}
@@ -69,7 +69,7 @@ func TestOAuthRegistrationFlood(t *testing.T) {
 		t.Errorf("%d never-used clients are left 11 minutes after they registered", left)
 	}
 	for _, c := range []oaClient{allowed, fresh} {
-		if _, err := e.store.OAuthClient(e.ctx, c.id); err != nil {
+		if _, err := e.Store.OAuthClient(e.Ctx, c.id); err != nil {
 			t.Errorf("an allowed client after the never-used ones expired: %v", err)
 		}
 	}

@@ -2,23 +2,19 @@ package server_test
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // TestGrantRevocationReplicas: two servers on one store, each with its own
@@ -55,45 +51,19 @@ func TestGrantRevocationReplicas(t *testing.T) {
 
 func testReplicas(t *testing.T, a, b countersign.Store) {
 	ctx := t.Context()
-	ln := httptest.NewUnstartedServer(nil)
-	public := &url.URL{Scheme: "http", Host: ln.Listener.Addr().String()}
-	resource := public.String() + "/mcp"
-	log := slog.New(slog.DiscardHandler)
-	mcp := func(c *server.Config) {
-		c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
-	}
-	cfg := server.Config{PublicURL: public}
-	mcp(&cfg)
-	hub := approval.NewHub()
-	t.Cleanup(hub.Close)
-	svc := approval.New(a, nil, hub, approval.Config{}, log, nil)
-	srv, err := server.New(cfg, svc, &identity.Authenticator{Store: a}, metrics.NewRegistry(), log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Config.Handler = srv.Handler()
-	ln.Start()
-	t.Cleanup(ln.Close)
-
-	admin := &identity.Admin{Store: b}
-	acc, err := admin.CreateAccount(ctx, "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: "ann", PasswordHash: "x", CreatedAt: time.Now()}
-	if err := b.CreateApprover(ctx, ap); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.AddMembership(ctx, ap.ID, acc.ID, countersign.RoleAdmin, time.Now()); err != nil {
-		t.Fatal(err)
-	}
+	s := testserver.New(t, testserver.OnStore(a), testserver.At(time.Now()), testserver.WallClock(),
+		testserver.Config(func(_ *testserver.Server, c *server.Config) {
+			c.MCP = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+		}))
+	resource := s.Public.String() + "/mcp"
+	acc, ap := s.Acme, s.Alice
 	o := &identity.OAuth{Store: a, Clock: countersign.SystemClock{}, Resource: resource}
 	c, _, err := o.Register(ctx, &identity.ClientMetadata{RedirectURIs: []string{oaCallback}, TokenEndpointAuthMethod: "none"}, "192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	verifier := strings.Repeat("v", 43)
-	code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: "ann", AccountID: acc.ID, Role: countersign.RoleAdmin},
+	code, _, g, err := o.Allow(ctx, identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: ap.ID, Username: ap.Username, AccountID: acc.ID, Role: countersign.RoleAdmin},
 		AccountID: acc.ID, Client: c, RedirectURI: oaCallback, Challenge: identity.S256(verifier), Tiers: []string{"read"}, Proof: identity.PasswordProof(ap.ID)})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +73,7 @@ func testReplicas(t *testing.T, a, b countersign.Store) {
 		t.Fatal(err)
 	}
 	status := func() int {
-		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, ln.URL+"/mcp", strings.NewReader("{}"))
+		req, _ := http.NewRequestWithContext(context.Background(), http.MethodPost, s.URL+"/mcp", strings.NewReader("{}"))
 		req.Header.Set("Authorization", "Bearer "+ts.AccessToken)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

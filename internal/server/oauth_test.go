@@ -40,7 +40,7 @@ func (c oaClient) challenge() string {
 // oauthPost sends a body to an OAuth endpoint and decodes the answer.
 func (e *ibEnv) oauthPost(path, contentType, body string, out any, mods ...ibMod) int {
 	e.t.Helper()
-	req, _ := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base+path, strings.NewReader(body))
+	req, _ := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.URL+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", contentType)
 	// Each from its own address, unless a mod says otherwise, so that the
 	// endpoints' rate limits stay out of tests about something else.
@@ -75,7 +75,7 @@ func (e *ibEnv) registerClient(redirect string) oaClient {
 // authzQuery is an authorization request of c, every part right.
 func (e *ibEnv) authzQuery(c oaClient) url.Values {
 	return url.Values{"response_type": {"code"}, "client_id": {c.id}, "redirect_uri": {oaCallback}, "state": {"st-1"},
-		"code_challenge": {c.challenge()}, "code_challenge_method": {"S256"}, "resource": {e.base + "/mcp"}, "scope": {"read write"}}
+		"code_challenge": {c.challenge()}, "code_challenge_method": {"S256"}, "resource": {e.URL + "/mcp"}, "scope": {"read write"}}
 }
 
 // consent allows c as the signed-in session s and returns the code and
@@ -94,7 +94,7 @@ func (e *ibEnv) consent(s ibSession, q url.Values, mods ...ibMod) (string, *http
 		e.t.Fatalf("allow: %d %s", r.status, r.body)
 	}
 	loc, _ := url.Parse(r.header.Get("Location"))
-	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != oaCallback || loc.Query().Get("state") != "st-1" || loc.Query().Get("iss") != e.base {
+	if got := loc.Scheme + "://" + loc.Host + loc.Path; got != oaCallback || loc.Query().Get("state") != "st-1" || loc.Query().Get("iss") != e.URL {
 		e.t.Fatalf("allow redirects to %s", loc)
 	}
 	return loc.Query().Get("code"), e.sessionCookie(r)
@@ -119,7 +119,7 @@ func (e *ibEnv) tokenCall(form url.Values) (int, oaTokens) {
 
 func (e *ibEnv) exchange(c oaClient, code string) (int, oaTokens) {
 	return e.tokenCall(url.Values{"grant_type": {"authorization_code"}, "client_id": {c.id}, "code": {code},
-		"redirect_uri": {oaCallback}, "code_verifier": {c.verifier}, "resource": {e.base + "/mcp"}})
+		"redirect_uri": {oaCallback}, "code_verifier": {c.verifier}, "resource": {e.URL + "/mcp"}})
 }
 
 func (e *ibEnv) refresh(c oaClient, rt string) (int, oaTokens) {
@@ -129,7 +129,7 @@ func (e *ibEnv) refresh(c oaClient, rt string) (int, oaTokens) {
 // mcpStatus is what /mcp answers a bearer token.
 func (e *ibEnv) mcpStatus(token string) (int, http.Header) {
 	e.t.Helper()
-	req, _ := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base+"/mcp", strings.NewReader("{}"))
+	req, _ := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.URL+"/mcp", strings.NewReader("{}"))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -149,26 +149,26 @@ func TestOAuthDiscovery(t *testing.T) {
 	t.Parallel()
 	e := ibSetup(t, oaMCP)
 	st, h := e.mcpStatus("")
-	want := `Bearer resource_metadata="` + e.base + `/.well-known/oauth-protected-resource/mcp"`
+	want := `Bearer resource_metadata="` + e.URL + `/.well-known/oauth-protected-resource/mcp"`
 	if st != http.StatusUnauthorized || h.Get("WWW-Authenticate") != want {
 		t.Fatalf("/mcp without a token: %d, WWW-Authenticate %q; want 401, %q", st, h.Get("WWW-Authenticate"), want)
 	}
-	if st, _ := e.mcpStatus(e.keyA); st != http.StatusOK {
+	if st, _ := e.mcpStatus(e.KeyA); st != http.StatusOK {
 		t.Errorf("/mcp with an agent key: %d", st)
 	}
 	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
 		var prm map[string]any
 		r := e.get(path).want(t, path, http.StatusOK)
 		json.Unmarshal([]byte(r.body), &prm)
-		if prm["resource"] != e.base+"/mcp" || prm["authorization_servers"].([]any)[0] != e.base {
+		if prm["resource"] != e.URL+"/mcp" || prm["authorization_servers"].([]any)[0] != e.URL {
 			t.Errorf("%s = %v", path, prm)
 		}
 	}
 	var as map[string]any
 	json.Unmarshal([]byte(e.get("/.well-known/oauth-authorization-server").want(t, "AS metadata", http.StatusOK).body), &as)
 	for k, v := range map[string]string{
-		"issuer": e.base, "authorization_endpoint": e.base + "/oauth/authorize", "token_endpoint": e.base + "/oauth/token",
-		"registration_endpoint": e.base + "/oauth/register", "revocation_endpoint": e.base + "/oauth/revoke",
+		"issuer": e.URL, "authorization_endpoint": e.URL + "/oauth/authorize", "token_endpoint": e.URL + "/oauth/token",
+		"registration_endpoint": e.URL + "/oauth/register", "revocation_endpoint": e.URL + "/oauth/revoke",
 	} {
 		if as[k] != v {
 			t.Errorf("%s = %v, want %s", k, as[k], v)
@@ -277,7 +277,7 @@ func TestOAuthFlow(t *testing.T) {
 		t.Fatalf("/mcp with the access token: %d", st)
 	}
 	// The grant's token is no key for the API.
-	if _, _, err := client.New(e.base, tok.AccessToken).Create(e.ctx, ibTool("s")); err == nil {
+	if _, _, err := client.New(e.URL, tok.AccessToken).Create(e.Ctx, ibTool("s")); err == nil {
 		t.Error("the access token created an API request")
 	}
 
@@ -293,7 +293,7 @@ func TestOAuthFlow(t *testing.T) {
 	// consent's session ends.
 	alice := e.signIn("alice")
 	list := e.get("/grants", e.as(alice.id)).want(t, "grants page", http.StatusOK)
-	grants, _ := e.store.Grants(e.ctx, e.acme.ID)
+	grants, _ := e.Store.Grants(e.Ctx, e.Acme.ID)
 	if len(grants) != 1 || !strings.Contains(list.body, "/grants/"+grants[0].ID+"/revoke") || !strings.Contains(list.body, "read, write") {
 		t.Fatalf("grants page lacks the grant (%d grants):\n%s", len(grants), list.body)
 	}
@@ -301,7 +301,7 @@ func TestOAuthFlow(t *testing.T) {
 	// revokes a grant: carol, an approver, may not revoke alice's; alice,
 	// no longer an admin, may still take back her own.
 	for _, u := range []string{"carol", "alice"} {
-		if err := e.admin.SetRole(e.ctx, "acme", u, countersign.RoleApprover); err != nil {
+		if err := e.Admin.SetRole(e.Ctx, "acme", u, countersign.RoleApprover); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -329,7 +329,7 @@ func TestOAuthFlow(t *testing.T) {
 	}
 
 	// Nothing secret of the flow reached the log.
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	for name, secret := range map[string]string{"code": code, "verifier": c.verifier, "access token": tok.AccessToken,
 		"refresh token": tok.RefreshToken, "second refresh token": tok2.RefreshToken, "session": consentCookie.Value} {
 		if strings.Contains(logs, secret) {
@@ -409,7 +409,7 @@ func TestOAuthHostile(t *testing.T) {
 				}
 			}
 		}
-		if grants, _ := e.store.Grants(e.ctx, ""); len(grants) != 0 {
+		if grants, _ := e.Store.Grants(e.Ctx, ""); len(grants) != 0 {
 			t.Errorf("faulty authorization requests made %d grants", len(grants))
 		}
 	})
@@ -435,7 +435,7 @@ func TestOAuthHostile(t *testing.T) {
 		e.post("/oauth/authorize", form, e.as(bob.id)).want(t, "another session's CSRF", http.StatusForbidden)
 		// bob may not make a grant of acme, whatever the form says.
 		form.Set("csrf", bob.csrf)
-		form.Set("account", e.acme.ID)
+		form.Set("account", e.Acme.ID)
 		e.post("/oauth/authorize", form, e.as(bob.id)).want(t, "another account", http.StatusForbidden)
 		// No tier at all: the page again, with the reason.
 		noTier := url.Values{}
@@ -449,7 +449,7 @@ func TestOAuthHostile(t *testing.T) {
 		if r := e.post("/oauth/authorize", noTier, e.as(alice.id)).want(t, "no tier", http.StatusBadRequest); !strings.Contains(r.body, "at least one tier") {
 			t.Errorf("the consent without a tier says:\n%s", r.body)
 		}
-		if grants, _ := e.store.Grants(e.ctx, ""); len(grants) != 0 {
+		if grants, _ := e.Store.Grants(e.Ctx, ""); len(grants) != 0 {
 			t.Fatalf("refused consents made %d grants", len(grants))
 		}
 		// Refusing sends access_denied back.
@@ -534,7 +534,7 @@ func TestOAuthHostile(t *testing.T) {
 	t.Run("revoking the refresh token ends the grant", func(t *testing.T) {
 		code, _ := e.consent(e.signIn("alice"), e.authzQuery(c))
 		_, tok := e.exchange(c, code)
-		agent, err := e.authenticator().AccessAgent(e.ctx, tok.AccessToken, e.base+"/mcp", time.Now())
+		agent, err := e.authenticator().AccessAgent(e.Ctx, tok.AccessToken, e.URL+"/mcp", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -547,11 +547,11 @@ func TestOAuthHostile(t *testing.T) {
 		if st, _ := e.mcpStatus(tok.AccessToken); st != http.StatusUnauthorized {
 			t.Errorf("/mcp after the refresh token's revocation: %d", st)
 		}
-		g, err := e.store.Grant(e.ctx, agent.GrantID)
+		g, err := e.Store.Grant(e.Ctx, agent.GrantID)
 		if err != nil || !g.Revoked() {
 			t.Errorf("the grant after its client revoked the refresh token = %+v, %v; want revoked", g, err)
 		}
-		if logs := e.logs.String(); !strings.Contains(logs, `msg="oauth grant revoked" grant=`+agent.GrantID+` reason=revocation`) ||
+		if logs := e.Logs.String(); !strings.Contains(logs, `msg="oauth grant revoked" grant=`+agent.GrantID+` reason=revocation`) ||
 			strings.Contains(logs, tok.RefreshToken) {
 			t.Errorf("the log does not say (only) why the grant was revoked:\n%s", logs)
 		}
@@ -595,11 +595,11 @@ func TestOAuthForeignReplay(t *testing.T) {
 			t.Errorf("%s: %d %+v, want 400 invalid_grant", name, st, out)
 		}
 	}
-	agent, err := e.authenticator().AccessAgent(e.ctx, tok2.AccessToken, e.base+"/mcp", time.Now())
+	agent, err := e.authenticator().AccessAgent(e.Ctx, tok2.AccessToken, e.URL+"/mcp", time.Now())
 	if err != nil {
 		t.Fatalf("the victim's access token after the foreign replays: %v", err)
 	}
-	if g, err := e.store.Grant(e.ctx, agent.GrantID); err != nil || g.Revoked() {
+	if g, err := e.Store.Grant(e.Ctx, agent.GrantID); err != nil || g.Revoked() {
 		t.Fatalf("the victim's grant after the foreign replays = %+v, %v; want live", g, err)
 	}
 	if st, _ := e.mcpStatus(tok2.AccessToken); st != http.StatusOK {
@@ -608,8 +608,8 @@ func TestOAuthForeignReplay(t *testing.T) {
 	if !e.signedIn(consent.Value) {
 		t.Error("the foreign replays signed the victim's browser out")
 	}
-	if strings.Contains(e.logs.String(), "oauth grant revoked") {
-		t.Errorf("the log says a grant was revoked:\n%s", e.logs.String())
+	if strings.Contains(e.Logs.String(), "oauth grant revoked") {
+		t.Errorf("the log says a grant was revoked:\n%s", e.Logs.String())
 	}
 	st, tok3 := e.refresh(victim, tok2.RefreshToken)
 	if st != http.StatusOK {
@@ -627,7 +627,7 @@ func TestOAuthForeignReplay(t *testing.T) {
 	if e.signedIn(consent.Value) {
 		t.Error("the consent's session survives the owner's replay")
 	}
-	logs := e.logs.String()
+	logs := e.Logs.String()
 	if !strings.Contains(logs, `msg="oauth grant revoked" grant=`+agent.GrantID+` reason=replay`) {
 		t.Errorf("the log does not say the grant was revoked for a replay:\n%s", logs)
 	}
@@ -651,7 +651,7 @@ func TestOAuthAccounts(t *testing.T) {
 	if !strings.Contains(page.body, `name="account"`) {
 		t.Fatal("the consent page offers no choice of account to an approver of two")
 	}
-	form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "account": {e.acme.ID}, "password": {ibPassword}}
+	form := url.Values{"csrf": {ibCSRF(t, page.body)}, "decision": {"allow"}, "tier": {"read"}, "account": {e.Acme.ID}, "password": {ibPassword}}
 	for k, v := range q {
 		form[k] = v
 	}
@@ -660,23 +660,23 @@ func TestOAuthAccounts(t *testing.T) {
 	consent := e.sessionCookie(r)
 	_, tok := e.exchange(c, loc.Query().Get("code"))
 
-	agent, err := (e.authenticator()).AccessAgent(e.ctx, tok.AccessToken, e.base+"/mcp", time.Now())
-	if err != nil || agent.AccountID != e.acme.ID || agent.GrantID == "" {
+	agent, err := (e.authenticator()).AccessAgent(e.Ctx, tok.AccessToken, e.URL+"/mcp", time.Now())
+	if err != nil || agent.AccountID != e.Acme.ID || agent.GrantID == "" {
 		t.Fatalf("AccessAgent = %+v, %v", agent, err)
 	}
-	if _, err := e.authenticator().AccessAgent(e.ctx, tok.AccessToken, "https://other.example/mcp", time.Now()); countersign.ErrorCode(err) != countersign.EUNAUTHORIZED {
+	if _, err := e.authenticator().AccessAgent(e.Ctx, tok.AccessToken, "https://other.example/mcp", time.Now()); countersign.ErrorCode(err) != countersign.EUNAUTHORIZED {
 		t.Errorf("the token for another resource: %v", err)
 	}
 	theirs := e.create(e.agX, ibTool("x"))
-	if _, err := e.svc.Get(e.ctx, agent, theirs.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+	if _, err := e.Service.Get(e.Ctx, agent, theirs.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Errorf("the grant reads other's request: %v", err)
 	}
-	if _, err := e.svc.Consume(e.ctx, agent, theirs.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+	if _, err := e.Service.Consume(e.Ctx, agent, theirs.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Errorf("the grant consumes other's request: %v", err)
 	}
 	// Not even another principal of its own account.
 	mine := e.create(e.agentA, ibTool("a"))
-	if _, err := e.svc.Get(e.ctx, agent, mine.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+	if _, err := e.Service.Get(e.Ctx, agent, mine.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Errorf("the grant reads key a's request: %v", err)
 	}
 	e.get("/approvals/"+mine.ID, e.as(consent.Value)).want(t, "acme's request in the consent's inbox", http.StatusOK)
@@ -684,7 +684,7 @@ func TestOAuthAccounts(t *testing.T) {
 }
 
 func (e *ibEnv) authenticator() *identity.Authenticator {
-	return &identity.Authenticator{Store: e.store}
+	return &identity.Authenticator{Store: e.Store}
 }
 
 // TestOAuthRateLimits: one address cannot register clients or call the
@@ -792,10 +792,10 @@ func TestConsentClientGone(t *testing.T) {
 	if !strings.Contains(r.body, "no longer registered with this server") || !strings.Contains(r.body, "Go back and connect it again.") {
 		t.Errorf("the page says not why:\n%s", r.body)
 	}
-	if grants, err := e.store.Grants(e.ctx, ""); err != nil || len(grants) != 0 {
+	if grants, err := e.Store.Grants(e.Ctx, ""); err != nil || len(grants) != 0 {
 		t.Errorf("grants after the refusal: %v, %v", grants, err)
 	}
-	if strings.Contains(e.logs.String(), "internal error") {
-		t.Errorf("the refusal was logged as an internal error:\n%s", e.logs.String())
+	if strings.Contains(e.Logs.String(), "internal error") {
+		t.Errorf("the refusal was logged as an internal error:\n%s", e.Logs.String())
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/identity"
 	"github.com/countersign/countersign/internal/server"
 )
@@ -21,7 +20,7 @@ import (
 // principal is alice as the service sees her.
 func (s *testServer) principal() countersign.ApproverPrincipal {
 	s.t.Helper()
-	p, err := (&identity.Authenticator{Store: s.store}).Approver(s.ctx, s.alice)
+	p, err := (&identity.Authenticator{Store: s.Store}).Approver(s.Ctx, s.alice)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -36,7 +35,7 @@ func TestHealthz(t *testing.T) {
 		Status string   `json:"status"`
 		Uptime *float64 `json:"uptime_seconds"`
 	}
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &body) != nil || body.Status != "ok" || body.Uptime == nil {
+	if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &body) != nil || body.Status != "ok" || body.Uptime == nil {
 		t.Errorf("healthz: %d %s", resp.status, resp.body)
 	}
 	if ct := resp.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
@@ -47,12 +46,12 @@ func TestHealthz(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
-	s.clock.Advance(30 * time.Second)
+	r := s.create(s.KeyA)
+	s.Clock.Advance(30 * time.Second)
 	s.decide(r.ID, "approve")
-	s.create(s.keyA)
-	s.clock.Advance(11 * time.Minute)
-	if n, err := s.svc.Sweep(s.ctx); n != 2 || err != nil {
+	s.create(s.KeyA)
+	s.Clock.Advance(11 * time.Minute)
+	if n, err := s.Service.Sweep(s.Ctx); n != 2 || err != nil {
 		t.Fatalf("Sweep: %d, %v; want the approved and the pending request expired", n, err)
 	}
 	s.call("GET", "/healthz", "", "")
@@ -61,7 +60,7 @@ func TestMetrics(t *testing.T) {
 	if resp.status != http.StatusOK || !strings.HasPrefix(resp.header.Get("Content-Type"), "text/plain; version=0.0.4") {
 		t.Fatalf("metrics: %d %q", resp.status, resp.header.Get("Content-Type"))
 	}
-	body := string(resp.body)
+	body := resp.body
 	for _, line := range []string{
 		"# TYPE countersign_requests_total counter",
 		`countersign_requests_total{kind="tool",status="pending"} 2`,
@@ -95,7 +94,7 @@ func TestMetrics(t *testing.T) {
 func TestRuntimeAndStoreMetrics(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	s.create(s.keyA)
+	s.create(s.KeyA)
 	body := string(s.call("GET", "/metrics", "", "").body)
 	for _, re := range []string{
 		`(?m)^# TYPE go_goroutines gauge\ngo_goroutines [1-9][0-9]*$`,
@@ -120,11 +119,11 @@ func TestRuntimeAndStoreMetrics(t *testing.T) {
 
 func TestRateLimit(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(c *server.Config, _ *approval.Config) { c.RatePerMinute = 1 })
+	s := newServer(t, func(c *server.Config) { c.RatePerMinute = 1 })
 	s.call("GET", "/api/v1/requests", s.alice, "").request(t, http.StatusOK)
 	before := s.snapshot()
 
-	resp := s.call("POST", "/api/v1/requests", s.keyA, s.toolBody("s1"))
+	resp := s.call("POST", "/api/v1/requests", s.KeyA, s.toolBody("s1"))
 	resp.wantError(t, "second call in the minute", http.StatusTooManyRequests, countersign.ELIMIT)
 	// One call a minute: the next token comes within 60 s (less by the
 	// time the calls took).
@@ -142,7 +141,7 @@ func TestPendingLimitOverAPI(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
 	for range 5 {
-		s.create(s.keyA)
+		s.create(s.KeyA)
 	}
 	before := s.snapshot()
 	resp := s.call("POST", "/api/v1/requests", s.keyB, s.toolBody("s1"))
@@ -155,28 +154,28 @@ func TestPendingLimitOverAPI(t *testing.T) {
 		t.Errorf("Retry-After %q, want 600 (the oldest expires in 10 minutes)", got)
 	}
 	s.unchanged("a limited create", before)
-	s.create(s.keyX)
+	s.create(s.KeyX)
 }
 
 func TestExpiredOverAPI(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	pending := s.create(s.keyA)
-	approved := s.create(s.keyA)
+	pending := s.create(s.KeyA)
+	approved := s.create(s.KeyA)
 	s.decide(approved.ID, "approve")
-	s.clock.Advance(10 * time.Minute)
+	s.Clock.Advance(10 * time.Minute)
 
 	s.call("POST", "/api/v1/requests/"+pending.ID+"/decision", s.alice, `{"decision":"approve"}`).wantError(t, "decide expired", http.StatusConflict, countersign.ECONFLICT)
-	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.keyA, "").wantError(t, "consume expired approval", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.KeyA, "").wantError(t, "consume expired approval", http.StatusConflict, countersign.ECONFLICT)
 	for _, id := range []string{pending.ID, approved.ID} {
-		if got := s.call("GET", "/api/v1/requests/"+id, s.keyA, "").request(t, http.StatusOK); got.Status != "expired" {
+		if got := s.call("GET", "/api/v1/requests/"+id, s.KeyA, "").request(t, http.StatusOK); got.Status != "expired" {
 			t.Errorf("%s: %s, want expired", id, got.Status)
 		}
 	}
 	before := s.snapshot()
 	s.call("POST", "/api/v1/requests/"+pending.ID+"/decision", s.alice, `{"decision":"deny"}`).wantError(t, "decide expired again", http.StatusConflict, countersign.ECONFLICT)
-	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.keyA, "").wantError(t, "consume expired again", http.StatusConflict, countersign.ECONFLICT)
-	s.call("POST", "/api/v1/requests/"+pending.ID+"/cancel", s.keyA, "").wantError(t, "cancel expired", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.KeyA, "").wantError(t, "consume expired again", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+pending.ID+"/cancel", s.KeyA, "").wantError(t, "cancel expired", http.StatusConflict, countersign.ECONFLICT)
 	s.unchanged("calls on expired requests", before)
 }
 
@@ -185,12 +184,12 @@ func TestExpiredOverAPI(t *testing.T) {
 func TestInternalError(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	r := s.create(s.keyA)
-	s.store.Close()
+	r := s.create(s.KeyA)
+	s.Store.Close()
 
 	for _, c := range []struct{ method, path, cred, body string }{
-		{"GET", "/api/v1/requests/" + r.ID, s.keyA, ""},
-		{"POST", "/api/v1/requests", s.keyA, s.toolBody("s1")},
+		{"GET", "/api/v1/requests/" + r.ID, s.KeyA, ""},
+		{"POST", "/api/v1/requests", s.KeyA, s.toolBody("s1")},
 		{"GET", "/api/v1/requests", s.alice, ""},
 	} {
 		resp := s.call(c.method, c.path, c.cred, c.body)
@@ -201,11 +200,11 @@ func TestInternalError(t *testing.T) {
 			continue
 		}
 		for _, leak := range []string{"sql", "database", "closed", "sqlite"} {
-			if strings.Contains(strings.ToLower(string(resp.body)), leak) {
+			if strings.Contains(strings.ToLower(resp.body), leak) {
 				t.Errorf("%s %s: answer shows %q: %s", c.method, c.path, leak, resp.body)
 			}
 		}
-		if logs := s.logs.String(); !strings.Contains(logs, "error_id="+m[1]) || !strings.Contains(logs, "closed") {
+		if logs := s.Logs.String(); !strings.Contains(logs, "error_id="+m[1]) || !strings.Contains(logs, "closed") {
 			t.Errorf("the log lacks error %s with its cause:\n%s", m[1], logs)
 		}
 	}
@@ -227,11 +226,11 @@ func TestPageClientGone(t *testing.T) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", "https://approve.example.com")
 	rec := httptest.NewRecorder()
-	s.srv.Handler().ServeHTTP(rec, req)
+	s.Server.Server.Handler().ServeHTTP(rec, req)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("sign-in of a browser gone: %d, want 503\n%s", rec.Code, rec.Body)
 	}
-	if logs := s.logs.String(); strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "client gone") {
+	if logs := s.Logs.String(); strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "client gone") {
 		t.Errorf("the log of a browser gone:\n%s", logs)
 	}
 }

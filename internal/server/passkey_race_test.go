@@ -18,11 +18,11 @@ import (
 // ends a grant, not about signing in.
 func (e *ibEnv) session(username string) ibSession {
 	e.t.Helper()
-	ap, err := e.store.ApproverByUsername(e.ctx, username)
+	ap, err := e.Store.ApproverByUsername(e.Ctx, username)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	id, _, err := (&identity.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
+	id, _, err := (&identity.Sessions{Store: e.Store, Clock: countersign.SystemClock{}}).Open(e.Ctx, ap, "127.0.0.1", "test")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -36,7 +36,7 @@ func (e *ibEnv) session(username string) ibSession {
 func TestLastPasskeyRace(t *testing.T) {
 	t.Parallel()
 	e := pkSetup(t)
-	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
+	if _, err := e.Store.SetPassword(e.Ctx, e.Alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	s := e.session("alice")
@@ -44,15 +44,15 @@ func TestLastPasskeyRace(t *testing.T) {
 	for round := range 12 {
 		var ids []string
 		for i := range 2 {
-			pk := &countersign.Passkey{ID: countersign.NewID("pk_"), ApproverID: e.alice.ID, CredentialID: []byte(countersign.NewID("cred_")),
+			pk := &countersign.Passkey{ID: countersign.NewID("pk_"), ApproverID: e.Alice.ID, CredentialID: []byte(countersign.NewID("cred_")),
 				PublicKey: []byte{1}, Name: fmt.Sprintf("key %d.%d", round, i), CreatedAt: time.Now()}
-			if err := e.store.CreatePasskey(e.ctx, pk); err != nil {
+			if err := e.Store.CreatePasskey(e.Ctx, pk); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, pk.ID)
 		}
 		statuses := e.raceRemovals(id, csrf, ids, 12)
-		list, err := e.store.Passkeys(e.ctx, e.alice.ID)
+		list, err := e.Store.Passkeys(e.Ctx, e.Alice.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +69,7 @@ func TestLastPasskeyRace(t *testing.T) {
 			t.Errorf("round %d: removing the last passkey: %d\n%s", round, r.status, r.body)
 		}
 		// The operator may remove it: the next round starts from none.
-		if err := e.store.RemovePasskey(e.ctx, e.alice.ID, list[0].ID, false); err != nil {
+		if err := e.Store.RemovePasskey(e.Ctx, e.Alice.ID, list[0].ID, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -59,11 +59,11 @@ func TestStepUpRefusesScripts(t *testing.T) {
 	e.wantStatus("after a made-up assertion", req.ID, countersign.StatusPending)
 
 	// An approver token (the terminal client) cannot approve it either.
-	_, token, err := e.admin.CreateApproverToken(e.ctx, "alice", "acme", "cli")
+	_, token, err := e.Admin.CreateApproverToken(e.Ctx, "alice", "acme", "cli")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.New(e.base, token).Decide(e.ctx, req.ID, client.Decision{Decision: "approve"})
+	_, err = client.New(e.URL, token).Decide(e.Ctx, req.ID, client.Decision{Decision: "approve"})
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusForbidden || !strings.Contains(apiErr.Message, "needs a passkey") {
 		t.Fatalf("approve by approver token: %v, want 403 saying a passkey is needed", err)
@@ -92,7 +92,7 @@ func TestPasskeyRoutesRefuse(t *testing.T) {
 	e := pkSetup(t)
 	s := e.signIn("alice")
 	req := e.create(e.agentA, pkCommit("/srv/b"))
-	for what, r := range map[string]ibResp{
+	for what, r := range map[string]response{
 		"register begin without a session": e.post("/passkeys/register/begin", url.Values{"name": {"x"}}),
 		"step-up begin without a session":  e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}}),
 		"register begin without CSRF":      e.post("/passkeys/register/begin", url.Values{"name": {"x"}}, e.as(s.id)),
@@ -123,7 +123,7 @@ func TestPasskeyRoutesRefuse(t *testing.T) {
 func TestPasskeyOnlySignIn(t *testing.T) {
 	t.Parallel()
 	e := pkSetup(t)
-	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
+	if _, err := e.Store.SetPassword(e.Ctx, e.Alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	wrong := e.post("/signin", url.Values{"username": {"bob"}, "password": {"not it"}}, ibFrom(e.nextAddr()))
@@ -192,14 +192,14 @@ func TestPasskeyRegistrationNeedsPassword(t *testing.T) {
 		t.Errorf("the passkeys page asks for no password")
 	}
 
-	if _, err := e.store.SetPassword(e.ctx, e.alice.ID, "", false, time.Now()); err != nil {
+	if _, err := e.Store.SetPassword(e.Ctx, e.Alice.ID, "", false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	ap, err := e.store.ApproverByID(e.ctx, e.alice.ID)
+	ap, err := e.Store.ApproverByID(e.Ctx, e.Alice.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := (&identity.Sessions{Store: e.store, Clock: countersign.SystemClock{}}).Open(e.ctx, ap, "127.0.0.1", "test")
+	id, _, err := (&identity.Sessions{Store: e.Store, Clock: countersign.SystemClock{}}).Open(e.Ctx, ap, "127.0.0.1", "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,12 +17,12 @@ import (
 func TestViewerSeesAndDecidesNothing(t *testing.T) {
 	t.Parallel()
 	e := ibSetup(t)
-	e.world.Approver("vic", "acme")
-	if err := e.admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+	e.World.Approver("vic", "acme")
+	if err := e.Admin.SetRole(e.Ctx, "acme", "vic", countersign.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
-	e.world.Approver("apu", "acme")
-	if err := e.admin.SetRole(e.ctx, "acme", "apu", countersign.RoleApprover); err != nil {
+	e.World.Approver("apu", "acme")
+	if err := e.Admin.SetRole(e.Ctx, "acme", "apu", countersign.RoleApprover); err != nil {
 		t.Fatal(err)
 	}
 	r := e.create(e.agentA, ibTool("s1"))
@@ -42,23 +42,23 @@ func TestViewerSeesAndDecidesNothing(t *testing.T) {
 			t.Errorf("a viewer's %s from the browser: status %d, want 403 saying why:\n%s", d, got.status, got.body)
 		}
 	}
-	viewer := client.New(e.base, e.world.Token("vic", "acme"))
-	if list, err := viewer.List(e.ctx, "pending", 10); err != nil || len(list) != 1 {
+	viewer := client.New(e.URL, e.World.Token("vic", "acme"))
+	if list, err := viewer.List(e.Ctx, "pending", 10); err != nil || len(list) != 1 {
 		t.Errorf("a viewer's token lists %d pending requests (%v), want 1", len(list), err)
 	}
-	_, err := viewer.Decide(e.ctx, r.ID, client.Decision{Decision: "approve"})
+	_, err := viewer.Decide(e.Ctx, r.ID, client.Decision{Decision: "approve"})
 	if err == nil || !strings.Contains(errText(err), "viewer") {
 		t.Errorf("a viewer's token approving: %v, want forbidden", err)
 	}
 	e.wantStatus("after a viewer's decisions", r.ID, countersign.StatusPending)
 
-	apu := client.New(e.base, e.world.Token("apu", "acme"))
-	if got, err := apu.Decide(e.ctx, r.ID, client.Decision{Decision: "approve"}); err != nil || got.Status != "approved" {
+	apu := client.New(e.URL, e.World.Token("apu", "acme"))
+	if got, err := apu.Decide(e.Ctx, r.ID, client.Decision{Decision: "approve"}); err != nil || got.Status != "approved" {
 		t.Fatalf("an approver approving: %v, %v", got, err)
 	}
 	// A viewer made approver decides at once, with the same session.
 	r2 := e.create(e.agentA, ibTool("s1"))
-	if err := e.admin.SetRole(e.ctx, "acme", "vic", countersign.RoleApprover); err != nil {
+	if err := e.Admin.SetRole(e.Ctx, "acme", "vic", countersign.RoleApprover); err != nil {
 		t.Fatal(err)
 	}
 	e.decide(vic, r2.ID, url.Values{"decision": {"deny"}}).want(t, "a former viewer's deny", http.StatusSeeOther)

@@ -14,10 +14,10 @@ import (
 func TestOtherKeysSeeNothing(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	pending := s.create(s.keyA)
-	approved := s.create(s.keyA)
+	pending := s.create(s.KeyA)
+	approved := s.create(s.KeyA)
 	s.decide(approved.ID, "approve")
-	unknown := s.call("GET", "/api/v1/requests/req_doesnotexist", s.keyA, "").wantError(t, "unknown id", http.StatusNotFound, countersign.ENOTFOUND)
+	unknown := s.call("GET", "/api/v1/requests/req_doesnotexist", s.KeyA, "").wantError(t, "unknown id", http.StatusNotFound, countersign.ENOTFOUND)
 	before := s.snapshot()
 
 	routes := []struct{ method, path, body string }{
@@ -28,7 +28,7 @@ func TestOtherKeysSeeNothing(t *testing.T) {
 		{"POST", "/api/v1/requests/" + pending.ID + "/cancel", ""},
 		{"POST", "/api/v1/requests/" + pending.ID + "/cancel", "{}"},
 	}
-	for _, key := range []struct{ name, cred string }{{"key B", s.keyB}, {"other account's key", s.keyX}} {
+	for _, key := range []struct{ name, cred string }{{"key B", s.keyB}, {"other account's key", s.KeyX}} {
 		for _, rt := range routes {
 			what := key.name + ": " + rt.method + " " + rt.path
 			msg := s.call(rt.method, rt.path, key.cred, rt.body).wantError(t, what, http.StatusNotFound, countersign.ENOTFOUND)
@@ -46,6 +46,6 @@ func TestOtherKeysSeeNothing(t *testing.T) {
 	s.unchanged("calls by other keys and accounts", before)
 
 	// The owner still can.
-	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.keyA, "").request(t, http.StatusOK)
-	s.call("POST", "/api/v1/requests/"+pending.ID+"/cancel", s.keyA, "").request(t, http.StatusOK)
+	s.call("POST", "/api/v1/requests/"+approved.ID+"/consume", s.KeyA, "").request(t, http.StatusOK)
+	s.call("POST", "/api/v1/requests/"+pending.ID+"/cancel", s.KeyA, "").request(t, http.StatusOK)
 }

@@ -21,12 +21,12 @@ func TestSeedClaudeEvents(t *testing.T) {
 	if out["success"] != true || out["event_id"] != "evt_1" {
 		t.Errorf("create: %v", out)
 	}
-	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
+	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.Clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d", got, want)
 	}
 	// No one-time link goes back to the key's holder, as none does in the
 	// seed's answer; the inbox page is where an approver decides.
-	if want := e.url + "/approvals/" + e.stored("claude:evt_1").ID; out["inbox_url"] != want {
+	if want := e.URL + "/approvals/" + e.stored("claude:evt_1").ID; out["inbox_url"] != want {
 		t.Errorf("inbox_url %v, want %s", out["inbox_url"], want)
 	}
 	for k, v := range out {
@@ -180,7 +180,7 @@ func TestSeedClaudeEvents(t *testing.T) {
 		e.createEvent("evt_6b", "s-3", "Bash")
 
 		// After the clamped minute the window is closed; the hour is not.
-		e.clock.Advance(time.Minute + time.Second)
+		e.Clock.Advance(time.Minute + time.Second)
 		e.createEvent("evt_8", "s-3", "WebFetch")
 		sdDecode(t, "in the hour window", e.signed("/api/claude-events", e.eventPayload("evt_9", "s-4", "WebFetch", "x")), http.StatusOK)
 	})

@@ -31,7 +31,7 @@ func TestSeedDeleteCreate(t *testing.T) {
 	// No one-time link goes back to the key's holder: approval_url is the
 	// request's inbox page, where only a signed-in approver decides.
 	r := e.stored("delete:" + id)
-	if got, want := out["approval_url"], e.url+"/approvals/"+r.ID; got != want || out["inbox_url"] != want {
+	if got, want := out["approval_url"], e.URL+"/approvals/"+r.ID; got != want || out["inbox_url"] != want {
 		t.Errorf("approval_url %v and inbox_url %v, want both %s", got, out["inbox_url"], want)
 	}
 	for k, v := range out {
@@ -39,7 +39,7 @@ func TestSeedDeleteCreate(t *testing.T) {
 			t.Errorf("the answer carries a link: %s = %v", k, v)
 		}
 	}
-	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
+	if got, want := sdUnix(t, "expires_at", out["expires_at"]), e.Clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d (ten minutes ahead)", got, want)
 	}
 	if !bytes.Equal(r.Seed, body) || r.KeyID != e.seedKeyID || r.Status != countersign.StatusPending ||
@@ -58,7 +58,7 @@ func TestSeedDeleteCreate(t *testing.T) {
 		if out["success"] != true || out["request_id"] != id {
 			t.Errorf("again: %v", out)
 		}
-		if out["approval_url"] != e.url+"/approvals/"+r.ID {
+		if out["approval_url"] != e.URL+"/approvals/"+r.ID {
 			t.Errorf("again: approval_url %v", out["approval_url"])
 		}
 		e.unchanged("the same body again", before)
@@ -101,7 +101,7 @@ func TestSeedDeleteCreate(t *testing.T) {
 		} {
 			sdWantError(t, c.name, e.post("/api/delete-requests", c.header, c.body, c.sig), http.StatusUnauthorized, countersign.EUNAUTHORIZED)
 		}
-		if _, err := e.store.RequestBySeedID(e.ctx, "delete:"+id2); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		if _, err := e.Store.RequestBySeedID(e.Ctx, "delete:"+id2); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 			t.Errorf("a refused request was stored: %v", err)
 		}
 		e.unchanged("unauthorized requests", before)
@@ -187,7 +187,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 			if !strings.Contains(page, `<form method="post" action="/api/delete-requests/deny/`+id+"/"+denyTok+`"`) {
 				t.Errorf("deny page lacks its form:\n%s", page)
 			}
-			req, _ := http.NewRequestWithContext(e.ctx, http.MethodHead, approveURL, nil)
+			req, _ := http.NewRequestWithContext(e.Ctx, http.MethodHead, approveURL, nil)
 			if r := e.do(req); r.status != http.StatusOK {
 				t.Errorf("HEAD approval_url: %d", r.status)
 			}
@@ -211,7 +211,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 			}
 		}
 		for _, method := range []string{http.MethodGet, http.MethodPost} {
-			req, err := http.NewRequestWithContext(e.ctx, method, approveURL, nil)
+			req, err := http.NewRequestWithContext(e.Ctx, method, approveURL, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +225,7 @@ func TestSeedDeleteLinks(t *testing.T) {
 
 	t.Run("not found alike", func(t *testing.T) {
 		e := e.with(t)
-		base := e.url + "/api/delete-requests/"
+		base := e.URL + "/api/delete-requests/"
 		var first []byte
 		for name, u := range map[string]string{
 			"another request's token":     base + "approve/" + id + "/" + otherTok,
@@ -236,12 +236,12 @@ func TestSeedDeleteLinks(t *testing.T) {
 			"the deny token on approve":   base + "approve/" + id + "/" + denyTok,
 			"an unknown id":               base + "approve/del_nope/" + approveTok,
 			"the token under another id":  base + "approve/del_1700000000_2/" + approveTok,
-			"the Claude route":            e.url + "/api/claude-events/approve/" + id + "/" + approveTok,
-			"the Claude respond route":    e.url + "/api/claude-events/respond/" + id + "/" + approveTok,
-			"the auto-approve route":      e.url + "/api/claude-events/auto-approve/" + id + "/" + approveTok + "/5",
+			"the Claude route":            e.URL + "/api/claude-events/approve/" + id + "/" + approveTok,
+			"the Claude respond route":    e.URL + "/api/claude-events/respond/" + id + "/" + approveTok,
+			"the auto-approve route":      e.URL + "/api/claude-events/auto-approve/" + id + "/" + approveTok + "/5",
 			"a non-hex token of 64 chars": base + "approve/" + id + "/" + strings.Repeat("z", 64),
 		} {
-			for _, r := range []sdResp{e.get(u, ""), e.press(u, nil)} {
+			for _, r := range []response{e.get(u, ""), e.press(u, nil)} {
 				page := sdPage(t, name, r, http.StatusNotFound)
 				if first == nil {
 					first = []byte(page)
@@ -295,7 +295,7 @@ func TestSeedDeleteLinkExpired(t *testing.T) {
 	e.createDelete("del_old_2", "rm -rf /srv/b")
 	approveURL, denyURL := e.link("delete-requests", approval.LinkApprove, "del_old_1", ""), e.link("delete-requests", approval.LinkDeny, "del_old_1", "")
 
-	e.clock.Advance(10*time.Minute + time.Second)
+	e.Clock.Advance(10*time.Minute + time.Second)
 
 	sdPage(t, "POST approval_url after expiry", e.press(approveURL, nil), http.StatusConflict)
 	e.wantStatus("delete-requests", "del_old_1", map[string]any{"status": "expired", "approved_by": nil})
@@ -325,7 +325,7 @@ func TestSeedDeleteList(t *testing.T) {
 	}
 	seedFields := []string{"id", "command", "risk_reasons", "affected_paths", "file_count", "user", "hostname", "cwd",
 		"status", "created_at", "expires_at", "approved_by", "approved_at"}
-	now := e.clock.Now().Unix()
+	now := e.Clock.Now().Unix()
 	for _, it := range all {
 		for _, f := range seedFields {
 			if _, ok := it[f]; !ok {

@@ -15,12 +15,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"reflect"
 	"regexp"
 	"sort"
@@ -31,11 +27,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
-	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
-	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // sdMaxBody is the server's bound on a body (64 KiB).
@@ -44,15 +36,13 @@ const sdMaxBody = 64 << 10
 // sdHex64 is a link token: 32 random bytes in lowercase hex.
 var sdHex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// sdEnv is testserver's server with the helpers of the seed's routes:
+// the account ops with a designated key, and elsewhere.
 type sdEnv struct {
-	t      *testing.T
-	ctx    context.Context
-	url    string // the public URL, which is the test server's
-	store  *sqlite.DB
-	clock  *testutil.Clock
-	admin  *identity.Admin
-	acct   *countersign.Account
-	client *http.Client
+	*testserver.Server // its URL is the public URL
+	t                  *testing.T
+	acct               *countersign.Account
+	client             *http.Client
 
 	seed      string // secret of the designated key of "ops"
 	seedKeyID string
@@ -84,105 +74,44 @@ func (c *sdChannel) FollowUp(context.Context, *countersign.Request) ([]countersi
 	return nil, nil
 }
 
-type sdResp struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
 func sdNew(t *testing.T) *sdEnv {
 	t.Helper()
 	return sdNewWith(t, approval.StepUpPolicy{})
 }
 
-// sdNewWith is sdNew under a step-up policy.
+// sdNewWith is sdNew under a step-up policy. Its clock starts at the wall
+// clock's time, which the server's sessions run on.
 func sdNewWith(t *testing.T, stepUp approval.StepUpPolicy) *sdEnv {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "seed.db"))
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() { store.Close() })
-	clock := testutil.NewClock(time.Now().UTC().Truncate(time.Second))
-	e := &sdEnv{t: t, ctx: ctx, store: store, clock: clock, admin: &identity.Admin{Store: store, Clock: clock}}
+	channel := &sdChannel{links: map[string]map[string]string{}}
+	s := testserver.New(t, testserver.At(time.Now().UTC().Truncate(time.Second)),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) {
+			c.MaxPending, c.Notifier, c.StepUp = 1000, channel, stepUp
+		}))
+	ctx, clock := s.Ctx, s.Clock
+	e := &sdEnv{Server: s, t: t, channel: channel}
 	e.client = &http.Client{
 		Timeout:       30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	if e.acct, err = e.admin.CreateAccount(ctx, "ops"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err = e.admin.CreateAccount(ctx, "elsewhere"); err != nil {
-		t.Fatal(err)
-	}
-	k, secret, err := e.admin.CreateSeedKey(ctx, "ops", "saferm")
+	e.acct = s.Account("ops")
+	s.Account("elsewhere")
+	k, secret, err := e.Admin.CreateSeedKey(ctx, "ops", "saferm")
 	if err != nil {
 		t.Fatalf("CreateSeedKey: %v", err)
 	}
 	e.seed, e.seedKeyID = secret, k.ID
-	if _, e.plain, err = e.admin.CreateAgentKey(ctx, "ops", "plain"); err != nil {
-		t.Fatalf("CreateAgentKey: %v", err)
-	}
-	if _, e.oldSeed, err = e.admin.CreateSeedKey(ctx, "ops", "old"); err != nil {
+	e.plain = s.Key("ops", "plain")
+	if _, e.oldSeed, err = e.Admin.CreateSeedKey(ctx, "ops", "old"); err != nil {
 		t.Fatalf("CreateSeedKey: %v", err)
 	}
-	if err := store.RevokeAgentKey(ctx, e.acct.ID, "old", clock.Now()); err != nil {
+	if err := e.Store.RevokeAgentKey(ctx, e.acct.ID, "old", clock.Now()); err != nil {
 		t.Fatalf("revoke: %v", err)
 	}
-	e.approver = e.newApprover("ops", "carol")
-	e.stranger = e.newApprover("elsewhere", "dave")
-
-	logs := &testutil.LogBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server log:\n%s", logs.String())
-		}
-	})
-	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	reg := metrics.NewRegistry()
-	hub := approval.NewHub()
-	e.channel = &sdChannel{links: map[string]map[string]string{}}
-	svc := approval.New(store, clock, hub, approval.Config{MaxPending: 1000, Notifier: e.channel, StepUp: stepUp}, log, approval.NewMetrics(reg, hub))
-
-	ts := httptest.NewUnstartedServer(nil)
-	pub, err := url.Parse("http://" + ts.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Its own argon2id slots: a parallel test's checks do not make this
-	// one's sign-ins wait past SignInWait.
-	srv, err := server.New(server.Config{PublicURL: pub, PasswordSlots: identity.NewHashSlots(2)}, svc, &identity.Authenticator{Store: store}, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.Config.Handler = srv.Handler()
-	ts.Start()
-	t.Cleanup(ts.Close)
-	if ts.URL != pub.String() {
-		t.Fatalf("test server at %s, public URL %s", ts.URL, pub)
-	}
-	e.url = ts.URL
+	s.Approver("carol", "ops")
+	s.Approver("dave", "elsewhere")
+	e.approver, e.stranger = s.Token("carol", "ops"), s.Token("dave", "elsewhere")
 	return e
-}
-
-// newApprover adds an approver to the account and returns an API token of
-// it. The row is written directly, with a hash nobody signs in with, so
-// that no slow password hashing runs under the race detector.
-func (e *sdEnv) newApprover(account, username string) string {
-	e.t.Helper()
-	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: "$argon2id$v=19$m=64,t=1,p=1$c2Q$c2Q", CreatedAt: e.clock.Now()}
-	if err := e.store.CreateApprover(e.ctx, ap); err != nil {
-		e.t.Fatalf("create approver: %v", err)
-	}
-	if _, err := e.admin.CreateApprover(e.ctx, account, username, "", countersign.RoleAdmin); err != nil {
-		e.t.Fatalf("add approver: %v", err)
-	}
-	_, tok, err := e.admin.CreateApproverToken(e.ctx, username, account, "sd")
-	if err != nil {
-		e.t.Fatalf("create approver token: %v", err)
-	}
-	return tok
 }
 
 // with returns the environment reporting to t, for a subtest, so that a
@@ -193,28 +122,23 @@ func (e *sdEnv) with(t *testing.T) *sdEnv {
 	return &c
 }
 
-func (e *sdEnv) do(req *http.Request) sdResp {
+func (e *sdEnv) do(req *http.Request) response {
 	e.t.Helper()
 	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", req.Method, req.URL.Path, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatalf("%s %s: read: %v", req.Method, req.URL.Path, err)
-	}
-	return sdResp{resp.StatusCode, resp.Header, body}
+	return readResponse(e.t, resp)
 }
 
 // get fetches a path or a full URL, with a bearer credential when one is
 // given.
-func (e *sdEnv) get(target, bearer string) sdResp {
+func (e *sdEnv) get(target, bearer string) response {
 	e.t.Helper()
 	if strings.HasPrefix(target, "/") {
-		target = e.url + target
+		target = e.URL + target
 	}
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodGet, target, nil)
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodGet, target, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -226,9 +150,9 @@ func (e *sdEnv) get(target, bearer string) sdResp {
 
 // post sends a body as the seed's clients do, with the signature in header
 // (no header when sig is empty).
-func (e *sdEnv) post(path, header string, body []byte, sig string) sdResp {
+func (e *sdEnv) post(path, header string, body []byte, sig string) response {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.url+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.URL+path, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -240,7 +164,7 @@ func (e *sdEnv) post(path, header string, body []byte, sig string) sdResp {
 }
 
 // signed posts the payload serialised and signed with the designated key.
-func (e *sdEnv) signed(path string, payload map[string]any) sdResp {
+func (e *sdEnv) signed(path string, payload map[string]any) response {
 	e.t.Helper()
 	header := "X-SafeRM-Signature"
 	if strings.HasPrefix(path, "/api/claude-events") {
@@ -251,9 +175,9 @@ func (e *sdEnv) signed(path string, payload map[string]any) sdResp {
 }
 
 // form posts a form to a link URL with the headers, as a browser would.
-func (e *sdEnv) form(target string, headers map[string]string, values url.Values) sdResp {
+func (e *sdEnv) form(target string, headers map[string]string, values url.Values) response {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, target, strings.NewReader(values.Encode()))
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, target, strings.NewReader(values.Encode()))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -265,9 +189,9 @@ func (e *sdEnv) form(target string, headers map[string]string, values url.Values
 }
 
 // press posts a link's form from the public origin.
-func (e *sdEnv) press(target string, values url.Values) sdResp {
+func (e *sdEnv) press(target string, values url.Values) response {
 	e.t.Helper()
-	return e.form(target, map[string]string{"Origin": e.url}, values)
+	return e.form(target, map[string]string{"Origin": e.URL}, values)
 }
 
 func (e *sdEnv) deletePayload(id, command string) map[string]any {
@@ -324,11 +248,11 @@ func (e *sdEnv) wantStatus(route, id string, want map[string]any) {
 // stored returns the request behind a seed id from the store.
 func (e *sdEnv) stored(seedID string) *countersign.Request {
 	e.t.Helper()
-	r, err := e.store.RequestBySeedID(e.ctx, seedID)
+	r, err := e.Store.RequestBySeedID(e.Ctx, seedID)
 	if err != nil {
 		e.t.Fatalf("RequestBySeedID(%s): %v", seedID, err)
 	}
-	r, err = e.store.Request(e.ctx, r.ID)
+	r, err = e.Store.Request(e.Ctx, r.ID)
 	if err != nil {
 		e.t.Fatalf("Request: %v", err)
 	}
@@ -341,17 +265,17 @@ func (e *sdEnv) stored(seedID string) *countersign.Request {
 func (e *sdEnv) snapshot() string {
 	e.t.Helper()
 	var b strings.Builder
-	entries, err := e.store.AuditLog(e.ctx, 0, 100000)
+	entries, err := e.Store.AuditLog(e.Ctx, 0, 100000)
 	if err != nil {
 		e.t.Fatalf("AuditLog: %v", err)
 	}
 	fmt.Fprintf(&b, "audit entries: %d\n", len(entries))
-	accounts, err := e.store.Accounts(e.ctx)
+	accounts, err := e.Store.Accounts(e.Ctx)
 	if err != nil {
 		e.t.Fatalf("Accounts: %v", err)
 	}
 	for _, acc := range accounts {
-		list, err := e.store.Requests(e.ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 1000})
+		list, err := e.Store.Requests(e.Ctx, countersign.RequestFilter{AccountID: acc.ID, Limit: 1000})
 		if err != nil {
 			e.t.Fatalf("Requests: %v", err)
 		}
@@ -371,7 +295,7 @@ func (e *sdEnv) unchanged(what, before string) {
 
 // sdDecode checks a JSON answer's status and content type and decodes it,
 // numbers as json.Number.
-func sdDecode(t *testing.T, what string, r sdResp, status int) map[string]any {
+func sdDecode(t *testing.T, what string, r response, status int) map[string]any {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
@@ -379,7 +303,7 @@ func sdDecode(t *testing.T, what string, r sdResp, status int) map[string]any {
 	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Errorf("%s: Content-Type %q", what, ct)
 	}
-	dec := json.NewDecoder(bytes.NewReader(r.body))
+	dec := json.NewDecoder(strings.NewReader(r.body))
 	dec.UseNumber()
 	var out map[string]any
 	if err := dec.Decode(&out); err != nil {
@@ -389,7 +313,7 @@ func sdDecode(t *testing.T, what string, r sdResp, status int) map[string]any {
 }
 
 // sdWantError checks a JSON error answer: status and code.
-func sdWantError(t *testing.T, what string, r sdResp, status int, code string) {
+func sdWantError(t *testing.T, what string, r response, status int, code string) {
 	t.Helper()
 	var e struct {
 		Error struct {
@@ -397,9 +321,9 @@ func sdWantError(t *testing.T, what string, r sdResp, status int, code string) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	err := json.Unmarshal(r.body, &e)
+	err := json.Unmarshal([]byte(r.body), &e)
 	if r.status != status || err != nil || e.Error.Code != code || e.Error.Message == "" {
-		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, bytes.TrimSpace(r.body), status, code)
+		t.Errorf("%s: %d %s, want %d with code %q", what, r.status, strings.TrimSpace(r.body), status, code)
 	}
 	if ct := r.header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
 		t.Errorf("%s: Content-Type %q", what, ct)
@@ -407,7 +331,7 @@ func sdWantError(t *testing.T, what string, r sdResp, status int, code string) {
 }
 
 // sdPage checks an HTML answer's status and headers and returns its body.
-func sdPage(t *testing.T, what string, r sdResp, status int) string {
+func sdPage(t *testing.T, what string, r response, status int) string {
 	t.Helper()
 	if r.status != status {
 		t.Errorf("%s: status %d, want %d; body %s", what, r.status, status, r.body)
@@ -430,7 +354,7 @@ func sdPage(t *testing.T, what string, r sdResp, status int) string {
 	if !strings.Contains(r.header.Get("Content-Security-Policy"), "default-src 'none'") {
 		t.Errorf("%s: Content-Security-Policy %q", what, r.header.Get("Content-Security-Policy"))
 	}
-	return string(r.body)
+	return r.body
 }
 
 // sdUnix checks that v is a whole number of seconds and returns it.
@@ -460,7 +384,7 @@ func (e *sdEnv) link(route, action, id string, minutes string) string {
 	if tok == "" {
 		e.t.Fatalf("no %s link was sent for %s", action, id)
 	}
-	u := e.url + "/api/" + route + "/" + strings.ReplaceAll(action, "_", "-") + "/" + id + "/" + tok
+	u := e.URL + "/api/" + route + "/" + strings.ReplaceAll(action, "_", "-") + "/" + id + "/" + tok
 	if minutes != "" {
 		u += "/" + minutes
 	}

@@ -206,7 +206,7 @@ func TestSeedPythonClient(t *testing.T) {
 	python := sdPython(t)
 	e := sdNew(t)
 	const deleteID, eventID = "del_1700000000_4242", "evt_py_1"
-	raw := sdRunPython(t, python, nil, e.url, e.seed, deleteID, eventID)
+	raw := sdRunPython(t, python, nil, e.URL, e.seed, deleteID, eventID)
 
 	type call struct {
 		Body      string         `json:"body"`
@@ -263,10 +263,10 @@ func TestSeedPythonClient(t *testing.T) {
 	if a["success"] != true || a["request_id"] != deleteID {
 		t.Errorf("delete answer: %v", a)
 	}
-	if want := e.url + "/approvals/" + e.stored("delete:"+deleteID).ID; a["approval_url"] != want || a["deny_url"] != nil {
+	if want := e.URL + "/approvals/" + e.stored("delete:"+deleteID).ID; a["approval_url"] != want || a["deny_url"] != nil {
 		t.Errorf("delete answer: approval_url %v, deny_url %v; want the inbox page %s and no link", a["approval_url"], a["deny_url"], want)
 	}
-	if got, want := sdUnix(t, "expires_at", a["expires_at"]), e.clock.Now().Add(10*time.Minute).Unix(); got != want {
+	if got, want := sdUnix(t, "expires_at", a["expires_at"]), e.Clock.Now().Add(10*time.Minute).Unix(); got != want {
 		t.Errorf("expires_at %d, want %d", got, want)
 	}
 	if out.DeleteStatus.Status != http.StatusOK || !reflect.DeepEqual(out.DeleteStatus.Answer, map[string]any{"status": "pending", "approved_by": nil}) {

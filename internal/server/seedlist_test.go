@@ -19,20 +19,20 @@ func TestSeedListsBehindNewerRequests(t *testing.T) {
 	e.createDelete("del_old", "rm -rf /srv/old")
 	e.createEvent("evt_old", "s-1", "Bash")
 
-	key, err := e.store.AgentKeyByHash(e.ctx, countersign.HashSecret(e.plain))
+	key, err := e.Store.AgentKeyByHash(e.Ctx, countersign.HashSecret(e.plain))
 	if err != nil {
 		t.Fatal(err)
 	}
 	kinds := []countersign.Kind{countersign.KindRm, countersign.KindTool, countersign.KindMCP}
 	for i := range 501 {
-		at := e.clock.Now().Add(time.Duration(i+1) * time.Millisecond)
+		at := e.Clock.Now().Add(time.Duration(i+1) * time.Millisecond)
 		args := fmt.Sprintf(`{"i":%d}`, i)
 		r := &countersign.Request{
 			AccountID: key.AccountID, KeyID: key.ID, KeyName: key.Name, Reference: countersign.NewReference(),
 			Kind: kinds[i%3], Action: "rm -rf /srv/new", Arguments: []byte(args), ArgsHash: args, Preview: args, PreviewHash: args,
 			Status: countersign.StatusPending, CreatedAt: at, ExpiresAt: at.Add(10 * time.Minute),
 		}
-		if _, _, err := e.store.CreateRequest(e.ctx, r, 0, at, countersign.AuditEvent{Event: "created", Actor: "key:" + key.ID}); err != nil {
+		if _, _, err := e.Store.CreateRequest(e.Ctx, r, 0, at, countersign.AuditEvent{Event: "created", Actor: "key:" + key.ID}); err != nil {
 			t.Fatalf("CreateRequest %d: %v", i, err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestSigninNamesConnection(t *testing.T) {
 		return e.get("/signin?next="+url.QueryEscape("/oauth/authorize?"+q.Encode())).want(t, "sign-in", http.StatusOK).body
 	}
 	page := signin(q)
-	want := `<b class="declared">Claude</b> asks to connect to <b>` + e.public.Host + `</b> as an agent of your account, and then to return you to <b>claude.ai</b>`
+	want := `<b class="declared">Claude</b> asks to connect to <b>` + e.Public.Host + `</b> as an agent of your account, and then to return you to <b>claude.ai</b>`
 	if !strings.Contains(page, want) {
 		t.Errorf("the sign-in page lacks %q:\n%s", want, page)
 	}
@@ -47,7 +47,7 @@ func TestGrantCards(t *testing.T) {
 	alice := e.signIn("alice")
 	e.consent(alice, e.authzQuery(c))
 	alice = e.signIn("alice")
-	grants, _ := e.store.Grants(e.ctx, e.acme.ID)
+	grants, _ := e.Store.Grants(e.Ctx, e.Acme.ID)
 	if len(grants) != 1 {
 		t.Fatalf("%d grants", len(grants))
 	}

@@ -31,7 +31,7 @@ func siForm(username, password string) url.Values {
 }
 
 // deviceCookie returns the device cookie an answer set, or fails.
-func (e *ibEnv) deviceCookie(r ibResp) ibMod {
+func (e *ibEnv) deviceCookie(r response) ibMod {
 	e.t.Helper()
 	for _, c := range r.cookie {
 		if c.Name == "countersign_device" && c.Value != "" {
@@ -44,7 +44,7 @@ func (e *ibEnv) deviceCookie(r ibResp) ibMod {
 
 // wantLimited checks a 429 page: Retry-After in whole seconds as wanted,
 // the reason, and no session.
-func (e *ibEnv) wantLimited(r ibResp, what string, retryAfter int, reason string) {
+func (e *ibEnv) wantLimited(r response, what string, retryAfter int, reason string) {
 	e.t.Helper()
 	r.want(e.t, what, http.StatusTooManyRequests)
 	if got := r.header.Get("Retry-After"); got != strconv.Itoa(retryAfter) {
@@ -68,7 +68,7 @@ func TestSigninLimitExact(t *testing.T) {
 	// Three usernames, so that no username reaches its own limit.
 	users := []string{"alice", "bob", "carol"}
 	n := 0
-	attempt := func() ibResp {
+	attempt := func() response {
 		n++
 		return e.post("/signin", siForm(users[n%3], "not the password"), ibFrom(from))
 	}
@@ -197,11 +197,11 @@ func TestSigninKnownDeviceFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := func(form url.Values, mods ...ibMod) <-chan int {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.base+"/signin", strings.NewReader(form.Encode()))
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/signin", strings.NewReader(form.Encode()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		req.Host = e.public.Host
+		req.Host = e.Public.Host
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", e.origin())
 		for _, m := range mods {

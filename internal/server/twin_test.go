@@ -23,9 +23,9 @@ func TestPlantedTwin(t *testing.T) {
 	planted := `{` + call + `,"risk_reasons":["read-only listing"],"context":{"user":"ada","host":"build-cache","cwd":"/tmp","session_id":"sess-fake"},"ttl_seconds":3600}`
 	hook := `{` + call + `,"risk_reasons":["recursive delete","outside the project"],"context":{"user":"ada","host":"laptop","cwd":"/home/ada/app","session_id":"sess-real"},"ttl_seconds":600}`
 
-	fake := s.call("POST", "/api/v1/requests", s.keyA, planted).request(t, http.StatusCreated)
-	s.clock.Advance(5 * time.Second)
-	resp := s.call("POST", "/api/v1/requests", s.keyA, hook)
+	fake := s.call("POST", "/api/v1/requests", s.KeyA, planted).request(t, http.StatusCreated)
+	s.Clock.Advance(5 * time.Second)
+	resp := s.call("POST", "/api/v1/requests", s.KeyA, hook)
 	got := resp.request(t, http.StatusCreated)
 	if got.ID == fake.ID {
 		t.Fatalf("the hook's ask was answered with the planted request %s", fake.ID)
@@ -34,7 +34,7 @@ func TestPlantedTwin(t *testing.T) {
 		RiskReasons []string                   `json:"risk_reasons"`
 		Context     countersign.RequestContext `json:"context"`
 	}
-	if err := json.Unmarshal(resp.body, &shown); err != nil {
+	if err := json.Unmarshal([]byte(resp.body), &shown); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(shown.RiskReasons, "|") != "recursive delete|outside the project" || shown.Context.Host != "laptop" || shown.Context.SessionID != "sess-real" {
@@ -50,22 +50,22 @@ func TestPlantedTwin(t *testing.T) {
 		"host":    strings.Replace(hook, `"laptop"`, `"laptop2"`, 1),
 		"ttl":     strings.Replace(hook, `"ttl_seconds":600`, `"ttl_seconds":3600`, 1),
 	} {
-		if r := s.call("POST", "/api/v1/requests", s.keyA, body).request(t, http.StatusCreated); r.ID == got.ID || r.ID == fake.ID {
+		if r := s.call("POST", "/api/v1/requests", s.KeyA, body).request(t, http.StatusCreated); r.ID == got.ID || r.ID == fake.ID {
 			t.Errorf("another %s: answered with %s", what, r.ID)
 		}
 	}
 
 	// The hook run again for the same call, a minute later, asks for the
 	// same ten minutes: that is its own request again, not a new one.
-	s.clock.Advance(time.Minute)
-	if again := s.call("POST", "/api/v1/requests", s.keyA, hook).request(t, http.StatusOK); again.ID != got.ID {
+	s.Clock.Advance(time.Minute)
+	if again := s.call("POST", "/api/v1/requests", s.KeyA, hook).request(t, http.StatusOK); again.ID != got.ID {
 		t.Errorf("the hook's retry: %s, want %s", again.ID, got.ID)
 	}
 	var list struct {
 		Requests []apiRequest `json:"requests"`
 	}
 	resp = s.call("GET", "/api/v1/requests?status=pending", s.alice, "")
-	if resp.status != http.StatusOK || json.Unmarshal(resp.body, &list) != nil || len(list.Requests) != 5 {
+	if resp.status != http.StatusOK || json.Unmarshal([]byte(resp.body), &list) != nil || len(list.Requests) != 5 {
 		t.Errorf("pending in the inbox: %d %s, want the planted, the hook's and three others", resp.status, resp.body)
 	}
 }

@@ -59,14 +59,14 @@ func multipartBody(csrf, name string, data []byte) (string, []byte) {
 }
 
 // uploadFile posts a file to an upload page.
-func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods ...ibMod) ibResp {
+func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods ...ibMod) response {
 	e.t.Helper()
 	ct, body := multipartBody(csrf, name, data)
-	req, err := http.NewRequestWithContext(e.ctx, http.MethodPost, e.base+"/uploads/"+id, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(e.Ctx, http.MethodPost, e.URL+"/uploads/"+id, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req.Host = e.public.Host
+	req.Host = e.Public.Host
 	req.Header.Set("Content-Type", ct)
 	req.Header.Set("Origin", e.origin())
 	e.as(s.id)(req)
@@ -77,9 +77,7 @@ func (e *fEnv) uploadFile(s ibSession, id, csrf, name string, data []byte, mods 
 	if err != nil {
 		e.t.Fatalf("upload: %v", err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return ibResp{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return readResponse(e.t, resp)
 }
 
 var receipt = []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n")
@@ -87,7 +85,7 @@ var receipt = []byte("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n")
 func TestUploadPage(t *testing.T) {
 	t.Parallel()
 	e := fSetup(t)
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	page := e.page(owner, "application/pdf", "image/*")
 
 	// Without a session: the sign-in form, with a way back to the page.
@@ -153,7 +151,7 @@ func TestUploadPage(t *testing.T) {
 	}
 	e.uploadFile(alice, page.ID, alice.csrf, "again.pdf", receipt).want(t, "a second file", http.StatusConflict)
 	// Another key of the same account cannot use it.
-	if _, err := e.files.Upload(files.Principal{Account: e.acme.ID, Key: "key-a2"}, page.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+	if _, err := e.files.Upload(files.Principal{Account: e.Acme.ID, Key: "key-a2"}, page.ID); countersign.ErrorCode(err) != countersign.ENOTFOUND {
 		t.Fatalf("another key: %v", err)
 	}
 }
@@ -163,7 +161,7 @@ func TestUploadPage(t *testing.T) {
 func TestUploadDeclaredTooLarge(t *testing.T) {
 	t.Parallel()
 	e := fSetup(t)
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	page := e.page(owner)
 	alice := e.signIn("alice")
 	conn := e.raw(t, page.ID, alice, 21<<20)
@@ -182,14 +180,14 @@ func TestUploadDeclaredTooLarge(t *testing.T) {
 // length bytes, and the form's start with the session's token.
 func (e *fEnv) raw(t *testing.T, id string, s ibSession, length int) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	fmt.Fprintf(conn, "POST /uploads/%s HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nCookie: %s=%s\r\n"+
 		"Content-Type: multipart/form-data; boundary=XyZ\r\nContent-Length: %d\r\n\r\n",
-		id, e.public.Host, e.origin(), e.cookieName(), s.id, length)
+		id, e.Public.Host, e.origin(), e.cookieName(), s.id, length)
 	fmt.Fprintf(conn, "--XyZ\r\nContent-Disposition: form-data; name=\"csrf\"\r\n\r\n%s\r\n"+
 		"--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"r.pdf\"\r\n\r\n%%PDF-1.4\n", s.csrf)
 	return conn
@@ -215,7 +213,7 @@ func TestUploadStall(t *testing.T) {
 	t.Parallel()
 	lim := server.BodyLimits{Total: 30 * time.Second, Stall: 500 * time.Millisecond, Grace: time.Minute, MinRate: 16 << 10}
 	e := fSetup(t, func(c *server.Config) { c.UploadLimits = lim })
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	page := e.page(owner)
 	alice := e.signIn("alice")
 	// Before the connection: the server cannot read the body, and so set
@@ -239,7 +237,7 @@ func TestUploadTrickle(t *testing.T) {
 	e := fSetup(t, func(c *server.Config) {
 		c.UploadLimits = server.BodyLimits{Total: 30 * time.Second, Stall: 2 * time.Second, Grace: 400 * time.Millisecond, MinRate: 16 << 10}
 	})
-	owner := files.Principal{Account: e.acme.ID, Key: "key-a"}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
 	page := e.page(owner)
 	alice := e.signIn("alice")
 	conn := e.raw(t, page.ID, alice, 1<<20)
@@ -271,7 +269,7 @@ func TestUploadTotal(t *testing.T) {
 	e := fSetup(t, func(c *server.Config) {
 		c.UploadLimits = server.BodyLimits{Total: 600 * time.Millisecond, Stall: 300 * time.Millisecond, Grace: time.Minute, MinRate: 1}
 	})
-	page := e.page(files.Principal{Account: e.acme.ID, Key: "key-a"})
+	page := e.page(files.Principal{Account: e.Acme.ID, Key: "key-a"})
 	alice := e.signIn("alice")
 	conn := e.raw(t, page.ID, alice, 1<<20)
 	go func() {

@@ -43,10 +43,10 @@ func TestInboxShowsHiddenCharacters(t *testing.T) {
 	e := ibSetup(t)
 	s := e.signIn("alice")
 	in := client.CreateInput{Kind: "rm", Action: "rm -rf " + hiddenText, Preview: "rm -rf " + hiddenText}
-	_, _, err := e.agentA.Create(e.ctx, in)
+	_, _, err := e.agentA.Create(e.Ctx, in)
 	wantRefused(t, "asking with hidden characters", err)
 	// One a version before stored is still shown, escaped.
-	r := storeOld(t, e.store, e.keyA, e.world.Clock.Now(), countersign.CreateInput{Kind: countersign.KindRm, Action: in.Action, Preview: in.Preview})
+	r := storeOld(t, e.Store, e.KeyA, e.World.Clock.Now(), countersign.CreateInput{Kind: countersign.KindRm, Action: in.Action, Preview: in.Preview})
 	wantShown(t, "the inbox", e.get("/approvals", e.as(s.id)).want(t, "inbox", http.StatusOK).body)
 	wantShown(t, "the request page", e.get("/approvals/"+r.ID, e.as(s.id)).want(t, "request page", http.StatusOK).body)
 }
@@ -57,21 +57,21 @@ func TestInboxShowsHiddenCharacters(t *testing.T) {
 func TestLinkPageShowsHiddenCharacters(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
-	agent, err := (&identity.Authenticator{Store: s.store}).Agent(s.ctx, s.keyA)
+	agent, err := (&identity.Authenticator{Store: s.Store}).Agent(s.Ctx, s.KeyA)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tokens, links := approval.NewLinks(approval.LinkApprove)
 	in := countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -rf " + hiddenText,
 		RiskReasons: []string{"protected path: " + hiddenText}, Links: links}
-	_, _, err = s.svc.Create(s.ctx, agent, in)
+	_, _, err = s.Service.Create(s.Ctx, agent, in)
 	wantRefused(t, "asking with hidden characters", err)
-	storeOld(t, s.store, s.keyA, s.clock.Now(), in)
+	storeOld(t, s.Store, s.KeyA, s.Clock.Now(), in)
 	resp := nlDo(t, s, http.MethodGet, tokens[approval.LinkApprove], "", nil)
 	if resp.status != http.StatusOK {
 		t.Fatalf("GET the link = %d\n%s", resp.status, resp.body)
 	}
-	wantShown(t, "the link page", string(resp.body))
+	wantShown(t, "the link page", resp.body)
 }
 
 // TestSessionsPageShowsHiddenCharacters: the sessions page, where an

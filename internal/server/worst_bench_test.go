@@ -3,7 +3,6 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -11,9 +10,8 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // worstEnv is the real handler on a real SQLite store, called in process,
@@ -28,30 +26,15 @@ type worstEnv struct {
 }
 
 func newWorstEnv(b *testing.B) *worstEnv {
-	w := testutil.NewWorld(b)
-	e := &worstEnv{b: b, host: "countersign.test", key: w.Key("acme", "agent")}
+	s := testserver.New(b, testserver.Quiet(), testserver.WallClock(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.MaxPending = 1 << 30 }),
+		testserver.Config(func(_ *testserver.Server, c *server.Config) {
+			c.PublicURL = &url.URL{Scheme: "http", Host: "countersign.test"}
+		}))
+	e := &worstEnv{b: b, host: s.Public.Host, key: s.Key("acme", "agent"), h: s.Server.Handler(), cookie: s.SignIn(b, nil, "alice")}
 	var err error
-	if _, e.seed, err = w.Admin.CreateSeedKey(w.Ctx, "acme", "seed"); err != nil {
+	if _, e.seed, err = s.Admin.CreateSeedKey(s.Ctx, "acme", "seed"); err != nil {
 		b.Fatal(err)
-	}
-	reg, hub, log := metrics.NewRegistry(), approval.NewHub(), slog.New(slog.DiscardHandler)
-	b.Cleanup(hub.Close)
-	svc := approval.New(w.Store, nil, hub, approval.Config{MaxPending: 1 << 30}, log, approval.NewMetrics(reg, hub))
-	srv, err := server.New(server.Config{PublicURL: &url.URL{Scheme: "http", Host: e.host}}, svc, w.Auth, reg, log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	e.h = srv.Handler()
-
-	form := url.Values{"username": {"alice"}, "password": {ibPassword}, "next": {"/approvals"}}
-	rec := e.serve("POST", "/signin", strings.NewReader(form.Encode()), "application/x-www-form-urlencoded", nil)
-	for _, c := range rec.Result().Cookies() {
-		if c.Value != "" && strings.HasSuffix(c.Name, "_session") {
-			e.cookie = c
-		}
-	}
-	if rec.Code != http.StatusSeeOther || e.cookie == nil {
-		b.Fatalf("sign in: %d %s", rec.Code, rec.Body)
 	}
 	return e
 }

@@ -30,3 +30,12 @@ func Eventually(t testing.TB, cond func() bool, what string) {
 func Wait(cond func() bool, d time.Duration) bool {
 	return wait.For(cond, d)
 }
+
+// Receive returns the next value sent on ch (the zero value once ch is
+// closed) and fails the test with what when nothing comes within
+// EventuallyWithin: the one bound of a wait for what the code under test
+// sends or closes when it is done.
+func Receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	return wait.Receive(t, ch, what)
+}

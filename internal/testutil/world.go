@@ -40,12 +40,12 @@ func PasswordHash() string {
 // acme has the agent key a and the approver alice; other has the key x and
 // the approver bob. A package adds the keys, approvers and tokens its
 // tests need with Key, Approver and Token, and builds its service and
-// server on Store and Clock.
+// server on Store and Clock (or, on another backend, Admin.Store).
 type World struct {
 	t     testing.TB
 	Ctx   context.Context
-	Store *sqlite.DB
-	Path  string // the store's file, for a test that opens it again
+	Store *sqlite.DB // nil in a World on another store (NewWorldOn)
+	Path  string     // the store's file, for a test that opens it again
 	Clock *Clock
 	Admin *identity.Admin
 	Auth  *identity.Authenticator
@@ -105,8 +105,18 @@ func NewWorldAt(t testing.TB, start time.Time) *World {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(func() { store.Close() })
+	w := NewWorldOn(t, store, start)
+	w.Store, w.Path = store, path
+	return w
+}
+
+// NewWorldOn makes a World on a store the test opened and closes, of any
+// backend, migrated and empty; its clock begins at start. Store and Path
+// stay empty: Admin.Store is the store.
+func NewWorldOn(t testing.TB, store countersign.Store, start time.Time) *World {
+	t.Helper()
 	clock := NewClock(start)
-	w := &World{t: t, Ctx: ctx, Store: store, Path: path, Clock: clock,
+	w := &World{t: t, Ctx: t.Context(), Clock: clock,
 		Admin: &identity.Admin{Store: store, Clock: clock}, Auth: &identity.Authenticator{Store: store}}
 	w.Acme, w.Other = w.Account("acme"), w.Account("other")
 	w.KeyA, w.KeyX = w.Key("acme", "a"), w.Key("other", "x")
@@ -139,7 +149,7 @@ func (w *World) Key(account, name string) string {
 func (w *World) Approver(username string, accounts ...string) *countersign.Approver {
 	w.t.Helper()
 	ap := &countersign.Approver{ID: countersign.NewID("apr_"), Username: username, PasswordHash: PasswordHash(), CreatedAt: w.Clock.Now()}
-	if err := w.Store.CreateApprover(w.Ctx, ap); err != nil {
+	if err := w.Admin.Store.CreateApprover(w.Ctx, ap); err != nil {
 		w.t.Fatalf("create approver %s: %v", username, err)
 	}
 	for _, acc := range accounts {

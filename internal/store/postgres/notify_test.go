@@ -9,6 +9,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
 // feedRecorder collects what Listen reports. Other tests share the
@@ -42,10 +43,9 @@ func (r *feedRecorder) resync() {
 }
 
 // waitFor blocks until cond holds, checking after each report; the bound
-// only guards against a hang.
+// on each report (wait.Receive's) only guards against a hang.
 func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
 	for {
 		r.mu.Lock()
 		ok := cond()
@@ -53,11 +53,7 @@ func (r *feedRecorder) waitFor(t *testing.T, what string, cond func() bool) {
 		if ok {
 			return
 		}
-		select {
-		case <-r.signal:
-		case <-timeout:
-			t.Fatalf("timed out waiting for %s", what)
-		}
+		wait.Receive(t, r.signal, "a report on the way to "+what)
 	}
 }
 
@@ -209,11 +205,7 @@ func TestListenWakesOutbox(t *testing.T) {
 	added, stop := listener.WatchOutbox()
 	defer stop()
 	listen(t, listener, nil)
-	select {
-	case <-added:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the first resync did not ring the outbox watch")
-	}
+	wait.Receive(t, added, "the first resync's ring of the outbox watch")
 	acc, key := seed(t, writer, 0)
 	ctx := t.Context()
 	ch := &countersign.Channel{AccountID: acc.ID, Name: "hook", Type: countersign.ChannelWebhook, Config: []byte(`{}`), CreatedAt: storetest.Base}
@@ -231,11 +223,7 @@ func TestListenWakesOutbox(t *testing.T) {
 	}
 	wait := func(what string) {
 		t.Helper()
-		select {
-		case <-added:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no ring of the other replica's watch after %s", what)
-		}
+		wait.Receive(t, added, "a ring of the other replica's watch after "+what)
 	}
 	wait("a request with an outbox item")
 	if err := writer.Enqueue(ctx, []countersign.OutboxItem{{AccountID: acc.ID, ChannelID: ch.ID, RequestID: r.ID, Event: countersign.EventDecided}}, storetest.Base); err != nil {

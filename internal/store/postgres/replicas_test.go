@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -13,88 +12,47 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
-	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // replica is one in-process server on a shared database: its own store
 // (pool and listener), hub, service and HTTP handler, as one `countersign
-// serve` has.
+// serve` has, following the other replicas.
 type replica struct {
-	name  string
+	*testserver.Server
 	store *postgres.DB
-	hub   *approval.Hub
-	svc   *approval.Service
-	URL   string
 }
 
-// newReplica starts a replica on url and stops it when t ends. appName
-// names its connections in pg_stat_activity.
-func newReplica(t *testing.T, url, appName string) *replica {
+// newReplica starts a replica on url and stops it when t ends: the first
+// one (of nil) makes the World, the accounts acme and other with their
+// agent keys and approvers, the others share it. appName names its
+// connections in pg_stat_activity.
+func newReplica(t *testing.T, url, appName string, of *replica) *replica {
 	t.Helper()
 	store, err := postgres.Open(t.Context(), url+"&application_name="+appName, nil)
 	if err != nil {
 		t.Fatalf("open replica %s: %v", appName, err)
 	}
-	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{MaxPending: 1000}, nil, nil)
-	srv, err := server.New(server.Config{}, svc, &identity.Authenticator{Store: store}, metrics.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
+	t.Cleanup(func() { store.Close() })
+	on := testserver.OnStore(store)
+	if of != nil {
+		on = testserver.ReplicaOf(of.Server, store)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	s := testserver.New(t, on, testserver.At(time.Now()), testserver.WallClock(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.MaxPending = 1000 }))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- svc.FollowReplicas(ctx, store) }()
+	go func() { done <- s.Service.FollowReplicas(ctx, store) }()
 	t.Cleanup(func() {
-		hub.Close()
-		ts.Close()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("FollowReplicas of %s: %v", appName, err)
 		}
-		store.Close()
 	})
-	return &replica{name: appName, store: store, hub: hub, svc: svc, URL: ts.URL}
-}
-
-// credentials are an agent key and an approver token of one account.
-type credentials struct {
-	agent, approver string
-}
-
-// setUp creates the account acme with an agent key and the approver alice
-// with an API token, through one replica's store.
-func setUp(t *testing.T, s countersign.Store) credentials {
-	t.Helper()
-	ctx := t.Context()
-	admin := &identity.Admin{Store: s}
-	if _, err := admin.CreateAccount(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "acme", "laptop")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The approver row gets a dummy hash: no test here signs in, and a real
-	// argon2id hash takes seconds under the race detector.
-	acc, _ := s.AccountByName(ctx, "acme")
-	ap := &countersign.Approver{Username: "alice", PasswordHash: "$argon2id$unused", CreatedAt: time.Now().UTC()}
-	if err := s.CreateApprover(ctx, ap); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.AddMembership(ctx, ap.ID, acc.ID, countersign.RoleAdmin, time.Now().UTC()); err != nil {
-		t.Fatal(err)
-	}
-	_, token, err := admin.CreateApproverToken(ctx, "alice", "acme", "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return credentials{agent: key, approver: token}
+	return &replica{Server: s, store: store}
 }
 
 // waitResult is the answer of a long poll.
@@ -114,18 +72,12 @@ func waitAsync(ctx context.Context, c *client.Client, id string, wait time.Durat
 	return out
 }
 
-// answer returns a long poll's answer; the bound guards against a hang,
-// well below the poll's own wait, so that an answer in time can only come
-// from a wake-up.
+// answer returns a long poll's answer; Receive's bound guards against a
+// hang, well below the poll's own wait (50 s), so that an answer in time
+// can only come from a wake-up.
 func answer(t *testing.T, ch <-chan waitResult) waitResult {
 	t.Helper()
-	select {
-	case res := <-ch:
-		return res
-	case <-time.After(20 * time.Second):
-		t.Fatal("the long poll did not answer")
-		return waitResult{}
-	}
+	return testutil.Receive(t, ch, "the long poll's answer")
 }
 
 // waitForWaiters blocks until the hub holds n waiters.
@@ -151,15 +103,15 @@ func createOn(t *testing.T, c *client.Client, n int) *client.Request {
 // made on replica B; A's poll answers approved long before its wait ends.
 func TestReplicasWakeAcross(t *testing.T) {
 	url := postgres.Migrated.SchemaURL(t)
-	a, b := newReplica(t, url, "replica-a"), newReplica(t, url, "replica-b")
-	creds := setUp(t, a.store)
-	agentA := client.New(a.URL, creds.agent)
-	approverB := client.New(b.URL, creds.approver)
+	a := newReplica(t, url, "replica-a", nil)
+	b := newReplica(t, url, "replica-b", a)
+	agentA := client.New(a.URL, a.AgentKey)
+	approverB := client.New(b.URL, a.ApproverToken)
 
 	for i := range 5 {
 		r := createOn(t, agentA, i)
 		res := waitAsync(t.Context(), agentA, r.ID, 50*time.Second)
-		waitForWaiters(t, a.hub, 1)
+		waitForWaiters(t, a.Hub, 1)
 		if _, err := approverB.Decide(t.Context(), r.ID, client.Decision{Decision: "approve"}); err != nil {
 			t.Fatalf("decide on B: %v", err)
 		}
@@ -180,10 +132,10 @@ func TestReplicasWakeAcross(t *testing.T) {
 // the audit log records one decision.
 func TestReplicasDecisionRace(t *testing.T) {
 	url := postgres.Migrated.SchemaURL(t)
-	a, b := newReplica(t, url, "race-a"), newReplica(t, url, "race-b")
-	creds := setUp(t, a.store)
-	agent := client.New(a.URL, creds.agent)
-	approvers := []*client.Client{client.New(a.URL, creds.approver), client.New(b.URL, creds.approver)}
+	a := newReplica(t, url, "race-a", nil)
+	b := newReplica(t, url, "race-b", a)
+	agent := client.New(a.URL, a.AgentKey)
+	approvers := []*client.Client{client.New(a.URL, a.ApproverToken), client.New(b.URL, a.ApproverToken)}
 
 	for round := range 10 {
 		r := createOn(t, agent, round)
@@ -228,15 +180,15 @@ func TestReplicasDecisionRace(t *testing.T) {
 func TestReplicaListenerDropped(t *testing.T) {
 	url := postgres.Migrated.SchemaURL(t)
 	appName := "drop-" + countersign.NewID("")[:8]
-	a, b := newReplica(t, url, appName), newReplica(t, url, appName+"-b")
-	creds := setUp(t, a.store)
-	agentA := client.New(a.URL, creds.agent)
-	approverB := client.New(b.URL, creds.approver)
+	a := newReplica(t, url, appName, nil)
+	b := newReplica(t, url, appName+"-b", a)
+	agentA := client.New(a.URL, a.AgentKey)
+	approverB := client.New(b.URL, a.ApproverToken)
 
 	for i := range 3 {
 		r := createOn(t, agentA, i)
 		res := waitAsync(t.Context(), agentA, r.ID, 50*time.Second)
-		waitForWaiters(t, a.hub, 1)
+		waitForWaiters(t, a.Hub, 1)
 		var n int
 		pgtest.Scan(t, `SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`,
 			[]any{appName + " listener"}, &n)

@@ -47,3 +47,21 @@ func For(cond func() bool, d time.Duration) bool {
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
+
+// Receive returns the next value sent on ch (the zero value once ch is
+// closed) and fails the test with what (saying what never came) when
+// nothing comes within Within. It is for what the code under test sends
+// or closes when it is done: the bound only guards against a hang.
+func Receive[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(Within)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("%s did not happen within %s", what, Within)
+		var zero T
+		return zero
+	}
+}

@@ -22,3 +22,16 @@ func TestFor(t *testing.T) {
 		t.Errorf("checked %d times before giving up, want it checked again until the deadline", checks.Load())
 	}
 }
+
+// TestReceive: Receive returns what is sent, and the zero value of a
+// closed channel, without waiting for its bound.
+func TestReceive(t *testing.T) {
+	ch := make(chan int, 1)
+	go func() { ch <- 7 }()
+	if got := Receive(t, ch, "the send"); got != 7 {
+		t.Errorf("Receive = %d, want 7", got)
+	}
+	done := make(chan struct{})
+	close(done)
+	Receive(t, done, "the close")
+}

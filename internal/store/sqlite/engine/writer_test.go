@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign/internal/store/sqlite/engine"
 	"github.com/countersign/countersign/internal/store/sqlite/engine/enginetest"
+	"github.com/countersign/countersign/internal/testutil/wait"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
@@ -410,13 +411,8 @@ func TestGroupRerunFailureAnswersAll(t *testing.T) {
 	enginetest.WaitQueued(t, db, 2)
 	release()
 	for i := range 2 {
-		select {
-		case err := <-errs:
-			if err == nil {
-				t.Errorf("answer %d: success, but nothing of the group was kept", i)
-			}
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%d of 2 callers answered: a change started in the first run was never answered", i)
+		if err := wait.Receive(t, errs, fmt.Sprintf("the answer of caller %d of 2 (a change started in the first run)", i+1)); err == nil {
+			t.Errorf("answer %d: success, but nothing of the group was kept", i)
 		}
 	}
 }
@@ -494,13 +490,8 @@ func TestGroupOpenResults(t *testing.T) {
 				return err
 			})
 		}()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("after %s: %v", name, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("after %s the writer took no change for 10 s", name)
+		if err := wait.Receive(t, done, "a change taken by the writer after "+name); err != nil {
+			t.Errorf("after %s: %v", name, err)
 		}
 	}
 }
