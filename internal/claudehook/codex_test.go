@@ -1,0 +1,451 @@
+package claudehook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/testutil"
+)
+
+// codexDir is the npm folder holding the real Codex CLI, pinned by its
+// lock file: npm ci --prefix internal/claudehook/testdata/npm-codex.
+const codexDir = "testdata/npm-codex"
+
+// codexCLI returns the real Codex CLI, or ends the test.
+func codexCLI(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the real Codex CLI")
+	}
+	bin, err := filepath.Abs(filepath.Join(codexDir, "node_modules", ".bin", "codex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		testutil.Missing(t, "the real Codex CLI is not installed: npm ci --prefix internal/claudehook/testdata/npm-codex")
+	}
+	return bin
+}
+
+// shellCall is one exec_command call the scripted model makes: Codex's
+// shell tool, which its hooks see as Bash.
+type shellCall struct {
+	Cmd string
+	// Escalate asks Codex to run the command outside its sandbox, which
+	// it puts to its approval (the PermissionRequest hook).
+	Escalate bool
+}
+
+// responsesAPI is a scripted OpenAI Responses API: to each request of the
+// main loop it streams the next call of its script, one per turn, then
+// ends the turn with text. It keeps the tool outputs Codex sends back.
+type responsesAPI struct {
+	URL    string
+	script []shellCall
+
+	mu      sync.Mutex
+	results []string
+}
+
+// newResponsesAPI serves the script on 127.0.0.1.
+func newResponsesAPI(t testing.TB, script ...shellCall) *responsesAPI {
+	t.Helper()
+	m := &responsesAPI{script: script}
+	ts := httptest.NewServer(http.HandlerFunc(m.serve))
+	t.Cleanup(ts.Close)
+	m.URL = ts.URL
+	return m
+}
+
+func (m *responsesAPI) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+		http.NotFound(w, r)
+		return
+	}
+	var req struct {
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		} `json:"input"`
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 32<<20)).Decode(&req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The outputs so far, from the conversation: their number is the
+	// step of the script.
+	var results []string
+	for _, in := range req.Input {
+		if in.Type == "function_call_output" {
+			results = append(results, outputText(in.Output))
+		}
+	}
+	main := slices.ContainsFunc(req.Tools, func(t struct {
+		Name string `json:"name"`
+	}) bool {
+		return t.Name == "exec_command"
+	})
+	if !main {
+		m.stream(w, len(results), nil)
+		return
+	}
+	m.mu.Lock()
+	if len(results) > len(m.results) {
+		m.results = results
+	}
+	m.mu.Unlock()
+	if len(results) < len(m.script) {
+		m.stream(w, len(results), &m.script[len(results)])
+		return
+	}
+	m.stream(w, len(results), nil)
+}
+
+// outputText is a function call output as text: a string, or content
+// items.
+func outputText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// stream writes one response as server-sent events: an exec_command call,
+// or a message ending the turn.
+func (m *responsesAPI) stream(w http.ResponseWriter, step int, call *shellCall) {
+	id := fmt.Sprintf("resp_%d_%d", step, time.Now().UnixNano())
+	var item map[string]any
+	if call != nil {
+		args := map[string]any{"cmd": call.Cmd}
+		if call.Escalate {
+			args["sandbox_permissions"] = "require_escalated"
+			args["justification"] = "run " + call.Cmd
+		}
+		a, _ := json.Marshal(args)
+		item = map[string]any{"type": "function_call", "id": "fc_" + id, "call_id": fmt.Sprintf("call_%d", step),
+			"name": "exec_command", "arguments": string(a)}
+	} else {
+		item = map[string]any{"type": "message", "id": "msg_" + id, "role": "assistant",
+			"content": []any{map[string]any{"type": "output_text", "text": "done"}}}
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	event := func(v map[string]any) {
+		b, _ := json.Marshal(v)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", v["type"], b)
+	}
+	event(map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+	event(map[string]any{"type": "response.output_item.added", "output_index": 0, "item": item})
+	event(map[string]any{"type": "response.output_item.done", "output_index": 0, "item": item})
+	event(map[string]any{"type": "response.completed", "response": map[string]any{"id": id,
+		"usage": map[string]any{"input_tokens": 10, "output_tokens": 5, "total_tokens": 15}}})
+}
+
+// Results returns the tool outputs Codex sent.
+func (m *responsesAPI) Results() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.results...)
+}
+
+// codexRig is the real Codex CLI in a scratch home (HOME and CODEX_HOME),
+// its hooks in CODEX_HOME/hooks.json, run against the scripted model and
+// the real server; an rm wrapper (the countersign binary named rm) is
+// first in its PATH.
+type codexRig struct {
+	t      testing.TB
+	bin    string
+	w      *world
+	srv    *testServer
+	home   string // CODEX_HOME
+	path   string // PATH: the wrapper's directory first
+	inputs string // where the capturing hook appends the inputs it gets
+	exited chan struct{}
+}
+
+// codexOptions say how a rig is made.
+type codexOptions struct {
+	config  string // the countersign configuration file's content
+	capture bool   // a capturing hook on every event, beside countersign's
+	// bare: no countersign hook, only the capturing one.
+	bare bool
+}
+
+func newCodexRig(t testing.TB, o codexOptions) *codexRig {
+	t.Helper()
+	bin := codexCLI(t)
+	cs := binary(t, "countersign")
+	w := newWorld(t)
+	w.writeConfig(o.config)
+	r := &codexRig{t: t, bin: bin, w: w, home: filepath.Join(w.home, ".codex"), exited: make(chan struct{})}
+	r.srv = newTestServerWith(t, nil)
+	wrapDir := filepath.Join(w.root, "bin")
+	if err := os.MkdirAll(wrapDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(cs, filepath.Join(wrapDir, "rm")); err != nil {
+		t.Fatal(err)
+	}
+	r.path = wrapDir + ":" + os.Getenv("PATH")
+	hooks := filepath.Join(r.home, "hooks.json")
+	if !o.bare {
+		// The product writes the hooks, as a user installs them. A
+		// shorter timeout than the default: a call asked by mistake
+		// ends the run in a minute, not ten.
+		args := []string{"hook", "codex", "install", "--hooks", hooks, "--timeout", "60"}
+		cmd := exec.Command(cs, args...)
+		cmd.Env = []string{"HOME=" + w.home, "CODEX_HOME=" + r.home, "PATH=" + r.path}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("countersign %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	if o.capture || o.bare {
+		r.inputs = filepath.Join(w.root, "inputs.jsonl")
+		r.addCapture(hooks)
+	}
+	return r
+}
+
+// addCapture adds a hook on each event that appends its input to
+// r.inputs and answers nothing.
+func (r *codexRig) addCapture(hooks string) {
+	r.t.Helper()
+	v := map[string]any{}
+	if data, err := os.ReadFile(hooks); err == nil {
+		if err := json.Unmarshal(data, &v); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if v["hooks"] == nil {
+		v["hooks"] = map[string]any{}
+	}
+	all := v["hooks"].(map[string]any)
+	for _, ev := range []string{"PreToolUse", "PermissionRequest", "PostToolUse"} {
+		groups, _ := all[ev].([]any)
+		all[ev] = append(groups, map[string]any{"matcher": "*", "hooks": []any{map[string]any{"type": "command",
+			"command": "{ cat; echo; } >> " + r.inputs}}})
+	}
+	data, _ := json.Marshal(v)
+	if err := os.MkdirAll(filepath.Dir(hooks), 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(hooks, data, 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// codexSandboxless is how the tests run Codex: no sandbox and no
+// approval prompts of its own, so that every shell call reaches
+// PreToolUse and the hook alone decides, as root in CI.
+var codexSandboxless = []string{"--dangerously-bypass-approvals-and-sandbox"}
+
+// codexApproveForMe runs Codex in its workspace sandbox with approvals on
+// request, routed to the PermissionRequest hook: an escalated call is
+// put to it.
+var codexApproveForMe = []string{"--approve-for-me"}
+
+// run runs `codex exec` in the project with the script, and returns its
+// output and the model's view of each call's output.
+func (r *codexRig) run(args []string, script ...shellCall) (string, []string) {
+	r.t.Helper()
+	api := newResponsesAPI(r.t, script...)
+	config := fmt.Sprintf(`model = "gpt-test"
+model_provider = "scripted"
+
+[model_providers.scripted]
+name = "scripted"
+base_url = "%s/v1"
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+`, api.URL)
+	if err := os.MkdirAll(r.home, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.home, "config.toml"), []byte(config), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	claudeSlots <- struct{}{}
+	defer func() { <-claudeSlots }()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Hooks a user adds are trusted in Codex's /hooks review; the test
+	// trusts them for this run.
+	all := append([]string{"exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", "--color", "never"}, args...)
+	cmd := exec.CommandContext(ctx, r.bin, append(all, "do the task")...)
+	cmd.Dir = r.w.project
+	cmd.Env = []string{"HOME=" + r.w.home, "CODEX_HOME=" + r.home, "PATH=" + r.path,
+		"COUNTERSIGN_URL=" + r.srv.URL, "COUNTERSIGN_KEY=" + r.srv.agentKey}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	close(r.exited)
+	r.exited = make(chan struct{})
+	if err != nil {
+		r.t.Logf("codex: %v\n%s", err, out.String())
+	}
+	return out.String(), api.Results()
+}
+
+// human decides the rig's requests as they come: the decisions in turn,
+// one request each, until Codex exits. It returns a wait for the
+// requests it decided.
+func (r *codexRig) human(decisions ...client.Decision) func() {
+	done, exited := make(chan struct{}), r.exited
+	go func() {
+		defer close(done)
+		for _, d := range decisions {
+			req := r.nextPending(exited)
+			if req == nil {
+				r.t.Errorf("no request to %s was pending before Codex exited (or within %s)", d.Decision, testutil.EventuallyWithin)
+				return
+			}
+			r.srv.decide(r.t, req, d)
+		}
+	}()
+	return func() { <-done }
+}
+
+// nextPending waits for a pending request until Codex exits.
+func (r *codexRig) nextPending(exited <-chan struct{}) *client.Request {
+	var req *client.Request
+	testutil.Wait(func() bool {
+		list, err := r.srv.human.List(context.Background(), "pending", 5)
+		if err == nil && len(list) > 0 {
+			req = list[0]
+			return true
+		}
+		select {
+		case <-exited:
+			return true
+		default:
+			return false
+		}
+	}, testutil.EventuallyWithin)
+	return req
+}
+
+// captured returns the inputs the capturing hook kept.
+func (r *codexRig) captured() []map[string]any {
+	r.t.Helper()
+	data, err := os.ReadFile(r.inputs)
+	if err != nil {
+		r.t.Fatalf("the capturing hook kept nothing: %v", err)
+	}
+	var list []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			r.t.Fatalf("a hook input is not JSON: %v: %s", err, line)
+		}
+		list = append(list, v)
+	}
+	return list
+}
+
+// keysOf is the sorted keys of a hook input.
+func keysOf(m map[string]any) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// TestCodexHookInput records the inputs the real Codex CLI gives its
+// hooks, captured by a hook that answers nothing: PreToolUse and
+// PostToolUse of a shell call, which Codex names Bash, and
+// PermissionRequest when it would ask for an escalated one. The fields
+// are those docs/incoming-codex.md lists, no more, no fewer.
+func TestCodexHookInput(t *testing.T) {
+	t.Parallel()
+	common := []string{"cwd", "hook_event_name", "model", "permission_mode", "session_id", "tool_input", "tool_name", "transcript_path", "turn_id"}
+	t.Run("sandboxless", func(t *testing.T) {
+		t.Parallel()
+		r := newCodexRig(t, codexOptions{bare: true})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "ls"})
+		if len(results) != 1 || !strings.Contains(results[0], "a.txt") {
+			t.Fatalf("the model got %q; want the listing; Codex said %s", results, out)
+		}
+		in := r.captured()
+		if len(in) != 2 || in[0]["hook_event_name"] != "PreToolUse" || in[1]["hook_event_name"] != "PostToolUse" {
+			t.Fatalf("the hook got %v; want PreToolUse then PostToolUse", in)
+		}
+		pre, post := in[0], in[1]
+		if got, want := keysOf(pre), append(slices.Clone(common), "tool_use_id"); !slices.Equal(got, sorted(want)) {
+			t.Errorf("PreToolUse fields %v, want %v", got, sorted(want))
+		}
+		if got, want := keysOf(post), append(slices.Clone(common), "tool_response", "tool_use_id"); !slices.Equal(got, sorted(want)) {
+			t.Errorf("PostToolUse fields %v, want %v", got, sorted(want))
+		}
+		ti, _ := pre["tool_input"].(map[string]any)
+		if pre["tool_name"] != "Bash" || ti["command"] != "ls" || len(ti) != 1 || pre["cwd"] != r.w.project ||
+			pre["permission_mode"] != "bypassPermissions" || pre["tool_use_id"] != "call_0" {
+			t.Errorf("PreToolUse input %v", pre)
+		}
+		if resp, _ := post["tool_response"].(string); !strings.Contains(resp, "a.txt") || post["tool_use_id"] != "call_0" {
+			t.Errorf("PostToolUse input %v; want the listing as tool_response", post)
+		}
+	})
+	t.Run("escalated", func(t *testing.T) {
+		t.Parallel()
+		r := newCodexRig(t, codexOptions{bare: true})
+		// The capturing hook answers nothing; Codex's own review then
+		// asks the scripted model, which answers no verdict: refused.
+		r.run(codexApproveForMe, shellCall{Cmd: "rm -r build", Escalate: true})
+		in := r.captured()
+		var perm map[string]any
+		for _, v := range in {
+			if v["hook_event_name"] == "PermissionRequest" {
+				perm = v
+			}
+		}
+		if perm == nil {
+			t.Fatalf("the hook got %v; want a PermissionRequest", in)
+		}
+		if got := keysOf(perm); !slices.Equal(got, common) {
+			t.Errorf("PermissionRequest fields %v, want %v", got, common)
+		}
+		ti, _ := perm["tool_input"].(map[string]any)
+		if perm["tool_name"] != "Bash" || ti["command"] != "rm -r build" || ti["description"] != "run rm -r build" ||
+			perm["permission_mode"] != "default" {
+			t.Errorf("PermissionRequest input %v", perm)
+		}
+		if !exists(filepath.Join(r.w.project, "build")) {
+			t.Error("build was removed")
+		}
+	})
+}
+
+// sorted returns s sorted.
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
+}
