@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -114,6 +115,59 @@ type RequestContext struct {
 	Host      string `json:"host,omitempty"`
 	Cwd       string `json:"cwd,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
+	// Agent is the coding agent that asked through its hook (one of
+	// CodingAgents); empty for every other asker.
+	Agent string `json:"agent,omitempty"`
+}
+
+// The coding agents whose hooks countersign answers, as a request's
+// context.agent names them.
+const (
+	AgentClaudeCode = "claude-code"
+	AgentCodex      = "codex"
+	AgentGemini     = "gemini"
+	AgentCopilot    = "copilot"
+)
+
+// CodingAgents are the names pages give the coding agents, by
+// context.agent.
+var CodingAgents = map[string]string{
+	AgentClaudeCode: "Claude Code",
+	AgentCodex:      "Codex CLI",
+	AgentGemini:     "Gemini CLI",
+	AgentCopilot:    "Copilot CLI",
+}
+
+// AgentSession is the session of a request as windows, stops and coverage
+// match it: an agent other than Claude Code has its session id prefixed
+// with its name ("codex:…"), so that a window approved in one agent's
+// session never covers another agent's. Claude Code keeps the bare id,
+// as it always had.
+func AgentSession(agent, session string) string {
+	if session == "" || agent == "" || agent == AgentClaudeCode {
+		return session
+	}
+	return agent + ":" + session
+}
+
+// agentPrefixed reports whether a session id begins as AgentSession
+// prefixes another agent's.
+func agentPrefixed(session string) bool {
+	name, _, ok := strings.Cut(session, ":")
+	return ok && name != AgentClaudeCode && CodingAgents[name] != ""
+}
+
+// CheckAgent checks a request's context.agent and context.session_id
+// together: the agent is empty or one of CodingAgents, and a session id
+// that was not prefixed by AgentSession does not look as if it were.
+func CheckAgent(c RequestContext) error {
+	if c.Agent != "" && CodingAgents[c.Agent] == "" {
+		return Errorf(EINVALID, "context.agent must be one of claude-code, codex, gemini and copilot, or absent")
+	}
+	if agentPrefixed(c.SessionID) {
+		return Errorf(EINVALID, "context.session_id must not begin with a coding agent's name and a colon")
+	}
+	return nil
 }
 
 // Request is one thing awaiting, or having had, a human's decision.

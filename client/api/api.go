@@ -46,6 +46,9 @@ type Context struct {
 	Host      string `json:"host,omitempty"`
 	Cwd       string `json:"cwd,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
+	// Agent is the coding agent whose hook asks: claude-code, codex,
+	// gemini or copilot.
+	Agent string `json:"agent,omitempty"`
 }
 
 // CreateInput is what an agent asks about.

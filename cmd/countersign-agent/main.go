@@ -53,6 +53,6 @@ func run(ctx context.Context, env *agent.Env, argv []string) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: countersign-agent rm [rm's arguments]   (or invoked as rm through a symlink)")
-	fmt.Fprintln(w, "       countersign-agent hook claude [--timeout SECONDS] [--config FILE] [--server URL]")
-	fmt.Fprintln(w, "       countersign-agent hook claude install [--settings FILE] [--timeout SECONDS] [--command CMD]")
+	fmt.Fprintln(w, "       countersign-agent hook AGENT [--timeout SECONDS] [--config FILE] [--server URL]")
+	fmt.Fprintln(w, "       countersign-agent hook AGENT install [flags]")
 }

@@ -63,7 +63,8 @@ func TestRun(t *testing.T) {
 		{[]string{"countersign-agent"}, 2, "usage: countersign-agent rm"},
 		{[]string{"countersign-agent", "serve"}, 2, `unknown command "serve" (the server and the other roles are in the countersign binary)`},
 		{[]string{"countersign-agent", "--help"}, 0, "usage: countersign-agent rm"},
-		{[]string{"countersign-agent", "hook"}, 2, "usage: countersign hook claude"},
+		{[]string{"countersign-agent", "hook"}, 2, "usage: countersign hook AGENT"},
+		{[]string{"countersign-agent", "hook", "nosuch"}, 2, "AGENT is the coding agent that calls the hook: claude"},
 		{[]string{"/x/rm", "--dry-run"}, 0, ""}, // the wrapper: prints an assessment of nothing
 	}
 	for _, tt := range tests {

@@ -12,9 +12,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -37,8 +40,11 @@ type Env struct {
 }
 
 // HookUsage is the usage of the hook role.
-const HookUsage = `usage: countersign hook claude [--timeout SECONDS] [--config FILE] [--server URL]
-       countersign hook claude install [--settings FILE] [--timeout SECONDS] [--command CMD] [--events PreToolUse,PermissionRequest]`
+func HookUsage() string {
+	return `usage: countersign hook AGENT [--timeout SECONDS] [--config FILE] [--server URL]
+       countersign hook AGENT install [flags; -h lists them]
+AGENT is the coding agent that calls the hook: ` + strings.Join(slices.Sorted(maps.Keys(claudehook.Protocols)), ", ")
+}
 
 // Rm is the rm wrapper: `countersign rm …`, or a binary invoked as rm
 // through a symlink. It returns rm's exit status (and the seed's).
@@ -74,12 +80,16 @@ func Rm(ctx context.Context, env *Env, args []string) int {
 // It returns the hook's exit status (Claude Code reads 0 and 2); usage
 // errors are 2.
 func Hook(ctx context.Context, env *Env, args []string) int {
-	if len(args) == 0 || args[0] != "claude" {
-		fmt.Fprintf(env.Stderr, "countersign hook: %s\n", HookUsage)
+	var p *claudehook.Protocol
+	if len(args) > 0 {
+		p = claudehook.Protocols[args[0]]
+	}
+	if p == nil {
+		fmt.Fprintf(env.Stderr, "countersign hook: %s\n", HookUsage())
 		return 2
 	}
 	if len(args) > 1 && args[1] == "install" {
-		err := claudehook.Install(args[2:], env.Stdout, env.Stderr, env.Getenv)
+		err := p.Install(args[2:], env.Stdout, env.Stderr, env.Getenv)
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return 0
@@ -101,9 +111,9 @@ func Hook(ctx context.Context, env *Env, args []string) int {
 			return claudehook.ExitBlock
 		}
 		e.Stdin = bytes.NewReader(input)
-		e.Handoff = func() error { return handoff([]string{"hook", "claude"}, args[1:], input, env.Start) }
+		e.Handoff = func() error { return handoff([]string{"hook", p.Name}, args[1:], input, env.Start) }
 	}
-	return claudehook.Run(ctx, e)
+	return claudehook.RunProtocol(ctx, e, p)
 }
 
 // IsTerminal reports whether w is a terminal.

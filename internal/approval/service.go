@@ -201,6 +201,10 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 			return nil, err
 		}
 	}
+	if err := countersign.CheckAgent(c); err != nil {
+		return nil, err
+	}
+	c.SessionID = countersign.AgentSession(c.Agent, c.SessionID)
 	ttl := in.TTL
 	if ttl == 0 {
 		ttl = s.cfg.TTL

@@ -241,3 +241,43 @@ func TestStopDuringWindowApproval(t *testing.T) {
 		t.Errorf("approved requests of the stopped session: %d, %v; want none", len(list), err)
 	}
 }
+
+// TestWindowOfOneAgent: a window approved in one coding agent's session
+// lets through only that agent's calls of the session, though another
+// agent names a session of the same id; an unknown agent, and a session id
+// that looks prefixed, are refused.
+func TestWindowOfOneAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	as := func(agent string) countersign.CreateInput {
+		in := e.toolCall("WebFetch", "s1")
+		in.Context.Agent = agent
+		return in
+	}
+	opener := e.create(e.keyA, as(countersign.AgentCodex))
+	if opener.Context.SessionID != "codex:s1" || opener.Context.Agent != countersign.AgentCodex {
+		t.Fatalf("codex's request has context %+v, want session codex:s1 of agent codex", opener.Context)
+	}
+	e.openWindow(opener, 5)
+	e.wantAutoApproved("codex, same session", e.keyA, as(countersign.AgentCodex), true)
+	e.wantAutoApproved("claude code, a session of the same id", e.keyA, as(countersign.AgentClaudeCode), false)
+	e.wantAutoApproved("no agent named, a session of the same id", e.keyA, as(""), false)
+	e.wantAutoApproved("gemini, a session of the same id", e.keyA, as(countersign.AgentGemini), false)
+
+	claude := e.create(e.keyA, as(countersign.AgentClaudeCode))
+	if claude.Context.SessionID != "s1" {
+		t.Errorf("claude code's session is %q, want it as sent: s1", claude.Context.SessionID)
+	}
+	for name, c := range map[string]countersign.RequestContext{
+		"an unknown agent":                    {SessionID: "s1", Agent: "cursor"},
+		"a session that looks prefixed":       {SessionID: "codex:s1", Agent: countersign.AgentClaudeCode},
+		"a prefixed session without agent":    {SessionID: "copilot:s1"},
+		"a prefixed session of another agent": {SessionID: "gemini:s1", Agent: countersign.AgentCodex},
+	} {
+		in := as("")
+		in.Context = c
+		if _, _, err := e.svc.Create(e.ctx, e.keyA, in); countersign.ErrorCode(err) != countersign.EINVALID {
+			t.Errorf("%s: Create err = %v, want EINVALID", name, err)
+		}
+	}
+}

@@ -30,14 +30,14 @@ type asker struct {
 const maxPoll = 25 * time.Second
 
 // ask creates the request, waits for its decision and returns the outcome.
-func (k *asker) ask(ctx context.Context, in *Input, call *Call, v Verdict) outcome {
+func (k *asker) ask(ctx context.Context, p *Protocol, in *Input, call *Call, v Verdict) outcome {
 	if k.cfg.ServerURL == "" || k.cfg.AgentKey == "" {
 		return deny("countersign: this call needs a human's approval (%s), but no countersign server is configured: set COUNTERSIGN_URL and COUNTERSIGN_KEY, or server_url and agent_key in %s. The call was not run; tell the user.",
 			strings.Join(v.Reasons, "; "), configName(k.cfg))
 	}
 	ctx, cancel := context.WithDeadline(ctx, k.deadline)
 	defer cancel()
-	ci := createInput(in, call, v, k.deadline)
+	ci := createInput(p, in, call, v, k.deadline)
 	r, _, err := k.c.Create(ctx, ci)
 	var ce *api.Error
 	if errors.As(err, &ce) && ce.Code == string(countersign.EINVALID) && strings.Contains(ce.Message, "ttl") {
@@ -73,9 +73,10 @@ func (k *asker) ask(ctx context.Context, in *Input, call *Call, v Verdict) outco
 	return o
 }
 
-// createInput is the request for a call: kind tool, the tool's name and
-// input, where and in which session Claude Code runs, and a preview.
-func createInput(in *Input, call *Call, v Verdict, deadline time.Time) api.CreateInput {
+// createInput is the request for a call of the agent p: kind tool, the
+// tool's name and input, which agent asks, where and in which of its
+// sessions it runs, and a preview.
+func createInput(p *Protocol, in *Input, call *Call, v Verdict, deadline time.Time) api.CreateInput {
 	rc := saferm.CurrentContext(call.Cwd)
 	// The request lives as long as the hook waits (the server's minimum is
 	// 10 s), so that nobody approves what no one waits for any more.
@@ -87,7 +88,7 @@ func createInput(in *Input, call *Call, v Verdict, deadline time.Time) api.Creat
 		Preview:     preview(in, call, v),
 		RiskReasons: riskReasons(v.Reasons),
 		Protected:   v.Protected,
-		Context:     api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(call.Cwd), SessionID: visible.Line(in.SessionID)},
+		Context:     api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(call.Cwd), SessionID: visible.Line(in.SessionID), Agent: p.Agent},
 		TTLSeconds:  ttl,
 		Scope:       v.Scope,
 	}

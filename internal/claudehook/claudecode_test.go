@@ -451,9 +451,9 @@ func (r *claudeRig) askedOnce(tool string) *client.Request {
 		r.t.Fatalf("a human decided %d requests, want 1", len(decided))
 	}
 	q := decided[0]
-	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != r.w.project || q.Context.SessionID == "" {
-		r.t.Errorf("the request: kind %s action %s cwd %s session %q; want a tool request of %s from the project",
-			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, tool)
+	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != r.w.project || q.Context.SessionID == "" || q.Context.Agent != "claude-code" {
+		r.t.Errorf("the request: kind %s action %s cwd %s session %q agent %q; want a tool request of %s from the project, by claude-code",
+			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, q.Context.Agent, tool)
 	}
 	return q
 }

@@ -195,7 +195,7 @@ func runGolden(t *testing.T, base string, viaHTTP bool) {
 	if srv.agentKey != "" && (strings.Contains(stdout.String(), srv.agentKey) || strings.Contains(stderr.String(), srv.agentKey)) {
 		t.Errorf("the agent key was written out")
 	}
-	if o, err := ParseOptions(c.args, &stderr); err == nil {
+	if o, err := ParseOptions("claude", c.args, &stderr); err == nil {
 		// Always before the timeout; when nobody decides, at the deadline
 		// (timeout minus the margin), not long before.
 		if elapsed >= o.Timeout {
@@ -282,8 +282,8 @@ func checkRequests(t *testing.T, srv *testServer, c goldenCase, opener, tool, se
 	if c.status != "" && r.Status != c.status {
 		t.Errorf("request status %s, want %s", r.Status, c.status)
 	}
-	if r.Kind != "tool" || r.Action != tool || r.Context.SessionID != session || r.Context.Cwd != w.project || r.Preview == "" {
-		t.Errorf("request kind %s action %s session %s cwd %s preview %q", r.Kind, r.Action, r.Context.SessionID, r.Context.Cwd, r.Preview)
+	if r.Kind != "tool" || r.Action != tool || r.Context.SessionID != session || r.Context.Cwd != w.project || r.Preview == "" || r.Context.Agent != "claude-code" {
+		t.Errorf("request kind %s action %s session %s cwd %s agent %q preview %q", r.Kind, r.Action, r.Context.SessionID, r.Context.Cwd, r.Context.Agent, r.Preview)
 	}
 	var want, have any
 	json.Unmarshal(args, &want)

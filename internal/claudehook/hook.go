@@ -64,9 +64,9 @@ type Options struct {
 
 // ParseOptions reads the hook's flags. --timeout takes seconds, as
 // settings.json does, or a duration such as 10m.
-func ParseOptions(args []string, stderr io.Writer) (Options, error) {
+func ParseOptions(name string, args []string, stderr io.Writer) (Options, error) {
 	o := Options{Timeout: DefaultTimeout}
-	fs := flag.NewFlagSet("countersign hook claude", flag.ContinueOnError)
+	fs := flag.NewFlagSet("countersign hook "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Func("timeout", "the hook's timeout in settings.json, in seconds (default 600)", func(v string) error {
 		d, err := parseTimeout(v)
@@ -108,36 +108,11 @@ func Margin(timeout time.Duration) time.Duration {
 }
 
 // Run is `countersign hook claude`: read one event, answer it, exit.
-func Run(ctx context.Context, e *Env) int {
-	opts, err := ParseOptions(e.Args, e.Stderr)
-	if err != nil {
-		fmt.Fprintf(e.Stderr, "countersign hook claude: %v; the call is blocked\n", err)
-		return ExitBlock
-	}
-	event, data, err := readEvent(e.Stdin)
-	if err != nil {
-		// Without the event there is no JSON answer to give: exit 2
-		// blocks a PreToolUse call with this message as the reason.
-		fmt.Fprintf(e.Stderr, "countersign: %v; the call is blocked\n", err)
-		return ExitBlock
-	}
-	if event != EventPreToolUse && event != EventPermissionRequest {
-		return ExitOK
-	}
-	o := decide(ctx, e, opts, data)
-	if _, err := e.Stdout.Write(o.render(event)); err != nil {
-		return ExitBlock
-	}
-	return ExitOK
-}
+func Run(ctx context.Context, e *Env) int { return RunProtocol(ctx, e, Claude) }
 
-// decide reads the call, loads the policy and returns the answer. Every
-// failure denies.
-func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
-	in, call, err := parseCall(data, e.Cwd, e.Getenv("CLAUDE_PROJECT_DIR"))
-	if err != nil {
-		return deny("countersign: cannot check this call, so it is refused: %v", err)
-	}
+// decide loads the policy and returns the answer to the call of the
+// agent p. Every failure denies.
+func decide(ctx context.Context, e *Env, opts Options, p *Protocol, in *Input, call *Call) outcome {
 	load := e.Load
 	if load.Getenv == nil {
 		load.Getenv = e.Getenv
@@ -188,5 +163,5 @@ func decide(ctx context.Context, e *Env, opts Options, data []byte) outcome {
 		}
 		k.c = e.Connect(cfg.ServerURL, cfg.AgentKey)
 	}
-	return k.ask(ctx, in, call, v)
+	return k.ask(ctx, p, in, call, v)
 }

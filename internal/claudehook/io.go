@@ -41,27 +41,32 @@ const MaxInput = 64 << 20
 // errNoEvent is an input whose event cannot be known.
 var errNoEvent = errors.New("the hook input is not a JSON object with hook_event_name")
 
-// readEvent reads the input and returns its event name, and the raw input.
-func readEvent(r io.Reader) (string, []byte, error) {
+// readInput reads a hook input, bounded in size and depth.
+func readInput(r io.Reader) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(r, MaxInput+1))
 	if err != nil {
-		return "", nil, fmt.Errorf("read the hook input: %w", err)
+		return nil, fmt.Errorf("read the hook input: %w", err)
 	}
 	if len(data) > MaxInput {
-		return "", nil, fmt.Errorf("the hook input is larger than %d MiB", MaxInput>>20)
+		return nil, fmt.Errorf("the hook input is larger than %d MiB", MaxInput>>20)
 	}
 	if limit.CheckJSONDepth(data) != nil {
 		// Refused before any decoding: every step after, up to the
 		// request's preview, would work on it.
-		return "", nil, fmt.Errorf("the hook input nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
+		return nil, fmt.Errorf("the hook input nests objects and arrays deeper than the limit of %d levels", limit.MaxJSONDepth)
 	}
+	return data, nil
+}
+
+// eventName returns the hook_event_name of an input.
+func eventName(data []byte) (string, error) {
 	var head struct {
 		Event string `json:"hook_event_name"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil || head.Event == "" {
-		return "", data, errNoEvent
+		return "", errNoEvent
 	}
-	return head.Event, data, nil
+	return head.Event, nil
 }
 
 // parseCall decodes a PreToolUse or PermissionRequest input into the call

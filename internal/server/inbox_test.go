@@ -528,3 +528,26 @@ func TestPageShowsTheTierStepUpReads(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesNameTheCodingAgent: the inbox and the request page name the
+// coding agent whose hook asked, and a request of no agent names none.
+func TestPagesNameTheCodingAgent(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice := e.signIn("alice")
+	codex := e.create(e.agentA, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make deploy"}`),
+		Context: client.Context{SessionID: "s1", Agent: "codex"}})
+	if codex.Context.SessionID != "codex:s1" || codex.Context.Agent != "codex" {
+		t.Errorf("the created request's context is %+v, want session codex:s1 of agent codex", codex.Context)
+	}
+	plain := e.create(e.agentA, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make test"}`)})
+	if n := strings.Count(e.get("/approvals/"+codex.ID, e.as(alice.id)).body, "Codex CLI"); n != 1 {
+		t.Errorf("codex's request page names Codex CLI %d times, want once", n)
+	}
+	if page := e.get("/approvals/"+plain.ID, e.as(alice.id)).body; strings.Contains(page, "Coding agent") {
+		t.Errorf("a request of no agent names a coding agent")
+	}
+	if n := strings.Count(e.get("/approvals", e.as(alice.id)).body, "Codex CLI"); n != 1 {
+		t.Errorf("the inbox names Codex CLI %d times, want once", n)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/visible"
 )
 
@@ -87,6 +88,13 @@ var funcs = template.FuncMap{
 	"hasLines": func(s string, n int) bool { return strings.Count(s, "\n") >= n },
 	"join":     strings.Join,
 	"wrap":     wrap,
+	// codingAgent names the coding agent of a request's context.agent.
+	"codingAgent": func(a string) string {
+		if n := countersign.CodingAgents[a]; n != "" {
+			return n
+		}
+		return a
+	},
 }
 
 // wrapAfter are the characters after which a long path or identifier may
