@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
@@ -134,9 +135,10 @@ func commandOf(line string) string {
 // deletes the approval covers: the command, after a line that tells the
 // rm wrapper which approval and which session it runs under, so that the
 // wrapper's own request for the same delete is granted at once instead of
-// asked twice. Nothing else of the input changes; nil when there is
-// nothing to tell.
-func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
+// asked twice; an agent other than Claude Code is named too, since the
+// server keeps its sessions apart. Nothing else of the input changes; nil
+// when there is nothing to tell.
+func coverInput(agent string, in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
 	if call.Tool != "Bash" || sc == nil || len(sc.Paths) == 0 || !slices.Contains(sc.Commands, "rm") ||
 		in.SessionID == "" || !saferm.IsRequestID(id) {
 		return nil
@@ -145,7 +147,11 @@ func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage
 	if json.Unmarshal(in.ToolInput, &fields) != nil {
 		return nil
 	}
-	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID) + "\n" + call.Command
+	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID)
+	if agent != "" && agent != countersign.AgentClaudeCode {
+		line += " " + saferm.EnvAgent + "=" + saferm.ShellQuote(agent)
+	}
+	line += "\n" + call.Command
 	cmd, err := json.Marshal(line)
 	if err != nil {
 		return nil
