@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -212,6 +213,10 @@ func newCodexRig(t testing.TB, o codexOptions) *codexRig {
 		t.Fatal(err)
 	}
 	r.path = wrapDir + ":" + os.Getenv("PATH")
+	// Codex runs commands in a login shell (bash -lc), whose
+	// /etc/profile may set PATH anew: the wrapper comes first in it by
+	// the user's profile, as a user installs it.
+	w.file(".profile", "export PATH="+wrapDir+":\"$PATH\"\n")
 	hooks := filepath.Join(r.home, "hooks.json")
 	if !o.bare {
 		// The product writes the hooks, as a user installs them. A
@@ -448,4 +453,137 @@ func sorted(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return s
+}
+
+// askedCodex checks that a human decided exactly n requests of the rig,
+// all Bash calls from the project in Codex's session, named as Codex's,
+// and returns them, oldest first.
+func (r *codexRig) askedCodex(n int) []*client.Request {
+	r.t.Helper()
+	var decided []*client.Request
+	for _, q := range r.srv.requests(r.t) {
+		if q.DecidedBy == "alice" {
+			decided = append([]*client.Request{q}, decided...)
+		}
+	}
+	if len(decided) != n {
+		r.t.Fatalf("a human decided %d requests, want %d", len(decided), n)
+	}
+	for _, q := range decided {
+		if q.Kind != "tool" || q.Action != "Bash" || q.Context.Cwd != r.w.project || q.Context.Agent != "codex" ||
+			!strings.HasPrefix(q.Context.SessionID, "codex:") {
+			r.t.Errorf("the request: kind %s action %s cwd %s agent %q session %q; want a Bash request of Codex's from the project",
+				q.Kind, q.Action, q.Context.Cwd, q.Context.Agent, q.Context.SessionID)
+		}
+	}
+	return decided
+}
+
+// oneOutput checks that Codex sent the model one tool output and
+// returns it.
+func oneOutput(t *testing.T, out string, results []string) string {
+	t.Helper()
+	if len(results) != 1 {
+		t.Fatalf("the model got %d tool outputs, want 1: %q; Codex said %s", len(results), results, out)
+	}
+	return results[0]
+}
+
+// TestCodex drives the real Codex CLI (pinned in
+// testdata/npm-codex/package-lock.json) offline against a scripted model,
+// with the hooks `countersign hook codex install` wrote and the real
+// server where a human decides. Codex runs without its sandbox and
+// approvals (--dangerously-bypass-approvals-and-sandbox), as in CI as
+// root, so that the hook alone guards each shell command; and in its
+// sandbox with --approve-for-me, where a command to run outside it comes
+// to the hook again as Codex's own permission prompt.
+func TestCodex(t *testing.T) {
+	t.Parallel()
+	t.Run("risky line denied", func(t *testing.T) {
+		t.Parallel()
+		r := newCodexRig(t, codexOptions{})
+		wait := r.human(client.Decision{Decision: "deny", Text: "keep build: the release needs it"})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "rm -r build"})
+		wait()
+		res := oneOutput(t, out, results)
+		q := r.askedCodex(1)[0]
+		want := fmt.Sprintf("Command blocked by PreToolUse hook: countersign: alice denied this call (%s): keep build: the release needs it", q.Reference)
+		if !strings.Contains(res, want) {
+			t.Errorf("the model got %q; want %q", res, want)
+		}
+		if q.Status != "denied" || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+			t.Errorf("request %s, build there: %v; want it denied and build kept", q.Status, exists(filepath.Join(r.w.project, "build")))
+		}
+	})
+	t.Run("risky line approved", func(t *testing.T) {
+		t.Parallel()
+		r := newCodexRig(t, codexOptions{})
+		wait := r.human(client.Decision{Decision: "approve"})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "rm -r build"})
+		wait()
+		res := oneOutput(t, out, results)
+		q := r.askedCodex(1)[0]
+		if !strings.Contains(res, "Process exited with code 0") || exists(filepath.Join(r.w.project, "build")) {
+			t.Errorf("the model got %q, build there: %v; want the line run", res, exists(filepath.Join(r.w.project, "build")))
+		}
+		// The line ran through the rm wrapper first in PATH, which the
+		// approval covered: asked once, not twice.
+		if !strings.Contains(res, "covered by the approval the Codex CLI hook asked for") {
+			t.Errorf("the wrapper did not run under the approval: %q", res)
+		}
+		var covered int
+		for _, rq := range r.srv.requests(t) {
+			if rq.Kind == "rm" && rq.DecidedBy == countersign.DecidedByCoverage && rq.Status == "consumed" && rq.Context.Agent == "codex" {
+				covered++
+			}
+		}
+		if q.Status != "consumed" || covered != 1 {
+			t.Errorf("the hook's request %s, %d wrapper requests consumed; want consumed and 1", q.Status, covered)
+		}
+	})
+	t.Run("harmless line not asked", func(t *testing.T) {
+		t.Parallel()
+		r := newCodexRig(t, codexOptions{})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "ls"})
+		if res := oneOutput(t, out, results); !strings.Contains(res, "a.txt") {
+			t.Errorf("the model got %q; want the listing", res)
+		}
+		if n := len(r.srv.requests(t)); n != 0 {
+			t.Errorf("a harmless line made %d requests", n)
+		}
+	})
+	t.Run("destroyer asked", func(t *testing.T) {
+		t.Parallel()
+		// Codex asks nothing itself without its sandbox: a command
+		// that loses data without rm is put to a human.
+		r := newCodexRig(t, codexOptions{})
+		gitCommits(t, r.w, 2)
+		wait := r.human(client.Decision{Decision: "deny", Text: "not the history"})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "git reset --hard HEAD~1"})
+		wait()
+		res := oneOutput(t, out, results)
+		r.askedCodex(1)
+		if !strings.Contains(res, "not the history") || gitHead(t, r.w) != "commit 2" {
+			t.Errorf("the model got %q, HEAD at %q; want the refusal and HEAD kept", res, gitHead(t, r.w))
+		}
+	})
+	t.Run("escalated line", func(t *testing.T) {
+		t.Parallel()
+		// In its sandbox, Codex runs the hook before the command
+		// (approved here) and again at its own prompt to leave the
+		// sandbox, where the human refuses: the refusal reaches the
+		// model and nothing ran.
+		r := newCodexRig(t, codexOptions{})
+		wait := r.human(client.Decision{Decision: "approve"}, client.Decision{Decision: "deny", Text: "not outside the sandbox"})
+		out, results := r.run(codexApproveForMe, shellCall{Cmd: "rm -r build", Escalate: true})
+		wait()
+		res := oneOutput(t, out, results)
+		qs := r.askedCodex(2)
+		if !strings.Contains(res, "not outside the sandbox") || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+			t.Errorf("the model got %q, build there: %v; want the refusal and build kept", res, exists(filepath.Join(r.w.project, "build")))
+		}
+		if qs[0].Status != "consumed" || qs[1].Status != "denied" {
+			t.Errorf("the requests are %s and %s; want consumed (PreToolUse) and denied (PermissionRequest)", qs[0].Status, qs[1].Status)
+		}
+	})
 }

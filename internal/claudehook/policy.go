@@ -106,6 +106,10 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 			pt.subjects = pathSubjects(c.Tool, c.Path)
 		}
 		parts = []part{pt}
+	case c.Tool == "NetworkAccess":
+		// Codex asks it to reach the network from its sandbox: a human
+		// decides, unless a rule does.
+		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Ask, defWhy: []string{"network access from the agent's sandbox"}}}
 	default:
 		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Prompt, defWhy: []string{"left to Claude Code's permissions"}}}
 	}
