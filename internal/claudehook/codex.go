@@ -137,9 +137,17 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 		return err
 	}
 	fmt.Fprintf(stdout, "countersign hook: %s %s (%s)\n", changed, o.Settings, strings.Join(o.Events, ", "))
-	fmt.Fprintln(stdout, "Codex runs a new or changed hook only once it is trusted: review and trust it in Codex's /hooks.")
+	if filepath.Dir(o.Settings) != codexSystemDir {
+		fmt.Fprintf(stdout, "Codex runs a new or changed hook only once it is trusted: review and trust these in Codex's /hooks, or install them for every user of this machine, trusted as managed hooks, with --hooks %s.\n",
+			filepath.Join(codexSystemDir, "hooks.json"))
+	}
 	return nil
 }
+
+// codexSystemDir holds Codex's system configuration: hooks.json there
+// are managed hooks, which Codex runs without asking a user to trust them
+// and a user cannot turn off.
+const codexSystemDir = "/etc/codex"
 
 // codexHome is Codex's configuration directory: CODEX_HOME, or ~/.codex.
 func codexHome(getenv func(string) string) (string, error) {
