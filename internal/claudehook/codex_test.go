@@ -551,6 +551,17 @@ func TestCodex(t *testing.T) {
 		if n := len(r.srv.requests(t)); n != 0 {
 			t.Errorf("a harmless line made %d requests", n)
 		}
+		// The hooks Codex ran are the small binary's, installed beside
+		// the countersign binary that wrote them.
+		var v struct {
+			Hooks map[string][]groupJSON `json:"hooks"`
+		}
+		json.Unmarshal(readFile(t, filepath.Join(r.home, "hooks.json")), &v)
+		for _, ev := range codexEvents {
+			if g := v.Hooks[ev]; len(g) != 1 || g[0].Hooks[0].Command != filepath.Join(filepath.Dir(binary(t, "countersign")), "countersign-agent")+" hook codex --timeout 60" {
+				t.Errorf("hooks.json %s: %+v", ev, g)
+			}
+		}
 	})
 	t.Run("destroyer asked", func(t *testing.T) {
 		t.Parallel()
@@ -565,6 +576,29 @@ func TestCodex(t *testing.T) {
 		r.askedCodex(1)
 		if !strings.Contains(res, "not the history") || gitHead(t, r.w) != "commit 2" {
 			t.Errorf("the model got %q, HEAD at %q; want the refusal and HEAD kept", res, gitHead(t, r.w))
+		}
+	})
+	t.Run("window", func(t *testing.T) {
+		t.Parallel()
+		// A window a human opens covers the same shape of call in the
+		// same Codex session.
+		r := newCodexRig(t, codexOptions{})
+		gitCommits(t, r.w, 3)
+		wait := r.human(client.Decision{Decision: "approve", AutoApproveMinutes: 15})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "git reset --hard HEAD~1"}, shellCall{Cmd: "git reset --hard HEAD~1"})
+		wait()
+		if len(results) != 2 || strings.Contains(results[0], "blocked") || strings.Contains(results[1], "blocked") {
+			t.Fatalf("the model got %q; want both resets run; Codex said %s", results, out)
+		}
+		q := r.askedCodex(1)[0]
+		var auto int
+		for _, a := range r.srv.requests(t) {
+			if a.AutoApproved && a.Status == "consumed" && a.Context.SessionID == q.Context.SessionID {
+				auto++
+			}
+		}
+		if head := gitHead(t, r.w); auto != 1 || head != "commit 1" {
+			t.Errorf("%d requests auto-approved in the session, HEAD at %q; want the second reset in the window and HEAD at commit 1", auto, head)
 		}
 	})
 	t.Run("escalated line", func(t *testing.T) {
