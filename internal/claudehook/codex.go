@@ -108,6 +108,7 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Settings, "hooks", "", "merge into this hooks.json (default: $CODEX_HOME/hooks.json, ~/.codex/hooks.json; a project's is .codex/hooks.json)")
 	print := fs.Bool("print", false, "print the hooks block instead of writing a file")
+	trust := fs.Bool("trust", false, "also mark the hooks trusted in $CODEX_HOME/config.toml, as trusting them in Codex's /hooks does")
 	timeoutFlag(fs, &o.Timeout)
 	fs.StringVar(&o.Command, "command", o.Command, "the command Codex runs")
 	if err := fs.Parse(args); err != nil {
@@ -120,25 +121,38 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 		return errors.New("--timeout: hooks.json takes whole seconds")
 	}
 	if *print {
-		if o.Settings != "" {
-			return errors.New("--print writes no file: leave out --hooks")
+		if o.Settings != "" || *trust {
+			return errors.New("--print writes no file: leave out --hooks and --trust")
 		}
 		return printHooks(stdout, o)
 	}
+	home, err := codexHome(getenv)
+	if err != nil && (o.Settings == "" || *trust) {
+		return err
+	}
 	if o.Settings == "" {
-		home, err := codexHome(getenv)
-		if err != nil {
-			return err
-		}
 		o.Settings = filepath.Join(home, "hooks.json")
+	}
+	managed := filepath.Dir(o.Settings) == codexSystemDir
+	if *trust && managed {
+		return fmt.Errorf("--trust: the hooks in %s are managed, which Codex trusts without it", codexSystemDir)
 	}
 	changed, err := MergeSettings(o.Settings, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "countersign hook: %s %s (%s)\n", changed, o.Settings, strings.Join(o.Events, ", "))
-	if filepath.Dir(o.Settings) != codexSystemDir {
-		fmt.Fprintf(stdout, "Codex runs a new or changed hook only once it is trusted: review and trust these in Codex's /hooks, or install them for every user of this machine, trusted as managed hooks, with --hooks %s.\n",
+	if *trust {
+		config := filepath.Join(home, "config.toml")
+		n, err := trustCodexHooks(o.Settings, config, o.Events)
+		if err != nil {
+			return fmt.Errorf("the hooks are installed, but not trusted: %w", err)
+		}
+		fmt.Fprintf(stdout, "countersign hook: %d hooks trusted in %s\n", n, config)
+		return nil
+	}
+	if !managed {
+		fmt.Fprintf(stdout, "Codex runs a new or changed hook only once it is trusted: review and trust these in Codex's /hooks (or install with --trust), or install them for every user of this machine, trusted as managed hooks, with --hooks %s.\n",
 			filepath.Join(codexSystemDir, "hooks.json"))
 	}
 	return nil

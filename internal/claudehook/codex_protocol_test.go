@@ -256,3 +256,57 @@ func TestCodexInstall(t *testing.T) {
 		t.Error("a hooks.json of another shape was overwritten")
 	}
 }
+
+// TestCodexTrust computes Codex's trust hash of a hook as Codex 0.169.0
+// does (the hash below made it run the hook untrusted otherwise), and
+// writes the trust into config.toml around what is there, the same on a
+// second install, and updated in place when the hook changes.
+func TestCodexTrust(t *testing.T) {
+	star := "*"
+	got, err := codexHookHash("pre_tool_use", &star, json.RawMessage(`{"type":"command","command":"/tmp/cx/cap.sh pre","timeout":30}`))
+	if want := "sha256:a439089c18cecefe08d7b5216987dedb5a0ad6760a71b7c99853ad7c8aefb8e3"; err != nil || got != want {
+		t.Errorf("hash %s, %v; want %s", got, err, want)
+	}
+
+	home := t.TempDir()
+	env := func(k string) string { return map[string]string{"CODEX_HOME": home}[k] }
+	config := filepath.Join(home, "config.toml")
+	mine := "model = \"o3\"\n\n[projects.\"/src\"]\ntrust_level = \"trusted\"\n"
+	if err := os.WriteFile(config, []byte(mine), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	install := func(args ...string) string {
+		t.Helper()
+		out.Reset()
+		if err := installCodex(append([]string{"--trust", "--command", "/opt/cs/countersign-agent hook codex"}, args...), &out, &errs, env); err != nil {
+			t.Fatal(err)
+		}
+		return string(readFile(t, config))
+	}
+	first := install()
+	hooks := filepath.Join(home, "hooks.json")
+	if !strings.HasPrefix(first, mine+"\n") || !strings.Contains(out.String(), "3 hooks trusted in "+config) {
+		t.Fatalf("config.toml:\n%s\nsaid %s", first, out.String())
+	}
+	for _, ev := range []string{"pre_tool_use", "permission_request", "post_tool_use"} {
+		hash, _ := codexHookHash(ev, &star, json.RawMessage(`{"type":"command","command":"/opt/cs/countersign-agent hook codex --timeout 600","timeout":600}`))
+		want := "[hooks.state.\"" + hooks + ":" + ev + ":0:0\"]\ntrusted_hash = \"" + hash + "\"\n"
+		if !strings.Contains(first, want) {
+			t.Errorf("config.toml has no\n%s", want)
+		}
+	}
+	if fi, _ := os.Stat(config); fi.Mode().Perm() != 0o640 {
+		t.Errorf("config.toml's mode is %v", fi.Mode())
+	}
+	if again := install(); again != first {
+		t.Errorf("a second install changed config.toml:\n%s", again)
+	}
+	changed := install("--timeout", "900")
+	if strings.Count(changed, "[hooks.state.") != 3 || changed == first || !strings.HasPrefix(changed, mine) {
+		t.Errorf("a changed hook's trust was not updated in place:\n%s", changed)
+	}
+	if err := installCodex([]string{"--trust", "--hooks", "/etc/codex/hooks.json"}, &out, &errs, env); err == nil {
+		t.Error("--trust of managed hooks: no error")
+	}
+}

@@ -187,6 +187,10 @@ type codexRig struct {
 	path   string // PATH: the wrapper's directory first
 	inputs string // where the capturing hook appends the inputs it gets
 	exited chan struct{}
+	// untrusted: hooks Codex does not trust are in hooks.json (the
+	// capturing one), which run with --dangerously-bypass-hook-trust.
+	untrusted bool
+	trust     string // the config.toml install wrote
 }
 
 // codexOptions say how a rig is made.
@@ -219,17 +223,23 @@ func newCodexRig(t testing.TB, o codexOptions) *codexRig {
 	w.file(".profile", "export PATH="+wrapDir+":\"$PATH\"\n")
 	hooks := filepath.Join(r.home, "hooks.json")
 	if !o.bare {
-		// The product writes the hooks, as a user installs them. A
-		// shorter timeout than the default: a call asked by mistake
-		// ends the run in a minute, not ten.
-		args := []string{"hook", "codex", "install", "--hooks", hooks, "--timeout", "60"}
+		// The product writes the hooks and trusts them, as a user
+		// installs them. A shorter timeout than the default: a call
+		// asked by mistake ends the run in a minute, not ten.
+		args := []string{"hook", "codex", "install", "--trust", "--timeout", "60"}
 		cmd := exec.Command(cs, args...)
 		cmd.Env = []string{"HOME=" + w.home, "CODEX_HOME=" + r.home, "PATH=" + r.path}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("countersign %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		trust, err := os.ReadFile(filepath.Join(r.home, "config.toml"))
+		if err != nil {
+			t.Fatalf("install --trust wrote no config.toml: %v", err)
+		}
+		r.trust = string(trust)
 	}
 	if o.capture || o.bare {
+		r.untrusted = true
 		r.inputs = filepath.Join(w.root, "inputs.jsonl")
 		r.addCapture(hooks)
 	}
@@ -292,17 +302,20 @@ stream_max_retries = 0
 	if err := os.MkdirAll(r.home, 0o755); err != nil {
 		r.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(r.home, "config.toml"), []byte(config), 0o600); err != nil {
+	// The tables install wrote (the hooks' trust) come after the
+	// model's keys, which TOML wants before any table.
+	if err := os.WriteFile(filepath.Join(r.home, "config.toml"), []byte(config+"\n"+r.trust), 0o600); err != nil {
 		r.t.Fatal(err)
+	}
+	args = append([]string{"exec", "--skip-git-repo-check", "--color", "never"}, args...)
+	if r.untrusted {
+		args = append(args, "--dangerously-bypass-hook-trust")
 	}
 	claudeSlots <- struct{}{}
 	defer func() { <-claudeSlots }()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// Hooks a user adds are trusted in Codex's /hooks review; the test
-	// trusts them for this run.
-	all := append([]string{"exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", "--color", "never"}, args...)
-	cmd := exec.CommandContext(ctx, r.bin, append(all, "do the task")...)
+	cmd := exec.CommandContext(ctx, r.bin, append(args, "do the task")...)
 	cmd.Dir = r.w.project
 	cmd.Env = []string{"HOME=" + r.w.home, "CODEX_HOME=" + r.home, "PATH=" + r.path,
 		"COUNTERSIGN_URL=" + r.srv.URL, "COUNTERSIGN_KEY=" + r.srv.agentKey}
