@@ -59,6 +59,11 @@ func readCodex(data []byte, cwd string, _ func(string) string) (Event, *Input, *
 		in = &Input{}
 	}
 	in.Event = name
+	if call != nil {
+		// Codex's write_stdin types into a running command unseen by
+		// any hook.
+		call.Typed = true
+	}
 	if call != nil && ev != EventPermission {
 		// Codex's permission_mode says whether it asks before leaving
 		// its sandbox, not before each command, as Claude Code's

@@ -310,3 +310,36 @@ func TestCodexTrust(t *testing.T) {
 		t.Error("--trust of managed hooks: no error")
 	}
 }
+
+// TestTypedShell: where the agent can type into a running command (Codex's
+// write_stdin, which no hook sees), a shell or an interpreter that reads
+// its commands from standard input is asked; where it cannot (Claude
+// Code), it is left to the agent as before.
+func TestTypedShell(t *testing.T) {
+	w := newWorld(t)
+	pol := w.policy()
+	for _, tt := range []struct {
+		command string
+		typed   Action // with Typed
+	}{
+		{"bash", Ask},
+		{"bash -l", Ask},
+		{"sh -i", Ask},
+		{"python3", Ask},
+		{"node", Ask},
+		{"bash -c ls", Allow},
+		{"python3 -c 'print(1)'", Prompt},
+		{"python3 x.py", Prompt},
+		{"bash < script.sh", Prompt},
+	} {
+		call := func(typed bool) Verdict {
+			return pol.Decide(context.Background(), &Call{Tool: "Bash", Command: tt.command, Cwd: w.project, Project: w.project, Typed: typed})
+		}
+		if v := call(true); v.Action != tt.typed {
+			t.Errorf("%q where the agent types: %v %v, want %v", tt.command, v.Action, v.Reasons, tt.typed)
+		}
+		if v := call(false); v.Action == Ask {
+			t.Errorf("%q where the agent cannot type: asked (%v)", tt.command, v.Reasons)
+		}
+	}
+}

@@ -591,6 +591,22 @@ func TestCodex(t *testing.T) {
 			t.Errorf("the model got %q, HEAD at %q; want the refusal and HEAD kept", res, gitHead(t, r.w))
 		}
 	})
+	t.Run("shell to type into", func(t *testing.T) {
+		t.Parallel()
+		// Codex's write_stdin types into a running command, and no hook
+		// sees what it types (checked: PreToolUse does not come): a
+		// shell started to be typed into is put to a human.
+		r := newCodexRig(t, codexOptions{})
+		wait := r.human(client.Decision{Decision: "deny", Text: "no shell to type into"})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "bash"})
+		wait()
+		res := oneOutput(t, out, results)
+		q := r.askedCodex(1)[0]
+		if !strings.Contains(res, "Command blocked by PreToolUse hook") || !strings.Contains(res, "no shell to type into") ||
+			!strings.Contains(strings.Join(q.RiskReasons, " "), "type commands into later") {
+			t.Errorf("the model got %q, the request's reasons %q; want the refusal of a shell to type into", res, q.RiskReasons)
+		}
+	})
 	t.Run("window", func(t *testing.T) {
 		t.Parallel()
 		// A window a human opens covers the same shape of call in the

@@ -117,6 +117,10 @@ func (a *analyzer) other(c *cmdCtx, name string) {
 		a.ask(c.subjects(), "runs code downloaded from the network ("+name+" reads it from the pipe)")
 		return
 	}
+	if a.call.Typed && slices.Contains(interpreters, name) && c.in == (stdin{}) && readsCode(c.w[1:]) {
+		a.ask(c.subjects(), "starts "+name+" reading code the agent can type into it later, which the hook never sees")
+		return
+	}
 	if a.destroys(c, name) {
 		return
 	}
