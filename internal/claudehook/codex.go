@@ -61,8 +61,8 @@ func readCodex(data []byte, cwd string, _ func(string) string) (Event, *Input, *
 	in.Event = name
 	if call != nil {
 		// Codex's write_stdin types into a running command unseen by
-		// any hook.
-		call.Typed = true
+		// any hook; Codex applies an apply_patch command itself.
+		call.Typed, call.Patches = true, true
 	}
 	if call != nil && ev != EventPermission {
 		// Codex's permission_mode says whether it asks before leaving
@@ -181,4 +181,53 @@ func codexHome(getenv func(string) string) (string, error) {
 		return "", errors.New("neither CODEX_HOME nor HOME is set to an absolute path: say where hooks.json is with --hooks")
 	}
 	return filepath.Join(home, ".codex"), nil
+}
+
+// The lines of a Codex patch that name the files it changes.
+var patchFiles = []struct{ prefix, tool string }{
+	{"*** Add File: ", "Write"},
+	{"*** Update File: ", "Edit"},
+	{"*** Move to: ", "Write"},
+	{"*** Delete File: ", ""},
+}
+
+// applyPatch judges an apply_patch command, which Codex runs itself
+// instead of a program: a write of each file the patch adds, updates or
+// moves to, as Write and Edit are judged, and a delete of each file it
+// deletes, as rm of it is.
+func (a *analyzer) applyPatch(c *cmdCtx) {
+	var patch string
+	switch {
+	case len(c.w) > 1 && c.w[1].static:
+		patch = c.w[1].val
+	case len(c.w) == 1 && c.in.doc != nil:
+		body, ok := heredoc(c.in.doc)
+		if !ok {
+			a.ask(c.subjects(), "a patch in a here-document with expansions, computed only when it runs")
+			return
+		}
+		patch = body
+	default:
+		a.ask(c.subjects(), "a patch whose text is computed only when it runs")
+		return
+	}
+	base := a.cwdOr(c.st)
+	for line := range strings.Lines(patch) {
+		line = strings.TrimRight(line, "\r\n")
+		for _, f := range patchFiles {
+			path, ok := strings.CutPrefix(line, f.prefix)
+			if !ok {
+				continue
+			}
+			if !filepath.IsAbs(path) {
+				path = base + "/" + path // not cleaned: "link/.." is resolved after the link
+			}
+			if f.tool == "" {
+				a.rm(c, []word{lit("--"), lit(path)})
+			} else {
+				a.add(a.pol.writePart(f.tool, path, a.call))
+			}
+		}
+	}
+	a.add(c.part(Prompt, "applies a patch"))
 }

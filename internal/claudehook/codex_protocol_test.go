@@ -343,3 +343,41 @@ func TestTypedShell(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyPatch: Codex applies an apply_patch command itself, so the
+// files its patch names are judged as the file tools' are: a file added
+// outside the project is asked, one inside is left to the agent, a
+// deleted file is judged as rm of it, a patch computed when it runs is
+// asked. For another agent, apply_patch is a program like any other.
+func TestApplyPatch(t *testing.T) {
+	w := newWorld(t)
+	pol := w.policy()
+	patch := func(lines ...string) string {
+		return "apply_patch <<'EOF'\n*** Begin Patch\n" + strings.Join(lines, "\n") + "\n*** End Patch\nEOF\n"
+	}
+	outside := filepath.Join(w.root, "outside.txt")
+	for _, tt := range []struct {
+		name, command string
+		want          Action
+		why           string // in the reasons
+	}{
+		{"add outside", patch("*** Add File: "+outside, "+hi"), Ask, "writes outside the project directory"},
+		{"add inside", patch("*** Add File: notes.txt", "+hi"), Prompt, ""},
+		{"update inside", patch("*** Update File: a.txt", "@@", "-a", "+b"), Prompt, ""},
+		{"move outside", patch("*** Update File: a.txt", "*** Move to: ../../a.txt", "@@", "-a", "+b"), Ask, "outside the project"},
+		{"as an argument", "apply_patch '" + strings.TrimSuffix(strings.TrimPrefix(patch("*** Add File: "+outside, "+hi"), "apply_patch <<'EOF'\n"), "EOF\n") + "'", Ask, "outside the project"},
+		{"delete a tree's file", patch("*** Delete File: build/x.o"), Prompt, ""},
+		{"computed", "apply_patch \"$P\"", Ask, "computed only when it runs"},
+		{"expanded here-document", "apply_patch <<EOF\n*** Begin Patch\n*** Add File: $HOME/x\n+hi\n*** End Patch\nEOF\n", Ask, "computed only when it runs"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			v := pol.Decide(context.Background(), &Call{Tool: "Bash", Command: tt.command, Cwd: w.project, Project: w.project, Patches: true})
+			if v.Action != tt.want || !strings.Contains(strings.Join(v.Reasons, "; "), tt.why) {
+				t.Errorf("%v %q; want %v with %q", v.Action, v.Reasons, tt.want, tt.why)
+			}
+			if other := pol.Decide(context.Background(), &Call{Tool: "Bash", Command: tt.command, Cwd: w.project, Project: w.project}); tt.want == Ask && other.Action == Ask && !strings.Contains(tt.why, "computed") {
+				t.Errorf("another agent's apply_patch was asked: %q", other.Reasons)
+			}
+		})
+	}
+}

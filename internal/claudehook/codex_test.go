@@ -607,6 +607,22 @@ func TestCodex(t *testing.T) {
 			t.Errorf("the model got %q, the request's reasons %q; want the refusal of a shell to type into", res, q.RiskReasons)
 		}
 	})
+	t.Run("write outside the project", func(t *testing.T) {
+		t.Parallel()
+		// Codex applies an apply_patch command itself: its hooks see
+		// Bash with the patch, whose files the policy judges.
+		r := newCodexRig(t, codexOptions{})
+		target := filepath.Join(r.w.root, "outside.txt")
+		wait := r.human(client.Decision{Decision: "approve"})
+		out, results := r.run(codexSandboxless, shellCall{Cmd: "apply_patch <<'EOF'\n*** Begin Patch\n*** Add File: " + target + "\n+written\n*** End Patch\nEOF\n"})
+		wait()
+		res := oneOutput(t, out, results)
+		q := r.askedCodex(1)[0]
+		got, _ := os.ReadFile(target)
+		if string(got) != "written\n" || q.Status != "consumed" || !strings.Contains(strings.Join(q.RiskReasons, " "), "outside the project") {
+			t.Errorf("the model got %q, the file holds %q, the request is %s (%q); want it written once approved", res, got, q.Status, q.RiskReasons)
+		}
+	})
 	t.Run("window", func(t *testing.T) {
 		t.Parallel()
 		// A window a human opens covers the same shape of call in the

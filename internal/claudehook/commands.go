@@ -66,6 +66,8 @@ func (a *analyzer) simple(c *cmdCtx) {
 		a.xargs(c)
 	case name == "git":
 		a.git(c)
+	case name == "apply_patch" && a.call.Patches:
+		a.applyPatch(c)
 	case slices.Contains(shells, name):
 		a.shell(c)
 	case name == "eval":

@@ -47,6 +47,10 @@ type Call struct {
 	// write_stdin): a shell or an interpreter reading commands from it
 	// is then asked.
 	Typed bool
+	// Patches is set when the agent applies an apply_patch command
+	// itself, writing and deleting the files the patch names (Codex):
+	// each is judged as a file tool's.
+	Patches bool
 }
 
 // Verdict is the policy's decision on one call.
