@@ -66,6 +66,8 @@ func (a *analyzer) simple(c *cmdCtx) {
 		a.xargs(c)
 	case name == "git":
 		a.git(c)
+	case name == "apply_patch" && a.call.Patches:
+		a.applyPatch(c)
 	case slices.Contains(shells, name):
 		a.shell(c)
 	case name == "eval":
@@ -115,6 +117,10 @@ func (a *analyzer) other(c *cmdCtx, name string) {
 	}
 	if slices.Contains(interpreters, name) && c.in.pipe && c.in.downloaded && readsCode(c.w[1:]) {
 		a.ask(c.subjects(), "runs code downloaded from the network ("+name+" reads it from the pipe)")
+		return
+	}
+	if a.call.Typed && slices.Contains(interpreters, name) && c.in == (stdin{}) && readsCode(c.w[1:]) {
+		a.ask(c.subjects(), "starts "+name+" reading code the agent can type into it later, which the hook never sees")
 		return
 	}
 	if a.destroys(c, name) {

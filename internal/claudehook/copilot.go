@@ -429,7 +429,7 @@ func CopilotInstall(args []string, stdout, stderr io.Writer, getenv func(string)
 
 // parseCopilotInstall reads install's flags.
 func parseCopilotInstall(args []string, stderr io.Writer, getenv func(string) string) (CopilotInstallOptions, error) {
-	o := CopilotInstallOptions{Timeout: DefaultTimeout, Command: strings.TrimSuffix(defaultCommand(), " claude") + " copilot", Events: CopilotEvents}
+	o := CopilotInstallOptions{Timeout: DefaultTimeout, Command: defaultCommand("copilot"), Events: CopilotEvents}
 	fs := flag.NewFlagSet("countersign hook copilot install", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.File, "file", "", "the hooks file to write (default: ~/.copilot/hooks/countersign.json, or under $COPILOT_HOME)")

@@ -157,7 +157,7 @@ func samePath(a, b string) bool {
 // geminiCommand is how Gemini CLI starts the hook: the binary the Claude
 // Code hook would use, with the gemini role.
 func geminiCommand() string {
-	return strings.TrimSuffix(defaultCommand(), " claude") + " gemini"
+	return defaultCommand("gemini")
 }
 
 // geminiHook is a hook entry of Gemini CLI's settings.json. Its timeout

@@ -19,6 +19,9 @@ import (
 
 // InstallOptions are the flags of `countersign hook claude install`.
 type InstallOptions struct {
+	// Agent is the protocol's Name, the word after "hook" in the
+	// command; "" is claude.
+	Agent    string
 	Settings string        // --settings FILE: merge into it; "" prints the block
 	Timeout  time.Duration // --timeout: the hook's timeout, passed to the hook too
 	Command  string        // --command: how Claude Code starts the hook
@@ -36,18 +39,7 @@ func Install(args []string, stdout, stderr io.Writer, getenv func(string) string
 		return err
 	}
 	if o.Settings == "" {
-		hooks := &object{vals: map[string]json.RawMessage{}}
-		for _, ev := range o.Events {
-			hooks.set(ev, []groupJSON{group(o)})
-		}
-		root := &object{vals: map[string]json.RawMessage{}}
-		root.setObject("hooks", hooks)
-		out, err := root.indent()
-		if err != nil {
-			return err
-		}
-		_, err = stdout.Write(out)
-		return err
+		return printHooks(stdout, o)
 	}
 	changed, err := MergeSettings(o.Settings, o)
 	if err != nil {
@@ -57,17 +49,38 @@ func Install(args []string, stdout, stderr io.Writer, getenv func(string) string
 	return nil
 }
 
+// printHooks prints the hooks block of the options.
+func printHooks(stdout io.Writer, o InstallOptions) error {
+	hooks := &object{vals: map[string]json.RawMessage{}}
+	for _, ev := range o.Events {
+		hooks.set(ev, []groupJSON{group(o)})
+	}
+	root := &object{vals: map[string]json.RawMessage{}}
+	root.setObject("hooks", hooks)
+	out, err := root.indent()
+	if err != nil {
+		return err
+	}
+	_, err = stdout.Write(out)
+	return err
+}
+
+// timeoutFlag adds --timeout, in seconds or as a duration, to fs.
+func timeoutFlag(fs *flag.FlagSet, d *time.Duration) {
+	fs.Func("timeout", "the hook's timeout in seconds (default 600)", func(v string) error {
+		t, err := parseTimeout(v)
+		*d = t
+		return err
+	})
+}
+
 // parseInstall reads install's flags.
 func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (InstallOptions, error) {
-	o := InstallOptions{Timeout: DefaultTimeout, Command: defaultCommand()}
+	o := InstallOptions{Timeout: DefaultTimeout, Command: defaultCommand("claude")}
 	fs := flag.NewFlagSet("countersign hook claude install", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Settings, "settings", "", "merge into this settings.json (kept otherwise as it is) instead of printing")
-	fs.Func("timeout", "the hook's timeout in seconds (default 600)", func(v string) error {
-		d, err := parseTimeout(v)
-		o.Timeout = d
-		return err
-	})
+	timeoutFlag(fs, &o.Timeout)
 	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
 	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
 	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook ACCOUNT), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
@@ -232,7 +245,8 @@ func readSettings(path string) ([]byte, fs.FileMode, error) {
 // mergeEvent adds the hook to one event's list of matcher groups, or
 // updates the countersign entry already there.
 func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err error) {
-	return mergeEntry(hooks, ev, isCountersign, func(entry *object) json.RawMessage {
+	ours := func(entry *object) bool { return isCountersign(entry, o.Agent) }
+	return mergeEntry(hooks, ev, ours, func(entry *object) json.RawMessage {
 		if want := hookEntry(o); want.Type == "command" && entryType(entry) == "command" {
 			entry.set("command", want.Command)
 			entry.set("timeout", o.seconds())
@@ -289,9 +303,9 @@ func entryType(entry *object) string {
 }
 
 // isCountersign reports whether a hook entry runs `countersign hook
-// claude`, whatever the path of the binary, or posts to a countersign
-// server's HTTP hook.
-func isCountersign(entry *object) bool {
+// AGENT` for the agent ("" is claude), whatever the path of the binary,
+// or posts to a countersign server's HTTP hook.
+func isCountersign(entry *object, agent string) bool {
 	if entryType(entry) == "http" {
 		raw, _ := entry.get("url")
 		var s string
@@ -305,27 +319,30 @@ func isCountersign(entry *object) bool {
 		return false
 	}
 	f := strings.Fields(cmd)
-	if len(f) < 3 || f[1] != "hook" || f[2] != "claude" {
+	if agent == "" {
+		agent = "claude"
+	}
+	if len(f) < 3 || f[1] != "hook" || f[2] != agent {
 		return false
 	}
 	base := filepath.Base(f[0])
 	return base == "countersign" || base == "countersign-agent"
 }
 
-// defaultCommand is how Claude Code starts the hook unless --command says
-// otherwise: the small countersign-agent binary where it is installed beside
-// the running one (it starts several times faster, and the hook runs on
-// every tool call), else countersign itself from PATH.
-func defaultCommand() string {
+// defaultCommand is how the agent starts the hook `hook AGENT` unless
+// --command says otherwise: the small countersign-agent binary where it is
+// installed beside the running one (it starts several times faster, and
+// the hook runs on every tool call), else countersign itself from PATH.
+func defaultCommand(agent string) string {
 	self, err := os.Executable()
 	if err != nil {
-		return "countersign hook claude"
+		return "countersign hook " + agent
 	}
 	lean := filepath.Join(filepath.Dir(self), "countersign-agent")
 	if st, err := os.Stat(lean); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 && shellWord(lean) {
-		return lean + " hook claude"
+		return lean + " hook " + agent
 	}
-	return "countersign hook claude"
+	return "countersign hook " + agent
 }
 
 // shellWord reports whether s stands as one word in a shell command as it

@@ -45,7 +45,7 @@ func FindInstalled(path string) ([]Installed, error) {
 		for _, g := range groups {
 			for _, e := range g.Hooks {
 				entry, err := parseObject(e)
-				if err != nil || !isCountersign(entry) {
+				if err != nil || !isCountersign(entry, "claude") {
 					continue
 				}
 				var cmd string

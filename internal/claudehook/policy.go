@@ -42,6 +42,15 @@ type Call struct {
 	Cwd     string // absolute: where Claude Code runs the call
 	Project string // absolute: the project directory
 	Mode    string // Claude Code's permission_mode: whether it asks itself
+	// Typed is set when the agent can write to a command's standard
+	// input after it started, which the hook never sees (Codex's
+	// write_stdin): a shell or an interpreter reading commands from it
+	// is then asked.
+	Typed bool
+	// Patches is set when the agent applies an apply_patch command
+	// itself, writing and deleting the files the patch names (Codex):
+	// each is judged as a file tool's.
+	Patches bool
 }
 
 // Verdict is the policy's decision on one call.
@@ -106,6 +115,10 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 			pt.subjects = pathSubjects(c.Tool, c.Path)
 		}
 		parts = []part{pt}
+	case c.Tool == "NetworkAccess":
+		// Codex asks it to reach the network from its sandbox: a human
+		// decides, unless a rule does.
+		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Ask, defWhy: []string{"network access from the agent's sandbox"}}}
 	default:
 		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Prompt, defWhy: []string{"left to Claude Code's permissions"}}}
 	}

@@ -58,7 +58,7 @@ var Claude = &Protocol{
 }
 
 // Protocols are the agents the hook speaks for, by Name.
-var Protocols = map[string]*Protocol{Claude.Name: Claude, Gemini.Name: Gemini}
+var Protocols = map[string]*Protocol{Claude.Name: Claude, Codex.Name: Codex, Gemini.Name: Gemini}
 
 // readClaude reads a Claude Code hook input.
 func readClaude(data []byte, cwd string, getenv func(string) string) (Event, *Input, *Call, error) {

@@ -192,6 +192,8 @@ func (a *analyzer) shellStdin(c *cmdCtx) {
 		a.ask(c.subjects(), "runs a shell script read from a pipe, which cannot be checked")
 	case in.file:
 		a.add(c.part(Prompt, "runs a shell script read from a file, which the hook does not read"))
+	case a.call.Typed:
+		a.ask(c.subjects(), "starts a shell the agent can type commands into later, which the hook never sees")
 	default:
 		a.add(c.part(Prompt, "starts a shell"))
 	}

@@ -543,3 +543,30 @@ func BenchmarkRunNoRisk(b *testing.B) {
 		b.Fatal("the real rm was never run")
 	}
 }
+
+// The hook's COUNTERSIGN_AGENT names the coding agent in the wrapper's
+// request, so that the server files it in that agent's session; a name
+// that is no coding agent's is left out, not sent.
+func TestRunNamesTheHooksAgent(t *testing.T) {
+	for _, tt := range []struct{ agent, want, session string }{
+		{"codex", "codex", "codex:s1"},
+		{"someone", "", "s1"},
+		{"", "", "s1"},
+	} {
+		t.Run(tt.agent, func(t *testing.T) {
+			s := newRunServer(t)
+			c := newRunCase(t, map[string]string{"CLAUDECODE": "1", "COUNTERSIGN_URL": s.URL, "COUNTERSIGN_KEY": s.key,
+				saferm.EnvSession: "s1", saferm.EnvAgent: tt.agent})
+			c.write("proj/a.txt", "x\n")
+			decided := s.decideNext(t.Context(), "deny")
+			c.run("-r", "proj")
+			if err := <-decided; err != nil {
+				t.Fatalf("decide: %v", err)
+			}
+			list := s.requests(t)
+			if len(list) != 1 || list[0].Context.Agent != tt.want || list[0].Context.SessionID != tt.session {
+				t.Errorf("the request's agent and session: %+v; want %q and %q", list[0].Context, tt.want, tt.session)
+			}
+		})
+	}
+}
