@@ -42,6 +42,10 @@ type Config struct {
 	// StepUp names the approvals that need a fresh passkey assertion (see
 	// StepUpPolicy); the zero policy asks for none.
 	StepUp StepUpPolicy
+	// Teams routes requests to approvers and gives some a quorum; nil:
+	// every approver of an account decides its requests, the first
+	// decision wins.
+	Teams *Teams
 	// Notifier, when set, builds the notifications of new requests and of
 	// their decisions and expiry; nil: none.
 	Notifier Notifier
