@@ -227,6 +227,11 @@ type requestPage struct {
 	WindowMinutes []int
 	StepUp        stepUpView
 	Files         []fileView // the uploads the call names (uploads.go)
+	// Team is what a team rule says of the request: who it is routed to,
+	// the approvals it needs and has; nil when no rule routes or counts
+	// it. Votes is set when it needs several approvals (no window opens).
+	Team  *approval.Team
+	Votes bool
 }
 
 var windowMinutes = []int{5, 15, 30, 60}
@@ -249,6 +254,10 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
 		return err
 	}
+	if p.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+		return err
+	}
+	p.Votes = p.Team != nil && p.Team.Quorum > 0
 	if p.R.Pending {
 		p.Live = "request"
 	}
