@@ -43,9 +43,13 @@ type pkEnv struct {
 	dbPath string
 }
 
-func startPasskeys(t *testing.T) *pkEnv {
+func startPasskeys(t *testing.T, setup ...func(*testutil.World, *approval.Config)) *pkEnv {
 	t.Helper()
 	w := testutil.NewWorldAt(t, time.Now())
+	cfg := approval.Config{StepUp: approval.DefaultStepUp}
+	for _, f := range setup {
+		f(w, &cfg)
+	}
 	store, dbPath, key := w.Store, w.Path, w.Key("acme", "laptop")
 	ts := httptest.NewUnstartedServer(nil)
 	_, port, _ := strings.Cut(ts.Listener.Addr().String(), ":")
@@ -53,7 +57,7 @@ func startPasskeys(t *testing.T) *pkEnv {
 	hub := approval.NewHub()
 	reg := metrics.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	svc := approval.New(store, nil, hub, approval.Config{StepUp: approval.DefaultStepUp}, log, approval.NewMetrics(reg, hub))
+	svc := approval.New(store, nil, hub, cfg, log, approval.NewMetrics(reg, hub))
 	// Slots of its own, as many as the process's, so that a flood keeps
 	// busy this server's argon2id slots only and not those of a test
 	// that runs at the same time.
