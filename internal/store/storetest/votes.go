@@ -99,6 +99,21 @@ func testVoteSeparate(t *testing.T, open Opener) {
 	if _, _, err := castVote(t, s, voteIn(r, "alice", 2, Base.Add(time.Second))); err != nil {
 		t.Fatalf("the maker's vote without separate: %v", err)
 	}
+
+	// The approver who allowed a grant owns its key.
+	carol := approverIn(t, s, "carol", f.account)
+	g, _, _ := newGrant(t, s, f.account, carol, "sep")
+	gk := &countersign.AgentKey{ID: g.KeyID, AccountID: f.account.ID, Name: "grant-sep"}
+	gr := create(t, s, newRequest(gk, "deploy", `{}`, "grant"), Base)
+	v = voteIn(gr, "carol", 2, Base.Add(time.Second))
+	v.ApproverID, v.Separate = carol.ID, true
+	_, _, err = castVote(t, s, v)
+	wantCode(t, "the grant's approver's vote", err, countersign.EFORBIDDEN)
+	v = voteIn(gr, "alice", 2, Base.Add(time.Second))
+	v.Separate = true
+	if _, _, err := castVote(t, s, v); err != nil {
+		t.Fatalf("another's vote on the grant's request: %v", err)
+	}
 }
 
 // testVoteRace: approvers vote at once, each twice (two sessions): exactly
