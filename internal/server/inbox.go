@@ -45,6 +45,9 @@ type requestView struct {
 	Head, Body string
 	// More counts the arguments an inbox card leaves out.
 	More int
+	// Team is what a team rule says of a pending request on an inbox
+	// card: whom it is routed to, the approvals it has; nil for none.
+	Team *approval.Team
 	// ShowAction: a request shown by its preview shows its action too,
 	// when the preview does not say it.
 	ShowAction bool
@@ -211,7 +214,11 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 	p.Live = "inbox"
 	for _, req := range list {
 		if req.Status == countersign.StatusPending {
-			p.Pending = append(p.Pending, rowOf(req, s.filesOf(req)...))
+			row := rowOf(req, s.filesOf(req)...)
+			if row.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+				return err
+			}
+			p.Pending = append(p.Pending, row)
 		} else {
 			p.History = append(p.History, historyOf(req))
 		}

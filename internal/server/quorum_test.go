@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
@@ -78,4 +80,41 @@ func (s *testServer) token(username string) string {
 		s.t.Fatal(err)
 	}
 	return secret
+}
+
+// TestQuorumInbox: the inbox's card and the request's page say whom a
+// routed request is routed to and how many approvals it has; an approver
+// outside the route sees the page with no decision to make, and a
+// decision posted from their session anyway is refused and changes
+// nothing.
+func TestQuorumInbox(t *testing.T) {
+	t.Parallel()
+	e := ibSetupWith(t, approval.Config{Teams: &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool,
+		Approvers: []string{"alice", "carol"}, Route: "group:sre", Quorum: 2}}}})
+	e.world.Approver("dave", "acme")
+	r, _, err := e.agentA.Create(e.ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make release"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, dave := e.signIn("alice"), e.signIn("dave")
+	e.post("/approvals/"+r.ID+"/decision", url.Values{"csrf": {alice.csrf}, "decision": {"approve"}}, e.as(alice.id)).
+		wantRedirect(t, "alice's vote", "/approvals/"+r.ID)
+
+	inbox := e.get("/approvals", e.as(dave.id)).want(t, "dave's inbox", http.StatusOK).body
+	if !strings.Contains(inbox, "Routed to group:sre. 1 of 2 approvals: alice.") || !strings.Contains(inbox, "View ") {
+		t.Errorf("dave's inbox card:\n%s", inbox)
+	}
+	page := e.get("/approvals/"+r.ID, e.as(dave.id)).want(t, "dave's page", http.StatusOK).body
+	if !strings.Contains(page, "routed to group:sre: you see it but do not decide it") || strings.Contains(page, `name="decision"`) {
+		t.Errorf("dave's page:\n%s", page)
+	}
+	e.post("/approvals/"+r.ID+"/decision", url.Values{"csrf": {dave.csrf}, "decision": {"deny"}}, e.as(dave.id)).
+		want(t, "dave's deny", http.StatusForbidden)
+	if got, err := e.store.Request(e.ctx, r.ID); err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("after dave's deny: %v %v", got, err)
+	}
+	page = e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "alice's page", http.StatusOK).body
+	if !strings.Contains(page, "1 of 2 approvals: alice") || !strings.Contains(page, "one of the 2 this request needs") {
+		t.Errorf("alice's page:\n%s", page)
+	}
 }
