@@ -190,3 +190,26 @@ func TestQuorumNeedsApprover(t *testing.T) {
 	wantCode(t, "the client's answer", err, countersign.EFORBIDDEN)
 	e.wantStatus(m.ID, countersign.StatusPending)
 }
+
+// TestQuorumNoWindow: an auto-approve window one approver opened before
+// a team rule gave such requests a quorum does not approve them: they wait
+// for their votes.
+func TestQuorumNoWindow(t *testing.T) {
+	e, _, _ := teamEnv(t, "")
+	plain := approval.New(e.store, e.clock, e.hub, approval.Config{}, nil, nil)
+	first, _, err := plain.Create(e.ctx, e.keyA, e.toolCall("deploy-prod", "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Decide(e.ctx, e.alice, first.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the rule the window approves the next call of the session.
+	if r, _, err := plain.Create(e.ctx, e.keyA, e.toolCall("deploy-prod", "s1")); err != nil || r.Status != countersign.StatusApproved {
+		t.Fatalf("without the rule: %v %v, want approved by the window", r, err)
+	}
+	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("under the rule the window approved the request: %s", r.Status)
+	}
+}
