@@ -73,6 +73,20 @@ func testVotes(t *testing.T, open Opener) {
 		events = append(events, e.Event+" "+e.Actor)
 	}
 	same(t, "audit entries", events, []string{"voted approver:alice", "voted approver:bob", "approved approver:bob"})
+
+	// A pruned request goes with its votes.
+	if p, ok := s.(countersign.HistoryPruner); ok {
+		if _, err := s.Transition(t.Context(), countersign.Transition{ID: r.ID, From: []countersign.Status{countersign.StatusApproved}, To: countersign.StatusConsumed, Now: now},
+			countersign.AuditEvent{Event: "consumed", Actor: "test", Detail: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := p.PruneRequests(t.Context(), Base.Add(time.Hour), 10); err != nil || n != 1 {
+			t.Fatalf("PruneRequests: %d, %v; want 1", n, err)
+		}
+		if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 0 {
+			t.Fatalf("votes of a pruned request: %+v, %v", list, err)
+		}
+	}
 }
 
 // testVoteSeparate: with Separate, the approver who made the key may not
