@@ -56,6 +56,11 @@ type AgentKey struct {
 	// the key sealed under a server key: those routes check an HMAC made
 	// with the key itself, so the server must be able to recover it.
 	SeedSecret []byte
+	// CreatedBy is the id of the approver who made the key through the
+	// account API; empty for a key the operator made. Only stored: a
+	// rule that keeps a key's maker from voting on its requests reads it
+	// in the store.
+	CreatedBy string
 }
 
 // Revoked reports whether the key was revoked.

@@ -223,6 +223,21 @@ type Request struct {
 	// Outbox holds the notifications of a new request, stored in its
 	// transaction and never read back with it.
 	Outbox []OutboxItem
+	// Audience is who the request's notifications are for, set by the
+	// service before it builds them and never stored; nil: every
+	// channel of the account.
+	Audience *Audience
+}
+
+// Audience is who may decide a request a team rule routes or counts, as
+// its notifications see it.
+type Audience struct {
+	// Approvers are the usernames who may decide it; empty: every
+	// approver of the account whose role decides.
+	Approvers []string
+	// NoLinks says that no one-time link may decide it: a link stands for
+	// no approver, so it can be neither routed to nor counted.
+	NoLinks bool
 }
 
 // BindingHash is the hex SHA-256 of what an approval of the request

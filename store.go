@@ -15,6 +15,7 @@ type Store interface {
 	OutboxStore
 	PasskeyStore
 	OAuthStore
+	VoteStore
 
 	// CreateAccount adds an account. Errors: ECONFLICT if the name is taken.
 	CreateAccount(ctx context.Context, a *Account) error

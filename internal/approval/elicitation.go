@@ -26,6 +26,9 @@ func (s *Service) DecideByElicitation(ctx context.Context, agent countersign.Age
 	if r.Kind != countersign.KindMCP {
 		return nil, countersign.Errorf(countersign.EFORBIDDEN, "only an MCP call is decided by its client's answer")
 	}
+	if rule := s.cfg.Teams.Rule(r); rule != nil && (rule.Routed() || rule.Votes()) {
+		return nil, ErrNeedsApprover(rule)
+	}
 	d := countersign.DecisionInput{Decision: countersign.DecisionDeny}
 	if approve {
 		d.Decision = countersign.DecisionApprove
@@ -44,6 +47,9 @@ func (s *Service) DecideByElicitation(ctx context.Context, agent countersign.Age
 func (s *Service) ElicitationDecides(ctx context.Context, agent countersign.Agent, id string) bool {
 	r, err := s.Get(ctx, agent, id)
 	if err != nil || r.Status != countersign.StatusPending || r.Kind != countersign.KindMCP {
+		return false
+	}
+	if rule := s.cfg.Teams.Rule(r); rule != nil && (rule.Routed() || rule.Votes()) {
 		return false
 	}
 	return !s.cfg.StepUp.Requires(r, countersign.DecisionInput{Decision: countersign.DecisionApprove})

@@ -214,7 +214,7 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.AutoApproveMinutes != 0 && (d.Decision != countersign.DecisionApprove || d.AutoApproveMinutes < 1 || d.AutoApproveMinutes > 60) {
 		return nil, countersign.Errorf(countersign.EINVALID, "auto_approve_minutes goes only with approve, from 1 to 60")
 	}
-	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && !s.stepUpPossible(d) {
+	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && !s.stepUpPossible(d) && s.cfg.Teams == nil {
 		// By id and without a window, nothing of the request is needed
 		// before the change: the conditional update checks the account,
 		// the state and the expiry. When it refuses, the way through
@@ -230,8 +230,17 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if err != nil {
 		return nil, err
 	}
+	rule := s.cfg.Teams.Rule(r)
+	if rule != nil {
+		if err := s.mayDecide(ap, rule); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.checkStepUp(r, d); err != nil {
 		return nil, err
+	}
+	if rule != nil && rule.Votes() && d.Decision == countersign.DecisionApprove {
+		return s.vote(ctx, ap, r, rule, d)
 	}
 	return s.decide(ctx, ap, r.ID, to, d, r, nil)
 }

@@ -30,7 +30,9 @@ func (s *Service) announce(ctx context.Context, r *countersign.Request) {
 	if n == nil || r.Status != countersign.StatusPending {
 		return
 	}
+	r.Audience = s.audience(r)
 	items, links, err := n.Announce(ctx, r)
+	r.Audience = nil
 	if err != nil {
 		s.log.Error("prepare notifications; the request goes on without them", "request", r.ID, "err", err)
 		return
@@ -56,7 +58,9 @@ func (s *Service) followUp(ctx context.Context, r *countersign.Request) {
 	// The follow-up must go out even when the caller has gone (an agent
 	// that cancelled and hung up), but no longer than a store call takes.
 	ctx = context.WithoutCancel(ctx)
-	items, err := n.FollowUp(ctx, r)
+	c := *r
+	c.Audience = s.audience(r)
+	items, err := n.FollowUp(ctx, &c)
 	if err == nil && len(items) > 0 {
 		err = s.store.Enqueue(ctx, items, s.clock.Now())
 	}
@@ -78,4 +82,15 @@ func (s *Service) followUpExpired(ctx context.Context, list []countersign.Expire
 		}
 		s.followUp(ctx, r)
 	}
+}
+
+// audience is who r's notifications are for under the team rules: the
+// approvers a rule routes it to, and no decision link when a rule routes
+// it or counts its approvals; nil when no rule does.
+func (s *Service) audience(r *countersign.Request) *countersign.Audience {
+	rule := s.cfg.Teams.Rule(r)
+	if rule == nil || (!rule.Routed() && !rule.Votes()) {
+		return nil
+	}
+	return &countersign.Audience{Approvers: rule.Approvers, NoLinks: true}
 }

@@ -42,6 +42,10 @@ type Config struct {
 	// StepUp names the approvals that need a fresh passkey assertion (see
 	// StepUpPolicy); the zero policy asks for none.
 	StepUp StepUpPolicy
+	// Teams routes requests to approvers and gives some a quorum; nil:
+	// every approver of an account decides its requests, the first
+	// decision wins.
+	Teams *Teams
 	// Notifier, when set, builds the notifications of new requests and of
 	// their decisions and expiry; nil: none.
 	Notifier Notifier
@@ -131,13 +135,18 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 	}
 	ev := countersign.AuditEvent{Event: "created", Actor: "key:" + agent.KeyID}
 	extra := map[string]string{}
-	covered, err := s.applyCoverage(ctx, r, in.CoveredBy, &ev, extra)
-	if err != nil {
-		return nil, false, err
-	}
-	if !covered {
-		if err := s.applyWindow(ctx, r, &ev, extra); err != nil {
+	// Only its votes approve a request a team rule gives a quorum: no
+	// window or hook approval that one approver gave (perhaps before the
+	// rule existed) stands in for them.
+	if rule := s.cfg.Teams.Rule(r); rule == nil || !rule.Votes() {
+		covered, err := s.applyCoverage(ctx, r, in.CoveredBy, &ev, extra)
+		if err != nil {
 			return nil, false, err
+		}
+		if !covered {
+			if err := s.applyWindow(ctx, r, &ev, extra); err != nil {
+				return nil, false, err
+			}
 		}
 	}
 	s.announce(ctx, r)

@@ -23,6 +23,7 @@ const notifyUsage = `usage:
   countersign notify add    [--account A] --name N --type email --smtp-host H [--smtp-port P] [--smtp-tls starttls|tls|none]
                             [--smtp-username U (--secret-file F | --secret-stdin)] --from ADDR --to ADDR[,ADDR…]
   countersign notify add    [--account A] --name N --type ntfy [--server URL] --topic T [--secret-file F | --secret-stdin]
+                            (any type) [--approvers U[,U…]]
   countersign notify list   [--account A] [--json]
   countersign notify remove [--account A] NAME
   countersign notify status [--account A] [--json]
@@ -39,7 +40,7 @@ type notifyFlags struct {
 	secretFile                       string
 	secretStdin, asJSON              bool
 	set                              notify.Settings
-	to                               string
+	to, approvers                    string
 }
 
 func runNotify(ctx context.Context, env *Env, args []string) error {
@@ -104,6 +105,7 @@ func (f *notifyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.to, "to", "", "email: comma-separated recipient addresses")
 	fs.StringVar(&f.set.Server, "server", "", "ntfy: server URL (default "+notify.DefaultNtfyServer+")")
 	fs.StringVar(&f.set.Topic, "topic", "", "ntfy: topic")
+	fs.StringVar(&f.approvers, "approvers", "", "any type: comma-separated usernames the channel tells; a request a team rule routes goes only to channels naming one of its approvers (default: the whole account)")
 }
 
 func (f *notifyFlags) check(sub string, rest []string) error {
@@ -147,6 +149,9 @@ func notifyAdd(ctx context.Context, env *Env, admin *notify.Admin, f *notifyFlag
 	generated := false
 	if countersign.ChannelType(f.typ) == countersign.ChannelWebhook && secret == "" {
 		secret, generated = countersign.NewSecret("whsec_"), true
+	}
+	if f.approvers != "" {
+		f.set.Approvers = strings.Split(f.approvers, ",")
 	}
 	if f.to != "" {
 		f.set.To = strings.Split(f.to, ",")

@@ -179,3 +179,23 @@ func TestNotifyStatusShowsHiddenCharacters(t *testing.T) {
 		t.Errorf("notify status = %d %q %q", code, stdout, stderr)
 	}
 }
+
+// TestNotifyAddApprovers: --approvers names the approvers a channel tells,
+// kept in its settings; a name that is no username is refused.
+func TestNotifyAddApprovers(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	if code, _, stderr := runIn(t, data, "", "account", "create", "default"); code != 0 {
+		t.Fatalf("account create: %s", stderr)
+	}
+	if code, _, stderr := runIn(t, data, "", "notify", "add", "--name", "sre", "--type", "ntfy", "--topic", "cs-sre", "--approvers", "alice,bob"); code != 0 {
+		t.Fatalf("notify add --approvers: %s", stderr)
+	}
+	code, stdout, stderr := runIn(t, data, "", "notify", "list", "--json")
+	if code != 0 || !strings.Contains(stdout, `"approvers":["alice","bob"]`) {
+		t.Fatalf("notify list = %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runIn(t, data, "", "notify", "add", "--name", "x", "--type", "ntfy", "--topic", "cs-x", "--approvers", "Not A Name"); code != 1 || !strings.Contains(stderr, "an approver the channel names") {
+		t.Errorf("a bad approver = %d, %q", code, stderr)
+	}
+}

@@ -391,6 +391,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
 	for _, q := range []string{
+		`DROP TABLE votes`, `ALTER TABLE agent_keys DROP COLUMN created_by`, // 22, votes
 		`ALTER TABLE memberships DROP COLUMN role`,                                            // 21, roles
 		`DROP INDEX outbox_pending_created`,                                                   // 20, the oldest undelivered (19 goes with idempotency)
 		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`,                             // 18, stop marks (coverages goes whole below)

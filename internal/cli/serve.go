@@ -67,6 +67,9 @@ type serveConfig struct {
 	claudeHook string
 	// retentionDays is how long finished requests are kept; 0: for ever.
 	retentionDays int
+	// teams is the teams configuration as read, checked against the
+	// store at start; nil: none.
+	teams *approval.TeamsFile
 }
 
 func runServe(ctx context.Context, env *Env, args []string) error {
@@ -115,7 +118,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 		ln.Close()
 		return err
 	}
-	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
+	var teams *approval.Teams
+	if cfg.teams != nil {
+		if teams, err = cfg.teams.Resolve(ctx, store); err != nil {
+			ln.Close()
+			return fmt.Errorf("%w: %v (COUNTERSIGN_TEAMS_CONFIG or --teams-config)", ErrUsage, err)
+		}
+	}
+	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Teams: teams, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
 	fileStore, err := openFiles(ctx, cfg, store, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()
@@ -193,6 +203,7 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	fs.StringVar(&cfg.replicaURL, "replica-url", env.Getenv("COUNTERSIGN_REPLICA_URL"), "with PostgreSQL: the URL where other replicas reach this one for the files it holds (COUNTERSIGN_REPLICA_URL; default http://ADDR)")
 	retention := fs.String("retention-days", envOr(env, "COUNTERSIGN_RETENTION_DAYS", "90"), "days finished requests are kept, with their links and notifications (the audit log keeps every entry); 0 keeps them for ever (COUNTERSIGN_RETENTION_DAYS)")
 	maxLog := fs.String("sqlite-log-mb", envOr(env, "COUNTERSIGN_SQLITE_LOG_MB", "32"), "with SQLite: MiB the write-ahead log may take before it is copied into the database and truncated, 1 to 64 (COUNTERSIGN_SQLITE_LOG_MB)")
+	teamsConfig := fs.String("teams-config", env.Getenv("COUNTERSIGN_TEAMS_CONFIG"), "TOML file of approver groups and rules: who may decide which requests, and which need several approvers (COUNTERSIGN_TEAMS_CONFIG)")
 	mcpConfig := fs.String("mcp-config", env.Getenv("COUNTERSIGN_MCP_CONFIG"), "TOML file of the MCP gateway at /mcp: upstreams, tier rules, per-key policy (COUNTERSIGN_MCP_CONFIG)")
 	claudeHook := fs.String("claude-hook", env.Getenv("COUNTERSIGN_CLAUDE_HOOK"), "ACCOUNT: answer Claude Code's HTTP hook at /api/v1/hooks/claude for the agent keys of this one account, from this machine only, with the hook policy of this machine's user; only for a server on the machine where Claude Code runs, as the same user (COUNTERSIGN_CLAUDE_HOOK=ACCOUNT)")
 	for i, a := range args {
@@ -271,6 +282,11 @@ func parseServe(env *Env, args []string) (*serveConfig, error) {
 	if *notifyConfig != "" {
 		if cfg.notify, err = notify.LoadFile(*notifyConfig); err != nil {
 			return nil, err
+		}
+	}
+	if *teamsConfig != "" {
+		if cfg.teams, err = approval.LoadTeams(*teamsConfig); err != nil {
+			return nil, fmt.Errorf("%w: %v (COUNTERSIGN_TEAMS_CONFIG or --teams-config)", ErrUsage, err)
 		}
 	}
 	if *mcpConfig != "" {

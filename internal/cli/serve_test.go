@@ -206,3 +206,30 @@ func TestPublicURL(t *testing.T) {
 		}
 	}
 }
+
+// TestServeTeamsConfig: a teams configuration is checked at start: a file
+// with an unknown key stops the server before the data directory is made,
+// and one whose rule names an approver the account does not have, or asks
+// a quorum its approvers cannot reach, stops it before it listens.
+func TestServeTeamsConfig(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ text, want string }{
+		{"[[rule]]\naccount = \"default\"\napprover = [\"alice\"]\n", "unknown keys: rule.approver"},
+		{"[[rule]]\naccount = \"default\"\napprovers = [\"alice\"]\n", `"alice" is not an approver of account "default"`},
+		{"[[rule]]\naccount = \"default\"\nquorum = 2\n", `quorum 2 is more than the 1 approvers of account "default" who decide`},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "teams.toml")
+		if err := os.WriteFile(path, []byte(tt.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": filepath.Join(dir, "data"),
+			"COUNTERSIGN_ADDR": "127.0.0.1:0", "COUNTERSIGN_TEAMS_CONFIG": path})
+		if code := Run(context.Background(), env, []string{"serve"}); code != 2 {
+			t.Errorf("%q: exit %d, want 2; stderr %q", tt.text, code, stderr)
+		}
+		if !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "COUNTERSIGN_TEAMS_CONFIG") {
+			t.Errorf("%q: stderr %q; want %q", tt.text, stderr, tt.want)
+		}
+	}
+}

@@ -41,14 +41,19 @@ type pkEnv struct {
 	dbPath string
 }
 
-func startPasskeys(t *testing.T) *pkEnv {
+func startPasskeys(t *testing.T, setup ...func(*testutil.World, *approval.Config)) *pkEnv {
 	t.Helper()
 	// Localhost: an IP address is no relying party id. Its own password
 	// slots (testserver's), so that a flood keeps busy this server's
 	// argon2id slots only and not those of a test that runs at the same
 	// time.
 	s := testserver.New(t, testserver.At(time.Now()), testserver.WallClock(), testserver.Localhost(),
-		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { c.StepUp = approval.DefaultStepUp }),
+		testserver.Approval(func(s *testserver.Server, c *approval.Config) {
+			c.StepUp = approval.DefaultStepUp
+			for _, f := range setup {
+				f(s.World, c)
+			}
+		}),
 		testserver.Config(func(_ *testserver.Server, c *server.Config) {
 			c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 		}))

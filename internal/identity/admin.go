@@ -50,17 +50,19 @@ func (a *Admin) CreateAccount(ctx context.Context, name string) (*countersign.Ac
 // CreateAgentKey adds an agent key to the named account and returns it with
 // its secret, which is shown once and never stored.
 func (a *Admin) CreateAgentKey(ctx context.Context, account, name string) (*countersign.AgentKey, string, error) {
-	return a.createAgentKey(ctx, account, name, false)
+	return a.createAgentKey(ctx, account, name, false, "")
 }
 
 // CreateSeedKey adds an agent key designated for the seed-compatible routes,
 // whose clients sign their bodies with the key itself: the server keeps the
 // secret sealed under a server key beside its hash.
 func (a *Admin) CreateSeedKey(ctx context.Context, account, name string) (*countersign.AgentKey, string, error) {
-	return a.createAgentKey(ctx, account, name, true)
+	return a.createAgentKey(ctx, account, name, true, "")
 }
 
-func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed bool) (*countersign.AgentKey, string, error) {
+// createAgentKey adds the key; by is the approver who made it through the
+// account API, "" for the operator.
+func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed bool, by string) (*countersign.AgentKey, string, error) {
 	if err := ValidName("key name", name); err != nil {
 		return nil, "", err
 	}
@@ -71,7 +73,7 @@ func (a *Admin) createAgentKey(ctx context.Context, account, name string, seed b
 	secret := countersign.NewSecret(countersign.AgentKeyPrefix)
 	k := &countersign.AgentKey{
 		ID: countersign.NewID("key_"), AccountID: acc.ID, Name: name,
-		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: a.now().Now(),
+		Hash: countersign.HashSecret(secret), Hint: countersign.SecretHint(secret), CreatedAt: a.now().Now(), CreatedBy: by,
 	}
 	if seed {
 		sealed, err := sealSeedSecret(ctx, a.Store, k.ID, secret)

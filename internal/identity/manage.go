@@ -41,8 +41,10 @@ func (m *Manager) Keys(ctx context.Context) ([]*countersign.AgentKey, error) {
 }
 
 // CreateKey adds an agent key and returns it with its secret, shown once.
+// The key records the admin who made it (AgentKey.CreatedBy), whom a team
+// rule with separate keeps from approving its requests.
 func (m *Manager) CreateKey(ctx context.Context, name string) (*countersign.AgentKey, string, error) {
-	return m.admin.CreateAgentKey(ctx, m.account.Name, name)
+	return m.admin.createAgentKey(ctx, m.account.Name, name, false, m.ap.ApproverID)
 }
 
 // RevokeKey revokes an agent key by id or name, and the grant of a

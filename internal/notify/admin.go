@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/identity"
@@ -52,6 +53,14 @@ func (a *Admin) build(ctx context.Context, spec Spec, id string) (*countersign.C
 	set, err := spec.Settings.normalize(spec.Type, spec.Secret)
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range spec.Settings.Approvers {
+		if err := identity.ValidName("an approver the channel names", u); err != nil {
+			return nil, err
+		}
+		if !slices.Contains(set.Approvers, u) {
+			set.Approvers = append(set.Approvers, u)
+		}
 	}
 	acc, err := a.Store.AccountByName(ctx, spec.Account)
 	if err != nil {

@@ -13,6 +13,8 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -55,17 +57,18 @@ func (n *Notifier) Announce(ctx context.Context, r *countersign.Request) ([]coun
 	if err != nil || len(channels) == 0 {
 		return nil, nil, err
 	}
+	channels = serving(channels, r.Audience)
 	var tokens map[string]string
 	var links []countersign.Link
 	for _, c := range channels {
-		if carriesLinks(c.Type) && tokens == nil {
+		if carriesLinks(c.Type) && tokens == nil && (r.Audience == nil || !r.Audience.NoLinks) {
 			tokens, links = approval.NewLinks(approval.LinkApprove, approval.LinkDeny, approval.LinkStop)
 		}
 	}
 	items := make([]countersign.OutboxItem, 0, len(channels))
 	for _, c := range channels {
 		var p payload
-		if carriesLinks(c.Type) {
+		if carriesLinks(c.Type) && tokens != nil {
 			p.Links = tokens
 		}
 		it, err := n.item(ctx, r, c, countersign.EventCreated, p)
@@ -90,7 +93,7 @@ func (n *Notifier) FollowUp(ctx context.Context, r *countersign.Request) ([]coun
 		return nil, err
 	}
 	var items []countersign.OutboxItem
-	for _, c := range channels {
+	for _, c := range serving(channels, r.Audience) {
 		if !canFollowUp(c.Type) || c.CreatedAt.After(r.CreatedAt) {
 			continue
 		}
@@ -131,4 +134,34 @@ func (n *Notifier) item(ctx context.Context, r *countersign.Request, c *counters
 	return countersign.OutboxItem{
 		ID: id, AccountID: r.AccountID, ChannelID: c.ID, RequestID: r.ID, Event: event, Payload: sealed,
 	}, nil
+}
+
+// serving keeps the channels that tell someone who may decide a request
+// of audience a: every channel when a names no approvers, else only the
+// channels that name an approver of a (Settings.Approvers). A channel that
+// names nobody serves the whole account, and so only the requests any
+// approver of it may decide.
+func serving(channels []*countersign.Channel, a *countersign.Audience) []*countersign.Channel {
+	if a == nil || len(a.Approvers) == 0 {
+		return channels
+	}
+	var out []*countersign.Channel
+	for _, c := range channels {
+		if slices.ContainsFunc(channelApprovers(c), func(u string) bool { return slices.Contains(a.Approvers, u) }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// channelApprovers are the approvers a channel names in its settings;
+// none for a channel that names nobody or whose settings do not read.
+func channelApprovers(c *countersign.Channel) []string {
+	var s struct {
+		Approvers []string `json:"approvers"`
+	}
+	if json.Unmarshal(c.Config, &s) != nil {
+		return nil
+	}
+	return s.Approvers
 }

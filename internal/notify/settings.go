@@ -39,6 +39,12 @@ type Settings struct {
 	// ntfy
 	Server string `json:"server,omitempty" toml:"server"`
 	Topic  string `json:"topic,omitempty" toml:"topic"`
+
+	// Approvers, of any type, are the usernames the channel tells: a
+	// request a team rule routes to approvers is announced only on the
+	// channels that name one of them. A channel that names nobody tells
+	// the whole account, and so only of the requests no rule routes.
+	Approvers []string `json:"approvers,omitempty" toml:"approvers"`
 }
 
 // topicPattern is what ntfy accepts as a topic name.

@@ -45,6 +45,9 @@ type requestView struct {
 	Head, Body string
 	// More counts the arguments an inbox card leaves out.
 	More int
+	// Team is what a team rule says of a pending request on an inbox
+	// card: whom it is routed to, the approvals it has; nil for none.
+	Team *approval.Team
 	// ShowAction: a request shown by its preview shows its action too,
 	// when the preview does not say it.
 	ShowAction bool
@@ -211,7 +214,11 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 	p.Live = "inbox"
 	for _, req := range list {
 		if req.Status == countersign.StatusPending {
-			p.Pending = append(p.Pending, rowOf(req, s.filesOf(req)...))
+			row := rowOf(req, s.filesOf(req)...)
+			if row.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+				return err
+			}
+			p.Pending = append(p.Pending, row)
 		} else {
 			p.History = append(p.History, historyOf(req))
 		}
@@ -227,6 +234,11 @@ type requestPage struct {
 	WindowMinutes []int
 	StepUp        stepUpView
 	Files         []fileView // the uploads the call names (uploads.go)
+	// Team is what a team rule says of the request: who it is routed to,
+	// the approvals it needs and has; nil when no rule routes or counts
+	// it. Votes is set when it needs several approvals (no window opens).
+	Team  *approval.Team
+	Votes bool
 }
 
 var windowMinutes = []int{5, 15, 30, 60}
@@ -249,6 +261,10 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 	if p.StepUp, err = s.stepUpOf(r, b, req); err != nil {
 		return err
 	}
+	if p.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+		return err
+	}
+	p.Votes = p.Team != nil && p.Team.Quorum > 0
 	if p.R.Pending {
 		p.Live = "request"
 	}

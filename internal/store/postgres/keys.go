@@ -23,8 +23,8 @@ func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error
 }
 
 func insertAgentKey(ctx context.Context, q querier, k *countersign.AgentKey) error {
-	_, err := q.Exec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
+	_, err := q.Exec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret), k.CreatedBy)
 	if isUnique(err) {
 		return countersign.ErrKeyNameTaken(k.Name)
 	} else if isForeignKey(err) {

@@ -47,6 +47,7 @@ func (db *DB) PruneRequests(ctx context.Context, before time.Time, limit int) (i
 		}
 		for _, q := range []string{
 			`DELETE FROM links WHERE request_id = ANY($1)`,
+			`DELETE FROM votes WHERE request_id = ANY($1)`,
 			`DELETE FROM auto_approve_windows WHERE request_id = ANY($1)`,
 			`DELETE FROM coverages WHERE approval_id = ANY($1)`,
 			`DELETE FROM coverages WHERE request_id = ANY($1)`,

@@ -28,6 +28,7 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	// Undo 15 and what came after it, so that the store is as a version
 	// before 15 left it.
 	for _, q := range []string{
+		`DROP TABLE votes`, `ALTER TABLE agent_keys DROP COLUMN created_by`, // 22
 		`ALTER TABLE memberships DROP COLUMN role`,                                                                // 21
 		`DROP INDEX outbox_pending_created`,                                                                       // 20; 19 goes with the idempotency table
 		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`, `ALTER TABLE coverages DROP COLUMN stopped_at`, // 18

@@ -16,8 +16,8 @@ const agentKeyColumns = `id, account_id, name, hash, hint, created_at, revoked_a
 // the account does not exist.
 func (db *DB) CreateAgentKey(ctx context.Context, k *countersign.AgentKey) error {
 	k.ID = orID(k.ID, "key_")
-	_, err := db.configExec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret))
+	_, err := db.configExec(ctx, `INSERT INTO agent_keys (`+agentKeyColumns+`, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		k.ID, k.AccountID, k.Name, k.Hash, k.Hint, nanos(k.CreatedAt), nanos(k.RevokedAt), orEmpty(k.SeedSecret), k.CreatedBy)
 	if isUnique(err) {
 		return countersign.ErrKeyNameTaken(k.Name)
 	} else if isForeignKey(err) {

@@ -34,6 +34,7 @@ func (db *DB) PruneRequests(ctx context.Context, before time.Time, limit int) (i
 	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
 		for _, q := range []string{
 			`DELETE FROM links WHERE request_id IN (` + pruneSelection + `)`,
+			`DELETE FROM votes WHERE request_id IN (` + pruneSelection + `)`,
 			`DELETE FROM auto_approve_windows WHERE request_id IN (` + pruneSelection + `)`,
 			`DELETE FROM coverages WHERE approval_id IN (` + pruneSelection + `)`,
 			`DELETE FROM coverages WHERE request_id IN (` + pruneSelection + `)`,

@@ -1,0 +1,215 @@
+package approval_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+// teamsFile writes a teams configuration and loads it.
+func teamsFile(t *testing.T, text string) (*approval.TeamsFile, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "teams.toml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return approval.LoadTeams(path)
+}
+
+// TestTeamsFileRefusals: what the file alone gets wrong stops the start
+// with the reason.
+func TestTeamsFileRefusals(t *testing.T) {
+	for _, tt := range []struct{ name, text, want string }{
+		{"unknown key", "[[rule]]\naccount = \"acme\"\nquorom = 2\n", "unknown keys: rule.quorom"},
+		{"unknown group", "[[rule]]\naccount = \"acme\"\napprovers = [\"group:sre\"]\n", `no group "sre"`},
+		{"quorum over names", "[groups]\nsre = [\"alice\"]\n[[rule]]\naccount = \"acme\"\napprovers = [\"group:sre\", \"alice\"]\nquorum = 2\n", "quorum 2 is more than the 1 approvers"},
+		{"kind", "[[rule]]\nkind = \"shell\"\n", `no kind "shell"`},
+		{"tier", "[[rule]]\nkind = \"mcp\"\ntier = \"danger\"\n", `no tier "danger"`},
+		{"tier of another kind", "[[rule]]\nkind = \"rm\"\ntier = \"commit\"\n", "goes with kind"},
+		{"group of groups", "[groups]\na = [\"group:b\"]\n", "not a username"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := teamsFile(t, tt.text)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("LoadTeams: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTeamsResolveRefusals: what the store says wrong stops the start too.
+func TestTeamsResolveRefusals(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	e.world.Approver("vic", "acme")
+	if err := e.world.Admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct{ name, text, want string }{
+		{"account", "[[rule]]\naccount = \"nope\"\n", `account "nope"`},
+		{"not a member", "[[rule]]\naccount = \"acme\"\napprovers = [\"bob\"]\n", `"bob" is not an approver of account "acme"`},
+		{"viewer", "[[rule]]\naccount = \"acme\"\napprovers = [\"vic\"]\n", `"vic" is a viewer`},
+		{"quorum over deciders", "[[rule]]\naccount = \"acme\"\nquorum = 2\n", "quorum 2 is more than the 1 approvers of account \"acme\" who decide"},
+		{"no account", "[[rule]]\nquorum = 2\n", "name the account"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := teamsFile(t, tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Resolve(e.ctx, e.store); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Resolve: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// teamEnv is acme with alice and carol in the group sre, dave outside it,
+// and a rule: deploys need two of sre, apart from the key's maker.
+func teamEnv(t *testing.T, extra string) (*env, countersign.ApproverPrincipal, countersign.ApproverPrincipal) {
+	t.Helper()
+	e := newEnv(t, approval.Config{})
+	carol := e.newApprover("carol", "acme")
+	dave := e.newApprover("dave", "acme")
+	f, err := teamsFile(t, "[groups]\nsre = [\"alice\", \"carol\"]\n\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\napprovers = [\"group:sre\"]\nquorum = 2\nseparate = true\n"+extra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams, err := f.Resolve(e.ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = approval.New(e.store, e.clock, e.hub, approval.Config{Teams: teams}, nil, nil)
+	return e, carol, dave
+}
+
+// TestQuorum: the first vote leaves the request pending and unusable, a
+// second vote of the same approver (another token) adds nothing, an
+// approver outside the group is refused, and the second approver's vote
+// approves, with both in the log.
+func TestQuorum(t *testing.T) {
+	e, carol, dave := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+
+	got, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve)
+	if err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("alice's vote: %v %v, want pending", got, err)
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
+		t.Fatalf("consume after one vote: %v, want ECONFLICT", err)
+	}
+	again := e.approver(e.world.Token("alice", "acme"))
+	_, err = e.svc.Decide(e.ctx, again, r.ID, approve)
+	wantCode(t, "alice's second vote", err, countersign.ECONFLICT)
+	_, err = e.svc.Decide(e.ctx, dave, r.ID, approve)
+	wantCode(t, "dave's vote", err, countersign.EFORBIDDEN)
+	if !strings.Contains(err.Error(), "routed to group:sre") {
+		t.Fatalf("dave's refusal: %v", err)
+	}
+	_, err = e.svc.Decide(e.ctx, dave, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny})
+	wantCode(t, "dave's deny", err, countersign.EFORBIDDEN)
+	team, err := e.svc.TeamOf(e.ctx, e.alice, r)
+	if err != nil || team.Quorum != 2 || len(team.Votes) != 1 || team.Votes[0].Username != "alice" || team.Route != "group:sre" || !team.May {
+		t.Fatalf("TeamOf: %+v %v", team, err)
+	}
+
+	got, err = e.svc.Decide(e.ctx, carol, r.ID, approve)
+	if err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "alice, carol" {
+		t.Fatalf("carol's vote: %+v %v, want approved by alice, carol", got, err)
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); err != nil {
+		t.Fatalf("consume: %v", err)
+	}
+	same := strings.Join(e.events(r.ID), " ")
+	if !strings.Contains(same, "voted voted approved consumed") {
+		t.Fatalf("events %s", same)
+	}
+
+	// A request no rule matches is decided by the first, as always.
+	plain := e.create(e.keyA, e.toolCall("Bash", ""))
+	if got := e.decide(plain.ID, countersign.DecisionApprove); got.Status != countersign.StatusApproved {
+		t.Fatalf("unrouted request: %s", got.Status)
+	}
+}
+
+// TestQuorumDenyWins: one deny of an approver of the group ends the
+// request after a vote, and no vote counts after it.
+func TestQuorumDenyWins(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny, Text: "not today"}); err != nil || got.Status != countersign.StatusDenied {
+		t.Fatalf("carol's deny: %v %v", got, err)
+	}
+	_, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
+	wantCode(t, "a vote after the deny", err, countersign.ECONFLICT)
+}
+
+// TestQuorumSeparate: the admin who made the asking key through the
+// account API may not approve its requests; they may still deny.
+func TestQuorumSeparate(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	m, err := e.world.Admin.Manage(e.ctx, e.alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, secret, err := m.CreateKey(e.ctx, "alices-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot := e.principal(secret)
+	r := e.create(bot, e.toolCall("deploy-prod", ""))
+	_, err = e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
+	wantCode(t, "the maker's vote", err, countersign.EFORBIDDEN)
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("carol's vote: %v %v, want pending", got, err)
+	}
+}
+
+// TestQuorumNeedsApprover: a decision that stands for no approver (a
+// link, an MCP client's answer, the gateway's local page) is refused on a
+// routed or quorum request, and the client's answer is not offered.
+func TestQuorumNeedsApprover(t *testing.T) {
+	e, _, _ := teamEnv(t, "\n[[rule]]\naccount = \"acme\"\nkind = \"mcp\"\nquorum = 2\n")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	link := countersign.ApproverPrincipal{Username: approval.DecidedByLink, AccountID: e.acme.ID, Role: countersign.RoleApprover}
+	_, err := e.svc.Decide(e.ctx, link, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny})
+	wantCode(t, "a link's deny", err, countersign.EFORBIDDEN)
+
+	m := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindMCP, Action: "post", Tier: countersign.TierWrite})
+	if e.svc.ElicitationDecides(e.ctx, e.keyA, m.ID) {
+		t.Fatal("an MCP client's answer is offered on a quorum request")
+	}
+	_, err = e.svc.DecideByElicitation(e.ctx, e.keyA, m.ID, true)
+	wantCode(t, "the client's answer", err, countersign.EFORBIDDEN)
+	e.wantStatus(m.ID, countersign.StatusPending)
+}
+
+// TestQuorumNoWindow: an auto-approve window one approver opened before
+// a team rule gave such requests a quorum does not approve them: they wait
+// for their votes.
+func TestQuorumNoWindow(t *testing.T) {
+	e, _, _ := teamEnv(t, "")
+	plain := approval.New(e.store, e.clock, e.hub, approval.Config{}, nil, nil)
+	first, _, err := plain.Create(e.ctx, e.keyA, e.toolCall("deploy-prod", "s1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Decide(e.ctx, e.alice, first.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the rule the window approves the next call of the session.
+	if r, _, err := plain.Create(e.ctx, e.keyA, e.toolCall("deploy-prod", "s1")); err != nil || r.Status != countersign.StatusApproved {
+		t.Fatalf("without the rule: %v %v, want approved by the window", r, err)
+	}
+	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("under the rule the window approved the request: %s", r.Status)
+	}
+}

@@ -1,0 +1,105 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/countersign/countersign"
+)
+
+// mayDecide refuses a decision on a request of rule by an approver the
+// rule does not route it to, or by one of the service's own deciders (an
+// e-mailed link, an MCP client's answer, the gateway's local page), which
+// stand for no approver and so can be neither routed to nor counted.
+func (s *Service) mayDecide(ap countersign.ApproverPrincipal, rule *TeamRule) error {
+	if !rule.Routed() && !rule.Votes() {
+		return nil
+	}
+	if ap.ApproverID == "" {
+		return ErrNeedsApprover(rule)
+	}
+	if !rule.May(ap.Username) {
+		return ErrNotRouted(rule)
+	}
+	return nil
+}
+
+// vote records the approver's approval of r as one vote of those rule
+// asks for. The vote that reaches the quorum approves r in the same
+// transaction; an earlier one leaves r pending, and so unusable.
+func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r *countersign.Request, rule *TeamRule, d countersign.DecisionInput) (*countersign.Request, error) {
+	if !ap.Role.Decides() {
+		return nil, ErrViewer()
+	}
+	if d.AutoApproveMinutes > 0 {
+		return nil, countersign.Errorf(countersign.EINVALID, "this request needs the approval of %d approvers, so no auto-approve window can be opened on it; approve it without one", rule.Quorum)
+	}
+	now := s.clock.Now()
+	hash := r.BindingHash()
+	detail := map[string]any{"binding_hash": hash, "quorum": rule.Quorum}
+	if v := d.Verified; v != nil {
+		detail["verified"] = v.Method
+		detail["credential_id"] = v.CredentialID
+	}
+	b, _ := json.Marshal(detail)
+	done, _ := json.Marshal(map[string]any{"binding_hash": hash, "quorum": rule.Quorum})
+	actor := "approver:" + ap.Username
+	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
+		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
+		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
+	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
+		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
+	if err != nil {
+		return nil, sameNotFound(err)
+	}
+	s.log.Info("request voted", "request", got.ID, "reference", got.Reference, "approver", ap.Username, "votes", len(votes), "quorum", rule.Quorum)
+	if got.Status == countersign.StatusPending {
+		// Nothing an agent waits for changed; the inbox shows the vote.
+		s.hub.Notify(AccountTopic(got.AccountID))
+		return got, nil
+	}
+	rung := *got
+	s.hub.NotifyRequest(&rung)
+	s.hub.Notify(AccountTopic(got.AccountID))
+	s.metrics.entered(got)
+	s.followUp(ctx, got)
+	s.metrics.decided(got)
+	s.log.Info("request decided", "request", got.ID, "reference", got.Reference, "status", got.Status, "approver", got.DecidedBy)
+	return got, nil
+}
+
+// Team is what the inbox shows of a request's team rule: who it is
+// routed to, and how many approvals it needs and has.
+type Team struct {
+	// Route names the approvers who may decide it ("group:sre"); empty
+	// when any approver of the account may.
+	Route string
+	// May reports whether the approver asking may decide it.
+	May bool
+	// Quorum is how many approvals it needs; Votes are those it has,
+	// oldest first. Quorum is 0 for a request the first decision ends.
+	Quorum int
+	Votes  []countersign.Vote
+}
+
+// TeamOf returns what the team rule of the approver's account's request r
+// says of it for ap, nil when no rule routes it or counts its approvals.
+func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, r *countersign.Request) (*Team, error) {
+	rule := s.cfg.Teams.Rule(r)
+	if rule == nil || r.AccountID != ap.AccountID || (!rule.Routed() && !rule.Votes()) {
+		return nil, nil
+	}
+	t := &Team{May: ap.Role.Decides() && rule.May(ap.Username)}
+	if rule.Routed() {
+		t.Route = rule.Route
+	}
+	if rule.Votes() {
+		t.Quorum = rule.Quorum
+		votes, err := s.store.Votes(ctx, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		t.Votes = votes
+	}
+	return t, nil
+}

@@ -1,0 +1,145 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/countersign/countersign"
+	"github.com/jackc/pgx/v5"
+)
+
+// Vote records one approver's vote on a request that needs several, and
+// approves the request in the same transaction when the vote reaches the
+// quorum. The vote first locks the request's row: two votes of one
+// request, or a vote and a decision, run one after the other, so the
+// count a vote reads holds every vote committed before it, and of two
+// racing last votes the second finds the request approved. Errors:
+// ENOTFOUND, ECONFLICT, EFORBIDDEN.
+func (db *DB) Vote(ctx context.Context, v countersign.VoteInput, voted, approved countersign.AuditEvent) (*countersign.Request, []countersign.Vote, error) {
+	if hasNUL(v.RequestID, v.AccountID, v.ApproverID, v.Username, v.BindingHash) {
+		return nil, nil, countersign.ErrRequestNotFound()
+	}
+	var (
+		got   *countersign.Request
+		votes []countersign.Vote
+	)
+	err := db.update(ctx, func(tx pgx.Tx) (err error) {
+		got, votes, err = db.vote(ctx, tx, v, voted, approved)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return got, votes, nil
+}
+
+func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, voted, approved countersign.AuditEvent) (*countersign.Request, []countersign.Vote, error) {
+	r, err := scanRequest(tx.QueryRow(ctx, `SELECT `+requestColumns+` FROM requests WHERE id = $1 FOR UPDATE`, v.RequestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, countersign.ErrRequestNotFound()
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("read request: %w", badText(err))
+	}
+	t := countersign.Transition{ID: r.ID, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusApproved,
+		Now: v.Now, AccountID: v.AccountID, ExpiresAt: v.ExpiresAt}
+	if r.AccountID != v.AccountID || r.Status != countersign.StatusPending || r.Expired(v.Now) {
+		return nil, nil, countersign.RefuseTransition(t, r)
+	}
+	if r.BindingHash() != v.BindingHash {
+		return nil, nil, countersign.ErrVoteBinding()
+	}
+	if v.Separate {
+		var owners int
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM agent_keys WHERE id = $1 AND created_by = $2)
+			+ (SELECT count(*) FROM grants WHERE key_id = $1 AND approver_id = $2)`, r.KeyID, v.ApproverID).Scan(&owners); err != nil {
+			return nil, nil, fmt.Errorf("read the key's owner: %w", err)
+		}
+		if owners > 0 {
+			return nil, nil, countersign.ErrOwnKey()
+		}
+	}
+	tag, err := tx.Exec(ctx, `INSERT INTO votes (request_id, approver_id, username, binding_hash, created_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (request_id, approver_id) DO NOTHING`,
+		r.ID, v.ApproverID, v.Username, v.BindingHash, nanos(v.Now))
+	if err != nil {
+		return nil, nil, fmt.Errorf("record vote: %w", badText(err))
+	} else if tag.RowsAffected() == 0 {
+		return nil, nil, countersign.ErrAlreadyVoted()
+	}
+	votes, err := listVotes(ctx, tx, r.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	items := []auditItem{{r.AccountID, r.ID, voted}}
+	got := r
+	if len(votes) >= v.Quorum {
+		t.DecidedBy = countersign.VotersOf(votes)
+		query, a := updateSQL(t)
+		got, err = scanRequest(tx.QueryRow(ctx, query, a...))
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The row is locked and was checked: nothing else changed it.
+			return nil, nil, transitionRefusal(ctx, tx, t)
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("update request status: %w", badText(err))
+		}
+		items = append(items, auditItem{got.AccountID, got.ID, approved})
+	}
+	batch := &pgx.Batch{}
+	queueNotify(batch, db.payload(r.ID, r.AccountID, ""))
+	idem := countersign.IdempotencyFrom(ctx)
+	recordIdem := idem != nil && got.Status == countersign.StatusApproved && idem.Records(got.Status)
+	if recordIdem {
+		queueIdempotent(batch, idem, got, false, v.Now)
+	}
+	br := tx.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, nil, fmt.Errorf("announce the vote: %w", err)
+	}
+	if recordIdem {
+		if err := idempotentResult(br); err != nil {
+			br.Close()
+			return nil, nil, err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("announce the vote: %w", err)
+	}
+	if err := db.appendAudit(ctx, tx, v.Now, items...); err != nil {
+		return nil, nil, err
+	}
+	return got, votes, nil
+}
+
+// Votes returns the votes of a request, oldest first.
+func (db *DB) Votes(ctx context.Context, requestID string) ([]countersign.Vote, error) {
+	if hasNUL(requestID) {
+		return []countersign.Vote{}, nil
+	}
+	var out []countersign.Vote
+	err := db.read(ctx, func(q querier) (err error) {
+		out, err = listVotes(ctx, q, requestID)
+		return err
+	})
+	return out, err
+}
+
+func listVotes(ctx context.Context, q querier, requestID string) ([]countersign.Vote, error) {
+	rows, err := q.Query(ctx, `SELECT request_id, approver_id, username, binding_hash, created_at FROM votes
+		WHERE request_id = $1 ORDER BY seq`, requestID)
+	if err != nil {
+		return nil, fmt.Errorf("list votes: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (countersign.Vote, error) {
+		var v countersign.Vote
+		var at int64
+		err := row.Scan(&v.RequestID, &v.ApproverID, &v.Username, &v.BindingHash, &at)
+		v.CreatedAt = fromNanos(at)
+		return v, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list votes: %w", err)
+	}
+	return out, nil
+}
