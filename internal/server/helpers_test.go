@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
@@ -37,12 +38,20 @@ type testServer struct {
 // its configuration.
 func newServer(t *testing.T, opts ...func(*server.Config)) *testServer {
 	t.Helper()
-	ts := testserver.New(t, testserver.Config(func(_ *testserver.Server, c *server.Config) {
-		c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
-		for _, o := range opts {
-			o(c)
-		}
-	}))
+	return newServerWith(t, func(*approval.Config) {}, opts...)
+}
+
+// newServerWith is newServer with the approval service's configuration
+// changed by svc.
+func newServerWith(t *testing.T, svc func(*approval.Config), opts ...func(*server.Config)) *testServer {
+	t.Helper()
+	ts := testserver.New(t, testserver.Approval(func(_ *testserver.Server, c *approval.Config) { svc(c) }),
+		testserver.Config(func(_ *testserver.Server, c *server.Config) {
+			c.PublicURL = &url.URL{Scheme: "https", Host: "approve.example.com"}
+			for _, o := range opts {
+				o(c)
+			}
+		}))
 	s := &testServer{Server: ts, t: t, publicHost: ts.Public.Host, alice: ts.ApproverToken}
 	s.keyB, s.revoked = ts.Key("acme", "b"), ts.Key("acme", "old")
 	if err := ts.Store.RevokeAgentKey(ts.Ctx, ts.Acme.ID, "old", start); err != nil {

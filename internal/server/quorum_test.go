@@ -5,12 +5,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -22,7 +20,7 @@ import (
 // answers the waiting agent approved at the second approver's vote.
 func TestQuorumThroughAPI(t *testing.T) {
 	t.Parallel()
-	s := newServer(t, func(_ *server.Config, c *approval.Config) {
+	s := newServerWith(t, func(c *approval.Config) {
 		c.Teams = &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool, Tool: "Bash",
 			Approvers: []string{"alice", "carol"}, Route: "group:sre", Quorum: 2}}}
 	})
@@ -30,14 +28,14 @@ func TestQuorumThroughAPI(t *testing.T) {
 	dave := s.approverToken("dave")
 	alice2 := s.token("alice")
 
-	r := s.create(s.keyA)
-	res := async(http.DefaultClient, s.newRequest("GET", "/api/v1/requests/"+r.ID+"?wait=30s", s.keyA, ""))
+	r := s.create(s.KeyA)
+	res := async(http.DefaultClient, s.newRequest("GET", "/api/v1/requests/"+r.ID+"?wait=30s", s.KeyA, ""))
 	s.waitForWaiters(1)
 
 	if got := s.decide(r.ID, "approve"); got.Status != "pending" {
 		t.Fatalf("alice's vote: %s, want pending", got.Status)
 	}
-	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "").wantError(t, "consume after one vote", http.StatusConflict, countersign.ECONFLICT)
+	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "").wantError(t, "consume after one vote", http.StatusConflict, countersign.ECONFLICT)
 	msg := s.call("POST", "/api/v1/requests/"+r.ID+"/decision", alice2, `{"decision":"approve"}`).wantError(t, "alice's second token", http.StatusConflict, countersign.ECONFLICT)
 	if !strings.Contains(msg, "already approved") {
 		t.Errorf("alice's second vote: %q", msg)
@@ -56,17 +54,17 @@ func TestQuorumThroughAPI(t *testing.T) {
 	if got.Status != "approved" || got.DecidedBy != "alice, carol" {
 		t.Fatalf("carol's vote: %s by %q", got.Status, got.DecidedBy)
 	}
-	waited := await(t, res, 10*time.Second).request(t, http.StatusOK)
+	waited := await(t, res).request(t, http.StatusOK)
 	if waited.Status != "approved" {
 		t.Fatalf("the agent's wait answered %s", waited.Status)
 	}
-	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.keyA, "").request(t, http.StatusOK)
+	s.call("POST", "/api/v1/requests/"+r.ID+"/consume", s.KeyA, "").request(t, http.StatusOK)
 }
 
 // approverToken makes an approver of acme and returns a token of theirs.
 func (s *testServer) approverToken(username string) string {
 	s.t.Helper()
-	if _, err := s.admin.CreateApprover(s.ctx, "acme", username, testutil.Password, countersign.RoleApprover); err != nil {
+	if _, err := s.Admin.CreateApprover(s.Ctx, "acme", username, testutil.Password, countersign.RoleApprover); err != nil {
 		s.t.Fatal(err)
 	}
 	return s.token(username)
@@ -75,7 +73,7 @@ func (s *testServer) approverToken(username string) string {
 // token makes another API token of an approver of acme.
 func (s *testServer) token(username string) string {
 	s.t.Helper()
-	_, secret, err := s.admin.CreateApproverToken(s.ctx, username, "acme", "t"+countersign.NewID(""))
+	_, secret, err := s.Admin.CreateApproverToken(s.Ctx, username, "acme", "t"+countersign.NewID(""))
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -91,8 +89,8 @@ func TestQuorumInbox(t *testing.T) {
 	t.Parallel()
 	e := ibSetupWith(t, approval.Config{Teams: &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool,
 		Approvers: []string{"alice", "carol"}, Route: "group:sre", Quorum: 2}}}})
-	e.world.Approver("dave", "acme")
-	r, _, err := e.agentA.Create(e.ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make release"}`)})
+	e.World.Approver("dave", "acme")
+	r, _, err := e.agentA.Create(e.Ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make release"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +108,7 @@ func TestQuorumInbox(t *testing.T) {
 	}
 	e.post("/approvals/"+r.ID+"/decision", url.Values{"csrf": {dave.csrf}, "decision": {"deny"}}, e.as(dave.id)).
 		want(t, "dave's deny", http.StatusForbidden)
-	if got, err := e.store.Request(e.ctx, r.ID); err != nil || got.Status != countersign.StatusPending {
+	if got, err := e.Store.Request(e.Ctx, r.ID); err != nil || got.Status != countersign.StatusPending {
 		t.Fatalf("after dave's deny: %v %v", got, err)
 	}
 	page = e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "alice's page", http.StatusOK).body
