@@ -146,6 +146,12 @@ func ErrNotMember() *Error {
 	return Errorf(ENOTFOUND, "the approver is not a member of that account")
 }
 
+// ErrLastAdmin is the conflict of a change that would leave an account
+// without an admin: demoting or removing its only one.
+func ErrLastAdmin() *Error {
+	return Errorf(ECONFLICT, "that is the account's last admin: make another approver an admin first")
+}
+
 // ApproverToken is an API credential of an approver, scoped to one account.
 // Only the SHA-256 hash of the secret is stored.
 type ApproverToken struct {

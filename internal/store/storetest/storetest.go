@@ -41,6 +41,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"AgentKeys", testAgentKeys},
 		{"Approvers", testApprovers},
 		{"Roles", testRoles},
+		{"LastAdmin", testLastAdmin},
+		{"LastAdminRace", testLastAdminRace},
 		{"ApproverTokens", testApproverTokens},
 		{"RequestRoundTrip", testRequestRoundTrip},
 		{"Dedupe", testDedupe},
