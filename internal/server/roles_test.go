@@ -102,3 +102,21 @@ func TestViewerUploadsNothing(t *testing.T) {
 	alice := e.signIn("alice")
 	e.uploadFile(alice, page.ID, alice.csrf, "x.pdf", receipt).wantRedirect(t, "an admin's upload", "/uploads/"+page.ID)
 }
+
+// TestViewerBeginsNoStepUp: a viewer's session begins no passkey
+// confirmation of an approval it could not make: refused at once, saying
+// why, before any passkey prompt.
+func TestViewerBeginsNoStepUp(t *testing.T) {
+	t.Parallel()
+	e := pkSetup(t)
+	e.world.Approver("vic", "acme")
+	if err := e.admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	vic := e.signIn("vic")
+	req := e.create(e.agentA, pkCommit("/srv/v"))
+	r := e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}, "csrf": {vic.csrf}}, e.as(vic.id))
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "your role in this account is viewer") {
+		t.Errorf("a viewer's step-up begin: status %d, want 403 saying why:\n%s", r.status, r.body)
+	}
+}
