@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Roles", testRoles},
 		{"LastAdmin", testLastAdmin},
 		{"LastAdminRace", testLastAdminRace},
+		{"GrantNeedsAdmin", testGrantNeedsAdmin},
 		{"ApproverTokens", testApproverTokens},
 		{"RequestRoundTrip", testRequestRoundTrip},
 		{"Dedupe", testDedupe},
