@@ -68,7 +68,7 @@ func (k *asker) ask(ctx context.Context, p *Protocol, in *Input, call *Call, v V
 	if o.action == Allow {
 		// The deletes the human approved run through the rm wrapper,
 		// which would ask for them again: it is told of this approval.
-		o.input = coverInput(in, call, v.Scope, r.ID)
+		o.input = coverInput(in, call, v.Scope, r.ID, p.Agent)
 	}
 	return o
 }

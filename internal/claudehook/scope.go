@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/saferm"
 )
@@ -130,13 +131,14 @@ func commandOf(line string) string {
 	return strings.Join(name, " ")
 }
 
-// coverInput is the tool input that runs an approved Bash call whose rm
-// deletes the approval covers: the command, after a line that tells the
-// rm wrapper which approval and which session it runs under, so that the
-// wrapper's own request for the same delete is granted at once instead of
-// asked twice. Nothing else of the input changes; nil when there is
-// nothing to tell.
-func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage {
+// coverInput is the tool input that runs an approved Bash call of the
+// coding agent whose rm deletes the approval covers: the command, after a
+// line that tells the rm wrapper which approval and which session it runs
+// under (and, for an agent other than Claude Code, which agent, since the
+// server keeps that agent's sessions apart), so that the wrapper's own
+// request for the same delete is granted at once instead of asked twice.
+// Nothing else of the input changes; nil when there is nothing to tell.
+func coverInput(in *Input, call *Call, sc *api.Scope, id, agent string) json.RawMessage {
 	if call.Tool != "Bash" || sc == nil || len(sc.Paths) == 0 || !slices.Contains(sc.Commands, "rm") ||
 		in.SessionID == "" || !saferm.IsRequestID(id) {
 		return nil
@@ -145,7 +147,11 @@ func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage
 	if json.Unmarshal(in.ToolInput, &fields) != nil {
 		return nil
 	}
-	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID) + "\n" + call.Command
+	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID)
+	if agent != "" && agent != countersign.AgentClaudeCode {
+		line += " " + saferm.EnvAgent + "=" + saferm.ShellQuote(agent)
+	}
+	line += "\n" + call.Command
 	cmd, err := json.Marshal(line)
 	if err != nil {
 		return nil

@@ -187,11 +187,13 @@ func plural(n int, one, many string) string {
 
 // The environment the Claude Code hook gives a shell command it allowed
 // with a human's approval that covers the command's deletes: the approved
-// request's id and the agent session. The wrapper names the approval in
-// its own request, and the server grants that request at once when the
-// approval was for exactly this delete; a made-up or reused id gets
-// nothing but the usual question.
+// request's id, the agent session and, for a coding agent other than
+// Claude Code, the agent (whose sessions the server keeps apart). The
+// wrapper names the approval in its own request, and the server grants
+// that request at once when the approval was for exactly this delete; a
+// made-up or reused id gets nothing but the usual question.
 const (
 	EnvApproval = "COUNTERSIGN_APPROVAL"
 	EnvSession  = "COUNTERSIGN_SESSION"
+	EnvAgent    = "COUNTERSIGN_AGENT"
 )

@@ -140,3 +140,27 @@ func TestCurrentContext(t *testing.T) {
 		t.Errorf("CurrentContext = %+v", rc)
 	}
 }
+
+// TestHookApprovalAgent: the wrapper takes the coding agent the hook
+// names with its approval and session, so that its request falls in that
+// agent's sessions; an agent it does not know drops the session and the
+// approval, which then cover nothing.
+func TestHookApprovalAgent(t *testing.T) {
+	const id = "req_0123456789abcdef"
+	for _, tt := range []struct {
+		agent                          string
+		wantID, wantSession, wantAgent string
+	}{
+		{"", id, "s1", ""},
+		{"claude-code", id, "s1", "claude-code"},
+		{"codex", id, "s1", "codex"},
+		{"Codex", "", "", ""},
+		{"cursor", "", "", ""},
+	} {
+		env := map[string]string{EnvApproval: id, EnvSession: "s1", EnvAgent: tt.agent}
+		gotID, gotSession, gotAgent := hookApproval(func(k string) string { return env[k] })
+		if gotID != tt.wantID || gotSession != tt.wantSession || gotAgent != tt.wantAgent {
+			t.Errorf("agent %q: %q %q %q, want %q %q %q", tt.agent, gotID, gotSession, gotAgent, tt.wantID, tt.wantSession, tt.wantAgent)
+		}
+	}
+}

@@ -123,7 +123,7 @@ func Run(ctx context.Context, e *Env) int {
 		return ExitRefused
 	}
 	f := &flow{env: e, cfg: cfg, assessor: assessor, args: inv.RmArgs, c: e.Connect(cfg.ServerURL, cfg.AgentKey)}
-	f.coveredBy, f.session = hookApproval(e.Getenv)
+	f.coveredBy, f.session, f.agent = hookApproval(e.Getenv)
 	for range maxRounds {
 		code, again := f.ask(ctx, a)
 		if !again {
@@ -149,24 +149,29 @@ type flow struct {
 	assessor *Assessor
 	args     []string
 	c        Server
-	// coveredBy and session are the hook's approval this delete may run
-	// under, and its agent session; coveredBy is named in the first
-	// request only.
-	coveredBy, session string
+	// coveredBy, session and agent are the hook's approval this delete
+	// may run under, its agent session and its coding agent; coveredBy is
+	// named in the first request only.
+	coveredBy, session, agent string
 }
 
 // hookApproval reads what the Claude Code hook told this command: the id
-// of the approval that let it run and the agent session. Anything not of
-// their form is ignored; the server checks the rest.
-func hookApproval(getenv func(string) string) (id, session string) {
-	id, session = getenv(EnvApproval), getenv(EnvSession)
+// of the approval that let it run, the agent session and the coding
+// agent. Anything not of their form is ignored; the server checks the
+// rest. A coding agent the wrapper does not know drops all three: its
+// session, taken as another agent's, could meet that agent's windows.
+func hookApproval(getenv func(string) string) (id, session, agent string) {
+	id, session, agent = getenv(EnvApproval), getenv(EnvSession), getenv(EnvAgent)
 	if !IsRequestID(id) {
 		id = ""
 	}
-	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {
-		return "", ""
+	if agent != "" && countersign.CodingAgents[agent] == "" {
+		return "", "", ""
 	}
-	return id, session
+	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {
+		return "", "", ""
+	}
+	return id, session, agent
 }
 
 // IsRequestID reports whether s has the form of a request id: req_ and 10
@@ -201,7 +206,7 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 			Kind: "rm", Action: p.Command, Arguments: args, Preview: preview, RiskReasons: p.RiskReasons, Protected: a.Protected,
 			// What a human reads is sent with its hidden characters
 			// escaped, as the server requires.
-			Context:   api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(rc.Cwd), SessionID: visible.Line(f.session)},
+			Context:   api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(rc.Cwd), SessionID: visible.Line(f.session), Agent: f.agent},
 			CoveredBy: f.coveredBy,
 		})
 		return err
