@@ -151,6 +151,18 @@ func ErrNotMember() *Error {
 	return Errorf(ENOTFOUND, "the approver is not a member of that account")
 }
 
+// ErrNotAdmin is the refusal of a change to an account's clients, keys,
+// approvers, grants or channels by an approver who is not an admin of it.
+func ErrNotAdmin() *Error {
+	return Errorf(EFORBIDDEN, "Only an admin of the account may connect a client or change its keys, approvers, grants and channels; ask an admin of the account.")
+}
+
+// ErrLastAdmin is the conflict of a change that would leave an account
+// without an admin: demoting or removing its only one.
+func ErrLastAdmin() *Error {
+	return Errorf(ECONFLICT, "that is the account's last admin: make another approver an admin first")
+}
+
 // ApproverToken is an API credential of an approver, scoped to one account.
 // Only the SHA-256 hash of the secret is stored.
 type ApproverToken struct {

@@ -205,12 +205,13 @@ type OAuthStore interface {
 
 	// CreateGrant stores a grant with its agent key, the browser session
 	// the consent signed in (nil: none) and the authorization code it
-	// issued, in one transaction, while the approver is a member of the
-	// account: a grant never outlives the membership that allowed it.
+	// issued, in one transaction, while the approver is an admin of the
+	// account: a grant never outlives the membership that allowed it, nor
+	// comes of a consent whose approver was demoted meanwhile.
 	// It marks the client used, in the same transaction. Errors:
 	// ENOTFOUND for an unknown account or approver, or (ErrClientGone) a
 	// client no longer registered; EFORBIDDEN (ErrGrantNotMember) when the
-	// approver is not a member.
+	// approver is not a member, (ErrNotAdmin) when not an admin.
 	CreateGrant(ctx context.Context, g *Grant, key *AgentKey, sess *Session, code *OAuthToken) error
 	// Grant returns a grant by id, revoked or not. Errors: ENOTFOUND.
 	Grant(ctx context.Context, id string) (*Grant, error)

@@ -78,6 +78,11 @@ type SessionStore interface {
 	// with an audit entry each (RevokedApproverRemoved). It returns the ids
 	// of the grants it revoked. Errors: ENOTFOUND.
 	RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) (revoked []string, err error)
+	// RemoveMembershipKeepingAdmin is RemoveMembership refused, changing
+	// nothing, when the approver is the account's only admin. The check
+	// and the change are one step: of two admins removing each other at
+	// once, one is refused. Errors: ENOTFOUND, ErrLastAdmin.
+	RemoveMembershipKeepingAdmin(ctx context.Context, approverID, accountID string, at time.Time) (revoked []string, err error)
 	// RemoveApprover removes an approver with its memberships, sessions,
 	// tokens and passkeys, and revokes at at, in the same transaction,
 	// every live grant it allowed, as RemoveMembership does. It returns the

@@ -52,6 +52,12 @@ type Store interface {
 	// SetRole changes an approver's role in an account. Errors:
 	// ErrNotMember.
 	SetRole(ctx context.Context, approverID, accountID string, role Role) error
+	// SetRoleKeepingAdmin is SetRole refused, changing nothing, when the
+	// approver is the account's only admin and role is not admin. The
+	// check and the change are one step: of two admins demoting each other
+	// at once, one is refused. Errors: EINVALID, ErrNotMember,
+	// ErrLastAdmin.
+	SetRoleKeepingAdmin(ctx context.Context, approverID, accountID string, role Role) error
 	// Members lists the approvers of an account by username.
 	Members(ctx context.Context, accountID string) ([]*Member, error)
 	// Memberships returns the ids of the accounts an approver belongs to.

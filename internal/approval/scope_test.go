@@ -345,3 +345,38 @@ func TestFileWindowNeedsPaths(t *testing.T) {
 	e.wantAutoApproved("another file", e.keyA, write("/home/u/.bashrc"), false)
 	e.wantAutoApproved("a write that names no path", e.keyA, write(""), false)
 }
+
+// TestHookApprovalCoversItsAgentOnly: a Bash approval of a coding agent
+// other than Claude Code covers the wrapper's delete that names the same
+// agent and session, as the hook's line tells the wrapper; the same delete
+// named with no agent, or with another, falls in another session and is
+// asked.
+func TestHookApprovalCoversItsAgentOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	approved := func() *countersign.Request {
+		in := bash("s1", "rm -r build", []string{"rm"}, []string{"/src/build"}, recursive)
+		in.Scope.Files, in.Scope.Bytes = 3, 100
+		in.Context.Agent = countersign.AgentCodex
+		h := e.create(e.keyA, in)
+		if _, err := e.svc.Decide(e.ctx, e.alice, h.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+			t.Fatalf("approve: %v", err)
+		}
+		if _, err := e.svc.Consume(e.ctx, e.keyA, h.ID); err != nil {
+			t.Fatalf("consume: %v", err)
+		}
+		return h
+	}
+	for agent, want := range map[string]countersign.Status{
+		"":                          countersign.StatusPending,
+		countersign.AgentGemini:     countersign.StatusPending,
+		countersign.AgentClaudeCode: countersign.StatusPending,
+		countersign.AgentCodex:      countersign.StatusApproved,
+	} {
+		in := wrapperRm("s1", approved().ID, 3, 100, "/src/build")
+		in.Context.Agent = agent
+		if r := e.create(e.keyA, in); r.Status != want {
+			t.Errorf("the wrapper's delete named with agent %q: %s, want %s", agent, r.Status, want)
+		}
+	}
+}

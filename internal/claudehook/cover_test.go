@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/client/api"
 )
 
 // TestApprovalCoversTheWrapper runs the real binary as rm, as Claude
@@ -210,4 +211,24 @@ func hookApproves(t *testing.T, srv *testServer, w *world, command string) strin
 		t.Fatalf("the hook on %q: %s %s; want allow with the command to run", command, stdout.String(), stderr.String())
 	}
 	return updated.Command
+}
+
+// TestCoverInputNamesTheAgent: the line that tells the rm wrapper of an
+// approval names the coding agent when it is not Claude Code, whose
+// sessions the server keeps apart from Claude Code's; Claude Code's line
+// is as it was.
+func TestCoverInputNamesTheAgent(t *testing.T) {
+	in := &Input{SessionID: "s1", ToolInput: json.RawMessage(`{"command":"rm -r build"}`)}
+	call := &Call{Tool: "Bash", Command: "rm -r build"}
+	sc := &api.Scope{Commands: []string{"rm"}, Paths: []string{"/src/build"}}
+	const id = "req_0123456789abcdef"
+	for agent, want := range map[string]string{
+		countersign.AgentClaudeCode: "export COUNTERSIGN_APPROVAL=" + id + " COUNTERSIGN_SESSION=s1\nrm -r build",
+		countersign.AgentCodex:      "export COUNTERSIGN_APPROVAL=" + id + " COUNTERSIGN_SESSION=s1 COUNTERSIGN_AGENT=codex\nrm -r build",
+	} {
+		var got struct{ Command string }
+		if err := json.Unmarshal(coverInput(agent, in, call, sc, id), &got); err != nil || got.Command != want {
+			t.Errorf("%s: the command is %q (%v), want %q", agent, got.Command, err, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package identity_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -86,5 +87,42 @@ func TestAllowNeedsAdmin(t *testing.T) {
 	}
 	if grants, _ := w.Store.Grants(w.Ctx, ""); len(grants) != 0 {
 		t.Fatalf("refused consents made %d grants", len(grants))
+	}
+}
+
+// demotingStore demotes the consenting approver to approver just before
+// the grant is stored: a change of role that lands between the consent's
+// check and its grant.
+type demotingStore struct {
+	countersign.Store
+	w *testutil.World
+}
+
+func (s demotingStore) CreateGrant(ctx context.Context, g *countersign.Grant, key *countersign.AgentKey, sess *countersign.Session, code *countersign.OAuthToken) error {
+	if err := s.w.Store.SetRole(ctx, g.ApproverID, g.AccountID, countersign.RoleApprover); err != nil {
+		return err
+	}
+	return s.Store.CreateGrant(ctx, g, key, sess, code)
+}
+
+// TestAllowNeedsAdminAtTheGrant: an admin demoted while consenting makes
+// no grant: the role is checked where the grant is stored, not only
+// before.
+func TestAllowNeedsAdminAtTheGrant(t *testing.T) {
+	w := testutil.NewWorld(t)
+	o := &identity.OAuth{Store: demotingStore{Store: w.Store, w: w}, Clock: w.Clock, Resource: "http://127.0.0.1:8080/mcp"}
+	c, _, err := o.Register(w.Ctx, &identity.ClientMetadata{RedirectURIs: []string{"https://claude.ai/api/mcp/auth_callback"},
+		TokenEndpointAuthMethod: "none"}, "192.0.2.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := identity.AllowInput{Approver: countersign.ApproverPrincipal{ApproverID: w.Alice.ID, Username: w.Alice.Username, AccountID: w.Acme.ID, Role: countersign.RoleAdmin},
+		AccountID: w.Acme.ID, Client: c, RedirectURI: c.RedirectURIs[0], Challenge: identity.S256(strings.Repeat("v", 43)), Tiers: []string{"read"},
+		Proof: identity.PasswordProof(w.Alice.ID)}
+	if _, _, _, err := o.Allow(w.Ctx, in); err == nil || !strings.Contains(err.Error(), "Only an admin") {
+		t.Errorf("a consent by an admin demoted meanwhile: %v, want refused: only an admin", err)
+	}
+	if grants, _ := w.Store.Grants(w.Ctx, ""); len(grants) != 0 {
+		t.Fatalf("the refused consent made %d grants", len(grants))
 	}
 }

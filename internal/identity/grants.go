@@ -342,9 +342,7 @@ func (o *OAuth) CheckAllow(ctx context.Context, in AllowInput) error {
 
 // ErrNotAdmin is the refusal of a change to an account's keys, approvers,
 // grants or channels by an approver who is not an admin of it.
-func ErrNotAdmin() error {
-	return countersign.Errorf(countersign.EFORBIDDEN, "Only an admin of the account may connect a client or change its keys, approvers, grants and channels; ask an admin of the account.")
-}
+func ErrNotAdmin() error { return countersign.ErrNotAdmin() }
 
 // Allow creates a grant of the account for the client, the session that
 // signs the consenting browser in for that account, and an authorization

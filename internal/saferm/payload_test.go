@@ -141,24 +141,26 @@ func TestCurrentContext(t *testing.T) {
 	}
 }
 
-// TestHookApprovalAgent: the hook's approval, session and agent are read
-// from the environment; an agent that is not a coding agent's name, or
-// one without a session, is dropped, and a session of control characters
-// drops everything.
+// TestHookApprovalAgent: the wrapper takes the coding agent the hook
+// names with its approval and session, so that its request falls in that
+// agent's sessions; an agent it does not know drops the session and the
+// approval, which then cover nothing.
 func TestHookApprovalAgent(t *testing.T) {
-	for _, tc := range []struct {
-		env                map[string]string
-		id, session, agent string
+	const id = "req_0123456789abcdef"
+	for _, tt := range []struct {
+		agent                          string
+		wantID, wantSession, wantAgent string
 	}{
-		{map[string]string{EnvApproval: "req_0123456789ab", EnvSession: "s1", EnvAgent: "gemini"}, "req_0123456789ab", "s1", "gemini"},
-		{map[string]string{EnvApproval: "req_0123456789ab", EnvSession: "s1"}, "req_0123456789ab", "s1", ""},
-		{map[string]string{EnvSession: "s1", EnvAgent: "nosuch"}, "", "s1", ""},
-		{map[string]string{EnvAgent: "gemini"}, "", "", ""},
-		{map[string]string{EnvApproval: "nope", EnvSession: "s\n1", EnvAgent: "gemini"}, "", "", ""},
+		{"", id, "s1", ""},
+		{"claude-code", id, "s1", "claude-code"},
+		{"codex", id, "s1", "codex"},
+		{"Codex", "", "", ""},
+		{"cursor", "", "", ""},
 	} {
-		id, session, agent := hookApproval(func(k string) string { return tc.env[k] })
-		if id != tc.id || session != tc.session || agent != tc.agent {
-			t.Errorf("%v: %q %q %q; want %q %q %q", tc.env, id, session, agent, tc.id, tc.session, tc.agent)
+		env := map[string]string{EnvApproval: id, EnvSession: "s1", EnvAgent: tt.agent}
+		gotID, gotSession, gotAgent := hookApproval(func(k string) string { return env[k] })
+		if gotID != tt.wantID || gotSession != tt.wantSession || gotAgent != tt.wantAgent {
+			t.Errorf("agent %q: %q %q %q, want %q %q %q", tt.agent, gotID, gotSession, gotAgent, tt.wantID, tt.wantSession, tt.wantAgent)
 		}
 	}
 }

@@ -150,20 +150,25 @@ type flow struct {
 	args     []string
 	c        Server
 	// coveredBy, session and agent are the hook's approval this delete
-	// may run under, its agent session and the agent; coveredBy is named
-	// in the first request only.
+	// may run under, its agent session and its coding agent; coveredBy is
+	// named in the first request only.
 	coveredBy, session, agent string
 }
 
-// hookApproval reads what the hook told this command: the id of the
-// approval that let it run, the agent session and the agent. Anything not
-// of their form is ignored; the server checks the rest.
+// hookApproval reads what the Claude Code hook told this command: the id
+// of the approval that let it run, the agent session and the coding
+// agent. Anything not of their form is ignored; the server checks the
+// rest. A coding agent the wrapper does not know drops all three: its
+// session, taken as another agent's, could meet that agent's windows.
 func hookApproval(getenv func(string) string) (id, session, agent string) {
 	id, session, agent = getenv(EnvApproval), getenv(EnvSession), getenv(EnvAgent)
 	if !IsRequestID(id) {
 		id = ""
 	}
-	if countersign.CodingAgents[agent] == "" || session == "" {
+	if agent != "" && countersign.CodingAgents[agent] == "" {
+		return "", "", ""
+	}
+	if session == "" {
 		agent = ""
 	}
 	if len(session) > 1024 || strings.IndexFunc(session, unicode.IsControl) >= 0 || !utf8.ValidString(session) {

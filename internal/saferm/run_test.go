@@ -546,11 +546,12 @@ func BenchmarkRunNoRisk(b *testing.B) {
 
 // The hook's COUNTERSIGN_AGENT names the coding agent in the wrapper's
 // request, so that the server files it in that agent's session; a name
-// that is no coding agent's is left out, not sent.
+// that is no coding agent's drops the session too, so that the delete
+// meets no other agent's window.
 func TestRunNamesTheHooksAgent(t *testing.T) {
 	for _, tt := range []struct{ agent, want, session string }{
 		{"codex", "codex", "codex:s1"},
-		{"someone", "", "s1"},
+		{"someone", "", ""},
 		{"", "", "s1"},
 	} {
 		t.Run(tt.agent, func(t *testing.T) {

@@ -27,29 +27,7 @@ func TestAccountAPI(t *testing.T) {
 		}
 	}
 	admin, apu, vic := e.World.Token("alice", "acme"), e.World.Token("apu", "acme"), e.World.Token("vic", "acme")
-	call := func(token, method, path, body string) (int, string) {
-		t.Helper()
-		var rd io.Reader
-		if body != "" {
-			rd = strings.NewReader(body)
-		}
-		req, err := http.NewRequestWithContext(e.Ctx, method, e.URL+path, rd)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = e.Public.Host
-		req.Header.Set("Authorization", "Bearer "+token)
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	call := e.apiCall
 	want := func(what string, status int, body string, wantStatus int, wantBody string) {
 		t.Helper()
 		if status != wantStatus || !strings.Contains(body, wantBody) {
@@ -138,4 +116,67 @@ func TestAccountAPI(t *testing.T) {
 	want("list grants", st, body, http.StatusOK, `"grants":[]`)
 	st, body = call(admin, "DELETE", "/api/v1/account/grants/grt_missing", "")
 	want("revoke an unknown grant", st, body, http.StatusNotFound, "")
+}
+
+// apiCall calls the API with an approver's token and returns the status
+// and the body.
+func (e *ibEnv) apiCall(token, method, path, body string) (int, string) {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(e.Ctx, method, e.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Host = e.Public.Host
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAccountAPIChangesTakeEffectAtOnce: an admin demoted through the API
+// loses the admin's power with the very token it used a moment before
+// (which the store may have cached), and a member removed from one
+// account loses its tokens there, not in its other account.
+func TestAccountAPIChangesTakeEffectAtOnce(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice, carol, carolOther := e.World.Token("alice", "acme"), e.World.Token("carol", "acme"), e.World.Token("carol", "other")
+	want := func(what string, status int, body string, wantStatus int, wantBody string) {
+		t.Helper()
+		if status != wantStatus || !strings.Contains(body, wantBody) {
+			t.Errorf("%s: %d %s; want %d with %q", what, status, body, wantStatus, wantBody)
+		}
+	}
+	st, body := e.apiCall(carol, "GET", "/api/v1/account/keys", "")
+	want("carol, an admin, lists the keys", st, body, http.StatusOK, `"keys"`)
+	st, body = e.apiCall(alice, "PUT", "/api/v1/account/approvers/carol", `{"role":"viewer"}`)
+	want("alice makes carol a viewer", st, body, http.StatusOK, `"role":"viewer"`)
+	st, body = e.apiCall(carol, "GET", "/api/v1/account/keys", "")
+	want("carol, demoted, lists the keys with the same token", st, body, http.StatusForbidden, "Only an admin")
+	st, body = e.apiCall(carol, "PUT", "/api/v1/account/approvers/carol", `{"role":"admin"}`)
+	want("carol, demoted, makes herself an admin again", st, body, http.StatusForbidden, "Only an admin")
+	r := e.create(e.agentA, ibTool("s1"))
+	st, body = e.apiCall(carol, "POST", "/api/v1/requests/"+r.ID+"/decision", `{"decision":"approve"}`)
+	want("carol, a viewer, approves", st, body, http.StatusForbidden, "viewer")
+	e.wantStatus("after the viewer's approval", r.ID, countersign.StatusPending)
+
+	st, body = e.apiCall(alice, "DELETE", "/api/v1/account/approvers/carol", "")
+	want("alice removes carol from acme", st, body, http.StatusOK, `"removed":true`)
+	st, body = e.apiCall(carol, "GET", "/api/v1/requests?status=pending", "")
+	want("carol's acme token after her removal", st, body, http.StatusUnauthorized, "")
+	st, body = e.apiCall(carolOther, "GET", "/api/v1/account/keys", "")
+	want("carol's token of other, an account she still administers", st, body, http.StatusOK, `"name":"x"`)
+	st, body = e.apiCall(alice, "DELETE", "/api/v1/account/approvers/carol", "")
+	want("alice removes carol again", st, body, http.StatusNotFound, "not a member")
 }

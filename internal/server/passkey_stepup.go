@@ -38,6 +38,10 @@ func (s *Server) beginStepUp(w http.ResponseWriter, r *http.Request, b *browser)
 	if d.Decision != countersign.DecisionApprove {
 		return countersign.Errorf(countersign.EINVALID, "Only an approval is confirmed with a passkey.")
 	}
+	if !b.approver.Role.Decides() {
+		// No prompt for an approval the service would refuse.
+		return approval.ErrViewer()
+	}
 	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/files"
 )
 
 // TestViewerSeesAndDecidesNothing: a viewer of an account sees its
@@ -70,4 +71,52 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestViewerUploadsNothing: a viewer sees an upload page of the account
+// but is offered no form, and an upload from a viewer's session is
+// refused before its body is read, saying why: giving an agent a file is
+// acting on its request, as deciding is. The page stays open for an
+// approver of the account.
+func TestViewerUploadsNothing(t *testing.T) {
+	t.Parallel()
+	e := fSetup(t)
+	e.World.Approver("vic", "acme")
+	if err := e.Admin.SetRole(e.Ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	owner := files.Principal{Account: e.Acme.ID, Key: "key-a"}
+	page := e.page(owner, "application/pdf")
+	vic := e.signIn("vic")
+	got := e.get("/uploads/"+page.ID, e.as(vic.id)).want(t, "a viewer's upload page", http.StatusOK)
+	if strings.Contains(got.body, `type="file"`) || !strings.Contains(got.body, "You are a viewer of this account") {
+		t.Errorf("a viewer's upload page offers the form or does not say why not:\n%s", got.body)
+	}
+	up := e.uploadFile(vic, page.ID, vic.csrf, "x.pdf", receipt)
+	if up.status != http.StatusForbidden || !strings.Contains(up.body, "your role in this account is viewer") {
+		t.Errorf("a viewer's upload: status %d, want 403 saying why:\n%s", up.status, up.body)
+	}
+	if _, err := e.files.Upload(owner, page.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
+		t.Fatalf("after a viewer's upload the page is %v, want still open (conflict)", err)
+	}
+	alice := e.signIn("alice")
+	e.uploadFile(alice, page.ID, alice.csrf, "x.pdf", receipt).wantRedirect(t, "an admin's upload", "/uploads/"+page.ID)
+}
+
+// TestViewerBeginsNoStepUp: a viewer's session begins no passkey
+// confirmation of an approval it could not make: refused at once, saying
+// why, before any passkey prompt.
+func TestViewerBeginsNoStepUp(t *testing.T) {
+	t.Parallel()
+	e := pkSetup(t)
+	e.World.Approver("vic", "acme")
+	if err := e.Admin.SetRole(e.Ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	vic := e.signIn("vic")
+	req := e.create(e.agentA, pkCommit("/srv/v"))
+	r := e.post("/approvals/"+req.ID+"/stepup", url.Values{"decision": {"approve"}, "csrf": {vic.csrf}}, e.as(vic.id))
+	if r.status != http.StatusForbidden || !strings.Contains(r.body, "your role in this account is viewer") {
+		t.Errorf("a viewer's step-up begin: status %d, want 403 saying why:\n%s", r.status, r.body)
+	}
 }

@@ -166,6 +166,10 @@ func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
 	if err := s.filesOn(); err != nil {
 		return err
 	}
+	if !b.approver.Role.Decides() {
+		// Giving an agent a file acts on its request, as deciding does.
+		return errViewerUpload()
+	}
 	limit := int64(files.MaxUpload + uploadSlack)
 	if r.ContentLength < 0 {
 		return countersign.Errorf(countersign.EINVALID, "The upload did not say how large it is (Content-Length). Upload it from the page.")
@@ -195,6 +199,12 @@ func (s *Server) takeUpload(w http.ResponseWriter, r *http.Request) error {
 	}
 	http.Redirect(w, r, "/uploads/"+rec.ID, http.StatusSeeOther)
 	return nil
+}
+
+// errViewerUpload is the refusal of an upload from a viewer's session.
+// Nothing changes; the page stays open for an approver.
+func errViewerUpload() error {
+	return countersign.Errorf(countersign.EFORBIDDEN, "your role in this account is viewer: you may see its upload pages, not upload files to them; an admin of the account can make you an approver")
 }
 
 func (s *Server) bodyLimits() BodyLimits {

@@ -189,6 +189,38 @@ func scanString(s pgx.Row) (string, error) {
 
 // SetRole implements countersign.Store.
 func (db *DB) SetRole(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	return db.setRole(ctx, approverID, accountID, role, false)
+}
+
+// SetRoleKeepingAdmin implements countersign.Store.
+func (db *DB) SetRoleKeepingAdmin(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	return db.setRole(ctx, approverID, accountID, role, true)
+}
+
+// membersLock is the first key of the advisory lock a change that keeps
+// an account's last admin takes on the account.
+const membersLock = 0x6373_6d62
+
+// keepsAdmin is the condition, on a row of memberships, that its account
+// still has an admin when the row's approver is no longer one: the row is
+// not an admin's, or another member of the account is an admin. Two
+// transactions changing different rows would each see the other's admin,
+// so a change that checks it first takes the account's lock (lockMembers):
+// the second one's statement starts after the first one's commit, and
+// sees it.
+const keepsAdmin = `(memberships.role <> 'admin' OR EXISTS (SELECT 1 FROM memberships o
+	WHERE o.account_id = memberships.account_id AND o.approver_id <> memberships.approver_id AND o.role = 'admin'))`
+
+// lockMembers takes, for the transaction, the lock of the account's
+// changes that keep its last admin.
+func lockMembers(ctx context.Context, tx pgx.Tx, accountID string) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(membersLock), accountID); err != nil {
+		return fmt.Errorf("lock the account's members: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) setRole(ctx context.Context, approverID, accountID string, role countersign.Role, keepAdmin bool) error {
 	if _, err := countersign.ParseRole(string(role)); err != nil {
 		return err
 	}
@@ -196,16 +228,37 @@ func (db *DB) SetRole(ctx context.Context, approverID, accountID string, role co
 		return countersign.ErrNotMember()
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE memberships SET role = $1 WHERE approver_id = $2 AND account_id = $3`,
-			string(role), approverID, accountID)
+		if keepAdmin {
+			if err := lockMembers(ctx, tx, accountID); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `UPDATE memberships SET role = $1 WHERE approver_id = $2 AND account_id = $3
+			AND ($4::boolean OR $1 = 'admin' OR `+keepsAdmin+`)`,
+			string(role), approverID, accountID, !keepAdmin)
 		if err != nil {
 			return fmt.Errorf("set role: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return countersign.ErrNotMember()
+			return notMemberOrLastAdmin(ctx, tx, approverID, accountID)
 		}
 		return nil
 	})
+}
+
+// notMemberOrLastAdmin says why a change guarded by keepsAdmin changed no
+// membership: the approver is a member, so it is the last admin; or it
+// is not.
+func notMemberOrLastAdmin(ctx context.Context, tx pgx.Tx, approverID, accountID string) error {
+	var member bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM memberships WHERE approver_id = $1 AND account_id = $2)`,
+		approverID, accountID).Scan(&member); err != nil {
+		return fmt.Errorf("read membership: %w", err)
+	}
+	if member {
+		return countersign.ErrLastAdmin()
+	}
+	return countersign.ErrNotMember()
 }
 
 // Members implements countersign.Store.

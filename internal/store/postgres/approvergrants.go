@@ -70,17 +70,21 @@ func (db *DB) revokeKeyGrant(ctx context.Context, tx pgx.Tx, id, accountID strin
 }
 
 // grantMember checks, in the transaction that stores a grant, that its
-// approver is still a member of its account. FOR SHARE orders it with a
-// removal of the membership: one that deleted the row first makes this
-// find nothing; one that comes second waits for the grant's commit, and
-// then revokes it.
+// approver is still a member of its account, and its admin. FOR SHARE
+// orders it with a removal or a demotion of the membership: one that
+// changed the row first makes this find it gone or not an admin's; one
+// that comes second waits for the grant's commit, and then revokes it
+// (a removal) or leaves it (a demotion, as of every grant allowed before).
 func grantMember(ctx context.Context, tx pgx.Tx, approverID, accountID string) error {
-	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM memberships WHERE approver_id = $1 AND account_id = $2 FOR SHARE`, approverID, accountID).Scan(&one)
+	var role countersign.Role
+	err := tx.QueryRow(ctx, `SELECT role FROM memberships WHERE approver_id = $1 AND account_id = $2 FOR SHARE`, approverID, accountID).Scan(&role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return countersign.ErrGrantNotMember()
 	} else if err != nil {
 		return fmt.Errorf("check the grant's approver: %w", err)
+	}
+	if !role.Administers() {
+		return countersign.ErrNotAdmin()
 	}
 	return nil
 }

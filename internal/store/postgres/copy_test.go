@@ -40,7 +40,7 @@ func populate(t *testing.T, s countersign.Store) {
 	alice := &countersign.Approver{Username: "alice", PasswordHash: "$argon2id$x", CreatedAt: at(3)}
 	must(s.CreateApprover(ctx, alice))
 	must(s.AddMembership(ctx, alice.ID, acc.ID, countersign.RoleAdmin, at(4)))
-	must(s.AddMembership(ctx, alice.ID, other.ID, countersign.RoleAdmin, at(5)))
+	must(s.AddMembership(ctx, alice.ID, other.ID, countersign.RoleApprover, at(5)))
 	key := &countersign.AgentKey{AccountID: acc.ID, Name: "laptop", Hash: "hash-1", Hint: "csk_abcd…", CreatedAt: at(6)}
 	seedKey := &countersign.AgentKey{AccountID: acc.ID, Name: "seed", Hash: "hash-2", Hint: "csk_efgh…", CreatedAt: at(7), SeedSecret: []byte{0, 1, 2, 255}}
 	must(s.CreateAgentKey(ctx, key))
@@ -54,7 +54,7 @@ func populate(t *testing.T, s countersign.Store) {
 	// A passkey used once, and a passkey-only approver with one that never was.
 	bob := &countersign.Approver{Username: "bob", PasswordHash: "", CreatedAt: at(9)}
 	must(s.CreateApprover(ctx, bob))
-	must(s.AddMembership(ctx, bob.ID, acc.ID, countersign.RoleAdmin, at(9)))
+	must(s.AddMembership(ctx, bob.ID, acc.ID, countersign.RoleViewer, at(9)))
 	for i, pk := range []*countersign.Passkey{
 		{ID: "pk_alice", ApproverID: alice.ID, CredentialID: []byte{1, 2, 3, 0, 255}, PublicKey: []byte("cose-key"), SignCount: 7,
 			AAGUID: make([]byte, 16), Transports: []string{"internal", "hybrid"}, Flags: 0x1d, Name: "laptop"},
@@ -216,6 +216,11 @@ func TestCopyBetweenBackends(t *testing.T) {
 			}
 			t.Fatalf("%s: %d records arrived, %d were sent", step.name, len(got), len(want))
 		}
+		// The roles as the copy's sessions and tokens read them, not only
+		// as its export writes them.
+		if got, want := roles(t, step.to), roles(t, src); !reflect.DeepEqual(got, want) || len(want) != 3 {
+			t.Errorf("%s: the copy's memberships are %v, want %v", step.name, got, want)
+		}
 		if problems, n := storetest.Verify(t, step.to); len(problems) != 0 || n == 0 {
 			t.Errorf("%s: the copy's audit log: %d entries, problems %v", step.name, n, problems)
 		}
@@ -232,6 +237,27 @@ func TestCopyBetweenBackends(t *testing.T) {
 			t.Errorf("the refused copy into %s moved the audit head from %d to %d", name, seq, seq2)
 		}
 	}
+}
+
+// roles lists the memberships of every account of s as
+// account/username:role.
+func roles(t *testing.T, s copyStore) []string {
+	t.Helper()
+	var out []string
+	for _, name := range []string{"acme", "other"} {
+		acc, err := s.AccountByName(t.Context(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		members, err := s.Members(t.Context(), acc.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range members {
+			out = append(out, name+"/"+m.Username+":"+string(m.Role))
+		}
+	}
+	return out
 }
 
 // TestImportAllOrNothing: an import that fails half-way leaves the target

@@ -205,17 +205,32 @@ func (db *DB) setPassword(ctx context.Context, approverID, passwordHash string, 
 
 // RemoveMembership implements countersign.SessionStore.
 func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
+	return db.removeMembership(ctx, approverID, accountID, at, false)
+}
+
+// RemoveMembershipKeepingAdmin implements countersign.SessionStore.
+func (db *DB) RemoveMembershipKeepingAdmin(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
+	return db.removeMembership(ctx, approverID, accountID, at, true)
+}
+
+func (db *DB) removeMembership(ctx context.Context, approverID, accountID string, at time.Time, keepAdmin bool) ([]string, error) {
 	if hasNUL(approverID, accountID) {
 		return nil, countersign.ErrNotMember()
 	}
 	var revoked []string
 	err := db.update(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM memberships WHERE approver_id = $1 AND account_id = $2`, approverID, accountID)
+		if keepAdmin {
+			if err := lockMembers(ctx, tx, accountID); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM memberships WHERE approver_id = $1 AND account_id = $2 AND ($3::boolean OR `+keepsAdmin+`)`,
+			approverID, accountID, !keepAdmin)
 		if err != nil {
 			return fmt.Errorf("remove membership: %w", err)
 		}
 		if tag.RowsAffected() != 1 {
-			return countersign.ErrNotMember()
+			return notMemberOrLastAdmin(ctx, tx, approverID, accountID)
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM sessions WHERE approver_id = $1 AND account_id = $2`, approverID, accountID); err != nil {
 			return fmt.Errorf("remove membership: %w", err)

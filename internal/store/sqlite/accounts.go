@@ -155,20 +155,56 @@ func (db *DB) Memberships(ctx context.Context, approverID string) ([]string, err
 
 // SetRole implements countersign.Store.
 func (db *DB) SetRole(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	return db.setRole(ctx, approverID, accountID, role, false)
+}
+
+// SetRoleKeepingAdmin implements countersign.Store.
+func (db *DB) SetRoleKeepingAdmin(ctx context.Context, approverID, accountID string, role countersign.Role) error {
+	return db.setRole(ctx, approverID, accountID, role, true)
+}
+
+// keepsAdmin is the condition, on a row of memberships, that its
+// account still has an admin when the row's approver is no longer one:
+// the row is not an admin's, or another member of the account is an
+// admin. Checked in the statement that changes the row, which the one
+// writer runs alone, so that two admins taking each other's role at once
+// cannot both pass it.
+const keepsAdmin = `(memberships.role <> 'admin' OR EXISTS (SELECT 1 FROM memberships o
+	WHERE o.account_id = memberships.account_id AND o.approver_id <> memberships.approver_id AND o.role = 'admin'))`
+
+func (db *DB) setRole(ctx context.Context, approverID, accountID string, role countersign.Role, keepAdmin bool) error {
 	if _, err := countersign.ParseRole(string(role)); err != nil {
 		return err
 	}
-	res, err := db.configExec(ctx, `UPDATE memberships SET role = ? WHERE approver_id = ? AND account_id = ?`,
-		string(role), approverID, accountID)
-	if err != nil {
-		return fmt.Errorf("set role: %w", err)
+	return db.updateCached(ctx, func(ctx context.Context, tx querier) error {
+		res, err := tx.ExecContext(ctx, `UPDATE memberships SET role = ? WHERE approver_id = ? AND account_id = ?
+			AND (? OR ? = 'admin' OR `+keepsAdmin+`)`,
+			string(role), approverID, accountID, !keepAdmin, string(role))
+		if err != nil {
+			return fmt.Errorf("set role: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("set role: %w", err)
+		} else if n == 0 {
+			return notMemberOrLastAdmin(ctx, tx, approverID, accountID)
+		}
+		return nil
+	})
+}
+
+// notMemberOrLastAdmin says why a change guarded by keepsAdmin changed no
+// membership: the approver is a member, so it is the last admin; or it
+// is not.
+func notMemberOrLastAdmin(ctx context.Context, tx querier, approverID, accountID string) error {
+	var member bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM memberships WHERE approver_id = ? AND account_id = ?)`,
+		approverID, accountID).Scan(&member); err != nil {
+		return fmt.Errorf("read membership: %w", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return fmt.Errorf("set role: %w", err)
-	} else if n == 0 {
-		return countersign.ErrNotMember()
+	if member {
+		return countersign.ErrLastAdmin()
 	}
-	return nil
+	return countersign.ErrNotMember()
 }
 
 // Members implements countersign.Store.

@@ -65,15 +65,19 @@ func revokeGrantFor(ctx context.Context, tx querier, accountID, id, reason strin
 }
 
 // grantMember checks, in the transaction that stores a grant, that its
-// approver is still a member of its account: a removal that committed
-// first would otherwise leave a grant it never saw.
+// approver is still a member of its account, and its admin: a removal or
+// a demotion that committed first would otherwise leave a grant it never
+// saw.
 func grantMember(ctx context.Context, tx querier, approverID, accountID string) error {
-	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID).Scan(&one)
+	var role countersign.Role
+	err := tx.QueryRowContext(ctx, `SELECT role FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID).Scan(&role)
 	if err == sql.ErrNoRows {
 		return countersign.ErrGrantNotMember()
 	} else if err != nil {
 		return fmt.Errorf("check the grant's approver: %w", err)
+	}
+	if !role.Administers() {
+		return countersign.ErrNotAdmin()
 	}
 	return nil
 }

@@ -183,14 +183,24 @@ func noPasswordSet(ctx context.Context, tx querier, approverID string) error {
 
 // RemoveMembership implements countersign.SessionStore.
 func (db *DB) RemoveMembership(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
+	return db.removeMembership(ctx, approverID, accountID, at, false)
+}
+
+// RemoveMembershipKeepingAdmin implements countersign.SessionStore.
+func (db *DB) RemoveMembershipKeepingAdmin(ctx context.Context, approverID, accountID string, at time.Time) ([]string, error) {
+	return db.removeMembership(ctx, approverID, accountID, at, true)
+}
+
+func (db *DB) removeMembership(ctx context.Context, approverID, accountID string, at time.Time, keepAdmin bool) ([]string, error) {
 	var revoked []string
 	err := db.updateCached(ctx, func(ctx context.Context, tx querier) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE approver_id = ? AND account_id = ?`, approverID, accountID)
+		res, err := tx.ExecContext(ctx, `DELETE FROM memberships WHERE approver_id = ? AND account_id = ? AND (? OR `+keepsAdmin+`)`,
+			approverID, accountID, !keepAdmin)
 		if err != nil {
 			return fmt.Errorf("remove membership: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return countersign.ErrNotMember()
+			return notMemberOrLastAdmin(ctx, tx, approverID, accountID)
 		}
 		for _, q := range []string{
 			`DELETE FROM sessions WHERE approver_id = ? AND account_id = ?`,

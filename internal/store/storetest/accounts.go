@@ -258,7 +258,16 @@ func testRoles(t *testing.T, open Opener) {
 	wantCode(t, "SetRole to an unknown role", s.SetRole(ctx, a.ID, acc.ID, "root"), countersign.EINVALID)
 	wantRoles("after refused changes", countersign.RoleAdmin, countersign.RoleApprover)
 
-	members, err := s.Members(ctx, acc.ID)
+	same(t, "Members", memberRoles(t, s, acc.ID), []string{"ann:admin", "vera:admin"})
+	if members, err := s.Members(ctx, "acc_missing"); err != nil || len(members) != 0 {
+		t.Errorf("Members of a missing account: %v, %v; want none", members, err)
+	}
+}
+
+// memberRoles lists the members of an account as username:role.
+func memberRoles(t *testing.T, s countersign.Store, accountID string) []string {
+	t.Helper()
+	members, err := s.Members(t.Context(), accountID)
 	if err != nil {
 		t.Fatalf("Members: %v", err)
 	}
@@ -266,10 +275,7 @@ func testRoles(t *testing.T, open Opener) {
 	for _, m := range members {
 		got = append(got, m.Username+":"+string(m.Role))
 	}
-	same(t, "Members", got, []string{"ann:admin", "vera:admin"})
-	if members, err := s.Members(ctx, "acc_missing"); err != nil || len(members) != 0 {
-		t.Errorf("Members of a missing account: %v, %v; want none", members, err)
-	}
+	return got
 }
 
 func roleOf(s *countersign.Session) countersign.Role {

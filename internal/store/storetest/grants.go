@@ -15,6 +15,16 @@ import (
 // code's hash.
 func newGrant(t *testing.T, s countersign.Store, acc *countersign.Account, ap *countersign.Approver, name string) (*countersign.Grant, *countersign.Session, string) {
 	t.Helper()
+	g, key, sess, code := grantParts(acc, ap, name)
+	mustClient(t, s, g.ClientID)
+	if err := s.CreateGrant(t.Context(), g, key, sess, code); err != nil {
+		t.Fatalf("CreateGrant: %v", err)
+	}
+	return g, sess, code.Hash
+}
+
+// grantParts is what CreateGrant stores for a grant of acc allowed by ap.
+func grantParts(acc *countersign.Account, ap *countersign.Approver, name string) (*countersign.Grant, *countersign.AgentKey, *countersign.Session, *countersign.OAuthToken) {
 	g := &countersign.Grant{AccountID: acc.ID, ClientID: "csc_" + name, ClientName: "Claude " + name, ApproverID: ap.ID, ApproverName: ap.Username,
 		Tiers: []string{"read", "commit"}, CreatedAt: Base}
 	key := &countersign.AgentKey{AccountID: acc.ID, Name: "grant-" + name, Hash: sha("grant-key-" + name), Hint: "(grant)", CreatedAt: Base}
@@ -22,11 +32,31 @@ func newGrant(t *testing.T, s countersign.Store, acc *countersign.Account, ap *c
 		CreatedAt: Base, ExpiresAt: Base.Add(12 * time.Hour), LastSeenAt: Base, UserAgent: "b", Client: "192.0.2.1"}
 	code := &countersign.OAuthToken{Hash: sha("code-" + name), Kind: countersign.TokenCode, ClientID: g.ClientID, Resource: "https://x.example/mcp",
 		RedirectURI: "https://claude.ai/api/mcp/auth_callback", Challenge: "challenge", CreatedAt: Base, ExpiresAt: Base.Add(time.Minute)}
-	mustClient(t, s, g.ClientID)
-	if err := s.CreateGrant(t.Context(), g, key, sess, code); err != nil {
-		t.Fatalf("CreateGrant: %v", err)
+	return g, key, sess, code
+}
+
+// testGrantNeedsAdmin: a grant allowed by a member who is not an admin of
+// the account (demoted since the consent's check) is refused with
+// EFORBIDDEN, and nothing of it is stored.
+func testGrantNeedsAdmin(t *testing.T, open Opener) {
+	s, ctx := open(t), t.Context()
+	acc := mustAccount(t, s, "one")
+	ap := approverIn(t, s, "x", acc)
+	for _, role := range []countersign.Role{countersign.RoleViewer, countersign.RoleApprover} {
+		if err := s.SetRole(ctx, ap.ID, acc.ID, role); err != nil {
+			t.Fatalf("SetRole: %v", err)
+		}
+		g, key, sess, code := grantParts(acc, ap, string(role))
+		mustClient(t, s, g.ClientID)
+		wantCode(t, "CreateGrant by an "+string(role), s.CreateGrant(ctx, g, key, sess, code), countersign.EFORBIDDEN)
+		_, _, err := s.SessionByHash(ctx, sess.Hash, Base)
+		wantCode(t, "the refused grant's session", err, countersign.ENOTFOUND)
+		_, err = s.AgentKeyByHash(ctx, key.Hash)
+		wantCode(t, "the refused grant's key", err, countersign.ENOTFOUND)
 	}
-	return g, sess, code.Hash
+	if grants, err := s.Grants(ctx, acc.ID); err != nil || len(grants) != 0 {
+		t.Errorf("refused grants stored: %d, %v", len(grants), err)
+	}
 }
 
 // mustClient registers the OAuth client id unless it is registered.
