@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/countersign/countersign/client/api"
+	"github.com/countersign/countersign/internal/bashscope"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -145,7 +146,7 @@ func coverInput(in *Input, call *Call, sc *api.Scope, id string) json.RawMessage
 	if json.Unmarshal(in.ToolInput, &fields) != nil {
 		return nil
 	}
-	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID) + "\n" + call.Command
+	line := bashscope.CoverLine(id, in.SessionID) + call.Command
 	cmd, err := json.Marshal(line)
 	if err != nil {
 		return nil
