@@ -53,6 +53,10 @@ type Env struct {
 	// Handoff replaces the process with one that can ask, on the same
 	// input; it returns only on failure.
 	Handoff func() error
+	// ReportAll: every call that ran is reported to the server, not only
+	// those marked on disk when the hook asked (the HTTP hook, which runs
+	// inside the server).
+	ReportAll bool
 }
 
 // Options are the hook's flags.
@@ -163,5 +167,9 @@ func decide(ctx context.Context, e *Env, opts Options, p *Protocol, in *Input, c
 		}
 		k.c = e.Connect(cfg.ServerURL, cfg.AgentKey)
 	}
-	return k.ask(ctx, p, in, call, v)
+	o := k.ask(ctx, p, in, call, v)
+	if o.action == Allow {
+		markAsked(e, p, in)
+	}
+	return o
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/metrics"
@@ -31,6 +32,7 @@ type testServer struct {
 	otherKey   string
 	otherHuman *client.Client
 	log        *testutil.LogBuffer // what the server logged
+	store      countersign.Store   // the server's store, for its audit log
 }
 
 // publicURL is the server's public URL: inbox links start with it.
@@ -79,7 +81,7 @@ func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Lis
 	t.Cleanup(ts.Close)
 	return &testServer{URL: ts.URL, svc: svc, clock: w.Clock, agentKey: key,
 		human: client.New(ts.URL, token), agent: client.New(ts.URL, key),
-		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other")), log: &logs}
+		otherKey: w.KeyX, otherHuman: client.New(ts.URL, w.Token("bob", "other")), log: &logs, store: w.Store}
 }
 
 // requests returns the account's requests, newest first.
