@@ -121,6 +121,19 @@ func HashArguments(raw json.RawMessage) (string, error) {
 	return Hash(c), nil
 }
 
+// boundedArguments returns an agent's arguments in canonical form, at
+// most maxArguments bytes of them. Errors: EINVALID.
+func boundedArguments(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) > maxArguments {
+		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
+	}
+	args, err := Canonical(raw)
+	if err != nil {
+		return nil, argumentsError(err)
+	}
+	return args, nil
+}
+
 // argumentsError is the EINVALID error of arguments Canonical refused.
 func argumentsError(err error) error {
 	if errors.Is(err, ErrInexactNumber) {

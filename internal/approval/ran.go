@@ -52,6 +52,7 @@ func (s *Service) ReportRan(ctx context.Context, agent countersign.Agent, in cou
 	} else if err != nil {
 		return nil, err
 	}
+	s.hub.Notify(got.ID)
 	s.hub.Notify(AccountTopic(got.AccountID))
 	if got.RanOther() {
 		s.log.Warn("what ran is not what was approved", "request", got.ID, "reference", got.Reference, "account", got.AccountID,
@@ -76,14 +77,7 @@ func checkRan(in countersign.RanReport) (json.RawMessage, error) {
 	if err := humanText("action", in.Action, maxAction, true, false); err != nil {
 		return nil, err
 	}
-	if len(in.Arguments) > maxArguments {
-		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
-	}
-	args, err := Canonical(in.Arguments)
-	if err != nil {
-		return nil, argumentsError(err)
-	}
-	return args, nil
+	return boundedArguments(in.Arguments)
 }
 
 // uncovered returns the arguments of a Bash call as it ran without the

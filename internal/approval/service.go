@@ -174,12 +174,9 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 	if err := checkFacts(in); err != nil {
 		return nil, err
 	}
-	if len(in.Arguments) > maxArguments {
-		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
-	}
-	args, err := Canonical(in.Arguments)
+	args, err := boundedArguments(in.Arguments)
 	if err != nil {
-		return nil, argumentsError(err)
+		return nil, err
 	}
 	if in.Preview == "" {
 		in.Preview = DefaultPreview(in.Action, args)

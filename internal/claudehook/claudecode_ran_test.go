@@ -74,31 +74,12 @@ func (r *claudeRig) ranEvents() map[string][]*countersign.AuditEntry {
 func TestClaudeCodeRan(t *testing.T) {
 	t.Parallel()
 	const config = "[hook]\nask = [\"Bash(touch *)\"]\n"
-	t.Run("rewritten after the approval", func(t *testing.T) {
-		t.Parallel()
-		r := newClaudeRig(t, rigOptions{config: config})
-		r.rewriter("touch rewritten.txt", false)
-		wait := r.human(client.Decision{Decision: "approve"})
-		out, results := r.run(nil, bash("touch approved.txt"))
-		wait()
-		res := oneResult(t, out, results)
-		q := r.askedOnce("Bash")
-		if res.IsError || !exists(filepath.Join(r.w.project, "rewritten.txt")) || exists(filepath.Join(r.w.project, "approved.txt")) {
-			t.Fatalf("the model got %+v; want the rewritten command run in place of the approved one", res)
-		}
-		got := r.ranEvents()[q.ID]
-		if len(got) != 1 || got[0].Event != countersign.AuditRanOtherThanApproved {
-			t.Fatalf("the audit log holds %+v of what ran under %s; want one ran_other_than_approved", got, q.Reference)
-		}
-		var d map[string]string
-		json.Unmarshal([]byte(got[0].Detail), &d)
-		if d["approved_args_hash"] != q.ArgsHash || d["ran_args_hash"] == "" || d["ran_args_hash"] == q.ArgsHash || d["ran_action"] != "Bash" {
-			t.Errorf("the entry's detail %s; want both digests", got[0].Detail)
-		}
-		if q.Ran == nil || q.Ran.AsApproved || q.Ran.ArgsHash != d["ran_args_hash"] || q.Context.CallID == "" {
-			t.Errorf("the request shows ran %+v, call %q; want what ran, not as approved", q.Ran, q.Context.CallID)
-		}
-	})
+	for _, kind := range hookKinds {
+		t.Run("rewritten after the approval, "+kind.name+" hook", func(t *testing.T) {
+			t.Parallel()
+			testRewritten(t, rigOptions{config: config, http: kind.http})
+		})
+	}
 	t.Run("as approved", func(t *testing.T) {
 		t.Parallel()
 		r := newClaudeRig(t, rigOptions{config: config})
@@ -151,5 +132,32 @@ func TestClaudeCodeRan(t *testing.T) {
 				t.Errorf("the audit log holds %+v; want one ran_as_approved", got)
 			}
 		})
+	}
+}
+
+// testRewritten: a second PreToolUse hook rewrites the command a human
+// approved; the rewritten one runs, and the server records that.
+func testRewritten(t *testing.T, o rigOptions) {
+	r := newClaudeRig(t, o)
+	r.rewriter("touch rewritten.txt", false)
+	wait := r.human(client.Decision{Decision: "approve"})
+	out, results := r.run(nil, bash("touch approved.txt"))
+	wait()
+	res := oneResult(t, out, results)
+	q := r.askedOnce("Bash")
+	if res.IsError || !exists(filepath.Join(r.w.project, "rewritten.txt")) || exists(filepath.Join(r.w.project, "approved.txt")) {
+		t.Fatalf("the model got %+v; want the rewritten command run in place of the approved one", res)
+	}
+	got := r.ranEvents()[q.ID]
+	if len(got) != 1 || got[0].Event != countersign.AuditRanOtherThanApproved {
+		t.Fatalf("the audit log holds %+v of what ran under %s; want one ran_other_than_approved", got, q.Reference)
+	}
+	var d map[string]string
+	json.Unmarshal([]byte(got[0].Detail), &d)
+	if d["approved_args_hash"] != q.ArgsHash || d["ran_args_hash"] == "" || d["ran_args_hash"] == q.ArgsHash || d["ran_action"] != "Bash" {
+		t.Errorf("the entry's detail %s; want both digests", got[0].Detail)
+	}
+	if q.Ran == nil || q.Ran.AsApproved || q.Ran.ArgsHash != d["ran_args_hash"] || q.Context.CallID == "" {
+		t.Errorf("the request shows ran %+v, call %q; want what ran, not as approved", q.Ran, q.Context.CallID)
 	}
 }
