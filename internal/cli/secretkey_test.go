@@ -391,7 +391,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
 	for _, q := range []string{
-		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 21
+		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 22
 		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
 		`DROP INDEX outbox_pending_created`,                                                   // 20, the oldest undelivered (19 goes with idempotency)
 		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`,                             // 18, stop marks (coverages goes whole below)

@@ -28,7 +28,7 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	// Undo 15 and what came after it, so that the store is as a version
 	// before 15 left it.
 	for _, q := range []string{
-		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 21
+		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 22
 		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
 		`DROP INDEX outbox_pending_created`,                                                                       // 20; 19 goes with the idempotency table
 		`ALTER TABLE auto_approve_windows DROP COLUMN stopped_at`, `ALTER TABLE coverages DROP COLUMN stopped_at`, // 18

@@ -1,4 +1,4 @@
--- 0021: what a coding agent's hook reported it ran under an approval,
+-- 0022: what a coding agent's hook reported it ran under an approval,
 -- after the call (0 and '': no report), and the agent's id of the call a
 -- request is for, which the report names: context.call_id repeated, so
 -- that a report finds its request through an index.
