@@ -5,7 +5,10 @@
 // built-in defaults, with the rm wrapper's risk assessment for every delete
 // inside a Bash command — allows the call at once, denies it, leaves it to
 // Claude Code's own prompt, or asks a human through the countersign server
-// and answers with the decision, always before the hook's timeout.
+// and answers with the decision, always before the hook's timeout. After
+// a call a human approved ran (PostToolUse, PostToolUseFailure), the hook
+// reports the call as it ran, so that the server records whether it is
+// what was approved; that answer is always nothing.
 //
 // A call the policy allows locally touches no network: the path from
 // standard input to the answer reads the configuration file, parses the
