@@ -61,8 +61,12 @@ func reportRan(ctx context.Context, e *Env, opts Options, p *Protocol, in *Input
 		load.Getenv = e.Getenv
 	}
 	cfg, err := saferm.LoadConfig(saferm.Invocation{ConfigFile: opts.Config, ServerURL: opts.Server}, load)
-	if err != nil || cfg.ServerURL == "" || cfg.AgentKey == "" {
-		fmt.Fprintf(e.Stderr, "countersign: cannot report what ran: no countersign server is configured (%v)\n", err)
+	switch {
+	case err != nil:
+		fmt.Fprintf(e.Stderr, "countersign: cannot report what ran: the configuration cannot be read: %v\n", err)
+		return
+	case cfg.ServerURL == "" || cfg.AgentKey == "":
+		fmt.Fprintf(e.Stderr, "countersign: cannot report what ran: no countersign server is configured (COUNTERSIGN_URL and COUNTERSIGN_KEY, or server_url and agent_key in %s)\n", configName(cfg))
 		return
 	}
 	if e.Connect == nil {

@@ -75,6 +75,11 @@ func TestAfterTheCall(t *testing.T) {
 	if code != 0 || out != "" || !strings.Contains(errs, "countersign: cannot report what ran to "+gone) || strings.Contains(errs, "csk_test") {
 		t.Errorf("a report to a server that is gone: exit %d, stdout %q, stderr %q; want exit 0, the failure on stderr only", code, out, errs)
 	}
+	markAsked(&Env{Getenv: w.getenv, Stderr: os.Stderr}, Claude, in)
+	code, out, errs = run("", post)
+	if code != 0 || out != "" || !strings.Contains(errs, "cannot report what ran: no countersign server is configured") {
+		t.Errorf("a report with no server configured: exit %d, stdout %q, stderr %q; want exit 0, said on stderr", code, out, errs)
+	}
 	code, out, errs = run(ts.URL, `{"hook_event_name":"PostToolUse","tool_name":7}`)
 	if code != 0 || out != "" || !strings.Contains(errs, "cannot report what ran") {
 		t.Errorf("an input not of the documented shape: exit %d, stdout %q, stderr %q; want exit 0, said on stderr", code, out, errs)
