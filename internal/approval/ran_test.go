@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/countersign/countersign"
@@ -170,4 +171,43 @@ func TestReportRan(t *testing.T) {
 			t.Errorf("a request whose context.call_id holds a control character: %v, want EINVALID", err)
 		}
 	})
+}
+
+// TestReportRanRace: reports of one call at once, of different commands,
+// record one of them: one audit entry, and every caller is answered with
+// the report that was recorded.
+func TestReportRanRace(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	r := e.used(e.keyA, e.bashCall(countersign.AgentClaudeCode, "s1", "toolu_race", "make deploy"))
+	n := e.auditCount()
+	const callers = 8
+	got := make([]*countersign.Request, callers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			cmd := "make deploy"
+			if i%2 == 1 {
+				cmd = "make deploy; rm -rf /"
+			}
+			q, err := e.svc.ReportRan(e.ctx, e.keyA, ran(countersign.AgentClaudeCode, "s1", "toolu_race", cmd))
+			if err != nil {
+				t.Errorf("ReportRan %d: %v", i, err)
+			}
+			got[i] = q
+		})
+	}
+	close(start)
+	wg.Wait()
+	if d := e.auditCount() - n; d != 1 {
+		t.Errorf("%d audit entries of what ran, want 1", d)
+	}
+	stored := e.stored(r.ID)
+	for i, q := range got {
+		if q != nil && (!q.Ran.At.Equal(stored.Ran.At) || q.Ran.Action != stored.Ran.Action || q.Ran.ArgsHash != stored.Ran.ArgsHash) {
+			t.Errorf("caller %d was answered %+v, but %+v was recorded", i, q.Ran, stored.Ran)
+		}
+	}
 }
