@@ -118,6 +118,11 @@ type RequestContext struct {
 	// Agent is the coding agent that asked through its hook (one of
 	// CodingAgents); empty for every other asker.
 	Agent string `json:"agent,omitempty"`
+	// CallID is the agent's own id of the tool call the request is for
+	// (Claude Code's tool_use_id), by which the agent's hook reports what
+	// ran once the call is done (Service.ReportRan); empty when the agent
+	// names none.
+	CallID string `json:"call_id,omitempty"`
 }
 
 // The coding agents whose hooks countersign answers, as a request's
@@ -203,6 +208,9 @@ type Request struct {
 	// window.
 	AutoApproveUntil time.Time
 	ConsumedAt       time.Time
+	// Ran is what the agent's hook reported it ran under the approval,
+	// after the call; zero until a report came (Store.RecordRan).
+	Ran Ran
 	// Scope is the shape of the action (nil for a request stored before
 	// scopes were kept: no window opened on it covers anything).
 	Scope *Scope

@@ -136,6 +136,16 @@ type Store interface {
 	// gateway uses it when a model retries a call that a human approved in
 	// the inbox. Errors: ENOTFOUND when no request matches.
 	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, tier Tier, now time.Time, ev AuditEvent) (*Request, error)
+	// RequestByCall returns the consumed request of keyID whose context
+	// names the session sessionID (as stored, AgentSession's form) and the
+	// agent's call callID, the newest when several do. Errors: ENOTFOUND.
+	RequestByCall(ctx context.Context, keyID, sessionID, callID string) (*Request, error)
+	// RecordRan records, once, what the agent reported it ran under the
+	// consumed request id, and writes ev, in one conditional statement: a
+	// request that holds a report already, or is not consumed, fails with
+	// ECONFLICT and changes nothing. It returns the updated request.
+	// Errors: ENOTFOUND, ECONFLICT.
+	RecordRan(ctx context.Context, id string, ran Ran, ev AuditEvent) (*Request, error)
 	// ExpireRequests marks every live request whose expiry is at or before
 	// now (all of them, or only id when id is not empty) as expired, writes
 	// an audit entry for each, and returns those it expired, by id.

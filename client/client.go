@@ -51,6 +51,10 @@ type (
 	Scope = api.Scope
 	// Decision is what an approver decides.
 	Decision = api.Decision
+	// RanInput is what a coding agent's hook reports after a call ran.
+	RanInput = api.RanInput
+	// Ran is what the server recorded of what ran.
+	Ran = api.Ran
 	// Error is an error answer of the server.
 	Error = api.Error
 )
@@ -115,6 +119,20 @@ func (c *Client) Take(ctx context.Context, in CreateInput) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/take", in, &r)
 	return checked(r, err, "", "consumed")
+}
+
+// ReportRan reports what ran for one of the agent's calls, after the
+// fact, and returns the request whose approval the call consumed, with
+// what the server recorded (its Ran). Errors: a *Error with code
+// not_found when the call consumed no approval of this key.
+func (c *Client) ReportRan(ctx context.Context, in RanInput) (*Request, error) {
+	var r *Request
+	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/ran", in, &r)
+	r, err = checked(r, err, "", "consumed")
+	if err == nil && r.Ran == nil {
+		return nil, fmt.Errorf("%w: the answer records nothing of what ran", ErrUnreachable)
+	}
+	return r, err
 }
 
 // Cancel gives up a pending request.

@@ -37,7 +37,31 @@ type Request struct {
 	AutoApproved     bool            `json:"auto_approved"`
 	AutoApproveUntil *time.Time      `json:"auto_approve_until"`
 	ConsumedAt       *time.Time      `json:"consumed_at"`
-	InboxURL         string          `json:"inbox_url"`
+	// Ran is what the agent's hook reported it ran under the approval;
+	// nil before a report.
+	Ran      *Ran   `json:"ran,omitempty"`
+	InboxURL string `json:"inbox_url"`
+}
+
+// Ran is what a coding agent's hook reported it ran under an approval:
+// the tool, the hash of its arguments in the request's binding, and
+// whether both are the approved ones.
+type Ran struct {
+	ReportedAt time.Time `json:"reported_at"`
+	Action     string    `json:"action"`
+	ArgsHash   string    `json:"args_hash"`
+	AsApproved bool      `json:"as_approved"`
+}
+
+// RanInput is what a coding agent's hook reports after one of its calls
+// ran: the agent's id of the call, the session and agent (as the
+// request's context named them), and the call as it ran.
+type RanInput struct {
+	CallID    string          `json:"call_id"`
+	SessionID string          `json:"session_id,omitempty"`
+	Agent     string          `json:"agent,omitempty"`
+	Action    string          `json:"action"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
 }
 
 // Context is where the agent was when it asked.
@@ -49,6 +73,9 @@ type Context struct {
 	// Agent is the coding agent whose hook asks: claude-code, codex,
 	// gemini or copilot.
 	Agent string `json:"agent,omitempty"`
+	// CallID is the agent's id of the tool call (Claude Code's
+	// tool_use_id), which its report of what ran names.
+	CallID string `json:"call_id,omitempty"`
 }
 
 // CreateInput is what an agent asks about.

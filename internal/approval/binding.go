@@ -148,6 +148,19 @@ func Bind(action string, raw json.RawMessage, preview string) (Binding, error) {
 	return Binding{Args: args, ArgsHash: Hash(args), Preview: preview, PreviewHash: Hash([]byte(preview))}, nil
 }
 
+// boundedArguments returns an agent's arguments in canonical form, at
+// most maxArguments bytes of them. Errors: EINVALID.
+func boundedArguments(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) > maxArguments {
+		return nil, countersign.Errorf(countersign.EINVALID, "arguments must be at most %d bytes of JSON", maxArguments)
+	}
+	args, err := Canonical(raw)
+	if err != nil {
+		return nil, argumentsError(err)
+	}
+	return args, nil
+}
+
 // argumentsError is the EINVALID error of arguments Canonical refused.
 func argumentsError(err error) error {
 	if errors.Is(err, ErrInexactNumber) {

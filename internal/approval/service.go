@@ -208,6 +208,9 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 			return nil, err
 		}
 	}
+	if err := humanText("context.call_id", c.CallID, maxCallID, false, false); err != nil {
+		return nil, err
+	}
 	if err := countersign.CheckAgent(c); err != nil {
 		return nil, err
 	}

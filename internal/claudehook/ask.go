@@ -88,7 +88,7 @@ func createInput(p *Protocol, in *Input, call *Call, v Verdict, deadline time.Ti
 		Preview:     preview(in, call, v),
 		RiskReasons: riskReasons(v.Reasons),
 		Protected:   v.Protected,
-		Context:     api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(call.Cwd), SessionID: visible.Line(in.SessionID), Agent: p.Agent},
+		Context:     api.Context{User: visible.Line(rc.User), Host: visible.Line(rc.Hostname), Cwd: visible.Line(call.Cwd), SessionID: visible.Line(in.SessionID), Agent: p.Agent, CallID: callID(in)},
 		TTLSeconds:  ttl,
 		Scope:       v.Scope,
 	}

@@ -40,7 +40,7 @@ func testBinary(t *testing.T, bin string) {
 	// Installed from the small binary, the hook is that binary.
 	block := printedBlock
 	if filepath.Base(bin) == "countersign-agent" {
-		block = strings.Replace(block, `"countersign hook claude`, `"`+bin+` hook claude`, 1)
+		block = strings.ReplaceAll(block, `"countersign hook claude`, `"`+bin+` hook claude`)
 	}
 	var hits atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

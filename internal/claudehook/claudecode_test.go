@@ -535,9 +535,9 @@ func testClaudeCode(t *testing.T, http bool) {
 			t.Errorf("the model got %+v; want the listing", res)
 		}
 		// The HTTP hook gets the project directory in a header, from
-		// Claude Code's PWD.
-		if http && (len(r.dirs) != 1 || r.dirs[0] != r.w.project) {
-			t.Errorf("the HTTP hook got the project directories %q, want %s", r.dirs, r.w.project)
+		// Claude Code's PWD: before the call and after it ran.
+		if http && (len(r.dirs) != 2 || r.dirs[0] != r.w.project || r.dirs[1] != r.w.project) {
+			t.Errorf("the HTTP hook got the project directories %q, want %s twice", r.dirs, r.w.project)
 		}
 		if n := len(r.srv.requests(t)); n != 0 {
 			t.Errorf("a harmless line made %d requests", n)

@@ -32,9 +32,6 @@ var Codex = &Protocol{
 	Install: installCodex,
 }
 
-// EventPostToolUse is the event after a tool ran.
-const EventPostToolUse = "PostToolUse"
-
 // readCodex reads a Codex hook input into Claude Code's words, which are
 // Codex's own for the shell: Bash with tool_input.command.
 func readCodex(data []byte, cwd string, _ func(string) string) (Event, *Input, *Call, error) {

@@ -5,7 +5,10 @@
 // built-in defaults, with the rm wrapper's risk assessment for every delete
 // inside a Bash command — allows the call at once, denies it, leaves it to
 // Claude Code's own prompt, or asks a human through the countersign server
-// and answers with the decision, always before the hook's timeout.
+// and answers with the decision, always before the hook's timeout. After
+// a call a human approved ran (PostToolUse, PostToolUseFailure), the hook
+// reports the call as it ran, so that the server records whether it is
+// what was approved; that answer is always nothing.
 //
 // A call the policy allows locally touches no network: the path from
 // standard input to the answer reads the configuration file, parses the
@@ -53,6 +56,10 @@ type Env struct {
 	// Handoff replaces the process with one that can ask, on the same
 	// input; it returns only on failure.
 	Handoff func() error
+	// ReportAll: every call that ran is reported to the server, not only
+	// those marked on disk when the hook asked (the HTTP hook, which runs
+	// inside the server).
+	ReportAll bool
 }
 
 // Options are the hook's flags.
@@ -163,5 +170,9 @@ func decide(ctx context.Context, e *Env, opts Options, p *Protocol, in *Input, c
 		}
 		k.c = e.Connect(cfg.ServerURL, cfg.AgentKey)
 	}
-	return k.ask(ctx, p, in, call, v)
+	o := k.ask(ctx, p, in, call, v)
+	if o.action == Allow {
+		markAsked(e, p, in)
+	}
+	return o
 }

@@ -54,7 +54,8 @@ func (h *HTTPHook) Answer(ctx context.Context, input []byte, timeout time.Durati
 		Args:  []string{"--timeout", strconv.Itoa(int(timeout / time.Second))},
 		Stdin: bytes.NewReader(input), Stdout: &stdout, Stderr: &stderr,
 		Getenv: load.Getenv, Start: start, Load: load,
-		Connect: func(string, string) saferm.Server { return ask },
+		Connect:   func(string, string) saferm.Server { return ask },
+		ReportAll: true,
 	}
 	if Run(ctx, e) == ExitOK {
 		if stdout.Len() == 0 {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ type InstallOptions struct {
 	Settings string        // --settings FILE: merge into it; "" prints the block
 	Timeout  time.Duration // --timeout: the hook's timeout, passed to the hook too
 	Command  string        // --command: how Claude Code starts the hook
-	Events   []string      // --events: PreToolUse, PermissionRequest
+	Events   []string      // --events: PreToolUse, PermissionRequest, PostToolUse, PostToolUseFailure
 	// HTTP, with --http, is the server's hook URL: Claude Code posts the
 	// event to the server instead of starting a process.
 	HTTP string
@@ -74,6 +75,15 @@ func timeoutFlag(fs *flag.FlagSet, d *time.Duration) {
 	})
 }
 
+// hookEvents are the events the hook answers; defaultEvents those it is
+// installed for unless --events says otherwise: before each call, and
+// after it ran (whether it succeeded or failed), so that what ran under an
+// approval is compared with it.
+var (
+	hookEvents    = []string{EventPreToolUse, EventPermissionRequest, EventPostToolUse, EventPostToolUseFailure}
+	defaultEvents = []string{EventPreToolUse, EventPostToolUse, EventPostToolUseFailure}
+)
+
 // parseInstall reads install's flags.
 func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (InstallOptions, error) {
 	o := InstallOptions{Timeout: DefaultTimeout, Command: defaultCommand("claude")}
@@ -82,7 +92,7 @@ func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (
 	fs.StringVar(&o.Settings, "settings", "", "merge into this settings.json (kept otherwise as it is) instead of printing")
 	timeoutFlag(fs, &o.Timeout)
 	fs.StringVar(&o.Command, "command", o.Command, "the command Claude Code runs")
-	events := fs.String("events", EventPreToolUse, "the events to hook, comma-separated: PreToolUse, PermissionRequest")
+	events := fs.String("events", strings.Join(defaultEvents, ","), "the events to hook, comma-separated: PreToolUse, PermissionRequest, and after a call ran PostToolUse, PostToolUseFailure")
 	http := fs.Bool("http", false, "an HTTP hook: Claude Code posts each event to the server (countersign serve --claude-hook ACCOUNT), with the key from its environment's COUNTERSIGN_KEY, and starts no process")
 	server := fs.String("server", "", "with --http: the server's URL (default: COUNTERSIGN_URL, or server_url in the configuration file)")
 	if err := fs.Parse(args); err != nil {
@@ -103,8 +113,8 @@ func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (
 	}
 	for _, ev := range strings.Split(*events, ",") {
 		ev = strings.TrimSpace(ev)
-		if ev != EventPreToolUse && ev != EventPermissionRequest {
-			return o, fmt.Errorf("--events: %q is not PreToolUse or PermissionRequest", ev)
+		if !slices.Contains(hookEvents, ev) {
+			return o, fmt.Errorf("--events: %q is not one of %s", ev, strings.Join(hookEvents, ", "))
 		}
 		o.Events = append(o.Events, ev)
 	}

@@ -23,6 +23,30 @@ const printedBlock = `{
           }
         ]
       }
+    ],
+    "PostToolUse": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "countersign hook claude --timeout 600",
+            "timeout": 600
+          }
+        ]
+      }
+    ],
+    "PostToolUseFailure": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "command",
+            "command": "countersign hook claude --timeout 600",
+            "timeout": 600
+          }
+        ]
+      }
     ]
   }
 }
@@ -106,8 +130,11 @@ func TestInstallMerges(t *testing.T) {
 	if len(pre) != 2 || pre[0].Hooks[0].Command != "other-check" || pre[1].Hooks[0].Command != "countersign hook claude --timeout 600" || pre[1].Matcher != "*" {
 		t.Errorf("PreToolUse = %+v", pre)
 	}
-	if len(s.Hooks["PostToolUse"]) != 1 || s.Env["A"] != "<&>" || s.Permissions["allow"][0] != "Bash(ls:*)" {
-		t.Errorf("other settings changed: %s", data)
+	// After a call: the other hook kept first, countersign's added.
+	post := s.Hooks["PostToolUse"]
+	if len(post) != 2 || post[0].Hooks[0].Command != "gofmt -w" || post[1].Hooks[0].Command != "countersign hook claude --timeout 600" ||
+		len(s.Hooks["PostToolUseFailure"]) != 1 || s.Env["A"] != "<&>" || s.Permissions["allow"][0] != "Bash(ls:*)" {
+		t.Errorf("other settings changed, or the hook is not installed after a call: %s", data)
 	}
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o640 {
 		t.Errorf("mode %v, want the file's own 0640", fi.Mode().Perm())
@@ -198,6 +225,50 @@ func noEnv(string) string { return "" }
 const printedHTTPBlock = `{
   "hooks": {
     "PreToolUse": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "http",
+            "url": "http://127.0.0.1:8080/api/v1/hooks/claude?timeout=600",
+            "headers": {
+              "Authorization": "Bearer $COUNTERSIGN_KEY",
+              "X-Countersign-Path": "$PATH",
+              "X-Countersign-Project-Dir": "$PWD"
+            },
+            "allowedEnvVars": [
+              "COUNTERSIGN_KEY",
+              "PWD",
+              "PATH"
+            ],
+            "timeout": 600
+          }
+        ]
+      }
+    ],
+    "PostToolUse": [
+      {
+        "matcher": "*",
+        "hooks": [
+          {
+            "type": "http",
+            "url": "http://127.0.0.1:8080/api/v1/hooks/claude?timeout=600",
+            "headers": {
+              "Authorization": "Bearer $COUNTERSIGN_KEY",
+              "X-Countersign-Path": "$PATH",
+              "X-Countersign-Project-Dir": "$PWD"
+            },
+            "allowedEnvVars": [
+              "COUNTERSIGN_KEY",
+              "PWD",
+              "PATH"
+            ],
+            "timeout": 600
+          }
+        ]
+      }
+    ],
+    "PostToolUseFailure": [
       {
         "matcher": "*",
         "hooks": [

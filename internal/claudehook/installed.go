@@ -14,7 +14,7 @@ type Installed struct {
 }
 
 // FindInstalled reads a settings.json and returns its countersign hook
-// entries, for PreToolUse and PermissionRequest, in the file's order. A
+// entries, for the events it answers (hookEvents), in the file's order. A
 // file that is not a settings object is an error; one without hooks
 // returns none.
 func FindInstalled(path string) ([]Installed, error) {
@@ -31,7 +31,7 @@ func FindInstalled(path string) ([]Installed, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var out []Installed
-	for _, ev := range []string{EventPreToolUse, EventPermissionRequest} {
+	for _, ev := range hookEvents {
 		raw, ok := hooks.get(ev)
 		if !ok {
 			continue

@@ -16,6 +16,9 @@ import (
 const (
 	EventPreToolUse        = "PreToolUse"
 	EventPermissionRequest = "PermissionRequest"
+	// After a call ran, the hook reports it (reportRan).
+	EventPostToolUse        = "PostToolUse"
+	EventPostToolUseFailure = "PostToolUseFailure"
 )
 
 // Input is what Claude Code writes to the hook's standard input for

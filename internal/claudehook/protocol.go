@@ -72,6 +72,9 @@ func readClaude(data []byte, cwd string, getenv func(string) string) (Event, *In
 		ev = EventBefore
 	case EventPermissionRequest:
 		ev = EventPermission
+	case EventPostToolUse, EventPostToolUseFailure:
+		in, err := readAfter(data, name)
+		return EventAfter, in, nil, err
 	default:
 		return ev, &Input{Event: name}, nil, nil
 	}
@@ -105,6 +108,15 @@ func RunProtocol(ctx context.Context, e *Env, p *Protocol) int {
 	ev, in, call, err := p.Read(data, e.Cwd, e.Getenv)
 	var o outcome
 	switch {
+	case ev == EventAfter && in != nil:
+		// After the fact the hook cannot block: its answer is nothing,
+		// whatever happens.
+		if err != nil {
+			fmt.Fprintf(e.Stderr, "countersign: cannot report what ran: %v\n", err)
+		} else {
+			reportRan(ctx, e, opts, p, in)
+		}
+		return ExitOK
 	case err != nil && in == nil:
 		// Without the event there is no answer of the agent's to give:
 		// the exit status blocks the call, with this message as the

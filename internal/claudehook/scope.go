@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client/api"
+	"github.com/countersign/countersign/internal/bashscope"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -147,13 +147,7 @@ func coverInput(agent string, in *Input, call *Call, sc *api.Scope, id string) j
 	if json.Unmarshal(in.ToolInput, &fields) != nil {
 		return nil
 	}
-	line := "export " + saferm.EnvApproval + "=" + id + " " + saferm.EnvSession + "=" + saferm.ShellQuote(in.SessionID)
-	if agent != "" && agent != countersign.AgentClaudeCode {
-		// The server keeps another agent's sessions apart by its name:
-		// the wrapper's request names the agent too.
-		line += " " + saferm.EnvAgent + "=" + saferm.ShellQuote(agent)
-	}
-	line += "\n" + call.Command
+	line := bashscope.CoverLine(id, in.SessionID, agent) + call.Command
 	cmd, err := json.Marshal(line)
 	if err != nil {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/server"
@@ -29,6 +30,7 @@ type testServer struct {
 	otherKey   string
 	otherHuman *client.Client
 	log        *testutil.LogBuffer // what the server logged
+	store      countersign.Store   // the server's store, for its audit log
 }
 
 // publicURL is the server's public URL: inbox links start with it.
@@ -66,7 +68,7 @@ func newTestServerOn(t testing.TB, set func(*server.Config), listen func(net.Lis
 	key := s.Key("acme", "claude")
 	return &testServer{URL: s.URL, svc: s.Service, clock: s.Clock, agentKey: key,
 		human: client.New(s.URL, s.ApproverToken), agent: client.New(s.URL, key),
-		otherKey: s.KeyX, otherHuman: client.New(s.URL, s.Token("bob", "other")), log: s.Logs}
+		otherKey: s.KeyX, otherHuman: client.New(s.URL, s.Token("bob", "other")), log: s.Logs, store: s.Store}
 }
 
 // requests returns the account's requests, newest first.

@@ -391,6 +391,8 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
 	for _, q := range []string{
+		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 23, what ran
+		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
 		`DROP TABLE votes`, `ALTER TABLE agent_keys DROP COLUMN created_by`, // 22, votes
 		`ALTER TABLE memberships DROP COLUMN role`,                                            // 21, roles
 		`DROP INDEX outbox_pending_created`,                                                   // 20, the oldest undelivered (19 goes with idempotency)

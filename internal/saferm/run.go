@@ -61,6 +61,7 @@ type Server interface {
 	Wait(ctx context.Context, id string, wait time.Duration) (*api.Request, error)
 	Consume(ctx context.Context, id string) (*api.Request, error)
 	Cancel(ctx context.Context, id string) (*api.Request, error)
+	ReportRan(ctx context.Context, in api.RanInput) (*api.Request, error)
 }
 
 // maxRounds bounds how often the wrapper asks again when the targets

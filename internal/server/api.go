@@ -263,6 +263,33 @@ func (s *Server) takeApproval(w http.ResponseWriter, r *http.Request, agent coun
 	return nil
 }
 
+// ranInput is the body of POST /api/v1/requests/ran: what a coding
+// agent's hook reports it ran for one of its calls.
+type ranInput struct {
+	CallID    string          `json:"call_id"`
+	SessionID string          `json:"session_id"`
+	Agent     string          `json:"agent"`
+	Action    string          `json:"action"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// reportRan compares what an agent ran with the approval its call
+// consumed and answers the request with its ran field; a call of the key
+// that consumed no approval is 404.
+func (s *Server) reportRan(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
+	var in ranInput
+	if err := decodeJSON(w, r, &in, false); err != nil {
+		return err
+	}
+	req, err := s.service.ReportRan(r.Context(), agent, countersign.RanReport{
+		CallID: in.CallID, SessionID: in.SessionID, Agent: in.Agent, Action: in.Action, Arguments: in.Arguments})
+	if err != nil {
+		return err
+	}
+	s.writeRequest(w, req)
+	return nil
+}
+
 func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
 	if err := decodeJSON(w, r, &struct{}{}, true); err != nil {
 		return err

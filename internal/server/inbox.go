@@ -43,6 +43,9 @@ type requestView struct {
 	// Head and Body are the preview's first line and the rest, for a
 	// request shown by its preview.
 	Head, Body string
+	// Ran is what the agent reported it ran under the approval; nil
+	// before a report.
+	Ran *ranView
 	// More counts the arguments an inbox card leaves out.
 	More int
 	// Team is what a team rule says of a pending request on an inbox
@@ -121,6 +124,7 @@ func viewOf(r *countersign.Request, files ...fileView) *requestView {
 	v.Summary = callview.Summary(string(r.Kind), r.Action, r.Arguments)
 	v.Outcome = outcomeOf(r)
 	v.ConsumedAt = r.ConsumedAt
+	v.Ran = ranViewOf(r)
 	v.Head, v.Body, _ = strings.Cut(r.Preview, "\n")
 	v.Body = strings.TrimPrefix(v.Body, "\n")
 	if strings.TrimSpace(r.Preview) == "" {
@@ -378,5 +382,5 @@ func cutLines(s string) string {
 func historyOf(r *countersign.Request) *requestView {
 	return &requestView{ID: r.ID, Ref: countersign.FormatReference(r.Reference), Status: string(r.Status),
 		Summary:   callview.Summary(string(r.Kind), r.Action, r.Arguments),
-		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, Ran: ranViewOf(r)}
 }

@@ -32,7 +32,26 @@ type requestJSON struct {
 	AutoApproveUntil *time.Time                 `json:"auto_approve_until,omitempty"`
 	ConsumedAt       *time.Time                 `json:"consumed_at,omitempty"`
 	Scope            *countersign.Scope         `json:"scope,omitempty"`
+	Ran              *ranJSON                   `json:"ran,omitempty"`
 	InboxURL         string                     `json:"inbox_url"`
+}
+
+// ranJSON is what the agent reported it ran under the approval: the tool,
+// the hash of its arguments in the request's binding, and whether both
+// are the approved ones.
+type ranJSON struct {
+	ReportedAt time.Time `json:"reported_at"`
+	Action     string    `json:"action"`
+	ArgsHash   string    `json:"args_hash"`
+	AsApproved bool      `json:"as_approved"`
+}
+
+// ranOf is the ran field of a request; nil before a report.
+func ranOf(r *countersign.Request) *ranJSON {
+	if !r.Ran.Reported() {
+		return nil
+	}
+	return &ranJSON{ReportedAt: r.Ran.At, Action: r.Ran.Action, ArgsHash: r.Ran.ArgsHash, AsApproved: !r.RanOther()}
 }
 
 func (s *Server) requestJSON(r *countersign.Request) requestJSON {
@@ -51,7 +70,7 @@ func (s *Server) requestJSON(r *countersign.Request) requestJSON {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
 		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,
 		AutoApproveUntil: timePtr(r.AutoApproveUntil), ConsumedAt: timePtr(r.ConsumedAt),
-		Scope: r.Scope, InboxURL: s.inboxURL(r.ID),
+		Scope: r.Scope, Ran: ranOf(r), InboxURL: s.inboxURL(r.ID),
 	}
 }
 

@@ -300,3 +300,27 @@ func bashOf(r *countersign.Request) *bashView {
 	}
 	return v
 }
+
+// ranView is what the agent reported it ran under an approval, as the
+// pages say it: whether it is what was approved, and both bindings.
+type ranView struct {
+	Other                        bool
+	At                           time.Time
+	Agent                        string
+	Action, ArgsHash             string
+	ApprovedAction, ApprovedHash string
+}
+
+// ranViewOf is the ranView of a request; nil before a report.
+func ranViewOf(r *countersign.Request) *ranView {
+	if !r.Ran.Reported() {
+		return nil
+	}
+	agent := countersign.CodingAgents[r.Context.Agent]
+	if agent == "" {
+		agent = "The agent"
+	}
+	return &ranView{Other: r.RanOther(), At: r.Ran.At, Agent: agent,
+		Action: visible.Line(limit.Text(r.Ran.Action, 200)), ArgsHash: r.Ran.ArgsHash,
+		ApprovedAction: visible.Line(limit.Text(r.Action, 200)), ApprovedHash: r.ArgsHash}
+}

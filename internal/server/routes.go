@@ -21,6 +21,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /api/v1/requests/{id}", s.api(s.agent(s.getRequest)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/consume", s.api(s.agent(s.consumeRequest)))
 	mux.HandleFunc("POST /api/v1/requests/take", s.api(s.agent(s.takeApproval)))
+	mux.HandleFunc("POST /api/v1/requests/ran", s.api(s.agent(s.reportRan)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/cancel", s.api(s.agent(s.cancelRequest)))
 	mux.HandleFunc("GET /api/v1/requests", s.api(s.approver(s.listRequests)))
 	mux.HandleFunc("POST /api/v1/requests/{id}/decision", s.api(s.approver(s.decideRequest)))

@@ -28,6 +28,8 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	// Undo 15 and what came after it, so that the store is as a version
 	// before 15 left it.
 	for _, q := range []string{
+		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 23, what ran
+		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
 		`DROP TABLE votes`, `ALTER TABLE agent_keys DROP COLUMN created_by`, // 22
 		`ALTER TABLE memberships DROP COLUMN role`,                                                                // 21
 		`DROP INDEX outbox_pending_created`,                                                                       // 20; 19 goes with the idempotency table

@@ -14,7 +14,8 @@ import (
 const requestColumns = `id, account_id, key_id, key_name, reference, kind, action,
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
-	consumed_at, seed, seed_id, arguments_text, scope, tier, protected`
+	consumed_at, seed, seed_id, arguments_text, scope, tier, protected,
+	ran_at, ran_action, ran_args_hash`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -207,7 +208,7 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 		return nil, fmt.Errorf("decode request context: %w", err)
 	}
 	got.Arguments, got.Seed = rawJSON(string(r.Arguments)), rawJSON(string(r.Seed))
-	for _, t := range []*time.Time{&got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt} {
+	for _, t := range []*time.Time{&got.ExpiresAt, &got.DecidedAt, &got.AutoApproveUntil, &got.ConsumedAt, &got.Ran.At} {
 		*t = fromNanos(nanos(*t))
 	}
 	scope := countersign.EncodeScope(r.Scope)
@@ -220,12 +221,13 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 // insertRequest writes r as a new row and returns the request as reading
 // the row back would, without reading it.
 func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
-	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`, call_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope, r.Tier, r.Protected)
+		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope, r.Tier, r.Protected,
+		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, r.Context.CallID)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
@@ -336,9 +338,9 @@ func scanRequest(s scanner) (*countersign.Request, error) {
 // columns in r, the JSON and the times not decoded yet. The writer scans
 // rows; the callers decode them, off the writer.
 type requestRow struct {
-	r                                              countersign.Request
-	args, reasons, rctx, seed, scope               string
-	created, expires, decided, autoUntil, consumed int64
+	r                                                   countersign.Request
+	args, reasons, rctx, seed, scope                    string
+	created, expires, decided, autoUntil, consumed, ran int64
 }
 
 // scanRequestRow reads one row of requestColumns without decoding it.
@@ -348,7 +350,8 @@ func scanRequestRow(s scanner) (*requestRow, error) {
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &r.Kind, &r.Action,
 		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
 		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
-		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope, &r.Tier, &r.Protected)
+		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope, &r.Tier, &r.Protected,
+		&row.ran, &r.Ran.Action, &r.Ran.ArgsHash)
 	if err != nil {
 		return nil, err
 	}
@@ -371,7 +374,7 @@ func (row *requestRow) decode() (*countersign.Request, error) {
 	r.Scope = scope
 	r.Arguments, r.Seed = rawJSON(row.args), rawJSON(row.seed)
 	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(row.created), fromNanos(row.expires), fromNanos(row.decided)
-	r.AutoApproveUntil, r.ConsumedAt = fromNanos(row.autoUntil), fromNanos(row.consumed)
+	r.AutoApproveUntil, r.ConsumedAt, r.Ran.At = fromNanos(row.autoUntil), fromNanos(row.consumed), fromNanos(row.ran)
 	return &r, nil
 }
 

@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"StopRace", testStopRace},
 		{"StopInFlight", testStopInFlight},
 		{"Coverage", testCoverage},
+		{"Ran", testRan},
 		{"AuditChain", testAuditChain},
 		{"AppendAudit", testAppendAudit},
 		{"Sessions", testSessions},
