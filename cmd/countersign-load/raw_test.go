@@ -12,9 +12,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // requestBody is a request as the server answers it, with the fields the
@@ -162,25 +162,33 @@ func TestRawKeepsConnection(t *testing.T) {
 }
 
 // TestRawSignalsWrittenWait: wrote is called once the long poll is written
-// and before its answer is read; the fake server answers only after it.
+// and before its answer is read; the fake server answers only after it,
+// so that without it the answer never comes.
 func TestRawSignalsWrittenWait(t *testing.T) {
 	wrote := make(chan struct{})
 	f := &fakeAPI{wait: func(r *http.Request) {
 		select {
 		case <-wrote:
-		case <-time.After(5 * time.Second):
+		case <-r.Context().Done(): // the client gave up
 		}
 	}}
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	agent, _ := dialPair(t, strings.TrimPrefix(srv.URL, "http://"))
-	start := time.Now()
-	status, err := agent.wait(t.Context(), "req_a", func() { close(wrote) })
-	if err != nil || status != "approved" {
-		t.Fatalf("wait: %q, %v", status, err)
+	type answer struct {
+		status string
+		err    error
 	}
-	if d := time.Since(start); d > 4*time.Second {
-		t.Errorf("the answer came after %s: wrote was not called before the answer was read", d)
+	done := make(chan answer, 1)
+	go func() {
+		status, err := agent.wait(t.Context(), "req_a", func() { close(wrote) })
+		done <- answer{status, err}
+	}()
+	// On timeout, closing the connection ends the fake's wait, so that
+	// srv.Close does not wait for it.
+	got := testutil.ReceiveOr(t, done, "the answer (wrote called before it was read)", agent.c.close)
+	if got.err != nil || got.status != "approved" {
+		t.Fatalf("wait: %q, %v", got.status, got.err)
 	}
 }
 
@@ -188,12 +196,7 @@ func TestRawSignalsWrittenWait(t *testing.T) {
 // a blocked long poll returns.
 func TestRawClosesOnCancel(t *testing.T) {
 	// The long poll is answered only when the client goes away.
-	srv := httptest.NewServer(&fakeAPI{wait: func(r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
-		}
-	}})
+	srv := httptest.NewServer(&fakeAPI{wait: func(r *http.Request) { <-r.Context().Done() }})
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	c, err := dialRaw(ctx, strings.TrimPrefix(srv.URL, "http://"), "csk_agent")
@@ -206,13 +209,9 @@ func TestRawClosesOnCancel(t *testing.T) {
 		_, err := agent.wait(ctx, "req_a", cancel)
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("wait returned %v, want context.Canceled", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("wait still blocked 5 s after the context ended")
+	// On timeout, closing the connection ends the fake's wait.
+	if err := testutil.ReceiveOr(t, done, "the return of wait after the context ended", c.close); !errors.Is(err, context.Canceled) {
+		t.Errorf("wait returned %v, want context.Canceled", err)
 	}
 }
 

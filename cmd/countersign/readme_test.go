@@ -99,13 +99,9 @@ func TestReadmeCommands(t *testing.T) {
 	s.waitWaiters(1)
 	b.mustRun(append(b.env(), env...), "approve", asked.Reference)
 	var got apiRequest
-	select {
-	case out := <-waited:
-		if json.Unmarshal([]byte(out), &got) != nil || got.Status != "approved" || got.ID != asked.ID {
-			t.Fatalf("the wait block printed %s, want the request approved", out)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the wait block did not return within 30 s of the approval")
+	if out := testutil.Receive(t, waited, "the wait block's return after the approval"); json.Unmarshal([]byte(out), &got) != nil ||
+		got.Status != "approved" || got.ID != asked.ID {
+		t.Fatalf("the wait block printed %s, want the request approved", out)
 	}
 
 	if out := run(withID(consume), env...); json.Unmarshal([]byte(out), &got) != nil || got.Status != "consumed" {

@@ -141,16 +141,11 @@ func (w *srWorld) startProgram(program string, env []string, args ...string) *sr
 	return p
 }
 
-// wait waits (at most 40 s) for rm to end and returns how it ended.
+// wait waits (bounded) for rm to end and returns how it ended.
 func (p *srProc) wait() result {
 	p.t.Helper()
-	select {
-	case <-p.done:
-		return p.res
-	case <-time.After(40 * time.Second):
-		p.t.Fatalf("rm %q did not end within 40 s\nstderr: %s", p.args, p.stderr)
-		return result{}
-	}
+	testutil.ReceiveOr(p.t, p.done, fmt.Sprintf("the end of rm %q", p.args), func() { p.t.Logf("stderr: %s", p.stderr) })
+	return p.res
 }
 
 // run runs rm to its end.

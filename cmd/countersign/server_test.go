@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/testutil"
 )
@@ -85,19 +85,15 @@ func startServer(t *testing.T, dir string, env, args []string) *server {
 	return nil
 }
 
-// stop sends sig and waits (at most 15 s) for the process to end.
+// stop sends sig and waits (bounded) for the process to end.
 func (s *server) stop(sig syscall.Signal) *os.ProcessState {
 	s.t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		s.t.Fatalf("signal %v: %v", sig, err)
 	}
-	select {
-	case <-s.done:
-		return s.state
-	case <-time.After(15 * time.Second):
-		s.t.Fatalf("countersign serve did not end within 15 s of %v\nstderr: %s", sig, s.stderr)
-		return nil
-	}
+	testutil.ReceiveOr(s.t, s.done, fmt.Sprintf("the end of countersign serve after %v", sig),
+		func() { s.t.Logf("stderr: %s", s.stderr) })
+	return s.state
 }
 
 // stopClean stops the server with SIGTERM and fails unless it exits 0.

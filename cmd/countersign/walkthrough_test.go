@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil"
 )
 
 // readmeRequest is the agent's request of docs/api.md's curl walk-through.
@@ -57,13 +59,9 @@ func TestReadmeWalkthrough(t *testing.T) {
 	if out := b.mustRun(approver, "approve", r.Reference); out != r.Reference+" approved: rm -rf /var/www/old\n" {
 		t.Errorf("countersign approve printed %q", out)
 	}
-	select {
-	case p := <-poll:
-		if p.err != nil || p.code != http.StatusOK || !strings.Contains(string(p.body), `"status":"approved"`) || !strings.Contains(string(p.body), `"decided_by":"admin"`) {
-			t.Fatalf("the long poll answered %d %s (%v), want approved by admin", p.code, p.body, p.err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the long poll did not return after the approval")
+	if p := testutil.Receive(t, poll, "the long poll's return after the approval"); p.err != nil || p.code != http.StatusOK ||
+		!strings.Contains(string(p.body), `"status":"approved"`) || !strings.Contains(string(p.body), `"decided_by":"admin"`) {
+		t.Fatalf("the long poll answered %d %s (%v), want approved by admin", p.code, p.body, p.err)
 	}
 
 	// The agent uses the approval once; a second use is refused.

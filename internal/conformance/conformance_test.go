@@ -260,16 +260,12 @@ func firstStartKey(t *testing.T, stdout interface{ Read([]byte) (int, error) }, 
 			close(keys)
 		}
 	}()
-	select {
-	case key, ok := <-keys:
-		if !ok {
-			t.Fatalf("countersign serve printed no agent key; see %s", log.Name())
-		}
-		return key
-	case <-time.After(60 * time.Second):
-		t.Fatalf("countersign serve printed no agent key within a minute; see %s", log.Name())
+	// A closed channel gives "": the output ended without a key.
+	key := testutil.Receive(t, keys, "the agent key of countersign serve's first start (see "+log.Name()+")")
+	if key == "" {
+		t.Fatalf("countersign serve printed no agent key; see %s", log.Name())
 	}
-	return ""
+	return key
 }
 
 // runSuite runs the suite's active server scenarios against url and

@@ -101,13 +101,9 @@ func TestBrowserConsent(t *testing.T) {
 	}
 	reached := func(what, wantState string) {
 		t.Helper()
-		select {
-		case q := <-codes:
-			if q.Get("code") == "" || q.Get("state") != wantState {
-				t.Fatalf("%s: the callback got %v", what, q)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: the callback was never reached\n%s", what, state(ctx))
+		q := testutil.ReceiveOr(t, codes, what+": the callback", func() { t.Log(state(ctx)) })
+		if q.Get("code") == "" || q.Get("state") != wantState {
+			t.Fatalf("%s: the callback got %v", what, q)
 		}
 	}
 

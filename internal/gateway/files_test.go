@@ -1,16 +1,12 @@
 package gateway_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,15 +14,12 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
-	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/files"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gateway/confirm"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -36,24 +29,7 @@ import (
 // tier) as a path.
 func filesHarness(t *testing.T) (*harness, *files.Store) {
 	t.Helper()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "c.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	h := &harness{t: t, ctx: ctx, store: store, clock: &testClock{}, keys: map[string]string{}}
-	admin := &identity.Admin{Store: store}
-	acme, _ := admin.CreateAccount(ctx, "acme")
-	admin.CreateAccount(ctx, "other")
-	for _, k := range []struct{ account, name string }{{"acme", "agent"}, {"acme", "agent2"}, {"other", "outsider"}} {
-		_, secret, err := admin.CreateAgentKey(ctx, k.account, k.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.keys[k.name] = secret
-	}
-	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: acme.ID, Role: countersign.RoleAdmin}
+	h := &harness{t: t, clock: &testClock{}, keys: map[string]string{}}
 	cfg := gateway.NewConfig()
 	cfg.Hold = 300 * time.Millisecond
 	cfg.Clock = h.clock
@@ -72,29 +48,25 @@ func filesHarness(t *testing.T) (*harness, *files.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc = approval.New(store, h.clock, approval.NewHub(), approval.Config{}, nil, nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.base = "http://" + ln.Addr().String()
-	public, _ := url.Parse(h.base)
-	key, _ := store.ServerKey(ctx, "mcp-request-state", 32)
-	if h.gw, err = confirm.NewForServer(cfg, h.svc, public, key, testLogger(t)); err != nil {
-		t.Fatal(err)
-	}
-	h.gw.UseFiles(fs, public)
-	h.gw.Start(ctx, 20*time.Second)
-	t.Cleanup(h.gw.Close)
-	auth := &identity.Authenticator{Store: store}
-	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.Agent), Files: fs}, h.svc, auth, metrics.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() { stop(); <-done })
+	h.srv = testserver.New(t, testserver.At(time.Now().UTC()), testserver.Clock(h.clock), testserver.Serve(),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			h.ctx, h.store, h.svc, h.hub, h.base = s.Ctx, s.World.Store, s.Service, s.Hub, s.URL
+			for _, k := range []struct{ account, name string }{{"acme", "agent"}, {"acme", "agent2"}, {"other", "outsider"}} {
+				h.keys[k.name] = s.Key(k.account, k.name)
+			}
+			h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: s.Acme.ID, Role: countersign.RoleAdmin}
+			key, err := h.store.ServerKey(h.ctx, "mcp-request-state", 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.gw, err = confirm.NewForServer(cfg, h.svc, s.Public, key, testLogger(t)); err != nil {
+				t.Fatal(err)
+			}
+			h.gw.UseFiles(fs, s.Public)
+			h.gw.Start(h.ctx, 20*time.Second)
+			t.Cleanup(h.gw.Close)
+			c.MCP, c.Files = h.gw.HTTPHandler(s.Auth.Agent), fs
+		}))
 	return h, fs
 }
 

@@ -3,9 +3,7 @@ package gateway_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,11 +15,10 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gateway/confirm"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
 	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/store/sqlite"
 	"github.com/countersign/countersign/internal/testutil"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -33,15 +30,15 @@ func (c *testClock) Now() time.Time { return time.Now().Add(time.Duration(c.offs
 
 func (c *testClock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
-// harness is countersign serve in process on a testutil.World: its store,
-// the approval service, the real HTTP server with the gateway at /mcp, and
-// the fixture as the gateway's stdio upstream. Beside the World's keys, the
-// account acme has the agent keys agent, agent2, reader (limited to read and
-// write) and ci; the account other has the keys outsider and ci
-// (h.keys["other/ci"]).
+// harness is countersign serve in process (testserver, on the wall clock
+// the test moves) with the gateway at /mcp and the fixture as the
+// gateway's stdio upstream. Beside the World's keys, the account acme has
+// the agent keys agent, agent2, reader (limited to read and write) and ci;
+// the account other has the keys outsider and ci (h.keys["other/ci"]).
 type harness struct {
 	t       testing.TB
 	ctx     context.Context
+	srv     *testserver.Server
 	store   *sqlite.DB
 	clock   *testClock
 	svc     *approval.Service
@@ -51,8 +48,8 @@ type harness struct {
 	logFile string
 	gw      *gateway.Gateway
 	hub     *approval.Hub
-	auth    *identity.Authenticator
 	rate    int // the API's rate per client address
+	acfg    approval.Config
 }
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -77,23 +74,20 @@ func newHarnessRate(t testing.TB, configure func(*gateway.Config), ratePerMinute
 // configuration.
 func newHarnessWith(t testing.TB, configure func(*gateway.Config), ratePerMinute int, acfg approval.Config) *harness {
 	t.Helper()
-	// The World's clock starts at the wall clock's time, as testClock does.
-	w := testutil.NewWorldAt(t, time.Now().UTC())
-	ctx, store := w.Ctx, w.Store
-	h := &harness{t: t, ctx: ctx, store: store, clock: &testClock{}, keys: map[string]string{},
+	h := &harness{t: t, clock: &testClock{}, keys: map[string]string{}, rate: ratePerMinute, acfg: acfg,
 		logFile: filepath.Join(t.TempDir(), "calls.log")}
-	for _, k := range []struct{ account, name, label string }{{"acme", "agent", "agent"}, {"acme", "agent2", "agent2"},
-		{"acme", "reader", "reader"}, {"acme", "ci", "ci"}, {"other", "outsider", "outsider"}, {"other", "ci", "other/ci"}} {
-		h.keys[k.label] = w.Key(k.account, k.name)
-	}
-	h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: w.Acme.ID, Role: countersign.RoleAdmin}
-
-	cfg := h.config(configure)
-	hub := approval.NewHub()
-	h.hub = hub
-	h.svc = approval.New(store, h.clock, hub, acfg, nil, nil)
-	h.auth, h.rate = w.Auth, ratePerMinute
-	h.serve(cfg)
+	// The World's clock starts at the wall clock's time, as testClock does.
+	h.srv = testserver.New(t, testserver.At(time.Now().UTC()), testserver.Clock(h.clock), testserver.Serve(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { *c = acfg }),
+		testserver.Config(func(s *testserver.Server, c *server.Config) {
+			h.ctx, h.store = s.Ctx, s.World.Store
+			for _, k := range []struct{ account, name, label string }{{"acme", "agent", "agent"}, {"acme", "agent2", "agent2"},
+				{"acme", "reader", "reader"}, {"acme", "ci", "ci"}, {"other", "outsider", "outsider"}, {"other", "ci", "other/ci"}} {
+				h.keys[k.label] = s.Key(k.account, k.name)
+			}
+			h.alice = countersign.ApproverPrincipal{Username: "alice", AccountID: s.Acme.ID, Role: countersign.RoleAdmin}
+			h.mount(s, c, h.config(configure))
+		}))
 	return h
 }
 
@@ -118,54 +112,37 @@ func (h *harness) config(configure func(*gateway.Config)) *gateway.Config {
 }
 
 // restarted is the server restarted with the configuration configure
-// sets: a gateway and a server of their own, at another address, over the
-// same store, approval service and request state key. The harness goes
-// on serving too.
+// sets: another replica on the same store (testserver.ReplicaOf), so with
+// the same request state key, and a gateway, an approval service and an
+// address of its own. The harness goes on serving too.
 func (h *harness) restarted(configure func(*gateway.Config)) *harness {
 	h.t.Helper()
 	r := *h
-	r.serve(r.config(configure))
+	r.srv = testserver.New(h.t, testserver.ReplicaOf(h.srv, h.store), testserver.Clock(h.clock), testserver.Serve(),
+		testserver.Approval(func(_ *testserver.Server, c *approval.Config) { *c = h.acfg }),
+		testserver.Config(func(s *testserver.Server, c *server.Config) { r.mount(s, c, r.config(configure)) }))
 	return &r
 }
 
-// serve starts the gateway of cfg, and the server with it at /mcp, on a
-// port of their own: what countersign serve starts.
-func (h *harness) serve(cfg *gateway.Config) {
-	t, ctx, auth := h.t, h.ctx, h.auth
+// mount starts the gateway of cfg on s's approval service and puts it at
+// /mcp, as countersign serve does; /mcp takes agent keys and the OAuth
+// access tokens issued for it.
+func (h *harness) mount(s *testserver.Server, c *server.Config, cfg *gateway.Config) {
+	t := h.t
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	h.svc, h.hub, h.base = s.Service, s.Hub, s.URL
+	key, err := h.store.ServerKey(h.ctx, "mcp-request-state", 32)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.base = "http://" + ln.Addr().String()
-	public, _ := url.Parse(h.base)
-	key, err := h.store.ServerKey(ctx, "mcp-request-state", 32)
+	h.gw, err = confirm.NewForServer(cfg, h.svc, s.Public, key, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.gw, err = confirm.NewForServer(cfg, h.svc, public, key, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.gw.Start(ctx, 20*time.Second)
+	h.gw.Start(h.ctx, 20*time.Second)
 	t.Cleanup(h.gw.Close)
-	// /mcp takes agent keys and the OAuth access tokens issued for it.
-	srv, err := server.New(server.Config{PublicURL: public, MCP: h.gw.HTTPHandler(auth.MCPAgent(h.base+"/mcp", h.clock)), RatePerMinute: h.rate},
-		h.svc, auth, metrics.NewRegistry(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(sctx, ln) }()
-	t.Cleanup(func() {
-		// A connection the client dialled and never used keeps Shutdown
-		// waiting 5 s (net/http counts it as idle only then): close the
-		// client's idle connections first.
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		stop()
-		<-done
-	})
+	c.MCP = h.gw.HTTPHandler(s.Auth.MCPAgent(h.base+"/mcp", h.clock))
+	c.RatePerMinute = h.rate
 }
 
 // quickStop gives command upstreams 100 ms to exit once their stdin is

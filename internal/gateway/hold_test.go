@@ -67,11 +67,7 @@ func TestHoldProgressFromStart(t *testing.T) {
 		}
 		done <- res
 	}()
-	select {
-	case <-waiting:
-	case <-time.After(20 * time.Second):
-		t.Fatal("no progress while the call was held")
-	}
+	testutil.Receive(t, waiting, "progress while the call was held")
 	h.decide(r.ID, countersign.DecisionApprove)
 	wantRan(t, <-done, "deleted held")
 	mu.Lock()
@@ -145,11 +141,7 @@ func TestElicitUnanswered(t *testing.T) {
 	if !strings.Contains(text, h.base+"/approvals/"+r.ID) {
 		t.Errorf("%q", text)
 	}
-	select {
-	case <-withdrawn:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the elicitation was not withdrawn")
-	}
+	testutil.Receive(t, withdrawn, "the elicitation's withdrawal")
 	h.decide(r.ID, countersign.DecisionApprove)
 	// The retry takes the approval, which makes asking moot.
 	wantRan(t, call(t, cs, "delete_note", args), "deleted unanswered")

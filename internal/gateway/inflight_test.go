@@ -12,9 +12,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign/internal/gateway"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -124,11 +124,7 @@ func (w *witness) saw(method string, req mcp.Request) {
 func (w *witness) settle(t *testing.T) {
 	t.Helper()
 	wantRan(t, call(t, w.cs, "touch", nil), "touched")
-	select {
-	case <-w.touched:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the log message of touch did not come within 15 s")
-	}
+	testutil.Receive(t, w.touched, "the log message of touch")
 }
 
 func (w *witness) seenNow() []string {

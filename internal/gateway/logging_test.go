@@ -15,6 +15,7 @@ import (
 
 	"github.com/countersign/countersign/internal/gateway"
 	"github.com/countersign/countersign/internal/gateway/confirm"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -51,15 +52,15 @@ func TestStdioLoggingAndCompletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRan(t, call(t, cs, "touch", nil), "touched")
-	if got := <-logs; got != "info notes/touch readme touched" {
+	if got := testutil.Receive(t, logs, "the log message of touch"); got != "info notes/touch readme touched" {
 		t.Errorf("log %q", got)
 	}
-	// A wait for something not to happen: the gateway gives no sign
-	// that it dropped a message, so a while without one is the check.
-	select {
-	case got := <-logs:
+	// touch logs at info, then at debug: messages come in their order,
+	// so the next touch's info message comes first unless the debug one
+	// passed the level.
+	wantRan(t, call(t, cs, "touch", nil), "touched")
+	if got := testutil.Receive(t, logs, "the log message of the second touch"); got != "info notes/touch readme touched" {
 		t.Errorf("a debug message passed a level of info: %q", got)
-	case <-time.After(200 * time.Millisecond):
 	}
 	c, err := cs.Complete(t.Context(), &mcp.CompleteParams{Ref: &mcp.CompleteReference{Type: "ref/prompt", Name: "greet"},
 		Argument: mcp.CompleteParamsArgument{Name: "name", Value: "al"}})
@@ -89,13 +90,7 @@ func logClient(h *harness, key string) (*mcp.ClientSession, chan string) {
 // nextLog returns the next log message a client gets.
 func nextLog(t *testing.T, logs chan string) string {
 	t.Helper()
-	select {
-	case got := <-logs:
-		return got
-	case <-time.After(15 * time.Second):
-		t.Fatal("no log message within 15 s")
-		return ""
-	}
+	return testutil.Receive(t, logs, "a log message")
 }
 
 const touchedInfo, touchedDebug = "info notes/touch readme touched", "debug notes/touch debug detail"
@@ -315,13 +310,8 @@ func TestMCPSetLevelUpstreamSilent(t *testing.T) {
 		cs, _ := logClient(h, key)
 		done := make(chan error, 1)
 		go func() { done <- cs.SetLoggingLevel(t.Context(), &mcp.SetLoggingLevelParams{Level: "debug"}) }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: setLevel: %v", key, err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Fatalf("%s: setLevel still waits for the upstream after 15 s", key)
+		if err := testutil.Receive(t, done, key+"'s setLevel without the upstream's answer"); err != nil {
+			t.Errorf("%s: setLevel: %v", key, err)
 		}
 	}
 }

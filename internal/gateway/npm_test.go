@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/gateway"
@@ -188,13 +187,8 @@ func (c *tsClient) read() map[string]any {
 	c.t.Helper()
 	done := make(chan bool, 1)
 	go func() { done <- c.out.Scan() }()
-	select {
-	case ok := <-done:
-		if !ok {
-			c.t.Fatalf("the TypeScript client ended: %v", c.out.Err())
-		}
-	case <-time.After(30 * time.Second):
-		c.t.Fatal("the TypeScript client did not answer")
+	if !testutil.Receive(c.t, done, "the TypeScript client's answer") {
+		c.t.Fatalf("the TypeScript client ended: %v", c.out.Err())
 	}
 	var m map[string]any
 	if err := json.Unmarshal(c.out.Bytes(), &m); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/countersign/countersign/internal/testutil/wait"
 )
 
 // fakeSession records that it was closed.
@@ -20,11 +22,7 @@ func (f *fakeSession) Close() error { close(f.closed); return nil }
 // wantClosed waits (bounded) for the close that closeAll starts.
 func (f *fakeSession) wantClosed(t *testing.T, what string) {
 	t.Helper()
-	select {
-	case <-f.closed:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s was not closed", what)
-	}
+	wait.Receive(t, f.closed, "the close of "+what)
 }
 
 func (f *fakeSession) isClosed() bool {

@@ -39,3 +39,12 @@ func Receive[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	return wait.Receive(t, ch, what)
 }
+
+// ReceiveOr is Receive that, when nothing came, calls onTimeout (if not
+// nil) before it fails the test: to log what can be known only then (a
+// process's output so far) or to free what the wait would leave holding
+// (kill a process, release a hold).
+func ReceiveOr[T any](t testing.TB, ch <-chan T, what string, onTimeout func()) T {
+	t.Helper()
+	return wait.ReceiveOr(t, ch, what, onTimeout)
+}

@@ -15,9 +15,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
-	"github.com/countersign/countersign/internal/identity"
-	"github.com/countersign/countersign/internal/metrics"
-	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
 // TestLocalPageShowsHiddenCharacters: the standalone gateway's page shows
@@ -25,28 +23,14 @@ import (
 // not come from Preview (which escapes them already).
 func TestLocalPageShowsHiddenCharacters(t *testing.T) {
 	t.Parallel()
-	ctx := t.Context()
-	store, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "countersign.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	admin := &identity.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "local"); err != nil {
-		t.Fatal(err)
-	}
-	_, key, err := admin.CreateAgentKey(ctx, "local", "mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	agent, err := (&identity.Authenticator{Store: store}).Agent(ctx, key)
+	s := testserver.New(t, testserver.At(time.Now().UTC()), testserver.WallClock())
+	ctx, store, svc := s.Ctx, s.Store, s.Service
+	s.Account("local")
+	agent, err := s.Auth.Agent(ctx, s.Key("local", "mcp"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.DiscardHandler)
-	reg := metrics.NewRegistry()
-	hub := approval.NewHub()
-	svc := approval.New(store, nil, hub, approval.Config{}, log, approval.NewMetrics(reg, hub))
 	const preview = "send_mail to=a@example.com\u00ad\u200b\u2060\ufeff \u202etxt.exe\U000e0041 \x1b[2K"
 	// The service refuses such a preview now; a request stored before it
 	// did is still shown on the page, escaped.

@@ -181,7 +181,8 @@ func startServe(t *testing.T, name, url, keyFile string) *process {
 	return p
 }
 
-// stop ends the process with SIGTERM, and kills it after 20 s.
+// stop ends the process with SIGTERM, and kills it when it does not end
+// (failing the test).
 func (p *process) stop() {
 	select {
 	case <-p.exited:
@@ -189,13 +190,10 @@ func (p *process) stop() {
 	default:
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(20 * time.Second):
+	testutil.ReceiveOr(p.t, p.exited, p.name+"'s exit after SIGTERM", func() {
 		p.cmd.Process.Kill()
 		<-p.exited
-		p.t.Errorf("%s did not stop within 20 s of SIGTERM", p.name)
-	}
+	})
 }
 
 // kill ends the process at once, as a crash or an OOM kill does.

@@ -63,7 +63,7 @@ type Option func(*build)
 
 type build struct {
 	start     time.Time
-	wallClock bool
+	clock     countersign.Clock // the approval service's; nil: the World's
 	store     countersign.Store
 	replicaOf *Server
 	postgres  bool
@@ -83,7 +83,13 @@ func At(start time.Time) Option { return func(b *build) { b.start = start } }
 // World's: for a test whose requests must age with real time, as a
 // browser, another process or the server's sessions see it, rather than
 // with a clock the test moves.
-func WallClock() Option { return func(b *build) { b.wallClock = true } }
+func WallClock() Option { return Clock(countersign.SystemClock{}) }
+
+// Clock gives the approval service clock instead of the World's: for a
+// test whose requests must both age with real time and jump ahead when
+// the test says (the wall clock plus what the test skips), which neither
+// the World's clock nor WallClock does.
+func Clock(clock countersign.Clock) Option { return func(b *build) { b.clock = clock } }
 
 // Approval changes the approval service's configuration; set may read
 // the World and s.Store.
@@ -177,6 +183,10 @@ func New(t testing.TB, opts ...Option) *Server {
 		done := make(chan error, 1)
 		go func() { done <- s.Server.Serve(ctx, ln) }()
 		t.Cleanup(func() {
+			// A connection a client dialled and never used keeps the
+			// shutdown waiting 5 s (net/http counts it as idle only
+			// then): close the default client's idle connections first.
+			http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 			stop()
 			if err := <-done; err != nil {
 				t.Errorf("Serve: %v", err)
@@ -210,8 +220,8 @@ func (s *Server) start(t testing.TB) {
 		set(s, &acfg)
 	}
 	var clock countersign.Clock = s.Clock
-	if s.b.wallClock {
-		clock = nil
+	if s.b.clock != nil {
+		clock = s.b.clock
 	}
 	s.Service = approval.New(s.Store, clock, s.Hub, acfg, s.log, approval.NewMetrics(s.Metrics, s.Hub))
 	cfg := server.Config{PublicURL: s.Public, PasswordSlots: identity.NewHashSlots(2)}

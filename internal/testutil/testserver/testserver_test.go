@@ -5,12 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/store/postgres"
 	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/sqlite"
+	"github.com/countersign/countersign/internal/testutil"
 	"github.com/countersign/countersign/internal/testutil/testserver"
 )
 
@@ -119,5 +121,20 @@ func TestRestart(t *testing.T) {
 	}
 	if got, err := agent.Get(t.Context(), r.ID); err != nil || got.Status != "pending" {
 		t.Fatalf("Get(%s) after the restart = %+v, %v", r.ID, got, err)
+	}
+}
+
+// TestClock: the approval service runs on the clock Clock gives it, not
+// on the World's.
+func TestClock(t *testing.T) {
+	t.Parallel()
+	clock := testutil.NewClock(testutil.Start.Add(42 * time.Hour))
+	s := testserver.New(t, testserver.Clock(clock))
+	r, _, err := client.New(s.URL, s.AgentKey).Create(t.Context(), client.CreateInput{Kind: "generic", Action: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.CreatedAt.Equal(clock.Now()) {
+		t.Errorf("the request was created at %s, want the clock's %s (the World's is %s)", r.CreatedAt, clock.Now(), s.Clock.Now())
 	}
 }

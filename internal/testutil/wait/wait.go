@@ -54,13 +54,30 @@ func For(cond func() bool, d time.Duration) bool {
 // or closes when it is done: the bound only guards against a hang.
 func Receive[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
-	timer := time.NewTimer(Within)
+	return ReceiveOr(t, ch, what, nil)
+}
+
+// ReceiveOr is Receive that, when nothing came, calls onTimeout (if not
+// nil) before it fails the test: to log what can be known only then (a
+// process's output so far) or to free what the wait would leave holding
+// (kill a process, release a hold).
+func ReceiveOr[T any](t testing.TB, ch <-chan T, what string, onTimeout func()) T {
+	t.Helper()
+	return receive(t, ch, what, onTimeout, Within)
+}
+
+func receive[T any](t testing.TB, ch <-chan T, what string, onTimeout func(), within time.Duration) T {
+	t.Helper()
+	timer := time.NewTimer(within)
 	defer timer.Stop()
 	select {
 	case v := <-ch:
 		return v
 	case <-timer.C:
-		t.Fatalf("%s did not happen within %s", what, Within)
+		if onTimeout != nil {
+			onTimeout()
+		}
+		t.Fatalf("%s did not happen within %s", what, within)
 		var zero T
 		return zero
 	}

@@ -1,6 +1,7 @@
 package wait
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,4 +35,30 @@ func TestReceive(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	Receive(t, done, "the close")
+}
+
+// fatalTB records Fatalf instead of ending the test.
+type fatalTB struct {
+	testing.TB
+	fatal string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) { f.fatal = fmt.Sprintf(format, args...) }
+
+// TestReceiveOrTimeout: when nothing comes, onTimeout runs before the
+// test fails, in the words of what; when something comes, it does not.
+func TestReceiveOrTimeout(t *testing.T) {
+	var ran []string
+	tb := &fatalTB{TB: t}
+	got := receive(tb, make(chan int), "the send", func() { ran = append(ran, "onTimeout:"+tb.fatal) }, time.Millisecond)
+	if got != 0 || tb.fatal != "the send did not happen within 1ms" || len(ran) != 1 || ran[0] != "onTimeout:" {
+		t.Errorf("got %d, failed %q, ran %q; want 0, failed after onTimeout ran", got, tb.fatal, ran)
+	}
+	ch := make(chan int, 1)
+	ch <- 7
+	if got := ReceiveOr(t, ch, "the send", func() { t.Error("onTimeout ran although a value came") }); got != 7 {
+		t.Errorf("ReceiveOr = %d, want 7", got)
+	}
 }
