@@ -211,3 +211,24 @@ func TestReportRanRace(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRanCodex: the cover line of another agent than Claude Code
+// names the agent, and is taken off exactly so: Codex's call that ran
+// under it ran as approved; Claude Code's cover line, without the agent,
+// before Codex's command is a change.
+func TestReportRanCodex(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	const codex = countersign.AgentCodex
+	cmd := "rm -r /src/build"
+	r := e.used(e.keyA, e.bashCall(codex, "s1", "call_1", cmd, "/src/build"))
+	got, err := e.svc.ReportRan(e.ctx, e.keyA, ran(codex, "s1", "call_1", bashscope.CoverLine(r.ID, "s1", codex)+cmd))
+	if err != nil || !got.Ran.Reported() || got.RanOther() {
+		t.Fatalf("Codex's call under its cover line: %+v, other %v, %v; want ran as approved", got.Ran, got.RanOther(), err)
+	}
+	r2 := e.used(e.keyA, e.bashCall(codex, "s1", "call_2", cmd, "/src/build"))
+	got, err = e.svc.ReportRan(e.ctx, e.keyA, ran(codex, "s1", "call_2", bashscope.CoverLine(r2.ID, "s1", "")+cmd))
+	if err != nil || !got.RanOther() {
+		t.Errorf("Codex's call under a cover line without its agent: other %v, %v; want ran other than approved", got.RanOther(), err)
+	}
+}

@@ -3,6 +3,7 @@ package claudehook
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -83,5 +84,57 @@ func TestAfterTheCall(t *testing.T) {
 	code, out, errs = run(ts.URL, `{"hook_event_name":"PostToolUse","tool_name":7}`)
 	if code != 0 || out != "" || !strings.Contains(errs, "cannot report what ran") {
 		t.Errorf("an input not of the documented shape: exit %d, stdout %q, stderr %q; want exit 0, said on stderr", code, out, errs)
+	}
+}
+
+// TestCodexAfterTheCall: Codex's PostToolUse of a call a human was asked
+// about is reported as Codex's, with the call's id and the command as it
+// ran (the cover line with it, which the server takes off); one not asked
+// is not reported at all.
+func TestCodexAfterTheCall(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	var hits atomic.Int32
+	var body []byte
+	ts := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		body = make([]byte, r.ContentLength)
+		r.Body.Read(body)
+		http.Error(rw, `{"error":{"code":"not_found","message":"no such request"}}`, http.StatusNotFound)
+	}))
+	defer ts.Close()
+	cmd := "export COUNTERSIGN_APPROVAL=req_0123456789abcdef COUNTERSIGN_SESSION=s1 COUNTERSIGN_AGENT=codex\nrm -r build"
+	post, _ := json.Marshal(map[string]any{"session_id": "s1", "turn_id": "t1", "cwd": w.project, "hook_event_name": "PostToolUse",
+		"model": "gpt-5", "permission_mode": "bypassPermissions", "tool_name": "Bash", "tool_input": map[string]string{"command": cmd},
+		"tool_use_id": "call_7", "tool_response": "done"})
+	run := func() int {
+		w.env["COUNTERSIGN_URL"], w.env["COUNTERSIGN_KEY"] = ts.URL, "csk_test_never_printed"
+		var stdout, stderr bytes.Buffer
+		code := RunProtocol(context.Background(), &Env{Connect: connect, Stdin: bytes.NewReader(post), Stdout: &stdout, Stderr: &stderr,
+			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Codex)
+		if stdout.Len() != 0 || stderr.Len() != 0 {
+			t.Errorf("Codex's PostToolUse: stdout %q, stderr %q; want nothing", stdout.String(), stderr.String())
+		}
+		return code
+	}
+	if code := run(); code != 0 || hits.Load() != 0 {
+		t.Errorf("a call not asked: exit %d, %d reports; want none", code, hits.Load())
+	}
+	markAsked(&Env{Getenv: w.getenv, Stderr: os.Stderr}, Codex, &Input{SessionID: "s1", ToolUseID: "call_7"})
+	if code := run(); code != 0 || hits.Load() != 1 {
+		t.Fatalf("an asked call: exit %d, %d reports; want one", code, hits.Load())
+	}
+	var got struct {
+		CallID    string `json:"call_id"`
+		SessionID string `json:"session_id"`
+		Agent     string
+		Action    string
+		Arguments struct{ Command string }
+	}
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatalf("the report %s: %v", body, err)
+	}
+	if got.CallID != "call_7" || got.SessionID != "s1" || got.Agent != "codex" || got.Action != "Bash" || got.Arguments.Command != cmd {
+		t.Errorf("the report is %+v, want Codex's call_7 in s1 with the command as it ran", got)
 	}
 }
