@@ -178,6 +178,10 @@ func TestCodexHook(t *testing.T) {
 		if q.Action != want || q.Context.Agent != "codex" || q.Context.SessionID != "codex:s1" {
 			t.Errorf("request %d: action %s agent %q session %q; want %s of codex in codex:s1", i, q.Action, q.Context.Agent, q.Context.SessionID, want)
 		}
+		// What the human reads names the agent that asks, never another.
+		if !strings.HasPrefix(q.Preview, "Codex CLI wants to ") || strings.Contains(q.Preview+strings.Join(q.RiskReasons, " "), "Claude Code") {
+			t.Errorf("request %d: preview %q, reasons %q; want Codex CLI named, and Claude Code not", i, q.Preview, q.RiskReasons)
+		}
 	}
 }
 

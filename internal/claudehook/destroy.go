@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/saferm"
 )
 
@@ -55,15 +56,25 @@ func (p *Policy) destroyerPart(subjects []subject, why string, c *Call, tool str
 	if modeAsks(c.Mode, tool) {
 		return part{subjects: subjects, def: Prompt, defWhy: []string{why}}
 	}
-	return part{subjects: subjects, def: Ask, defWhy: []string{why + notAsking(c.Mode)}}
+	return part{subjects: subjects, def: Ask, defWhy: []string{why + notAsking(c)}}
 }
 
-// notAsking says why the hook asks what Claude Code would.
-func notAsking(mode string) string {
+// notAsking says why the hook asks what the agent c would: it does not
+// ask in its permission mode.
+func notAsking(c *Call) string {
+	mode := c.Mode
 	if mode == "" {
 		mode = "unknown"
 	}
-	return " (Claude Code does not ask in permission mode " + mode + ")"
+	return " (" + agentTitle(c.Agent) + " does not ask in permission mode " + mode + ")"
+}
+
+// agentTitle is how a human reads the name of a coding agent.
+func agentTitle(agent string) string {
+	if t := countersign.CodingAgents[agent]; t != "" {
+		return t
+	}
+	return countersign.CodingAgents[countersign.AgentClaudeCode]
 }
 
 // deletingCode matches code that deletes or empties files, in the

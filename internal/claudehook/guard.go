@@ -99,5 +99,5 @@ func (p *Policy) guard(pt *part, why string, c *Call, tool string) {
 		pt.raise(Prompt, why)
 		return
 	}
-	pt.raise(Ask, why+notAsking(c.Mode))
+	pt.raise(Ask, why+notAsking(c))
 }

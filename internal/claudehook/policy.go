@@ -42,6 +42,9 @@ type Call struct {
 	Cwd     string // absolute: where Claude Code runs the call
 	Project string // absolute: the project directory
 	Mode    string // Claude Code's permission_mode: whether it asks itself
+	// Agent is the coding agent that makes the call (context.agent);
+	// empty for Claude Code. Only what a human reads names it.
+	Agent string
 	// Typed is set when the agent can write to a command's standard
 	// input after it started, which the hook never sees (Codex's
 	// write_stdin): a shell or an interpreter reading commands from it

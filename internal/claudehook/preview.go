@@ -23,8 +23,8 @@ const (
 	maxReason       = 480
 )
 
-// preview is what the human reads before deciding: what Claude Code wants
-// to do, where, and what it would change.
+// preview is what the human reads before deciding: what the coding agent
+// wants to do, where, and what it would change.
 func preview(in *Input, call *Call, v Verdict) string {
 	var b strings.Builder
 	var fields map[string]json.RawMessage
@@ -34,23 +34,24 @@ func preview(in *Input, call *Call, v Verdict) string {
 		json.Unmarshal(fields[k], &s)
 		return s
 	}
+	who := agentTitle(call.Agent)
 	switch call.Tool {
 	case "Bash":
-		fmt.Fprintf(&b, "Claude Code wants to run, in %s:\n\n$ %s\n", call.Cwd, call.Command)
+		fmt.Fprintf(&b, "%s wants to run, in %s:\n\n$ %s\n", who, call.Cwd, call.Command)
 		if d := str("description"); d != "" {
 			fmt.Fprintf(&b, "\n(%s)\n", d)
 		}
 	case "Write":
 		content := str("content")
-		fmt.Fprintf(&b, "Claude Code wants to write %s (%d bytes, %d lines):\n\n%s", call.Path, len(content), strings.Count(content, "\n")+1, excerpt(content, ""))
+		fmt.Fprintf(&b, "%s wants to write %s (%d bytes, %d lines):\n\n%s", who, call.Path, len(content), strings.Count(content, "\n")+1, excerpt(content, ""))
 	case "Edit":
-		fmt.Fprintf(&b, "Claude Code wants to edit %s", call.Path)
+		fmt.Fprintf(&b, "%s wants to edit %s", who, call.Path)
 		if string(fields["replace_all"]) == "true" {
 			b.WriteString(" (every occurrence)")
 		}
 		fmt.Fprintf(&b, ":\n\n%s%s", excerpt(str("old_string"), "- "), excerpt(str("new_string"), "+ "))
 	default:
-		fmt.Fprintf(&b, "Claude Code wants to use %s", toolTitle(call.Tool))
+		fmt.Fprintf(&b, "%s wants to use %s", who, toolTitle(call.Tool))
 		if call.Path != "" {
 			fmt.Fprintf(&b, " on %s", call.Path)
 		}

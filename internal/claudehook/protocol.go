@@ -106,6 +106,9 @@ func RunProtocol(ctx context.Context, e *Env, p *Protocol) int {
 		return ExitBlock
 	}
 	ev, in, call, err := p.Read(data, e.Cwd, e.Getenv)
+	if call != nil && p.Agent != countersign.AgentClaudeCode {
+		call.Agent = p.Agent
+	}
 	var o outcome
 	switch {
 	case ev == EventAfter && in != nil:

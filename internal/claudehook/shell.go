@@ -354,7 +354,7 @@ func isDevice(p string) bool {
 func (a *analyzer) prompt(why string) {
 	floor := Prompt
 	if !modeAsks(a.call.Mode, "Bash") {
-		floor, why = Ask, why+notAsking(a.call.Mode)
+		floor, why = Ask, why+notAsking(a.call)
 	}
 	a.add(part{subjects: []subject{bashSubject("")}, def: floor, floor: floor, floorWhy: []string{why}})
 }
