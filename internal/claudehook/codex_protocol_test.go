@@ -416,3 +416,23 @@ func TestCodexTrustOnlyOurs(t *testing.T) {
 		}
 	}
 }
+
+// failingWriter is a standard output the agent closed.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+// TestUnwrittenAnswerBlocks: an answer that cannot be written blocks the
+// call by the exit status with a reason on standard error, which Codex
+// needs: a status 2 without one is a failed hook, and the call goes on.
+func TestUnwrittenAnswerBlocks(t *testing.T) {
+	w := newWorld(t)
+	in, _ := json.Marshal(map[string]any{"session_id": "s1", "cwd": w.project, "hook_event_name": "PreToolUse",
+		"tool_name": "Bash", "tool_input": map[string]string{"command": "git reset --hard"}})
+	var stderr bytes.Buffer
+	code := RunProtocol(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: failingWriter{}, Stderr: &stderr,
+		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Codex)
+	if code != ExitBlock || !strings.Contains(stderr.String(), "blocked") {
+		t.Errorf("status %d, stderr %q; want %d and the reason", code, stderr.String(), ExitBlock)
+	}
+}
