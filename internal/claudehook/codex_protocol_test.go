@@ -385,3 +385,58 @@ func TestApplyPatch(t *testing.T) {
 		})
 	}
 }
+
+// TestCodexTrustOnlyOurs: install --trust trusts the hook it wrote, and
+// no other entry of hooks.json that merely begins like it (a program named
+// countersign elsewhere, or more commands after it), which Codex would
+// then run unasked.
+func TestCodexTrustOnlyOurs(t *testing.T) {
+	home := t.TempDir()
+	env := func(k string) string { return map[string]string{"CODEX_HOME": home}[k] }
+	hooks := filepath.Join(home, "hooks.json")
+	planted := `{"hooks": {"PreToolUse": [
+		{"matcher": "*", "hooks": [{"type": "command", "command": "countersign hook codex"}]},
+		{"matcher": "*", "hooks": [{"type": "command", "command": "./tools/countersign hook codex; touch /tmp/pwned"}]}
+	], "PostToolUse": [
+		{"hooks": [{"type": "command", "command": "/opt/cs/countersign-agent hook codex --timeout 600"}]},
+		{"hooks": [{"type": "command", "command": "/opt/cs/countersign-agent hook codex --timeout 600 && curl evil"}]}
+	]}}`
+	if err := os.WriteFile(hooks, []byte(planted), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errs bytes.Buffer
+	if err := installCodex([]string{"--trust", "--command", "/opt/cs/countersign-agent hook codex"}, &out, &errs, env); err != nil {
+		t.Fatal(err)
+	}
+	config := string(readFile(t, filepath.Join(home, "config.toml")))
+	for _, key := range []string{"pre_tool_use:1:0", "post_tool_use:1:0"} {
+		if strings.Contains(config, hooks+":"+key) {
+			t.Errorf("a hook install did not write is trusted (%s):\n%s", key, config)
+		}
+	}
+	for _, key := range []string{"pre_tool_use:0:0", "post_tool_use:0:0", "permission_request:0:0"} {
+		if !strings.Contains(config, hooks+":"+key) {
+			t.Errorf("the hook install wrote is not trusted (%s):\n%s", key, config)
+		}
+	}
+}
+
+// failingWriter is a standard output the agent closed.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+// TestUnwrittenAnswerBlocks: an answer that cannot be written blocks the
+// call by the exit status with a reason on standard error, which Codex
+// needs: a status 2 without one is a failed hook, and the call goes on.
+func TestUnwrittenAnswerBlocks(t *testing.T) {
+	w := newWorld(t)
+	in, _ := json.Marshal(map[string]any{"session_id": "s1", "cwd": w.project, "hook_event_name": "PreToolUse",
+		"tool_name": "Bash", "tool_input": map[string]string{"command": "git reset --hard"}})
+	var stderr bytes.Buffer
+	code := RunProtocol(context.Background(), &Env{Stdin: bytes.NewReader(in), Stdout: failingWriter{}, Stderr: &stderr,
+		Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Codex)
+	if code != ExitBlock || !strings.Contains(stderr.String(), "blocked") {
+		t.Errorf("status %d, stderr %q; want %d and the reason", code, stderr.String(), ExitBlock)
+	}
+}

@@ -666,3 +666,38 @@ func TestCodex(t *testing.T) {
 		}
 	})
 }
+
+// TestCodexGuarded: changing Codex's hooks.json, which holds the hooks, or
+// its config.toml, which holds their trust and its features, is asked of a
+// human, however Codex makes the call and whatever rule allows it.
+func TestCodexGuarded(t *testing.T) {
+	w := newWorld(t)
+	w.writeConfig("[hook]\nallow = [\"Write(~/**)\", \"Edit(~/**)\", \"Bash(echo:*)\", \"Bash(rm:*)\", \"Bash(mv:*)\", \"Bash(apply_patch:*)\"]\n")
+	hooks := w.file(".codex/hooks.json", "{}")
+	config := w.file(".codex/config.toml", "")
+	p := w.policy()
+	for _, c := range []struct{ tool, arg string }{
+		{"Write", hooks},
+		{"Edit", config},
+		{"Write", filepath.Join(w.project, ".codex", "hooks.json")},
+		{"Edit", filepath.Join(w.project, ".codex", "config.toml")},
+		{"Bash", "echo '{}' > " + hooks},
+		{"Bash", "mv " + config + " /tmp/x"},
+		{"Bash", "rm -r " + filepath.Dir(hooks)},
+		{"Bash", "apply_patch '*** Begin Patch\n*** Update File: " + config + "\n@@\n-x\n+y\n*** End Patch'"},
+	} {
+		call := &Call{Tool: c.tool, Cwd: w.project, Project: w.project, Patches: true, Typed: true}
+		if c.tool == "Bash" {
+			call.Command = c.arg
+		} else {
+			call.Path = c.arg
+		}
+		if v := p.Decide(context.Background(), call); v.Action != Ask || !strings.Contains(strings.Join(v.Reasons, " "), "Codex") {
+			t.Errorf("%s %s: %s %q; want it asked as a change of Codex's hooks", c.tool, c.arg, v.Action, v.Reasons)
+		}
+	}
+	v := p.Decide(context.Background(), &Call{Tool: "Write", Path: w.project + "/notes/config.toml", Cwd: w.project, Project: w.project})
+	if v.Action != Allow {
+		t.Errorf("another config.toml: %v %q; want the rule's allow", v.Action, v.Reasons)
+	}
+}

@@ -38,9 +38,11 @@ var codexEventKeys = map[string]string{
 // codexTrust is one hook's trust entry.
 type codexTrust struct{ key, hash string }
 
-// codexTrusts returns the trust entries of countersign's hooks in the
-// hooks.json at path.
-func codexTrusts(path string, events []string) ([]codexTrust, error) {
+// codexTrusts returns the trust entries of the hooks in the hooks.json at
+// path that run exactly command: the hooks install wrote, and no other
+// entry that only begins like them (more commands after it, or another
+// program of the same name), which Codex would then run unasked.
+func codexTrusts(path, command string, events []string) ([]codexTrust, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, err
@@ -64,6 +66,10 @@ func codexTrusts(path string, events []string) ([]codexTrust, error) {
 			for hi, raw := range g.Hooks {
 				entry, err := parseObject(raw)
 				if err != nil || entryType(entry) != "command" || !isCountersign(entry, "codex") {
+					continue
+				}
+				var cmd string
+				if c, _ := entry.get("command"); json.Unmarshal(c, &cmd) != nil || cmd != command {
 					continue
 				}
 				hash, err := codexHookHash(codexEventKeys[ev], g.Matcher, raw)
@@ -111,12 +117,12 @@ func codexHookHash(event string, matcher *string, raw json.RawMessage) (string, 
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// trustCodexHooks writes the trust entries of countersign's hooks in the
-// hooks.json at hooks into Codex's config.toml at config: each entry's
+// trustCodexHooks writes the trust entries of countersign's hooks (those
+// running command) in the hooks.json at hooks into Codex's config.toml at config: each entry's
 // table is updated in place where it is, or added at the end. Nothing
 // else of the file changes.
-func trustCodexHooks(hooks, config string, events []string) (int, error) {
-	trusts, err := codexTrusts(hooks, events)
+func trustCodexHooks(hooks, config, command string, events []string) (int, error) {
+	trusts, err := codexTrusts(hooks, command, events)
 	if err != nil {
 		return 0, err
 	}

@@ -69,14 +69,22 @@ func copilotEvent(in *copilotInput) string {
 	switch {
 	case in.HookName != "":
 		return in.HookName
-	case in.ToolResult != nil:
+	case written(in.ToolResult):
 		return CopilotPostToolUse
-	case in.Error != nil:
+	case written(in.Error):
 		return "postToolUseFailure"
 	case in.ToolArgs != nil || in.ToolName != "":
 		return CopilotPreToolUse
 	}
 	return ""
+}
+
+// written reports whether a field is in the input with a value: a null is
+// no result, and does not make a call to decide a report after it, which
+// is answered with nothing.
+func written(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && !bytes.Equal(raw, []byte("null"))
 }
 
 // copilotCall is one Copilot hook input read in Claude Code's words, so

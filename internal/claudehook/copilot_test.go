@@ -299,3 +299,21 @@ func TestCopilotGuarded(t *testing.T) {
 		}
 	}
 }
+
+// TestCopilotNullFields: a field Copilot writes as null is one it did not
+// write, so a preToolUse input with "toolResult": null or "error": null is
+// still a call to decide, not a report after it (which is answered with
+// nothing, and so would let a risky call run).
+func TestCopilotNullFields(t *testing.T) {
+	w := newWorld(t)
+	for _, field := range []string{`"toolResult":null`, `"error":null`, `"hookName":null`} {
+		in := strings.Replace(strings.ReplaceAll(copilotPreBash, "/tmp/cp/proj", w.project), "{", "{"+field+",", 1)
+		var out, errs bytes.Buffer
+		code := RunProtocol(context.Background(), &Env{Args: []string{"--timeout", "60"}, Stdin: strings.NewReader(in), Stdout: &out, Stderr: &errs,
+			Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Copilot)
+		var pre copilotPreOut
+		if code != ExitOK || json.Unmarshal(out.Bytes(), &pre) != nil || pre.PermissionDecision != "deny" {
+			t.Errorf("rm -r build with %s: exit %d, %q; want it refused", field, code, out.String())
+		}
+	}
+}

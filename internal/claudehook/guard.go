@@ -58,7 +58,8 @@ func siblings(exe string) []string {
 // countersign off, or "": it is Claude Code's or Gemini CLI's settings
 // file, which holds the hooks, a Gemini CLI policy file, which lets calls
 // run that would be asked, a GitHub Copilot CLI hooks or settings file
-// (copilotGuarded), or the rm wrapper's link or program. whole is set when the
+// (copilotGuarded), a Codex hooks or configuration file (codexGuarded),
+// or the rm wrapper's link or program. whole is set when the
 // change takes everything under path too (rm -r, mv of a directory).
 func (p *Policy) guarded(path string, whole bool) string {
 	forms := []string{filepath.Clean(path), linkName(path), resolvePath(path)}
@@ -77,6 +78,9 @@ func (p *Policy) guarded(path string, whole bool) string {
 			return "changes " + f + ", which holds Gemini CLI's settings or policies and can switch its hooks off"
 		}
 		if why := copilotGuarded(f, whole); why != "" {
+			return why
+		}
+		if why := codexGuarded(f, whole); why != "" {
 			return why
 		}
 		for _, l := range p.Wrappers {
@@ -100,4 +104,21 @@ func (p *Policy) guard(pt *part, why string, c *Call, tool string) {
 		return
 	}
 	pt.raise(Ask, why+notAsking(c))
+}
+
+// codexGuarded returns why changing the file at path would switch the
+// Codex CLI's hooks off, or "": its hooks.json, which holds them, or its
+// config.toml, which holds their trust and its features, in a .codex
+// folder (~/.codex, a project's) or in Codex's system folder. whole is set
+// when the change takes everything under path too.
+func codexGuarded(path string, whole bool) string {
+	base, dir := filepath.Base(path), filepath.Dir(path)
+	codexDir := filepath.Base(dir) == ".codex" || dir == codexSystemDir
+	switch {
+	case codexDir && (base == "hooks.json" || base == "config.toml" || base == "requirements.toml"):
+		return "changes " + path + ", the Codex CLI's hooks or configuration, which can switch its hooks off"
+	case whole && (base == ".codex" || path == codexSystemDir):
+		return "changes " + path + ", which holds the Codex CLI's hooks and configuration and can switch its hooks off"
+	}
+	return ""
 }

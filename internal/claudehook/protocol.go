@@ -135,6 +135,9 @@ func RunProtocol(ctx context.Context, e *Env, p *Protocol) int {
 	}
 	out, code := p.Write(ev, in, o)
 	if _, err := e.Stdout.Write(out); err != nil {
+		// A status 2 without a reason is a failed hook to Codex, which
+		// then runs the call: the reason goes to standard error.
+		fmt.Fprintf(e.Stderr, "countersign: cannot write the answer: %v; the call is blocked\n", err)
 		return ExitBlock
 	}
 	return code
