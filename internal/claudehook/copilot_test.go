@@ -154,6 +154,18 @@ func TestCopilotRun(t *testing.T) {
 	if code, out := run(`{"cwd":"/p"}`); code != ExitBlock || out != "" {
 		t.Errorf("an unreadable input: exit %d, %q; want 2", code, out)
 	}
+	// Copilot's tools that write or run in a shape the hook does not read
+	// are asked, never left to Copilot's prompt, which --allow-all-tools
+	// skips: without a server, that is a deny.
+	for _, tool := range opaqueTools {
+		in := strings.ReplaceAll(at(copilotPreBash), `"toolName":"bash"`, `"toolName":"`+tool+`"`)
+		code, out := run(in)
+		var pre copilotPreOut
+		if code != ExitOK || json.Unmarshal([]byte(out), &pre) != nil || pre.PermissionDecision != "deny" ||
+			!strings.Contains(pre.PermissionDecisionReason, "does not read") {
+			t.Errorf("%s: exit %d, %s; want asked (a deny without a server)", tool, code, out)
+		}
+	}
 }
 
 // TestCopilotInstall writes the user's hooks file, keeps what else is

@@ -103,6 +103,11 @@ var (
 	writeTools = []string{"Write", "Edit", "MultiEdit", "NotebookEdit"}
 )
 
+// opaqueTools are coding agents' tools that write files or run commands
+// whose input the hook does not read into Claude Code's words (GitHub
+// Copilot CLI's patch, editor and PowerShell tools): they are asked.
+var opaqueTools = []string{"apply_patch", "str_replace_editor", "str_replace", "powershell", "write_powershell"}
+
 // Decide judges a call. It never fails: what it cannot find out becomes a
 // reason to ask.
 func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
@@ -118,6 +123,11 @@ func (p *Policy) Decide(ctx context.Context, c *Call) Verdict {
 			pt.subjects = pathSubjects(c.Tool, c.Path)
 		}
 		parts = []part{pt}
+	case slices.Contains(opaqueTools, c.Tool):
+		// An agent's tool that writes files or runs commands in a shape
+		// the hook does not read: a human decides, unless a rule does,
+		// rather than the agent's own prompt, which a mode may skip.
+		parts = []part{{subjects: []subject{{tool: c.Tool}}, def: Ask, defWhy: []string{c.Tool + " writes files or runs commands in a way countersign does not read"}}}
 	case c.Tool == "NetworkAccess":
 		// Codex asks it to reach the network from its sandbox: a human
 		// decides, unless a rule does.
