@@ -21,7 +21,7 @@ import (
 // entry says which approval covered it. Anything else is not an error:
 // the delete is asked like any other, so a reference the agent made up
 // gets nothing.
-func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, coveredBy string, ev *countersign.AuditEvent, extra map[string]string) (bool, error) {
+func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, coveredBy string, rule *TeamRule, ev *countersign.AuditEvent, extra map[string]string) (bool, error) {
 	if coveredBy == "" || !strings.HasPrefix(coveredBy, "req_") {
 		return false, nil
 	}
@@ -31,7 +31,9 @@ func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, cov
 	} else if err != nil {
 		return false, err
 	}
-	if !coversDelete(h, r) {
+	if !coversDelete(h, r) || (rule != nil && !rule.May(h.DecidedBy)) {
+		// Nor does the approval of an approver a team rule does not
+		// route the delete to cover it.
 		return false, nil
 	}
 	if stopped, err := s.stoppedSince(ctx, r, h.DecidedAt); err != nil || stopped {

@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,5 +212,83 @@ func TestQuorumNoWindow(t *testing.T) {
 	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
 	if r.Status != countersign.StatusPending {
 		t.Fatalf("under the rule the window approved the request: %s", r.Status)
+	}
+}
+
+// routedEnv is acme with carol and dave, and one rule: the deletes of the
+// rm wrapper are decided by carol alone.
+func routedEnv(t *testing.T) (*env, countersign.ApproverPrincipal) {
+	t.Helper()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	carol := e.newApprover("carol", "acme")
+	e.newApprover("dave", "acme")
+	f, err := teamsFile(t, "[[rule]]\naccount = \"acme\"\nkind = \"rm\"\napprovers = [\"carol\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams, err := f.Resolve(e.ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = approval.New(e.store, e.clock, e.hub, approval.Config{MaxPending: 50, Teams: teams}, nil, nil)
+	return e, carol
+}
+
+// TestRoutedHookCoverage: the approval of the Claude Code hook that an
+// approver the rule does not route deletes to gave does not stand in for
+// the delete of the rm wrapper, which a rule routes to carol: the delete
+// is asked of carol. Carol's own approval of the hook's call covers it.
+func TestRoutedHookCoverage(t *testing.T) {
+	e, carol := routedEnv(t)
+	h := e.hookApproval(3, 100) // alice approves the Bash call
+	r := e.create(e.keyA, wrapperRm("s1", h.ID, 3, 100, "/src/build"))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("the delete routed to carol was %s by %q on alice's approval of the hook's call", r.Status, r.DecidedBy)
+	}
+
+	in := bash("s1", "rm -r build", []string{"rm"}, []string{"/src/build"}, recursive)
+	h2 := e.create(e.keyA, in)
+	if _, err := e.svc.Decide(e.ctx, carol, h2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, h2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, wrapperRm("s1", h2.ID, 3, 100, "/src/build")); r.Status != countersign.StatusApproved || r.DecidedBy != countersign.DecidedByCoverage {
+		t.Fatalf("carol's approval of the hook's call: the delete is %s by %q, want covered", r.Status, r.DecidedBy)
+	}
+}
+
+// TestRoutedWindow: an auto-approve window an approver opened before a
+// rule routed such requests to carol does not approve them; one carol
+// opens does.
+func TestRoutedWindow(t *testing.T) {
+	e, carol := routedEnv(t)
+	plain := approval.New(e.store, e.clock, e.hub, approval.Config{MaxPending: 50}, nil, nil)
+	rm := func(n int) countersign.CreateInput {
+		args, _ := json.Marshal(map[string]any{"targets": []string{"/src/build"}, "n": n})
+		return countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -r build", Arguments: args,
+			Context: countersign.RequestContext{SessionID: "s1", Cwd: "/src"},
+			Scope:   &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/build"}, Files: 3, Bytes: 100}}}
+	}
+	first, _, err := plain.Create(e.ctx, e.keyA, rm(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Decide(e.ctx, e.alice, first.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := plain.Create(e.ctx, e.keyA, rm(2)); err != nil || r.Status != countersign.StatusApproved {
+		t.Fatalf("without the rule: %v %v, want approved by the window", r, err)
+	}
+	r := e.create(e.keyA, rm(3))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("alice's window approved a delete routed to carol: %s", r.Status)
+	}
+	if _, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, rm(4)); r.Status != countersign.StatusApproved {
+		t.Fatalf("carol's window: %s, want approved", r.Status)
 	}
 }

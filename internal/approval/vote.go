@@ -103,3 +103,20 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 	}
 	return t, nil
 }
+
+// openedByRouted reports whether the auto-approve window w was opened by
+// an approver rule routes its requests to: a window opened before the
+// rule, by another approver, approves none of them. A window whose
+// opening request is gone approves none either.
+func (s *Service) openedByRouted(ctx context.Context, w *countersign.AutoApproveWindow, rule *TeamRule) (bool, error) {
+	if rule == nil || !rule.Routed() {
+		return true, nil
+	}
+	opened, err := s.store.Request(ctx, w.RequestID)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return rule.May(opened.DecidedBy), nil
+}
