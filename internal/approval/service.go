@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -277,13 +276,20 @@ func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, rule 
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(list, func(w *countersign.AutoApproveWindow) bool { return covers(w, r) })
-	if i < 0 {
-		return nil
+	var w *countersign.AutoApproveWindow
+	for _, x := range list {
+		if !covers(x, r) {
+			continue
+		}
+		if ok, err := s.openedByRouted(ctx, x, rule); err != nil {
+			return err
+		} else if ok {
+			w = x
+			break
+		}
 	}
-	w := list[i]
-	if ok, err := s.openedByRouted(ctx, w, rule); err != nil || !ok {
-		return err
+	if w == nil {
+		return nil
 	}
 	r.Status = countersign.StatusApproved
 	r.DecidedAt = r.CreatedAt
