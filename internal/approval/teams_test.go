@@ -292,3 +292,55 @@ func TestRoutedWindow(t *testing.T) {
 		t.Fatalf("carol's window: %s, want approved", r.Status)
 	}
 }
+
+// TestQuorumCountsCurrentApprovers: a vote counts only while its approver
+// may still decide the request: alice's vote does not count once she is
+// a viewer, nor once she is out of the account and back as a new
+// approver of the same name, whose own vote would otherwise make one
+// person two.
+func TestQuorumCountsCurrentApprovers(t *testing.T) {
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	t.Run("viewer", func(t *testing.T) {
+		e, carol, _ := teamEnv(t, "")
+		r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+		if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.svc.Decide(e.ctx, carol, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+			t.Fatalf("carol's vote after alice became a viewer: %v %v, want pending", got, err)
+		}
+	})
+	t.Run("removed and made again", func(t *testing.T) {
+		e, _, _ := teamEnv(t, "")
+		r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+		if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.world.Admin.RemoveApprover(e.ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		again := e.newApprover("alice", "acme")
+		if got, err := e.svc.Decide(e.ctx, again, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+			t.Fatalf("the new alice's vote: %v %v, want pending", got, err)
+		}
+	})
+}
+
+// TestTeamOfCountsCurrentApprovers: the inbox shows only the votes that
+// count.
+func TestTeamOfCountsCurrentApprovers(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 0 {
+		t.Fatalf("TeamOf after alice became a viewer: %+v %v, want no vote that counts", team, err)
+	}
+}

@@ -44,9 +44,14 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	b, _ := json.Marshal(detail)
 	done, _ := json.Marshal(map[string]any{"binding_hash": hash, "quorum": rule.Quorum})
 	actor := "approver:" + ap.Username
+	counted, err := s.counted(ctx, r.AccountID, rule)
+	if err != nil {
+		return nil, err
+	}
 	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
 		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
 		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
+		Counted: counted,
 	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
 		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
 	if err != nil {
@@ -68,6 +73,26 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	return got, nil
 }
 
+// counted returns the ids of the approvers whose votes count toward the
+// quorum of a request of rule in the account: its members who decide now
+// and whom the rule routes it to. A vote cast before its approver was
+// made a viewer, taken out of the account, or left out of the rule, counts
+// for nothing; nor does the vote of an approver removed and made again
+// under the same name, which would make one person two voters.
+func (s *Service) counted(ctx context.Context, accountID string, rule *TeamRule) ([]string, error) {
+	members, err := s.store.Members(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for _, m := range members {
+		if m.Role.Decides() && rule.May(m.Username) {
+			ids = append(ids, m.ApproverID)
+		}
+	}
+	return ids, nil
+}
+
 // Team is what the inbox shows of a request's team rule: who it is
 // routed to, and how many approvals it needs and has.
 type Team struct {
@@ -76,8 +101,8 @@ type Team struct {
 	Route string
 	// May reports whether the approver asking may decide it.
 	May bool
-	// Quorum is how many approvals it needs; Votes are those it has,
-	// oldest first. Quorum is 0 for a request the first decision ends.
+	// Quorum is how many approvals it needs; Votes are those it has
+	// that count, oldest first. Quorum is 0 for a request the first decision ends.
 	Quorum int
 	Votes  []countersign.Vote
 }
@@ -99,7 +124,11 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 		if err != nil {
 			return nil, err
 		}
-		t.Votes = votes
+		counted, err := s.counted(ctx, r.AccountID, rule)
+		if err != nil {
+			return nil, err
+		}
+		t.Votes = countersign.CountedVotes(votes, counted)
 	}
 	return t, nil
 }

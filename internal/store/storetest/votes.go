@@ -89,6 +89,35 @@ func testVotes(t *testing.T, open Opener) {
 	}
 }
 
+// testVoteCounted: only the votes of v.Counted count toward the quorum;
+// the others stay recorded.
+func testVoteCounted(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	r := create(t, s, newRequest(f.key, "deploy", `{}`, "counted"), Base)
+	now := Base.Add(time.Second)
+	counted := []string{"apr_bob", "apr_carol"}
+	in := func(name string) countersign.VoteInput {
+		v := voteIn(r, name, 2, now)
+		v.Counted = counted
+		return v
+	}
+	if _, _, err := castVote(t, s, in("alice")); err != nil {
+		t.Fatal(err)
+	}
+	got, votes, err := castVote(t, s, in("bob"))
+	if err != nil || got.Status != countersign.StatusPending || len(votes) != 1 || votes[0].Username != "bob" {
+		t.Fatalf("bob's vote after alice's, who does not count: %+v %+v %v, want pending with bob's vote alone", got, votes, err)
+	}
+	if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 2 {
+		t.Fatalf("Votes: %+v %v, want alice's and bob's", list, err)
+	}
+	got, _, err = castVote(t, s, in("carol"))
+	if err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "bob, carol" {
+		t.Fatalf("carol's vote: %+v %v, want approved by bob, carol", got, err)
+	}
+}
+
 // testVoteSeparate: with Separate, the approver who made the key may not
 // vote on its requests; another may, and so may the maker without it.
 func testVoteSeparate(t *testing.T, open Opener) {
