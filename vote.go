@@ -42,17 +42,19 @@ type VoteInput struct {
 	// the account or no longer routed the request) stays recorded, but
 	// counts for nothing. Nil counts every vote.
 	Counted []string
+	// Since, when not zero, is when the human last stopped the request's
+	// agent session: a vote cast before it counts for nothing, as the
+	// approvals given before it end.
+	Since time.Time
 }
 
-// CountedVotes returns the votes of votes whose approver is in counted,
-// in their order; all of them when counted is nil.
-func CountedVotes(votes []Vote, counted []string) []Vote {
-	if counted == nil {
-		return votes
-	}
+// CountedVotes returns the votes of votes whose approver is in counted
+// (any, when counted is nil) and that were cast at or after since, in
+// their order.
+func CountedVotes(votes []Vote, counted []string, since time.Time) []Vote {
 	out := []Vote{}
 	for _, v := range votes {
-		if slices.Contains(counted, v.ApproverID) {
+		if (counted == nil || slices.Contains(counted, v.ApproverID)) && !v.CreatedAt.Before(since) {
 			out = append(out, v)
 		}
 	}
@@ -67,7 +69,7 @@ type VoteStore interface {
 	// approver is ErrAlreadyVoted and changes nothing; with v.Separate,
 	// a vote of the approver who made the request's key or allowed its
 	// grant is ErrOwnKey. It writes voted for the vote; when the votes
-	// that count (v.Counted) reach v.Quorum it moves the request to approved in the same
+	// that count (v.Counted, v.Since) reach v.Quorum it moves the request to approved in the same
 	// transaction, with one conditional statement (DecidedBy the voters'
 	// usernames in the order they voted), and writes approved. It returns
 	// the request as it is after the vote and its votes that count,

@@ -115,15 +115,6 @@ func CoveredDeletes(r *countersign.Request) []string {
 // r's key) at or after since: the hook's approval was used, but a stop
 // ends what it still gives.
 func (s *Service) stoppedSince(ctx context.Context, r *countersign.Request, since time.Time) (bool, error) {
-	list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: r.AccountID, Status: countersign.StatusStopped,
-		SessionID: r.Context.SessionID, Limit: 100})
-	if err != nil {
-		return false, err
-	}
-	for _, x := range list {
-		if x.KeyID == r.KeyID && !x.DecidedAt.Before(since) {
-			return true, nil
-		}
-	}
-	return false, nil
+	last, err := s.lastStop(ctx, r)
+	return !last.IsZero() && !last.Before(since), err
 }

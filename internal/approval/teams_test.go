@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -342,5 +343,30 @@ func TestTeamOfCountsCurrentApprovers(t *testing.T) {
 	}
 	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 0 {
 		t.Fatalf("TeamOf after alice became a viewer: %+v %v, want no vote that counts", team, err)
+	}
+}
+
+// TestQuorumStopEndsVotes: a stop of the agent's session ends the votes
+// given before it, as it ends the approvals: after alice's vote the
+// session is stopped on another request, and carol's vote alone does not
+// approve; two votes after the stop do.
+func TestQuorumStopEndsVotes(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	other := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, other.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("carol's vote after the stop: %v %v, want pending", got, err)
+	}
+	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 1 || team.Votes[0].Username != "carol" {
+		t.Fatalf("TeamOf after the stop: %+v %v, want carol's vote alone", team, err)
 	}
 }

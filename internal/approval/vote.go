@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -48,10 +49,14 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	if err != nil {
 		return nil, err
 	}
+	since, err := s.lastStop(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
 		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
 		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
-		Counted: counted,
+		Counted: counted, Since: since,
 	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
 		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
 	if err != nil {
@@ -93,6 +98,27 @@ func (s *Service) counted(ctx context.Context, accountID string, rule *TeamRule)
 	return ids, nil
 }
 
+// lastStop returns when the human last stopped r's agent session (of r's
+// key), zero for never or for a request of no session: the votes cast
+// before it count for nothing, as the approvals given before it end.
+func (s *Service) lastStop(ctx context.Context, r *countersign.Request) (time.Time, error) {
+	var last time.Time
+	if r.Context.SessionID == "" {
+		return last, nil
+	}
+	list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: r.AccountID, Status: countersign.StatusStopped,
+		SessionID: r.Context.SessionID, Limit: 100})
+	if err != nil {
+		return last, err
+	}
+	for _, x := range list {
+		if x.KeyID == r.KeyID && x.DecidedAt.After(last) {
+			last = x.DecidedAt
+		}
+	}
+	return last, nil
+}
+
 // Team is what the inbox shows of a request's team rule: who it is
 // routed to, and how many approvals it needs and has.
 type Team struct {
@@ -128,7 +154,11 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 		if err != nil {
 			return nil, err
 		}
-		t.Votes = countersign.CountedVotes(votes, counted)
+		since, err := s.lastStop(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		t.Votes = countersign.CountedVotes(votes, counted, since)
 	}
 	return t, nil
 }

@@ -71,7 +71,7 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, v.Counted)
+	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
 	items := []auditItem{{r.AccountID, r.ID, voted}}
 	got := r
 	if len(votes) >= v.Quorum {

@@ -65,7 +65,7 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, v.Counted)
+	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
 	if len(votes) < v.Quorum {
 		return r, votes, nil
 	}
