@@ -310,9 +310,11 @@ func TestQuorumCountsCurrentApprovers(t *testing.T) {
 		if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := e.svc.Decide(e.ctx, carol, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
-			t.Fatalf("carol's vote after alice became a viewer: %v %v, want pending", got, err)
-		}
+		// Carol alone may decide now: her vote is refused as out of reach
+		// of the quorum, and alice's does not make up the second.
+		_, err := e.svc.Decide(e.ctx, carol, r.ID, approve)
+		wantCode(t, "carol's vote after alice became a viewer", err, countersign.ECONFLICT)
+		e.wantStatus(r.ID, countersign.StatusPending)
 	})
 	t.Run("removed and made again", func(t *testing.T) {
 		e, _, _ := teamEnv(t, "")
@@ -368,5 +370,28 @@ func TestQuorumStopEndsVotes(t *testing.T) {
 	}
 	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 1 || team.Votes[0].Username != "carol" {
 		t.Fatalf("TeamOf after the stop: %+v %v, want carol's vote alone", team, err)
+	}
+}
+
+// TestQuorumOutOfReach: when fewer approvers may decide than the quorum
+// needs (one the rule names was taken out of the account), an approval is
+// refused with the reason and records nothing; a deny still ends the
+// request.
+func TestQuorumOutOfReach(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	if _, err := e.world.Admin.RemoveMembership(e.ctx, "alice", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
+	wantCode(t, "a vote out of reach of the quorum", err, countersign.ECONFLICT)
+	if !strings.Contains(err.Error(), "only 1 approver of the account may give") {
+		t.Fatalf("refusal: %v", err)
+	}
+	if votes, err := e.store.Votes(e.ctx, r.ID); err != nil || len(votes) != 0 {
+		t.Fatalf("votes: %+v %v, want none", votes, err)
+	}
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny}); err != nil || got.Status != countersign.StatusDenied {
+		t.Fatalf("carol's deny: %v %v", got, err)
 	}
 }

@@ -49,6 +49,10 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	if err != nil {
 		return nil, err
 	}
+	if len(counted) < rule.Quorum {
+		s.log.Warn("a team rule's quorum is out of reach", "request", r.ID, "route", rule.Route, "quorum", rule.Quorum, "approvers", len(counted))
+		return nil, ErrQuorumOutOfReach(rule, len(counted))
+	}
 	since, err := s.lastStop(ctx, r)
 	if err != nil {
 		return nil, err
@@ -76,6 +80,19 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	s.metrics.decided(got)
 	s.log.Info("request decided", "request", got.ID, "reference", got.Reference, "status", got.Status, "approver", got.DecidedBy)
 	return got, nil
+}
+
+// ErrQuorumOutOfReach is the refusal of an approval that could never be
+// counted to the quorum: fewer approvers may decide the request than it
+// needs, as when one the rule names was taken out of the account or made
+// a viewer. Nothing changes; a deny still ends the request.
+func ErrQuorumOutOfReach(rule *TeamRule, may int) error {
+	who := "approvers"
+	if may == 1 {
+		who = "approver"
+	}
+	return countersign.Errorf(countersign.ECONFLICT, "this request needs %d approvals, but only %d %s of the account may give them (%s): the operator must change the teams configuration; you may still deny it",
+		rule.Quorum, may, who, rule.Route)
 }
 
 // counted returns the ids of the approvers whose votes count toward the
