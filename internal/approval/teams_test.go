@@ -395,3 +395,20 @@ func TestQuorumOutOfReach(t *testing.T) {
 		t.Fatalf("carol's deny: %v %v", got, err)
 	}
 }
+
+// TestSeparateWords: the refusals of a rule that keeps the key's maker
+// apart with a quorum of one say so, not "1 approvers".
+func TestSeparateWords(t *testing.T) {
+	e, _, _ := teamEnv(t, "\n[[rule]]\naccount = \"acme\"\nkind = \"mcp\"\nseparate = true\n")
+	m := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindMCP, Action: "post", Tier: countersign.TierWrite, Context: countersign.RequestContext{SessionID: "s1"}})
+	_, err := e.svc.DecideByElicitation(e.ctx, e.keyA, m.ID, true)
+	wantCode(t, "the client's answer", err, countersign.EFORBIDDEN)
+	if strings.Contains(err.Error(), "1 approvers") || !strings.Contains(err.Error(), "did not make the agent key") {
+		t.Fatalf("refusal: %v", err)
+	}
+	_, err = e.svc.Decide(e.ctx, e.alice, m.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 5})
+	wantCode(t, "a window", err, countersign.EINVALID)
+	if strings.Contains(err.Error(), "1 approvers") {
+		t.Fatalf("refusal: %v", err)
+	}
+}

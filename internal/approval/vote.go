@@ -33,7 +33,7 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 		return nil, ErrViewer()
 	}
 	if d.AutoApproveMinutes > 0 {
-		return nil, countersign.Errorf(countersign.EINVALID, "this request needs the approval of %d approvers, so no auto-approve window can be opened on it; approve it without one", rule.Quorum)
+		return nil, countersign.Errorf(countersign.EINVALID, "this request needs %s, so no auto-approve window can be opened on it; approve it without one", rule.needs())
 	}
 	now := s.clock.Now()
 	hash := r.BindingHash()
