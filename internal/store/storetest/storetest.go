@@ -62,6 +62,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Votes", testVotes},
 		{"VoteSeparate", testVoteSeparate},
 		{"VoteCounted", testVoteCounted},
+		{"VoteIdempotency", testVoteIdempotency},
 		{"VoteRace", testVoteRace},
 		{"VoteDenyRace", testVoteDenyRace},
 		{"ConsumeRace", testConsumeRace},
