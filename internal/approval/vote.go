@@ -167,6 +167,11 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 		if err != nil {
 			return nil, err
 		}
+		if len(votes) == 0 {
+			// No vote yet, as on most rows of an inbox: nothing to weigh.
+			t.Votes = votes
+			return t, nil
+		}
 		counted, err := s.counted(ctx, r.AccountID, rule)
 		if err != nil {
 			return nil, err
