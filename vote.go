@@ -2,6 +2,7 @@ package countersign
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -35,6 +36,29 @@ type VoteInput struct {
 	// Now is when the vote is cast: the request must be pending and not
 	// expired at Now.
 	Now time.Time
+	// Counted, when not nil, are the ids of the approvers whose votes
+	// count toward Quorum: those who may decide the request now. The
+	// vote of anyone else (an approver since made a viewer, taken out of
+	// the account or no longer routed the request) stays recorded, but
+	// counts for nothing. Nil counts every vote.
+	Counted []string
+	// Since, when not zero, is when the human last stopped the request's
+	// agent session: a vote cast before it counts for nothing, as the
+	// approvals given before it end.
+	Since time.Time
+}
+
+// CountedVotes returns the votes of votes whose approver is in counted
+// (any, when counted is nil) and that were cast at or after since, in
+// their order.
+func CountedVotes(votes []Vote, counted []string, since time.Time) []Vote {
+	out := []Vote{}
+	for _, v := range votes {
+		if (counted == nil || slices.Contains(counted, v.ApproverID)) && !v.CreatedAt.Before(since) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // VoteStore records the votes of requests that need several approvers.
@@ -45,10 +69,11 @@ type VoteStore interface {
 	// approver is ErrAlreadyVoted and changes nothing; with v.Separate,
 	// a vote of the approver who made the request's key or allowed its
 	// grant is ErrOwnKey. It writes voted for the vote; when the votes
-	// reach v.Quorum it moves the request to approved in the same
+	// that count (v.Counted, v.Since) reach v.Quorum it moves the request to approved in the same
 	// transaction, with one conditional statement (DecidedBy the voters'
 	// usernames in the order they voted), and writes approved. It returns
-	// the request as it is after the vote and its votes, oldest first.
+	// the request as it is after the vote and its votes that count,
+	// oldest first.
 	// Errors: ENOTFOUND, ECONFLICT, EFORBIDDEN.
 	Vote(ctx context.Context, v VoteInput, voted, approved AuditEvent) (*Request, []Vote, error)
 	// Votes returns the votes of a request, oldest first; none is not an

@@ -21,7 +21,7 @@ import (
 // entry says which approval covered it. Anything else is not an error:
 // the delete is asked like any other, so a reference the agent made up
 // gets nothing.
-func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, coveredBy string, ev *countersign.AuditEvent, extra map[string]string) (bool, error) {
+func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, coveredBy string, rule *TeamRule, ev *countersign.AuditEvent, extra map[string]string) (bool, error) {
 	if coveredBy == "" || !strings.HasPrefix(coveredBy, "req_") {
 		return false, nil
 	}
@@ -31,7 +31,9 @@ func (s *Service) applyCoverage(ctx context.Context, r *countersign.Request, cov
 	} else if err != nil {
 		return false, err
 	}
-	if !coversDelete(h, r) {
+	if !coversDelete(h, r) || (rule != nil && !rule.May(h.DecidedBy)) {
+		// Nor does the approval of an approver a team rule does not
+		// route the delete to cover it.
 		return false, nil
 	}
 	if stopped, err := s.stoppedSince(ctx, r, h.DecidedAt); err != nil || stopped {
@@ -113,15 +115,6 @@ func CoveredDeletes(r *countersign.Request) []string {
 // r's key) at or after since: the hook's approval was used, but a stop
 // ends what it still gives.
 func (s *Service) stoppedSince(ctx context.Context, r *countersign.Request, since time.Time) (bool, error) {
-	list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: r.AccountID, Status: countersign.StatusStopped,
-		SessionID: r.Context.SessionID, Limit: 100})
-	if err != nil {
-		return false, err
-	}
-	for _, x := range list {
-		if x.KeyID == r.KeyID && !x.DecidedAt.Before(since) {
-			return true, nil
-		}
-	}
-	return false, nil
+	last, err := s.lastStop(ctx, r)
+	return !last.IsZero() && !last.Before(since), err
 }

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -137,14 +136,16 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 	extra := map[string]string{}
 	// Only its votes approve a request a team rule gives a quorum: no
 	// window or hook approval that one approver gave (perhaps before the
-	// rule existed) stands in for them.
+	// rule existed) stands in for them. One a rule routes is approved by
+	// a window or hook approval only when an approver it is routed to
+	// gave that.
 	if rule := s.cfg.Teams.Rule(r); rule == nil || !rule.Votes() {
-		covered, err := s.applyCoverage(ctx, r, in.CoveredBy, &ev, extra)
+		covered, err := s.applyCoverage(ctx, r, in.CoveredBy, rule, &ev, extra)
 		if err != nil {
 			return nil, false, err
 		}
 		if !covered {
-			if err := s.applyWindow(ctx, r, &ev, extra); err != nil {
+			if err := s.applyWindow(ctx, r, rule, &ev, extra); err != nil {
 				return nil, false, err
 			}
 		}
@@ -267,7 +268,7 @@ func (s *Service) newRequest(agent countersign.Agent, in countersign.CreateInput
 // applyWindow approves the request at once when an auto-approve window of
 // the same key, session, kind and action is open and covers the request's
 // shape (see covers). The audit entry names the window.
-func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *countersign.AuditEvent, extra map[string]string) error {
+func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, rule *TeamRule, ev *countersign.AuditEvent, extra map[string]string) error {
 	if r.Context.SessionID == "" {
 		return nil
 	}
@@ -275,11 +276,21 @@ func (s *Service) applyWindow(ctx context.Context, r *countersign.Request, ev *c
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(list, func(w *countersign.AutoApproveWindow) bool { return covers(w, r) })
-	if i < 0 {
+	var w *countersign.AutoApproveWindow
+	for _, x := range list {
+		if !covers(x, r) {
+			continue
+		}
+		if ok, err := s.openedByRouted(ctx, x, rule); err != nil {
+			return err
+		} else if ok {
+			w = x
+			break
+		}
+	}
+	if w == nil {
 		return nil
 	}
-	w := list[i]
 	r.Status = countersign.StatusApproved
 	r.DecidedAt = r.CreatedAt
 	r.DecidedBy = countersign.DecidedByAutoApprove

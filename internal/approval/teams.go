@@ -102,9 +102,17 @@ func ErrNotRouted(rule *TeamRule) error {
 // signed in can be counted.
 func ErrNeedsApprover(rule *TeamRule) error {
 	if rule.Votes() {
-		return countersign.Errorf(countersign.EFORBIDDEN, "this request needs the approval of %d approvers: decide it in the inbox, signed in", rule.Quorum)
+		return countersign.Errorf(countersign.EFORBIDDEN, "this request needs %s: decide it in the inbox, signed in", rule.needs())
 	}
 	return ErrNotRouted(rule)
+}
+
+// needs says whose approval a request of a rule that counts votes needs.
+func (rule *TeamRule) needs() string {
+	if rule.Quorum > 1 {
+		return fmt.Sprintf("the approval of %d approvers", rule.Quorum)
+	}
+	return "the approval of an approver who did not make the agent key that asks"
 }
 
 // TeamsFile is the teams configuration as written (TOML):

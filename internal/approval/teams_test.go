@@ -1,10 +1,12 @@
 package approval_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/approval"
@@ -211,5 +213,202 @@ func TestQuorumNoWindow(t *testing.T) {
 	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
 	if r.Status != countersign.StatusPending {
 		t.Fatalf("under the rule the window approved the request: %s", r.Status)
+	}
+}
+
+// routedEnv is acme with carol and dave, and one rule: the deletes of the
+// rm wrapper are decided by carol alone.
+func routedEnv(t *testing.T) (*env, countersign.ApproverPrincipal) {
+	t.Helper()
+	e := newEnv(t, approval.Config{MaxPending: 50})
+	carol := e.newApprover("carol", "acme")
+	e.newApprover("dave", "acme")
+	f, err := teamsFile(t, "[[rule]]\naccount = \"acme\"\nkind = \"rm\"\napprovers = [\"carol\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams, err := f.Resolve(e.ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = approval.New(e.store, e.clock, e.hub, approval.Config{MaxPending: 50, Teams: teams}, nil, nil)
+	return e, carol
+}
+
+// TestRoutedHookCoverage: the approval of the Claude Code hook that an
+// approver the rule does not route deletes to gave does not stand in for
+// the delete of the rm wrapper, which a rule routes to carol: the delete
+// is asked of carol. Carol's own approval of the hook's call covers it.
+func TestRoutedHookCoverage(t *testing.T) {
+	e, carol := routedEnv(t)
+	h := e.hookApproval(3, 100) // alice approves the Bash call
+	r := e.create(e.keyA, wrapperRm("s1", h.ID, 3, 100, "/src/build"))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("the delete routed to carol was %s by %q on alice's approval of the hook's call", r.Status, r.DecidedBy)
+	}
+
+	in := bash("s1", "rm -r build", []string{"rm"}, []string{"/src/build"}, recursive)
+	h2 := e.create(e.keyA, in)
+	if _, err := e.svc.Decide(e.ctx, carol, h2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, h2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, wrapperRm("s1", h2.ID, 3, 100, "/src/build")); r.Status != countersign.StatusApproved || r.DecidedBy != countersign.DecidedByCoverage {
+		t.Fatalf("carol's approval of the hook's call: the delete is %s by %q, want covered", r.Status, r.DecidedBy)
+	}
+}
+
+// TestRoutedWindow: an auto-approve window an approver opened before a
+// rule routed such requests to carol does not approve them; one carol
+// opens does.
+func TestRoutedWindow(t *testing.T) {
+	e, carol := routedEnv(t)
+	plain := approval.New(e.store, e.clock, e.hub, approval.Config{MaxPending: 50}, nil, nil)
+	rm := func(n int) countersign.CreateInput {
+		args, _ := json.Marshal(map[string]any{"targets": []string{"/src/build"}, "n": n})
+		return countersign.CreateInput{Kind: countersign.KindRm, Action: "rm -r build", Arguments: args,
+			Context: countersign.RequestContext{SessionID: "s1", Cwd: "/src"},
+			Scope:   &countersign.Scope{StatedScope: countersign.StatedScope{Commands: []string{"rm"}, Paths: []string{"/src/build"}, Files: 3, Bytes: 100}}}
+	}
+	first, _, err := plain.Create(e.ctx, e.keyA, rm(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Decide(e.ctx, e.alice, first.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if r, _, err := plain.Create(e.ctx, e.keyA, rm(2)); err != nil || r.Status != countersign.StatusApproved {
+		t.Fatalf("without the rule: %v %v, want approved by the window", r, err)
+	}
+	r := e.create(e.keyA, rm(3))
+	if r.Status != countersign.StatusPending {
+		t.Fatalf("alice's window approved a delete routed to carol: %s", r.Status)
+	}
+	if _, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.create(e.keyA, rm(4)); r.Status != countersign.StatusApproved {
+		t.Fatalf("carol's window: %s, want approved", r.Status)
+	}
+}
+
+// TestQuorumCountsCurrentApprovers: a vote counts only while its approver
+// may still decide the request: alice's vote does not count once she is
+// a viewer, nor once she is out of the account and back as a new
+// approver of the same name, whose own vote would otherwise make one
+// person two.
+func TestQuorumCountsCurrentApprovers(t *testing.T) {
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	t.Run("viewer", func(t *testing.T) {
+		e, carol, _ := teamEnv(t, "")
+		r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+		if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
+			t.Fatal(err)
+		}
+		// Carol alone may decide now: her vote is refused as out of reach
+		// of the quorum, and alice's does not make up the second.
+		_, err := e.svc.Decide(e.ctx, carol, r.ID, approve)
+		wantCode(t, "carol's vote after alice became a viewer", err, countersign.ECONFLICT)
+		e.wantStatus(r.ID, countersign.StatusPending)
+	})
+	t.Run("removed and made again", func(t *testing.T) {
+		e, _, _ := teamEnv(t, "")
+		r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+		if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.world.Admin.RemoveApprover(e.ctx, "alice"); err != nil {
+			t.Fatal(err)
+		}
+		again := e.newApprover("alice", "acme")
+		if got, err := e.svc.Decide(e.ctx, again, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+			t.Fatalf("the new alice's vote: %v %v, want pending", got, err)
+		}
+	})
+}
+
+// TestTeamOfCountsCurrentApprovers: the inbox shows only the votes that
+// count.
+func TestTeamOfCountsCurrentApprovers(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 0 {
+		t.Fatalf("TeamOf after alice became a viewer: %+v %v, want no vote that counts", team, err)
+	}
+}
+
+// TestQuorumStopEndsVotes: a stop of the agent's session ends the votes
+// given before it, as it ends the approvals: after alice's vote the
+// session is stopped on another request, and carol's vote alone does not
+// approve; two votes after the stop do.
+func TestQuorumStopEndsVotes(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	other := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	if _, err := e.svc.Decide(e.ctx, e.alice, other.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("carol's vote after the stop: %v %v, want pending", got, err)
+	}
+	if team, err := e.svc.TeamOf(e.ctx, carol, r); err != nil || len(team.Votes) != 1 || team.Votes[0].Username != "carol" {
+		t.Fatalf("TeamOf after the stop: %+v %v, want carol's vote alone", team, err)
+	}
+}
+
+// TestQuorumOutOfReach: when fewer approvers may decide than the quorum
+// needs (one the rule names was taken out of the account), an approval is
+// refused with the reason and records nothing; a deny still ends the
+// request.
+func TestQuorumOutOfReach(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	if _, err := e.world.Admin.RemoveMembership(e.ctx, "alice", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove})
+	wantCode(t, "a vote out of reach of the quorum", err, countersign.ECONFLICT)
+	if !strings.Contains(err.Error(), "only 1 approver of the account may give") {
+		t.Fatalf("refusal: %v", err)
+	}
+	if votes, err := e.store.Votes(e.ctx, r.ID); err != nil || len(votes) != 0 {
+		t.Fatalf("votes: %+v %v, want none", votes, err)
+	}
+	if got, err := e.svc.Decide(e.ctx, carol, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny}); err != nil || got.Status != countersign.StatusDenied {
+		t.Fatalf("carol's deny: %v %v", got, err)
+	}
+}
+
+// TestSeparateWords: the refusals of a rule that keeps the key's maker
+// apart with a quorum of one say so, not "1 approvers".
+func TestSeparateWords(t *testing.T) {
+	e, _, _ := teamEnv(t, "\n[[rule]]\naccount = \"acme\"\nkind = \"mcp\"\nseparate = true\n")
+	m := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindMCP, Action: "post", Tier: countersign.TierWrite, Context: countersign.RequestContext{SessionID: "s1"}})
+	_, err := e.svc.DecideByElicitation(e.ctx, e.keyA, m.ID, true)
+	wantCode(t, "the client's answer", err, countersign.EFORBIDDEN)
+	if strings.Contains(err.Error(), "1 approvers") || !strings.Contains(err.Error(), "did not make the agent key") {
+		t.Fatalf("refusal: %v", err)
+	}
+	_, err = e.svc.Decide(e.ctx, e.alice, m.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, AutoApproveMinutes: 5})
+	wantCode(t, "a window", err, countersign.EINVALID)
+	if strings.Contains(err.Error(), "1 approvers") {
+		t.Fatalf("refusal: %v", err)
 	}
 }

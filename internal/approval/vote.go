@@ -3,6 +3,7 @@ package approval
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -32,7 +33,7 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 		return nil, ErrViewer()
 	}
 	if d.AutoApproveMinutes > 0 {
-		return nil, countersign.Errorf(countersign.EINVALID, "this request needs the approval of %d approvers, so no auto-approve window can be opened on it; approve it without one", rule.Quorum)
+		return nil, countersign.Errorf(countersign.EINVALID, "this request needs %s, so no auto-approve window can be opened on it; approve it without one", rule.needs())
 	}
 	now := s.clock.Now()
 	hash := r.BindingHash()
@@ -44,9 +45,22 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	b, _ := json.Marshal(detail)
 	done, _ := json.Marshal(map[string]any{"binding_hash": hash, "quorum": rule.Quorum})
 	actor := "approver:" + ap.Username
+	counted, err := s.counted(ctx, r.AccountID, rule)
+	if err != nil {
+		return nil, err
+	}
+	if len(counted) < rule.Quorum {
+		s.log.Warn("a team rule's quorum is out of reach", "request", r.ID, "route", rule.Route, "quorum", rule.Quorum, "approvers", len(counted))
+		return nil, ErrQuorumOutOfReach(rule, len(counted))
+	}
+	since, err := s.lastStop(ctx, r)
+	if err != nil {
+		return nil, err
+	}
 	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
 		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
 		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
+		Counted: counted, Since: since,
 	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
 		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
 	if err != nil {
@@ -68,6 +82,60 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	return got, nil
 }
 
+// ErrQuorumOutOfReach is the refusal of an approval that could never be
+// counted to the quorum: fewer approvers may decide the request than it
+// needs, as when one the rule names was taken out of the account or made
+// a viewer. Nothing changes; a deny still ends the request.
+func ErrQuorumOutOfReach(rule *TeamRule, may int) error {
+	who := "approvers"
+	if may == 1 {
+		who = "approver"
+	}
+	return countersign.Errorf(countersign.ECONFLICT, "this request needs %d approvals, but only %d %s of the account may give them (%s): the operator must change the teams configuration; you may still deny it",
+		rule.Quorum, may, who, rule.Route)
+}
+
+// counted returns the ids of the approvers whose votes count toward the
+// quorum of a request of rule in the account: its members who decide now
+// and whom the rule routes it to. A vote cast before its approver was
+// made a viewer, taken out of the account, or left out of the rule, counts
+// for nothing; nor does the vote of an approver removed and made again
+// under the same name, which would make one person two voters.
+func (s *Service) counted(ctx context.Context, accountID string, rule *TeamRule) ([]string, error) {
+	members, err := s.store.Members(ctx, accountID)
+	if err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	for _, m := range members {
+		if m.Role.Decides() && rule.May(m.Username) {
+			ids = append(ids, m.ApproverID)
+		}
+	}
+	return ids, nil
+}
+
+// lastStop returns when the human last stopped r's agent session (of r's
+// key), zero for never or for a request of no session: the votes cast
+// before it count for nothing, as the approvals given before it end.
+func (s *Service) lastStop(ctx context.Context, r *countersign.Request) (time.Time, error) {
+	var last time.Time
+	if r.Context.SessionID == "" {
+		return last, nil
+	}
+	list, err := s.store.Requests(ctx, countersign.RequestFilter{AccountID: r.AccountID, Status: countersign.StatusStopped,
+		SessionID: r.Context.SessionID, Limit: 100})
+	if err != nil {
+		return last, err
+	}
+	for _, x := range list {
+		if x.KeyID == r.KeyID && x.DecidedAt.After(last) {
+			last = x.DecidedAt
+		}
+	}
+	return last, nil
+}
+
 // Team is what the inbox shows of a request's team rule: who it is
 // routed to, and how many approvals it needs and has.
 type Team struct {
@@ -76,8 +144,8 @@ type Team struct {
 	Route string
 	// May reports whether the approver asking may decide it.
 	May bool
-	// Quorum is how many approvals it needs; Votes are those it has,
-	// oldest first. Quorum is 0 for a request the first decision ends.
+	// Quorum is how many approvals it needs; Votes are those it has
+	// that count, oldest first. Quorum is 0 for a request the first decision ends.
 	Quorum int
 	Votes  []countersign.Vote
 }
@@ -99,7 +167,37 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 		if err != nil {
 			return nil, err
 		}
-		t.Votes = votes
+		if len(votes) == 0 {
+			// No vote yet, as on most rows of an inbox: nothing to weigh.
+			t.Votes = votes
+			return t, nil
+		}
+		counted, err := s.counted(ctx, r.AccountID, rule)
+		if err != nil {
+			return nil, err
+		}
+		since, err := s.lastStop(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		t.Votes = countersign.CountedVotes(votes, counted, since)
 	}
 	return t, nil
+}
+
+// openedByRouted reports whether the auto-approve window w was opened by
+// an approver rule routes its requests to: a window opened before the
+// rule, by another approver, approves none of them. A window whose
+// opening request is gone approves none either.
+func (s *Service) openedByRouted(ctx context.Context, w *countersign.AutoApproveWindow, rule *TeamRule) (bool, error) {
+	if rule == nil || !rule.Routed() {
+		return true, nil
+	}
+	opened, err := s.store.Request(ctx, w.RequestID)
+	if countersign.ErrorCode(err) == countersign.ENOTFOUND {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	return rule.May(opened.DecidedBy), nil
 }

@@ -1,14 +1,17 @@
 package server_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/server"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -114,5 +117,32 @@ func TestQuorumInbox(t *testing.T) {
 	page = e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "alice's page", http.StatusOK).body
 	if !strings.Contains(page, "1 of 2 approvals: alice") || !strings.Contains(page, "one of the 2 this request needs") {
 		t.Errorf("alice's page:\n%s", page)
+	}
+}
+
+// TestQuorumVoteReplyLost: a vote that does not reach the quorum, whose
+// reply is lost after the commit, is retried by the Go client with the
+// same Idempotency-Key and answered as first (pending), not 409 "you
+// have already approved this request".
+func TestQuorumVoteReplyLost(t *testing.T) {
+	s := newServerWith(t, func(c *approval.Config) {
+		c.Teams = &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool, Tool: "Bash",
+			Approvers: []string{"alice", "carol"}, Route: "group:sre", Quorum: 2}}}
+	})
+	u, _ := url.Parse(s.URL)
+	var armed, dropped atomic.Int32
+	defer server.DropAfterCommit(func(r *http.Request) bool {
+		if r.Host != u.Host || !armed.CompareAndSwap(1, 0) {
+			return false
+		}
+		dropped.Add(1)
+		return true
+	})()
+	s.approverToken("carol") // the quorum's second approver
+	r := s.create(s.KeyA)
+	armed.Store(1)
+	got, err := client.New(s.URL, s.alice).Decide(context.Background(), r.ID, client.Decision{Decision: "approve"})
+	if err != nil || got.Status != "pending" || dropped.Load() != 1 {
+		t.Fatalf("alice's vote with its reply lost: %+v, %v; %d dropped", got, err, dropped.Load())
 	}
 }

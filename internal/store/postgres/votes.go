@@ -71,6 +71,7 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	if err != nil {
 		return nil, nil, err
 	}
+	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
 	items := []auditItem{{r.AccountID, r.ID, voted}}
 	got := r
 	if len(votes) >= v.Quorum {
@@ -88,7 +89,9 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	batch := &pgx.Batch{}
 	queueNotify(batch, db.payload(r.ID, r.AccountID, ""))
 	idem := countersign.IdempotencyFrom(ctx)
-	recordIdem := idem != nil && got.Status == countersign.StatusApproved && idem.Records(got.Status)
+	// A vote is the decision asked for, whether or not it reaches the
+	// quorum: a retry with its key gets its answer again.
+	recordIdem := idem != nil && idem.Op == countersign.IdemDecision
 	if recordIdem {
 		queueIdempotent(batch, idem, got, false, v.Now)
 	}

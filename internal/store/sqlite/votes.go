@@ -65,7 +65,15 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 	if err != nil {
 		return nil, nil, err
 	}
+	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
 	if len(votes) < v.Quorum {
+		// The vote is the decision asked for, though the request stays
+		// pending: a retry with its key gets this answer again.
+		if i := countersign.IdempotencyFrom(ctx); i != nil && i.Op == countersign.IdemDecision {
+			if err := recordIdempotent(ctx, tx, r, false, v.Now); err != nil {
+				return nil, nil, err
+			}
+		}
 		return r, votes, nil
 	}
 	t.DecidedBy = countersign.VotersOf(votes)

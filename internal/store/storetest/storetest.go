@@ -61,6 +61,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"DecideRace", testDecideRace},
 		{"Votes", testVotes},
 		{"VoteSeparate", testVoteSeparate},
+		{"VoteCounted", testVoteCounted},
+		{"VoteIdempotency", testVoteIdempotency},
 		{"VoteRace", testVoteRace},
 		{"VoteDenyRace", testVoteDenyRace},
 		{"ConsumeRace", testConsumeRace},

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -86,6 +87,71 @@ func testVotes(t *testing.T, open Opener) {
 		if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 0 {
 			t.Fatalf("votes of a pruned request: %+v, %v", list, err)
 		}
+	}
+}
+
+// testVoteCounted: only the votes of v.Counted count toward the quorum;
+// the others stay recorded.
+func testVoteCounted(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	r := create(t, s, newRequest(f.key, "deploy", `{}`, "counted"), Base)
+	now := Base.Add(time.Second)
+	counted := []string{"apr_bob", "apr_carol"}
+	in := func(name string) countersign.VoteInput {
+		v := voteIn(r, name, 2, now)
+		v.Counted = counted
+		return v
+	}
+	if _, _, err := castVote(t, s, in("alice")); err != nil {
+		t.Fatal(err)
+	}
+	got, votes, err := castVote(t, s, in("bob"))
+	if err != nil || got.Status != countersign.StatusPending || len(votes) != 1 || votes[0].Username != "bob" {
+		t.Fatalf("bob's vote after alice's, who does not count: %+v %+v %v, want pending with bob's vote alone", got, votes, err)
+	}
+	if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 2 {
+		t.Fatalf("Votes: %+v %v, want alice's and bob's", list, err)
+	}
+	got, _, err = castVote(t, s, in("carol"))
+	if err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "bob, carol" {
+		t.Fatalf("carol's vote: %+v %v, want approved by bob, carol", got, err)
+	}
+}
+
+// testVoteIdempotency: a vote made with an Idempotency-Key records the key
+// with the request as the vote left it, whether or not the vote reached
+// the quorum, so that a retry whose answer was lost gets that answer, not
+// "already approved"; the same key again records nothing.
+func testVoteIdempotency(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	is, ok := s.(countersign.IdempotencyStore)
+	if !ok {
+		t.Skip("the store records no idempotency keys")
+	}
+	r := create(t, s, newRequest(f.key, "deploy", `{}`, "idem"), Base)
+	now := Base.Add(time.Second)
+	key := func(name, k string) context.Context {
+		return countersign.WithIdempotency(t.Context(), &countersign.Idempotency{Principal: "approver:apr_" + name, Key: k,
+			Op: countersign.IdemDecision, Fingerprint: sha(k)})
+	}
+	voted, approved := voteEvents("alice")
+	if _, _, err := s.Vote(key("alice", "k1"), voteIn(r, "alice", 2, now), voted, approved); err != nil {
+		t.Fatal(err)
+	}
+	res, err := is.Idempotent(t.Context(), "approver:apr_alice", "k1", now.Add(-time.Hour))
+	if err != nil || res.Request.Status != countersign.StatusPending || res.Request.ID != r.ID {
+		t.Fatalf("the first vote's key: %+v %v, want it recorded with the request pending", res, err)
+	}
+	voted, approved = voteEvents("bob")
+	got, _, err := s.Vote(key("bob", "k2"), voteIn(r, "bob", 2, now), voted, approved)
+	if err != nil || got.Status != countersign.StatusApproved {
+		t.Fatalf("bob's vote: %+v %v", got, err)
+	}
+	res, err = is.Idempotent(t.Context(), "approver:apr_bob", "k2", now.Add(-time.Hour))
+	if err != nil || res.Request.Status != countersign.StatusApproved {
+		t.Fatalf("the last vote's key: %+v %v, want it recorded with the request approved", res, err)
 	}
 }
 
