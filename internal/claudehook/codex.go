@@ -7,7 +7,6 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -119,8 +118,8 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.Timeout%time.Second != 0 {
-		return errors.New("--timeout: hooks.json takes whole seconds")
+	if err := wholeSeconds(o.Timeout, "hooks.json"); err != nil {
+		return err
 	}
 	if *print {
 		if o.Settings != "" || *trust {

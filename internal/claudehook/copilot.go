@@ -443,11 +443,7 @@ func parseCopilotInstall(args []string, stderr io.Writer, getenv func(string) st
 	fs.StringVar(&o.File, "file", "", "the hooks file to write (default: ~/.copilot/hooks/countersign.json, or under $COPILOT_HOME)")
 	project := fs.String("project", "", "write the repository's .github/hooks/countersign.json under this directory instead")
 	fs.BoolVar(&o.Print, "print", false, "print the hooks file instead of writing it")
-	fs.Func("timeout", "the hook's timeoutSec (default 600): how long a human has to decide", func(v string) error {
-		d, err := parseTimeout(v)
-		o.Timeout = d
-		return err
-	})
+	timeoutFlag(fs, &o.Timeout, "the hook's timeoutSec (default 600): how long a human has to decide")
 	fs.StringVar(&o.Command, "command", o.Command, "the command Copilot runs")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -455,8 +451,8 @@ func parseCopilotInstall(args []string, stderr io.Writer, getenv func(string) st
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.Timeout%time.Second != 0 {
-		return o, errors.New("--timeout: timeoutSec takes whole seconds")
+	if err := wholeSeconds(o.Timeout, "timeoutSec"); err != nil {
+		return o, err
 	}
 	if strings.TrimSpace(o.Command) == "" {
 		return o, errors.New("--command is empty")

@@ -103,11 +103,7 @@ func parseGeminiInstall(args []string, stderr io.Writer, getenv func(string) str
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Settings, "settings", "", "merge into this settings.json (~/.gemini/settings.json, or a project's .gemini/settings.json) instead of printing")
 	fs.StringVar(&o.Policy, "policy", "", "the policy file to write (default ~/.gemini/policies/countersign.toml with the user's settings, none with a project's; Gemini CLI reads no project's policies)")
-	fs.Func("timeout", "the hook's timeout in seconds (default 600; Gemini CLI's own default of 60 is too short for a human)", func(v string) error {
-		d, err := parseTimeout(v)
-		o.Timeout = d
-		return err
-	})
+	timeoutFlag(fs, &o.Timeout, "the hook's timeout in seconds (default 600; Gemini CLI's own default of 60 is too short for a human)")
 	fs.StringVar(&o.Command, "command", o.Command, "the command Gemini CLI runs")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -115,8 +111,8 @@ func parseGeminiInstall(args []string, stderr io.Writer, getenv func(string) str
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	if o.Timeout%time.Second != 0 {
-		return o, errors.New("--timeout: want whole seconds")
+	if err := wholeSeconds(o.Timeout, "settings.json"); err != nil {
+		return o, err
 	}
 	if strings.TrimSpace(o.Command) == "" {
 		return o, errors.New("--command: want the command that starts the hook")

@@ -66,13 +66,27 @@ func printHooks(stdout io.Writer, o InstallOptions) error {
 	return err
 }
 
-// timeoutFlag adds --timeout, in seconds or as a duration, to fs.
-func timeoutFlag(fs *flag.FlagSet, d *time.Duration) {
-	fs.Func("timeout", "the hook's timeout in seconds (default 600)", func(v string) error {
+// timeoutFlag adds --timeout, in seconds or as a duration, to fs; usage
+// says what the agent does with it (default: the hook's timeout).
+func timeoutFlag(fs *flag.FlagSet, d *time.Duration, usage ...string) {
+	text := "the hook's timeout in seconds (default 600)"
+	if len(usage) > 0 {
+		text = usage[0]
+	}
+	fs.Func("timeout", text, func(v string) error {
 		t, err := parseTimeout(v)
 		*d = t
 		return err
 	})
+}
+
+// wholeSeconds refuses a timeout the agent's file, which takes seconds,
+// cannot hold.
+func wholeSeconds(d time.Duration, file string) error {
+	if d%time.Second != 0 {
+		return fmt.Errorf("--timeout: %s takes whole seconds", file)
+	}
+	return nil
 }
 
 // hookEvents are the events the hook answers; defaultEvents those it is
@@ -118,8 +132,8 @@ func parseInstall(args []string, stderr io.Writer, getenv func(string) string) (
 		}
 		o.Events = append(o.Events, ev)
 	}
-	if o.Timeout%time.Second != 0 {
-		return o, errors.New("--timeout: settings.json takes whole seconds")
+	if err := wholeSeconds(o.Timeout, "settings.json"); err != nil {
+		return o, err
 	}
 	return o, nil
 }
