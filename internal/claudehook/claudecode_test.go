@@ -402,27 +402,34 @@ func bash(command string) toolUse {
 // one request each, until Claude Code exits (run closes r.exited). It
 // returns a wait for the requests it decided.
 func (r *claudeRig) human(decisions ...client.Decision) func() {
-	done, exited := make(chan struct{}), r.exited
+	return r.srv.decideAsTheyCome(r.t, "Claude Code", r.exited, decisions...)
+}
+
+// decideAsTheyCome decides the server's requests as they come, the
+// decisions in turn, one request each, until the agent named who exits
+// (exited closes). It returns a wait for the requests it decided.
+func (s *testServer) decideAsTheyCome(t testing.TB, who string, exited <-chan struct{}, decisions ...client.Decision) func() {
+	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for _, d := range decisions {
-			req := r.nextPending(exited)
+			req := s.nextPending(exited)
 			if req == nil {
-				r.t.Errorf("no request to %s was pending before Claude Code exited (or within %s)", d.Decision, testutil.EventuallyWithin)
+				t.Errorf("no request to %s was pending before %s exited (or within %s)", d.Decision, who, testutil.EventuallyWithin)
 				return
 			}
-			r.srv.decide(r.t, req, d)
+			s.decide(t, req, d)
 		}
 	}()
 	return func() { <-done }
 }
 
-// nextPending waits for a pending request until Claude Code exits; nil
+// nextPending waits for a pending request until the agent exits; nil
 // when it exits first or none comes within testutil.EventuallyWithin.
-func (r *claudeRig) nextPending(exited <-chan struct{}) *client.Request {
+func (s *testServer) nextPending(exited <-chan struct{}) *client.Request {
 	var req *client.Request
 	testutil.Wait(func() bool {
-		list, err := r.srv.human.List(context.Background(), "pending", 5)
+		list, err := s.human.List(context.Background(), "pending", 5)
 		if err == nil && len(list) > 0 {
 			req = list[0]
 			return true
@@ -440,20 +447,32 @@ func (r *claudeRig) nextPending(exited <-chan struct{}) *client.Request {
 // askedOnce checks that a human decided exactly one request of the rig,
 // on the tool, in the session Claude Code runs, and returns it.
 func (r *claudeRig) askedOnce(tool string) *client.Request {
-	r.t.Helper()
+	return r.srv.askedOnce(r.t, countersign.AgentClaudeCode, r.w.project, tool)
+}
+
+// askedOnce checks that a human decided exactly one request of the
+// server, on the tool, asked by the agent from the project in a session
+// of its own (Claude Code's bare, another agent's prefixed with its
+// name), and returns it.
+func (s *testServer) askedOnce(t testing.TB, agent, project, tool string) *client.Request {
+	t.Helper()
 	var decided []*client.Request
-	for _, q := range r.srv.requests(r.t) {
+	for _, q := range s.requests(t) {
 		if q.DecidedBy == "alice" {
 			decided = append(decided, q)
 		}
 	}
 	if len(decided) != 1 {
-		r.t.Fatalf("a human decided %d requests, want 1", len(decided))
+		t.Fatalf("a human decided %d requests, want 1", len(decided))
 	}
 	q := decided[0]
-	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != r.w.project || q.Context.SessionID == "" || q.Context.Agent != "claude-code" {
-		r.t.Errorf("the request: kind %s action %s cwd %s session %q agent %q; want a tool request of %s from the project, by claude-code",
-			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, q.Context.Agent, tool)
+	session, ok := q.Context.SessionID, true
+	if agent != countersign.AgentClaudeCode {
+		session, ok = strings.CutPrefix(session, agent+":")
+	}
+	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != project || !ok || session == "" || q.Context.Agent != agent {
+		t.Errorf("the request: kind %s action %s cwd %s session %q agent %q; want a tool request of %s from the project, by %s in its session",
+			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, q.Context.Agent, tool, agent)
 	}
 	return q
 }

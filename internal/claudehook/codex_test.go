@@ -334,38 +334,7 @@ stream_max_retries = 0
 // one request each, until Codex exits. It returns a wait for the
 // requests it decided.
 func (r *codexRig) human(decisions ...client.Decision) func() {
-	done, exited := make(chan struct{}), r.exited
-	go func() {
-		defer close(done)
-		for _, d := range decisions {
-			req := r.nextPending(exited)
-			if req == nil {
-				r.t.Errorf("no request to %s was pending before Codex exited (or within %s)", d.Decision, testutil.EventuallyWithin)
-				return
-			}
-			r.srv.decide(r.t, req, d)
-		}
-	}()
-	return func() { <-done }
-}
-
-// nextPending waits for a pending request until Codex exits.
-func (r *codexRig) nextPending(exited <-chan struct{}) *client.Request {
-	var req *client.Request
-	testutil.Wait(func() bool {
-		list, err := r.srv.human.List(context.Background(), "pending", 5)
-		if err == nil && len(list) > 0 {
-			req = list[0]
-			return true
-		}
-		select {
-		case <-exited:
-			return true
-		default:
-			return false
-		}
-	}, testutil.EventuallyWithin)
-	return req
+	return r.srv.decideAsTheyCome(r.t, "Codex", r.exited, decisions...)
 }
 
 // captured returns the inputs the capturing hook kept.

@@ -175,23 +175,7 @@ func (r *copilotRig) captured() []map[string]any {
 // askedCopilot checks that a human decided exactly one request, of the
 // tool, asked by Copilot in its session from the project, and returns it.
 func (r *copilotRig) askedCopilot(tool string) *client.Request {
-	r.t.Helper()
-	var decided []*client.Request
-	for _, q := range r.srv.requests(r.t) {
-		if q.DecidedBy == "alice" {
-			decided = append(decided, q)
-		}
-	}
-	if len(decided) != 1 {
-		r.t.Fatalf("a human decided %d requests, want 1", len(decided))
-	}
-	q := decided[0]
-	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != r.w.project || q.Context.Agent != countersign.AgentCopilot ||
-		!strings.HasPrefix(q.Context.SessionID, "copilot:") || len(q.Context.SessionID) == len("copilot:") {
-		r.t.Errorf("the request: kind %s action %s cwd %s session %q agent %q; want a tool request of %s from the project, by copilot in its session",
-			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, q.Context.Agent, tool)
-	}
-	return q
+	return r.srv.askedOnce(r.t, countersign.AgentCopilot, r.w.project, tool)
 }
 
 // shell is a scripted call of Copilot's shell tool.

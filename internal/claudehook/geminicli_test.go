@@ -237,22 +237,7 @@ func (r *geminiRig) run(args []string, script ...toolUse) (string, []toolResult)
 // on the tool, asked by Gemini CLI in its session, from the project, and
 // returns it.
 func (r *geminiRig) askedOnce(tool string) *client.Request {
-	r.t.Helper()
-	var decided []*client.Request
-	for _, q := range r.srv.requests(r.t) {
-		if q.DecidedBy == "alice" {
-			decided = append(decided, q)
-		}
-	}
-	if len(decided) != 1 {
-		r.t.Fatalf("a human decided %d requests, want 1", len(decided))
-	}
-	q := decided[0]
-	if q.Kind != "tool" || q.Action != tool || q.Context.Cwd != r.w.project || !strings.HasPrefix(q.Context.SessionID, "gemini:") || len(q.Context.SessionID) < 10 || q.Context.Agent != countersign.AgentGemini {
-		r.t.Errorf("the request: kind %s action %s cwd %s session %q agent %q; want a tool request of %s from the project, by gemini in its session",
-			q.Kind, q.Action, q.Context.Cwd, q.Context.SessionID, q.Context.Agent, tool)
-	}
-	return q
+	return r.srv.askedOnce(r.t, countersign.AgentGemini, r.w.project, tool)
 }
 
 // geminiShell is a scripted run_shell_command call.
