@@ -34,17 +34,26 @@ const claudeCodeDir = "testdata/npm"
 // claudeCode returns the real Claude Code binary, or ends the test.
 func claudeCode(t testing.TB) string {
 	t.Helper()
+	bin := realCLI(t, "Claude Code", claudeCodeDir, "claude")
+	return bin
+}
+
+// realCLI returns the binary bin of an agent's CLI, name, installed in the
+// npm folder dir (testdata/npm*, pinned by its lock file), or ends the
+// test: skipped with -short, and missing without npm ci.
+func realCLI(t testing.TB, name, dir, bin string) string {
+	t.Helper()
 	if testing.Short() {
-		t.Skip("runs the real Claude Code")
+		t.Skip("runs the real " + name)
 	}
-	bin, err := filepath.Abs(filepath.Join(claudeCodeDir, "node_modules", ".bin", "claude"))
+	path, err := filepath.Abs(filepath.Join(dir, "node_modules", ".bin", bin))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Missing(t, "the real Claude Code is not installed: npm ci --prefix internal/claudehook/testdata/npm")
+	if _, err := os.Stat(path); err != nil {
+		testutil.Missing(t, "the real "+name+" is not installed: npm ci --prefix internal/claudehook/"+dir)
 	}
-	return bin
+	return path
 }
 
 // toolUse is one tool call the scripted model makes.

@@ -19,7 +19,6 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
-	"github.com/countersign/countersign/internal/testutil"
 )
 
 // codexDir is the npm folder holding the real Codex CLI, pinned by its
@@ -29,16 +28,7 @@ const codexDir = "testdata/npm-codex"
 // codexCLI returns the real Codex CLI, or ends the test.
 func codexCLI(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the real Codex CLI")
-	}
-	bin, err := filepath.Abs(filepath.Join(codexDir, "node_modules", ".bin", "codex"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Missing(t, "the real Codex CLI is not installed: npm ci --prefix internal/claudehook/testdata/npm-codex")
-	}
+	bin := realCLI(t, "Codex CLI", codexDir, "codex")
 	return bin
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
 	"github.com/countersign/countersign/internal/server"
-	"github.com/countersign/countersign/internal/testutil"
 )
 
 // copilotDir is the npm folder holding the real GitHub Copilot CLI, pinned
@@ -38,16 +37,7 @@ var copilotCache struct {
 // the test.
 func copilotCLI(t testing.TB) (string, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the real GitHub Copilot CLI")
-	}
-	bin, err := filepath.Abs(filepath.Join(copilotDir, "node_modules", ".bin", "copilot"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Missing(t, "the real GitHub Copilot CLI is not installed: npm ci --prefix internal/claudehook/testdata/npm-copilot")
-	}
+	bin := realCLI(t, "GitHub Copilot CLI", copilotDir, "copilot")
 	// The first run unpacks the program; the parallel tests wait for it.
 	copilotCache.once.Do(func() {
 		copilotCache.dir = filepath.Join(filepath.Dir(filepath.Dir(bin)), ".cache")

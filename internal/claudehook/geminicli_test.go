@@ -30,16 +30,7 @@ const geminiCLIDir = "testdata/npm-gemini"
 // geminiCLI returns the real Gemini CLI, or ends the test.
 func geminiCLI(t testing.TB) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs the real Gemini CLI")
-	}
-	bin, err := filepath.Abs(filepath.Join(geminiCLIDir, "node_modules", ".bin", "gemini"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		testutil.Missing(t, "the real Gemini CLI is not installed: npm ci --prefix internal/claudehook/testdata/npm-gemini")
-	}
+	bin := realCLI(t, "Gemini CLI", geminiCLIDir, "gemini")
 	if _, err := exec.LookPath("node"); err != nil {
 		testutil.Missing(t, "node is not on PATH, for the real Gemini CLI")
 	}
