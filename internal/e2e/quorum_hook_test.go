@@ -92,8 +92,9 @@ func TestHookQuorum(t *testing.T) {
 		t.Fatalf("the hook answered after one vote (%v):\n%s", err, out.String())
 	default:
 	}
-	if st := decide(carol); st != "approved" {
-		t.Fatalf("after carol's vote: %s, want approved", st)
+	// The waiting hook may consume the approval before the status is read.
+	if st := decide(carol); st != "approved" && st != "consumed" {
+		t.Fatalf("after carol's vote: %s, want approved (or consumed by the hook)", st)
 	}
 	err := <-exited
 	exited <- err // for the cleanup
