@@ -226,6 +226,11 @@ type Request struct {
 	// stored, so that no page view renders the arguments again. Empty for
 	// no arguments, and for requests stored before it existed.
 	ArgumentsText string
+	// Original is the action as the agent asked for it, when an approver
+	// edited it before approving; nil otherwise. Arguments, ArgsHash,
+	// Preview, PreviewHash, RiskReasons, Protected, Scope and
+	// ArgumentsText are then the edited action's.
+	Original *Original
 	// Links are stored with a new request and never read back with it.
 	Links []Link
 	// Outbox holds the notifications of a new request, stored in its
@@ -476,6 +481,27 @@ type DecisionInput struct {
 	// decision with a passkey (a step-up). Only the inbox's WebAuthn
 	// ceremony makes one; nothing decoded from outside carries it.
 	Verified *Verification `json:"-"`
+	// Edit, with approve only, is the approver's change of the action:
+	// the request is approved as edited (see Edit).
+	Edit *Edit
+}
+
+// Edit is an approver's change of a request's action before approving it:
+// the whole new arguments (the action — tool name, command word — stays).
+// The server assesses the edited action again, so that an edit can only
+// add risk reasons, never take them away.
+type Edit struct {
+	Arguments json.RawMessage
+}
+
+// Original is the action as the agent asked for it, kept when an
+// approver edited the action before approving it.
+type Original struct {
+	Arguments   json.RawMessage // RFC 8785 canonical JSON
+	ArgsHash    string
+	Preview     string
+	PreviewHash string
+	RiskReasons []string
 }
 
 // Verification is the proof of a step-up: a user-verified WebAuthn
