@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -226,6 +227,11 @@ type Request struct {
 	// stored, so that no page view renders the arguments again. Empty for
 	// no arguments, and for requests stored before it existed.
 	ArgumentsText string
+	// Original is the action as the agent asked for it, when an approver
+	// edited it before approving; nil otherwise. Arguments, ArgsHash,
+	// Preview, PreviewHash, RiskReasons, Protected, Scope and
+	// ArgumentsText are then the edited action's.
+	Original *Original
 	// Links are stored with a new request and never read back with it.
 	Links []Link
 	// Outbox holds the notifications of a new request, stored in its
@@ -329,6 +335,26 @@ type Transition struct {
 	ExpiresAt time.Time
 	// Window, when set with an approval, is opened in the same transaction.
 	Window *AutoApproveWindow
+	// Edited, with an approval from pending only, is the request as an
+	// approver's edit makes it (Service.Edited): its Arguments, ArgsHash,
+	// Preview, PreviewHash, RiskReasons, Protected, Scope, ArgumentsText
+	// and Original replace the request's in the same conditional
+	// statement, which changes nothing unless the request still holds
+	// the binding of Edited.Original and no original of its own.
+	Edited *Request
+	// Unedited, set on a consumption by an agent that does not run an
+	// approver's edit, changes nothing when the request was edited
+	// (ErrEditNotAccepted): such an agent would run the action as it
+	// asked for it, not as approved.
+	Unedited bool
+}
+
+// ErrEditNotAccepted refuses the consumption of an approval whose action
+// an approver edited by an agent that does not say it runs the edited
+// action: it would run the original instead. Nothing is consumed.
+func ErrEditNotAccepted() *Error {
+	return Errorf(ECONFLICT, "an approver edited this action before approving it, and this agent's countersign does not run edited actions "+
+		"(it sends no Countersign-Accept-Edit header): nothing ran; update countersign where the agent runs, or deny this request and ask again")
 }
 
 // Validate reports whether t can be tried at all: it needs a known target
@@ -339,6 +365,10 @@ func (t Transition) Validate() error {
 	}
 	if t.Window != nil && t.To != StatusApproved {
 		return Errorf(EINVALID, "only an approval opens an auto-approve window")
+	}
+	if t.Edited != nil && (t.To != StatusApproved || len(t.From) != 1 || t.From[0] != StatusPending ||
+		t.Window != nil || t.Edited.Original == nil) {
+		return Errorf(EINVALID, "only an approval of a pending request, without a window, replaces its action with an edit")
 	}
 	return nil
 }
@@ -362,6 +392,10 @@ func RefuseTransition(t Transition, r *Request) error {
 	switch {
 	case r.Status == StatusExpired, r.Expired(t.Now):
 		return Errorf(ECONFLICT, "request has expired")
+	case t.Unedited && r.Original != nil && slices.Contains(t.From, r.Status):
+		return ErrEditNotAccepted()
+	case r.Status == StatusPending && t.Edited != nil && t.From[0] == StatusPending:
+		return Errorf(ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
 	case r.Status == StatusPending:
 		return Errorf(ECONFLICT, "request is still pending")
 	}
@@ -476,6 +510,51 @@ type DecisionInput struct {
 	// decision with a passkey (a step-up). Only the inbox's WebAuthn
 	// ceremony makes one; nothing decoded from outside carries it.
 	Verified *Verification `json:"-"`
+	// Edit, with approve only, is the approver's change of the action:
+	// the request is approved as edited (see Edit).
+	Edit *Edit
+}
+
+// Edit is an approver's change of a request's action before approving it:
+// the whole new arguments (the action — tool name, command word — stays).
+// The server assesses the edited action again, so that an edit can only
+// add risk reasons, never take them away.
+type Edit struct {
+	Arguments json.RawMessage
+}
+
+// Original is the action as the agent asked for it, kept when an
+// approver edited the action before approving it.
+type Original struct {
+	Arguments   json.RawMessage // RFC 8785 canonical JSON
+	ArgsHash    string
+	Preview     string
+	PreviewHash string
+	RiskReasons []string
+}
+
+// EncodeOriginal is the stored text of o: JSON, "" for none.
+func EncodeOriginal(o *Original) (string, error) {
+	if o == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return "", fmt.Errorf("encode the original action: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeOriginal reads what EncodeOriginal wrote; "" is none.
+func DecodeOriginal(text string) (*Original, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var o Original
+	if err := json.Unmarshal([]byte(text), &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
 }
 
 // Verification is the proof of a step-up: a user-verified WebAuthn

@@ -26,6 +26,11 @@ type Client struct {
 	BaseURL    string
 	Credential string
 	HTTP       *http.Client
+	// AcceptEdits says that the caller runs the action of an approval as
+	// approved: the consumed request's Arguments, which an approver may
+	// have edited, never the ones it asked with. Without it, Consume of
+	// an edited approval is refused (ECONFLICT) and nothing is consumed.
+	AcceptEdits bool
 }
 
 // New returns a client of the server at baseURL.
@@ -51,6 +56,11 @@ type (
 	Scope = api.Scope
 	// Decision is what an approver decides.
 	Decision = api.Decision
+	// Edit is an approver's change of a request's action, with approve.
+	Edit = api.Edit
+	// Original is the action as the agent asked for it, on a request an
+	// approver edited before approving.
+	Original = api.Original
 	// RanInput is what a coding agent's hook reports after a call ran.
 	RanInput = api.RanInput
 	// Ran is what the server recorded of what ran.
@@ -230,6 +240,9 @@ func (c *Client) send(ctx context.Context, method, path, key string, in, out any
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Credential)
 	req.Header.Set("Accept", "application/json")
+	if c.AcceptEdits {
+		req.Header.Set(api.AcceptEditHeader, "1")
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

@@ -39,8 +39,36 @@ type Request struct {
 	ConsumedAt       *time.Time      `json:"consumed_at"`
 	// Ran is what the agent's hook reported it ran under the approval;
 	// nil before a report.
-	Ran      *Ran   `json:"ran,omitempty"`
-	InboxURL string `json:"inbox_url"`
+	Ran *Ran `json:"ran,omitempty"`
+	// Edited says that an approver changed the action before approving
+	// it: Arguments, ArgsHash, Preview, PreviewHash and RiskReasons are
+	// then the edited action's, what the agent is to run, and Original is
+	// the action as the agent asked for it.
+	Edited   bool      `json:"edited,omitempty"`
+	Original *Original `json:"original,omitempty"`
+	InboxURL string    `json:"inbox_url"`
+}
+
+// Original is the action as the agent asked for it, on a request an
+// approver edited before approving it.
+type Original struct {
+	Arguments   json.RawMessage `json:"arguments"`
+	ArgsHash    string          `json:"args_hash"`
+	Preview     string          `json:"preview"`
+	PreviewHash string          `json:"preview_hash"`
+	RiskReasons []string        `json:"risk_reasons"`
+}
+
+// AcceptEditHeader, set to 1 on a consumption, says that the client runs
+// the action of the approval as approved (the answer's Arguments), edited
+// or not; without it the server refuses an edited approval and leaves it
+// unused.
+const AcceptEditHeader = "Countersign-Accept-Edit"
+
+// Edit is an approver's change of a request's action, with approve only:
+// the whole new arguments; the action (tool name, command word) stays.
+type Edit struct {
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // Ran is what a coding agent's hook reported it ran under an approval:
@@ -112,6 +140,9 @@ type Decision struct {
 	Decision           string `json:"decision"`
 	Text               string `json:"text,omitempty"`
 	AutoApproveMinutes int    `json:"auto_approve_minutes,omitempty"`
+	// Edit, with approve only, approves the request with its action
+	// changed (see Edit).
+	Edit *Edit `json:"edit,omitempty"`
 }
 
 // Error is an error answer of the server.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/approval"
 )
 
@@ -239,7 +240,13 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 		return err
 	}
 	id := r.PathValue("id")
+	// Only a client that runs an approver's edit says so: any other
+	// would run the action as it asked, so it gets no edited approval.
+	accepts := r.Header.Get(api.AcceptEditHeader) == "1"
 	return s.idempotent(w, r, agentPrincipal(agent), countersign.IdemConsume, id, nil, func(ctx context.Context) (*countersign.Request, int, error) {
+		if accepts {
+			ctx = approval.AcceptEdits(ctx)
+		}
 		req, err := s.service.Consume(ctx, agent, id)
 		return req, http.StatusOK, err
 	})
@@ -340,6 +347,14 @@ type decisionInput struct {
 	Decision           countersign.Decision `json:"decision"`
 	Text               string               `json:"text"`
 	AutoApproveMinutes int                  `json:"auto_approve_minutes"`
+	// Edit, with approve only, approves the request with its action
+	// changed: the whole new arguments.
+	Edit *editInput `json:"edit,omitempty"`
+}
+
+// editInput is an approver's edit of a request's action.
+type editInput struct {
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
@@ -349,9 +364,11 @@ func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap counte
 	}
 	id := r.PathValue("id")
 	return s.idempotent(w, r, approverPrincipal(ap), countersign.IdemDecision, id, in, func(ctx context.Context) (*countersign.Request, int, error) {
-		req, err := s.service.Decide(ctx, ap, id, countersign.DecisionInput{
-			Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes,
-		})
+		d := countersign.DecisionInput{Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes}
+		if in.Edit != nil {
+			d.Edit = &countersign.Edit{Arguments: in.Edit.Arguments}
+		}
+		req, err := s.service.Decide(ctx, ap, id, d)
 		return req, http.StatusOK, err
 	})
 }
