@@ -245,16 +245,28 @@ func updateSQL(t countersign.Transition) (string, args) {
 	for i, s := range t.From {
 		from[i] = string(s)
 	}
-	where := []string{"id = " + a.add(t.ID), "status = ANY(" + a.add(from) + "::text[])", "expires_at > " + a.add(nanos(t.Now))}
+	id := "id = " + a.add(t.ID)
+	rest := []string{"status = ANY(" + a.add(from) + "::text[])", "expires_at > " + a.add(nanos(t.Now))}
 	if t.KeyID != "" {
-		where = append(where, "key_id = "+a.add(t.KeyID))
+		rest = append(rest, "key_id = "+a.add(t.KeyID))
 	}
 	if t.AccountID != "" {
-		where = append(where, "account_id = "+a.add(t.AccountID))
+		rest = append(rest, "account_id = "+a.add(t.AccountID))
 	}
 
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
-		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a
+		` WHERE ` + id + ` AND ` + unindexed(rest...) + ` RETURNING ` + requestColumns, a
+}
+
+// unindexed joins conditions with AND as one that no index can serve, so
+// that the planner reaches the row by the statement's other conditions
+// only (the primary key, say). A prepared statement keeps the plan made
+// when its table was small or had no statistics yet (a new store, until
+// autovacuum analyses it): with every condition to choose from, the
+// planner could read a request by an index of its account, and so every
+// request of the account, on each call.
+func unindexed(conds ...string) string {
+	return "(" + strings.Join(conds, " AND ") + ") IS TRUE"
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the
