@@ -91,6 +91,9 @@ type DB struct {
 	outbox countersign.Bell
 	// channels keeps the channels of accounts while Listen runs.
 	channels channelCache
+	// creds keeps the agent keys and approver tokens looked up while
+	// Listen runs.
+	creds credCache
 	// origin names this DB value in the notifications of its changes,
 	// which Listen passes over (see payload).
 	origin string
@@ -180,6 +183,9 @@ func (db *DB) update(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return err
 	}
 	defer release()
+	// Whatever fn changed, the credentials kept here are read again
+	// (credCache): a revocation holds for the next call at once.
+	defer db.creds.clear()
 	atCommit, err := db.updateOnce(ctx, fn)
 	if err != nil && !atCommit && lostConnection(err) && ctx.Err() == nil {
 		db.pool.Reset()
