@@ -14,7 +14,8 @@
 //     entries get consecutive numbers in commit order; the database
 //     computes each entry's hash (see appendSQL), so that a change of a
 //     request takes two round trips and the head is never held across
-//     one (see pipe);
+//     one, nor, for a change of a request, while its commit is flushed
+//     (see pipe);
 //   - creating a request holds a transaction-scoped advisory lock of its
 //     account, so that two identical requests or two requests at the
 //     account's pending limit cannot both pass the checks;
