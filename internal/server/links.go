@@ -54,7 +54,7 @@ func (s *Server) linkPage(prefix, action string) pageHandler {
 			p.R, p.Done = viewOf(got), true
 			s.log.Info("decided by link", "request", got.ID, "reference", got.Reference, "status", got.Status)
 			return s.render(w, http.StatusOK, "confirm", p)
-		case countersign.ECONFLICT, countersign.EINVALID:
+		case countersign.ECONFLICT, countersign.EINVALID, countersign.EFORBIDDEN:
 			if cur, ferr := s.service.LinkRequest(r.Context(), seedID, action, token); ferr == nil {
 				p.R = viewOf(cur)
 			}

@@ -43,7 +43,7 @@ func (s *Server) tokenLinkPage(w http.ResponseWriter, r *http.Request) error {
 		p.R, p.Done = viewOf(got), true
 		s.log.Info("decided by link", "request", got.ID, "reference", got.Reference, "status", got.Status)
 		return s.render(w, http.StatusOK, "confirm", p)
-	case countersign.ECONFLICT, countersign.EINVALID:
+	case countersign.ECONFLICT, countersign.EINVALID, countersign.EFORBIDDEN:
 		if cur, _, ferr := s.service.TokenLink(r.Context(), token); ferr == nil {
 			p.R = viewOf(cur)
 		}
