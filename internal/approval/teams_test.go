@@ -34,6 +34,14 @@ func TestTeamsFileRefusals(t *testing.T) {
 		{"tier", "[[rule]]\nkind = \"mcp\"\ntier = \"danger\"\n", `no tier "danger"`},
 		{"tier of another kind", "[[rule]]\nkind = \"rm\"\ntier = \"commit\"\n", "goes with kind"},
 		{"group of groups", "[groups]\na = [\"group:b\"]\n", "not a username"},
+		{"catch-all first", "[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\nquorum = 2\n",
+			`rule 1 sets no kind, tier, tool, protected or key, so it matches every request of account "acme", and rule 2 after it would never apply: a catch-all rule goes last`},
+		{"catch-all of every account first", "[[rule]]\nseparate = true\n[[rule]]\naccount = \"acme\"\nkind = \"rm\"\n",
+			"matches every request of every account, and rule 2 after it"},
+		{"broader first", "[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n[[rule]]\naccount = \"acme\"\nkind = \"tool\"\ntool = \"deploy-prod\"\nquorum = 2\n",
+			"rule 2 would never apply: rule 1 before it matches every request it matches"},
+		{"same twice", "[[rule]]\naccount = \"acme\"\nprotected = true\n[[rule]]\naccount = \"acme\"\nprotected = true\nkind = \"rm\"\n",
+			"rule 2 would never apply"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := teamsFile(t, tt.text)
@@ -41,6 +49,24 @@ func TestTeamsFileRefusals(t *testing.T) {
 				t.Fatalf("LoadTeams: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestTeamsRuleOrder: a catch-all rule (no matcher but its account) is
+// taken when it comes last, after the narrower rules, or when the rules
+// after it are of other accounts; narrower rules before broader ones are
+// taken as they are.
+func TestTeamsRuleOrder(t *testing.T) {
+	for _, text := range []string{
+		"[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\nquorum = 2\n[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n",
+		"[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n[[rule]]\naccount = \"other\"\ntool = \"deploy*\"\n",
+		"[[rule]]\naccount = \"acme\"\ntool = \"deploy-prod\"\nquorum = 2\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n[[rule]]\nseparate = true\n",
+		"[[rule]]\naccount = \"acme\"\ntool = \"*-prod\"\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n",
+		"[[rule]]\naccount = \"acme\"\nkind = \"mcp\"\ntier = \"commit\"\n[[rule]]\naccount = \"acme\"\nprotected = true\n",
+	} {
+		if _, err := teamsFile(t, text); err != nil {
+			t.Errorf("LoadTeams:\n%s\n%v, want it taken", text, err)
+		}
 	}
 }
 
