@@ -82,15 +82,25 @@ func (s *Service) decideByLink(ctx context.Context, r *countersign.Request, acti
 	if !ok {
 		return nil, linkNotFound()
 	}
-	viewers, err := s.hasViewers(ctx, r.AccountID)
-	if err != nil {
+	if err := s.LinksDecide(ctx, r); err != nil {
 		return nil, err
-	}
-	if viewers {
-		return nil, ErrLinksOff()
 	}
 	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID, Role: countersign.RoleApprover}
 	return s.Decide(ctx, ap, r.ID, d)
+}
+
+// LinksDecide returns ErrLinksOff when no link may decide r now (its
+// account has a viewer), so that a link's page says so before anyone
+// presses its button; nil otherwise.
+func (s *Service) LinksDecide(ctx context.Context, r *countersign.Request) error {
+	viewers, err := s.hasViewers(ctx, r.AccountID)
+	if err != nil {
+		return err
+	}
+	if viewers {
+		return ErrLinksOff()
+	}
+	return nil
 }
 
 // ErrLinksOff is the refusal of a one-time link on an account that has a

@@ -423,9 +423,14 @@ func TestViewerAccountLinksOff(t *testing.T) {
 	}
 
 	for name, link := range map[string]string{"approve": old.ApproveURL, "deny": old.DenyURL} {
-		code, page := e.press(link, nil)
-		if code != http.StatusForbidden || !strings.Contains(page, "decide it in the inbox") {
-			t.Errorf("POST %s link with a viewer = %d, want 403 with the reason\n%s", name, code, page)
+		// The page says so at once, with no button to press.
+		code, page := e.follow(link)
+		if code != http.StatusOK || !strings.Contains(page, "decide it in the inbox") || strings.Contains(page, "<form") {
+			t.Errorf("GET %s link with a viewer = %d, want the reason and no form\n%s", name, code, page)
+		}
+		code, page = e.press(link, nil)
+		if code != http.StatusForbidden || !strings.Contains(page, "decide it in the inbox") || strings.Contains(page, "<form") {
+			t.Errorf("POST %s link with a viewer = %d, want 403 with the reason and no form\n%s", name, code, page)
 		}
 	}
 	if got := e.request(before.ID); got.Status != countersign.StatusPending {
