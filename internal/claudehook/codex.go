@@ -145,7 +145,7 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 	fmt.Fprintf(stdout, "countersign hook: %s %s (%s)\n", changed, o.Settings, strings.Join(o.Events, ", "))
 	if *trust {
 		config := filepath.Join(home, "config.toml")
-		n, err := trustCodexHooks(o.Settings, config, hookEntry(o).Command, o.Events)
+		n, err := trustCodexHooks(o.Settings, config, hookEntry(o, "").Command, o.Events)
 		if err != nil {
 			return fmt.Errorf("the hooks are installed, but not trusted: %w", err)
 		}

@@ -33,6 +33,14 @@ import (
 //     "Permission denied by a PermissionRequest hook: <message>".
 //   - postToolUse, after a call that succeeded: the preToolUse fields and
 //     toolResult {resultType, textResultForLlm}.
+//   - preMcpToolCall, just before an MCP tool is called, after
+//     permissionRequest: sessionId, timestamp, cwd, toolCallId,
+//     serverName, toolName (the tool's own name), arguments. It sets the
+//     request's metadata and cannot stop the call (1.0.102 runs the tool
+//     whatever the hook answers or exits with), so the hook reads it as
+//     what it is and answers nothing: MCP tools are decided at
+//     permissionRequest. Taken for a preToolUse, it would be a call of a
+//     Copilot tool of the MCP tool's name, without arguments.
 //
 // An "allow" to preToolUse skips Copilot's permission check of a shell
 // command only: a file write or an MCP tool still goes through it, and so
@@ -48,6 +56,7 @@ const (
 	CopilotPreToolUse        = "preToolUse"
 	CopilotPermissionRequest = "permissionRequest"
 	CopilotPostToolUse       = "postToolUse"
+	CopilotPreMcpToolCall    = "preMcpToolCall"
 )
 
 // copilotInput is what Copilot writes to the hook's standard input.
@@ -61,6 +70,7 @@ type copilotInput struct {
 	ToolInput  json.RawMessage `json:"toolInput"`
 	ToolResult json.RawMessage `json:"toolResult"`
 	Error      json.RawMessage `json:"error"`
+	ServerName *string         `json:"serverName"` // preMcpToolCall's alone
 }
 
 // copilotEvent names the event of an input: Copilot's command hooks carry
@@ -73,6 +83,8 @@ func copilotEvent(in *copilotInput) string {
 		return CopilotPostToolUse
 	case written(in.Error):
 		return "postToolUseFailure"
+	case in.ServerName != nil:
+		return CopilotPreMcpToolCall
 	case in.ToolArgs != nil || in.ToolName != "":
 		return CopilotPreToolUse
 	}
