@@ -29,7 +29,9 @@ func (s *editServer) Create(_ context.Context, in api.CreateInput) (*api.Request
 	return &api.Request{ID: "req_0123456789abcdef", Reference: "K7F-2QX", Action: in.Action, Status: "approved", DecidedBy: "alice"}, true, nil
 }
 
-func (s *editServer) Get(context.Context, string) (*api.Request, error) { return nil, api.ErrUnreachable }
+func (s *editServer) Get(context.Context, string) (*api.Request, error) {
+	return nil, api.ErrUnreachable
+}
 
 func (s *editServer) Wait(context.Context, string, time.Duration) (*api.Request, error) {
 	return nil, api.ErrUnreachable
@@ -45,7 +47,9 @@ func (s *editServer) Consume(_ context.Context, id string) (*api.Request, error)
 		Arguments: s.edited, Edited: !s.noEdited, Original: &api.Original{Arguments: orig}}, nil
 }
 
-func (s *editServer) Cancel(context.Context, string) (*api.Request, error) { return nil, api.ErrUnreachable }
+func (s *editServer) Cancel(context.Context, string) (*api.Request, error) {
+	return nil, api.ErrUnreachable
+}
 
 func (s *editServer) ReportRan(context.Context, api.RanInput) (*api.Request, error) {
 	return nil, api.ErrUnreachable
