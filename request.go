@@ -334,6 +334,13 @@ type Transition struct {
 	ExpiresAt time.Time
 	// Window, when set with an approval, is opened in the same transaction.
 	Window *AutoApproveWindow
+	// Edited, with an approval from pending only, is the request as an
+	// approver's edit makes it (Service.Edited): its Arguments, ArgsHash,
+	// Preview, PreviewHash, RiskReasons, Protected, Scope, ArgumentsText
+	// and Original replace the request's in the same conditional
+	// statement, which changes nothing unless the request still holds
+	// the binding of Edited.Original and no original of its own.
+	Edited *Request
 }
 
 // Validate reports whether t can be tried at all: it needs a known target
@@ -344,6 +351,10 @@ func (t Transition) Validate() error {
 	}
 	if t.Window != nil && t.To != StatusApproved {
 		return Errorf(EINVALID, "only an approval opens an auto-approve window")
+	}
+	if t.Edited != nil && (t.To != StatusApproved || len(t.From) != 1 || t.From[0] != StatusPending ||
+		t.Window != nil || t.Edited.Original == nil) {
+		return Errorf(EINVALID, "only an approval of a pending request, without a window, replaces its action with an edit")
 	}
 	return nil
 }
@@ -367,6 +378,8 @@ func RefuseTransition(t Transition, r *Request) error {
 	switch {
 	case r.Status == StatusExpired, r.Expired(t.Now):
 		return Errorf(ECONFLICT, "request has expired")
+	case r.Status == StatusPending && t.Edited != nil && t.From[0] == StatusPending:
+		return Errorf(ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
 	case r.Status == StatusPending:
 		return Errorf(ECONFLICT, "request is still pending")
 	}
@@ -502,6 +515,30 @@ type Original struct {
 	Preview     string
 	PreviewHash string
 	RiskReasons []string
+}
+
+// EncodeOriginal is the stored text of o: JSON, "" for none.
+func EncodeOriginal(o *Original) (string, error) {
+	if o == nil {
+		return "", nil
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return "", fmt.Errorf("encode the original action: %w", err)
+	}
+	return string(b), nil
+}
+
+// DecodeOriginal reads what EncodeOriginal wrote; "" is none.
+func DecodeOriginal(text string) (*Original, error) {
+	if text == "" {
+		return nil, nil
+	}
+	var o Original
+	if err := json.Unmarshal([]byte(text), &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
 }
 
 // Verification is the proof of a step-up: a user-verified WebAuthn

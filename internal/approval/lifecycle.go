@@ -214,7 +214,13 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.AutoApproveMinutes != 0 && (d.Decision != countersign.DecisionApprove || d.AutoApproveMinutes < 1 || d.AutoApproveMinutes > 60) {
 		return nil, countersign.Errorf(countersign.EINVALID, "auto_approve_minutes goes only with approve, from 1 to 60")
 	}
-	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && !s.stepUpPossible(d) && s.cfg.Teams == nil {
+	if d.Edit != nil && d.Decision != countersign.DecisionApprove {
+		return nil, countersign.Errorf(countersign.EINVALID, "edit goes only with approve")
+	}
+	if d.Edit != nil && d.AutoApproveMinutes != 0 {
+		return nil, countersign.Errorf(countersign.EINVALID, "an edited action opens no auto-approve window; approve the edit without auto_approve_minutes")
+	}
+	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && d.Edit == nil && !s.stepUpPossible(d) && s.cfg.Teams == nil {
 		// By id and without a window, nothing of the request is needed
 		// before the change: the conditional update checks the account,
 		// the state and the expiry. When it refuses, the way through
@@ -229,6 +235,18 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	r, err := s.Find(ctx, ap, idOrRef)
 	if err != nil {
 		return nil, err
+	}
+	if d.Edit != nil {
+		if !ap.Role.Decides() {
+			return nil, ErrViewer()
+		}
+		edited, same, err := s.editRequest(r, *d.Edit)
+		if err != nil {
+			return nil, err
+		}
+		if !same {
+			return s.decideEdited(ctx, ap, r, edited, d)
+		}
 	}
 	rule := s.cfg.Teams.Rule(r)
 	if rule != nil {
@@ -245,11 +263,43 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	return s.decide(ctx, ap, r.ID, to, d, r, nil)
 }
 
+// decideEdited approves r as the approver's edit makes it (edited): the
+// team rules and the step-up of both the original and the edited request
+// apply, the passkey binding the edited one. A request that needs
+// several votes cannot be edited.
+func (s *Service) decideEdited(ctx context.Context, ap countersign.ApproverPrincipal, r, edited *countersign.Request, d countersign.DecisionInput) (*countersign.Request, error) {
+	for _, x := range []*countersign.Request{r, edited} {
+		rule := s.cfg.Teams.Rule(x)
+		if rule == nil {
+			continue
+		}
+		if err := s.mayDecide(ap, rule); err != nil {
+			return nil, err
+		}
+		if rule.Votes() {
+			return nil, countersign.Errorf(countersign.EINVALID, "this request needs %s, so it cannot be edited; approve or deny it as the agent asked", rule.needs())
+		}
+	}
+	if s.cfg.StepUp.Requires(r, d) && !s.cfg.StepUp.Requires(edited, d) {
+		return nil, ErrPasskeyNeeded // never reached: an edit only adds risk
+	}
+	if err := s.checkStepUp(edited, d); err != nil {
+		return nil, err
+	}
+	return s.decideAs(ctx, ap, r.ID, countersign.StatusApproved, d, edited, nil, edited)
+}
+
 // decide makes the change of a decision on the request id. r, the request
 // as read, is needed only to open an auto-approve window. by is the agent
 // key whose client's answer to an elicitation is the decision
 // (DecideByElicitation), nil for an approver's.
 func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request, by *countersign.Agent) (*countersign.Request, error) {
+	return s.decideAs(ctx, ap, id, to, d, r, by, nil)
+}
+
+// decideAs is decide, approving the request as edited when edited is set
+// (see Service.Edited).
+func (s *Service) decideAs(ctx context.Context, ap countersign.ApproverPrincipal, id string, to countersign.Status, d countersign.DecisionInput, r *countersign.Request, by *countersign.Agent, edited *countersign.Request) (*countersign.Request, error) {
 	if !ap.Role.Decides() {
 		return nil, ErrViewer()
 	}
@@ -276,6 +326,10 @@ func (s *Service) decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	}
 	if d.Text != "" {
 		detail["text"] = d.Text
+	}
+	if edited != nil {
+		t.Edited = edited
+		editDetail(detail, edited)
 	}
 	if v := d.Verified; v != nil {
 		detail["verified"] = v.Method

@@ -16,6 +16,7 @@ package bashscope
 
 import (
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/countersign/countersign/internal/shellword"
@@ -51,6 +52,28 @@ func Ties(line, cwd string, claims []string) bool {
 	return true
 }
 
+// Deletes returns what the line's deletes name, as Ties reads them: the
+// absolute, clean paths and the absolute glob patterns of the operands
+// of rm and unlink and the roots of find -delete, each sorted. all is
+// false when some delete operand names nothing the walk can follow (one
+// computed when the line runs, or relative from a directory it cannot
+// know); ok is false when the line does not parse or is beyond the
+// bounds. Deletes behind sudo, xargs, bash -c or a function are not seen
+// at all: a caller that judges a line's risk checks for those itself.
+func Deletes(line, cwd string) (paths, patterns []string, all, ok bool) {
+	d, w, ok := walk(line, cwd)
+	if !ok {
+		return nil, nil, false, false
+	}
+	for p := range d.exact {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	patterns = slices.Clone(d.patterns)
+	slices.Sort(patterns)
+	return paths, slices.Compact(patterns), w.unfollowed == 0, true
+}
+
 // named is what a line's deletes name: exact paths and glob patterns, all
 // absolute.
 type named struct {
@@ -77,9 +100,15 @@ func (n *named) names(p string) bool {
 // deletes parses the line and collects what its deletes name; ok is false
 // when the line does not parse or is beyond the bounds.
 func deletes(line, cwd string) (*named, bool) {
+	d, _, ok := walk(line, cwd)
+	return d, ok
+}
+
+// walk parses the line and follows its commands.
+func walk(line, cwd string) (*named, *walker, bool) {
 	f, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(line), "")
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	w := &walker{funcs: map[string]bool{}, out: &named{exact: map[string]bool{}}}
 	w.scan(f)
@@ -89,9 +118,9 @@ func deletes(line, cwd string) (*named, bool) {
 	}
 	w.stmts(f.Stmts, st)
 	if w.over {
-		return nil, false
+		return nil, nil, false
 	}
-	return w.out, true
+	return w.out, w, true
 }
 
 // walker follows a line's commands.
@@ -101,7 +130,10 @@ type walker struct {
 	depth    int
 	operands int
 	over     bool // a bound was passed
-	out      *named
+	// unfollowed counts the delete operands that name nothing: computed,
+	// or relative from an unknown directory.
+	unfollowed int
+	out        *named
 }
 
 // state is what the walk knows of the shell at a point.
@@ -268,6 +300,7 @@ func (w *walker) rm(args []word, st *state, all bool) {
 	for _, a := range args {
 		switch {
 		case !a.ok:
+			w.unfollowed++
 		case !operands && a.val == "--":
 			operands = true
 		case !operands && len(a.val) > 1 && a.val[0] == '-':
@@ -318,6 +351,8 @@ func (w *walker) find(args []word, st *state) {
 	for _, r := range roots {
 		if r.ok {
 			w.target(r.val, st)
+		} else {
+			w.unfollowed++
 		}
 	}
 }
@@ -358,6 +393,7 @@ func (w *walker) target(v string, st *state) {
 		return
 	}
 	if !path.IsAbs(v) && st.cwd == "" {
+		w.unfollowed++
 		return
 	}
 	if hasMeta(v) {

@@ -99,3 +99,28 @@ func TestTiesBounds(t *testing.T) {
 		t.Errorf("the %d-th operand of a line is not tied", maxOperands)
 	}
 }
+
+// TestDeletes: the paths and patterns a line's deletes name, sorted, and
+// whether every delete operand could be followed.
+func TestDeletes(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		line, cwd       string
+		paths, patterns []string
+		all, ok         bool
+	}{
+		{"rm -rf b a && ls", "/src", []string{"/src/a", "/src/b"}, nil, true, true},
+		{"rm -r build/*.o /etc", "/src", []string{"/etc"}, []string{"/src/build/*.o"}, true, true},
+		{"rm -rf build", "", nil, nil, false, true},
+		{"rm -rf \"$X\"", "/src", nil, nil, false, true},
+		{"find /tmp/x -delete", "/", []string{"/tmp/x"}, nil, true, true},
+		{"ls", "/src", nil, nil, true, true},
+		{"rm 'unclosed", "/src", nil, nil, false, false},
+	}
+	for _, c := range cases {
+		paths, patterns, all, ok := Deletes(c.line, c.cwd)
+		if strings.Join(paths, ",") != strings.Join(c.paths, ",") || strings.Join(patterns, ",") != strings.Join(c.patterns, ",") || all != c.all || ok != c.ok {
+			t.Errorf("Deletes(%q, %q) = %q %q %v %v, want %q %q %v %v", c.line, c.cwd, paths, patterns, all, ok, c.paths, c.patterns, c.all, c.ok)
+		}
+	}
+}

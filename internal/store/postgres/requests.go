@@ -31,7 +31,7 @@ const requestColumns = `id, account_id, key_id, key_name, reference, kind, actio
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
 	consumed_at, seed, seed_id, arguments_text, scope, tier, protected,
-	ran_at, ran_action, ran_args_hash`
+	ran_at, ran_action, ran_args_hash, original`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -139,7 +139,7 @@ func createAtOnce(p *pipe, r *countersign.Request, maxPending int, now time.Time
 		SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text, $10::text,
 			$11::text, $12::text, $13::text, $14::text, $15::bigint, $16::bigint, $17::bigint, $18::text, $19::text, $20::bigint,
 			$21::bigint, $22::text, $23::text, $24::text, $25::text, $26::text, $27::boolean, $28::bigint, $29::text, $30::text,
-			$31::text, $32::text
+			$31::text, $32::text, $33::text
 		WHERE `+where+`
 		RETURNING `+requestColumns+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", mark)[1:])+`)::text`, a...)
 	for _, l := range rc.Links {
@@ -377,15 +377,19 @@ func queueRequest(b *pgx.Batch, r *countersign.Request, returning bool) error {
 	}
 	b.Queue(`INSERT INTO requests (`+requestColumns+`, session_id, call_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27,
-			$28, $29, $30, $31, $32)`+ret,
+			$28, $29, $30, $31, $32, $33)`+ret,
 		a...)
 	return nil
 }
 
 // requestValues returns the values of r's columns, requestColumns,
-// session_id and call_id, as the parameters $1 to $32.
+// session_id and call_id, as the parameters $1 to $33.
 func requestValues(r *countersign.Request) (args, error) {
 	reasons, rctx, err := encodeJSON(r)
+	if err != nil {
+		return nil, err
+	}
+	original, err := countersign.EncodeOriginal(r.Original)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +397,7 @@ func requestValues(r *countersign.Request) (args, error) {
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, string(r.Status),
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), string(r.Tier), r.Protected,
-		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, r.Context.SessionID, r.Context.CallID}, nil
+		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, original, r.Context.SessionID, r.Context.CallID}, nil
 }
 
 // encodeJSON returns the text of r's JSON columns risk_reasons and
@@ -518,15 +522,18 @@ func (db *DB) Requests(ctx context.Context, f countersign.RequestFilter) ([]*cou
 // unwrapped, for the caller to turn into ENOTFOUND.
 func scanRequest(s pgx.Row) (*countersign.Request, error) {
 	var r countersign.Request
-	var kind, status, args, reasons, rctx, seed, scope, tier string
+	var kind, status, args, reasons, rctx, seed, scope, tier, original string
 	var created, expires, decided, autoUntil, consumed, ran int64
 	err := s.Scan(&r.ID, &r.AccountID, &r.KeyID, &r.KeyName, &r.Reference, &kind, &r.Action,
 		&args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &reasons, &rctx, &status,
 		&created, &expires, &decided, &r.DecidedBy, &r.Reason, &autoUntil,
 		&consumed, &seed, &r.SeedID, &r.ArgumentsText, &scope, &tier, &r.Protected,
-		&ran, &r.Ran.Action, &r.Ran.ArgsHash)
+		&ran, &r.Ran.Action, &r.Ran.ArgsHash, &original)
 	if err != nil {
 		return nil, err
+	}
+	if r.Original, err = countersign.DecodeOriginal(original); err != nil {
+		return nil, fmt.Errorf("decode the original action of %s: %w", r.ID, err)
 	}
 	if r.Scope, err = countersign.DecodeScope(scope); err != nil {
 		return nil, fmt.Errorf("decode scope of %s: %w", r.ID, err)

@@ -171,7 +171,10 @@ func stopApprovals(p *pipe, t countersign.Transition, got *countersign.Request, 
 // (changedHere), and the commit. When the UPDATE changed nothing, nothing
 // was written, and the request is read to say why.
 func transitionAtOnce(p *pipe, t countersign.Transition, ev countersign.AuditEvent) (*countersign.Request, error) {
-	query, a := updateSQL(t)
+	query, a, err := updateSQL(t)
+	if err != nil {
+		return nil, err
+	}
 	batch := &pgx.Batch{}
 	batch.Queue(query+`, pg_notify('`+notifyChannel+`', id || ' ' || account_id || `+a.add(p.db.payload("", "", "")[1:])+`)::text`, a...)
 	p.db.queueAuditIfChanged(batch, t.Now, auditItem{requestID: t.ID, ev: ev})
@@ -207,7 +210,10 @@ func (r withNotified) Scan(dest ...any) error {
 // that begins the transaction, and returns the updated request, or nil when
 // it changed nothing.
 func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, error) {
-	query, a := updateSQL(t)
+	query, a, err := updateSQL(t)
+	if err != nil {
+		return nil, err
+	}
 	batch := &pgx.Batch{}
 	batch.Queue(query, a...)
 	br := p.send(batch)
@@ -225,7 +231,7 @@ func updateStatus(p *pipe, t countersign.Transition) (*countersign.Request, erro
 }
 
 // updateSQL is the one conditional UPDATE of t, returning requestColumns.
-func updateSQL(t countersign.Transition) (string, args) {
+func updateSQL(t countersign.Transition) (string, args, error) {
 	var a args
 	set := []string{"status = " + a.add(string(t.To))}
 	if t.To.IsDecision() {
@@ -240,6 +246,20 @@ func updateSQL(t countersign.Transition) (string, args) {
 	if t.Window != nil {
 		set = append(set, "auto_approve_until = "+a.add(nanos(t.Window.Until)))
 	}
+	if e := t.Edited; e != nil {
+		reasons, _, err := encodeJSON(e)
+		if err != nil {
+			return "", nil, err
+		}
+		original, err := countersign.EncodeOriginal(e.Original)
+		if err != nil {
+			return "", nil, err
+		}
+		set = append(set, "arguments = "+a.add(string(e.Arguments)), "args_hash = "+a.add(e.ArgsHash),
+			"preview = "+a.add(e.Preview), "preview_hash = "+a.add(e.PreviewHash), "risk_reasons = "+a.add(reasons),
+			"protected = "+a.add(e.Protected), "scope = "+a.add(countersign.EncodeScope(e.Scope)),
+			"arguments_text = "+a.add(e.ArgumentsText), "original = "+a.add(original))
+	}
 
 	from := make([]string, len(t.From))
 	for i, s := range t.From {
@@ -252,9 +272,13 @@ func updateSQL(t countersign.Transition) (string, args) {
 	if t.AccountID != "" {
 		where = append(where, "account_id = "+a.add(t.AccountID))
 	}
+	if e := t.Edited; e != nil {
+		// The action edited is the one the request still holds.
+		where = append(where, "args_hash = "+a.add(e.Original.ArgsHash), "preview_hash = "+a.add(e.Original.PreviewHash), "original = ''")
+	}
 
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
-		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

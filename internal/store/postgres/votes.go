@@ -76,7 +76,10 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	got := r
 	if len(votes) >= v.Quorum {
 		t.DecidedBy = countersign.VotersOf(votes)
-		query, a := updateSQL(t)
+		query, a, err := updateSQL(t)
+		if err != nil {
+			return nil, nil, err
+		}
 		got, err = scanRequest(tx.QueryRow(ctx, query, a...))
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The row is locked and was checked: nothing else changed it.

@@ -361,13 +361,17 @@ func requestInsert(r *countersign.Request) (string, []any, error) {
 	if err != nil {
 		return "", nil, err
 	}
+	original, err := countersign.EncodeOriginal(r.Original)
+	if err != nil {
+		return "", nil, err
+	}
 	return `INSERT INTO requests (` + requestColumns + `, call_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		[]any{r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 			string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, reasons, rctx, r.Status,
 			nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 			nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, countersign.EncodeScope(r.Scope), r.Tier, r.Protected,
-			nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, r.Context.CallID}, nil
+			nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, original, r.Context.CallID}, nil
 }
 
 // requestJSON encodes a request's risk reasons and context as

@@ -15,7 +15,7 @@ const requestColumns = `id, account_id, key_id, key_name, reference, kind, actio
 	arguments, args_hash, preview, preview_hash, risk_reasons, context, status,
 	created_at, expires_at, decided_at, decided_by, reason, auto_approve_until,
 	consumed_at, seed, seed_id, arguments_text, scope, tier, protected,
-	ran_at, ran_action, ran_args_hash`
+	ran_at, ran_action, ran_args_hash, original`
 
 // CreateRequest stores a new request and its audit entry, or returns the
 // identical live request of the same key with created false; see
@@ -184,7 +184,7 @@ func pendingLimit(ctx context.Context, tx querier, accountID string, n int, now 
 // which are settled in the transaction.
 type encodedRequest struct {
 	reasons, context []byte
-	scope            string
+	scope, original  string
 	got              countersign.Request
 }
 
@@ -215,19 +215,26 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 	if got.Scope, err = countersign.DecodeScope(scope); err != nil {
 		return nil, fmt.Errorf("decode scope: %w", err)
 	}
-	return &encodedRequest{reasons: reasons, context: rctx, scope: scope, got: got}, nil
+	original, err := countersign.EncodeOriginal(r.Original)
+	if err != nil {
+		return nil, err
+	}
+	if got.Original, err = countersign.DecodeOriginal(original); err != nil {
+		return nil, fmt.Errorf("decode the original action: %w", err)
+	}
+	return &encodedRequest{reasons: reasons, context: rctx, scope: scope, original: original, got: got}, nil
 }
 
 // insertRequest writes r as a new row and returns the request as reading
 // the row back would, without reading it.
 func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`, call_id)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
 		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
 		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
 		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope, r.Tier, r.Protected,
-		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, r.Context.CallID)
+		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, enc.original, r.Context.CallID)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
 		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
@@ -339,7 +346,7 @@ func scanRequest(s scanner) (*countersign.Request, error) {
 // rows; the callers decode them, off the writer.
 type requestRow struct {
 	r                                                   countersign.Request
-	args, reasons, rctx, seed, scope                    string
+	args, reasons, rctx, seed, scope, original          string
 	created, expires, decided, autoUntil, consumed, ran int64
 }
 
@@ -351,7 +358,7 @@ func scanRequestRow(s scanner) (*requestRow, error) {
 		&row.args, &r.ArgsHash, &r.Preview, &r.PreviewHash, &row.reasons, &row.rctx, &r.Status,
 		&row.created, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil,
 		&row.consumed, &row.seed, &r.SeedID, &r.ArgumentsText, &row.scope, &r.Tier, &r.Protected,
-		&row.ran, &r.Ran.Action, &r.Ran.ArgsHash)
+		&row.ran, &r.Ran.Action, &r.Ran.ArgsHash, &row.original)
 	if err != nil {
 		return nil, err
 	}
@@ -372,6 +379,9 @@ func (row *requestRow) decode() (*countersign.Request, error) {
 		return nil, fmt.Errorf("decode scope of %s: %w", r.ID, err)
 	}
 	r.Scope = scope
+	if r.Original, err = countersign.DecodeOriginal(row.original); err != nil {
+		return nil, fmt.Errorf("decode the original action of %s: %w", r.ID, err)
+	}
 	r.Arguments, r.Seed = rawJSON(row.args), rawJSON(row.seed)
 	r.CreatedAt, r.ExpiresAt, r.DecidedAt = fromNanos(row.created), fromNanos(row.expires), fromNanos(row.decided)
 	r.AutoApproveUntil, r.ConsumedAt, r.Ran.At = fromNanos(row.autoUntil), fromNanos(row.consumed), fromNanos(row.ran)

@@ -21,9 +21,12 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	update, args := updateStatement(t)
+	update, args, err := updateStatement(t)
+	if err != nil {
+		return nil, err
+	}
 	var row *requestRow
-	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
+	err = db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
 		row, err = transition(ctx, tx, t, update, args, ev)
 		return err
 	})
@@ -142,7 +145,7 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 
 // updateStatement returns the one conditional UPDATE of t, which returns
 // the changed row, or none when it changed nothing.
-func updateStatement(t countersign.Transition) (string, []any) {
+func updateStatement(t countersign.Transition) (string, []any, error) {
 	set, args := []string{"status = ?"}, []any{t.To}
 	if t.To.IsDecision() {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
@@ -157,6 +160,19 @@ func updateStatement(t countersign.Transition) (string, []any) {
 	if t.Window != nil {
 		set, args = append(set, "auto_approve_until = ?"), append(args, nanos(t.Window.Until))
 	}
+	var edited []any
+	if e := t.Edited; e != nil {
+		enc, err := encodeRequest(e)
+		if err != nil {
+			return "", nil, err
+		}
+		set = append(set, "arguments = ?", "args_hash = ?", "preview = ?", "preview_hash = ?", "risk_reasons = ?",
+			"protected = ?", "scope = ?", "arguments_text = ?", "original = ?")
+		args = append(args, string(e.Arguments), e.ArgsHash, e.Preview, e.PreviewHash, string(enc.reasons),
+			e.Protected, enc.scope, e.ArgumentsText, enc.original)
+		// The action edited is the one the request still holds.
+		edited = []any{e.Original.ArgsHash, e.Original.PreviewHash}
+	}
 
 	where := []string{"id = ?", "status IN (" + placeholders(len(t.From)) + ")", "expires_at > ?"}
 	args = append(args, t.ID)
@@ -170,11 +186,14 @@ func updateStatement(t countersign.Transition) (string, []any) {
 	if t.AccountID != "" {
 		where, args = append(where, "account_id = ?"), append(args, t.AccountID)
 	}
+	if edited != nil {
+		where, args = append(where, "args_hash = ?", "preview_hash = ?", "original = ''"), append(args, edited...)
+	}
 
 	// SQLite makes every change of an UPDATE … RETURNING in its first
 	// step, so reading only the one row it returns is enough.
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
-		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

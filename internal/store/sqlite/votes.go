@@ -77,7 +77,10 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 		return r, votes, nil
 	}
 	t.DecidedBy = countersign.VotersOf(votes)
-	update, args := updateStatement(t)
+	update, args, err := updateStatement(t)
+	if err != nil {
+		return nil, nil, err
+	}
 	row, err := transition(ctx, tx, t, update, args, approved)
 	if err != nil {
 		return nil, nil, err

@@ -59,6 +59,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"RefusalWords", testRefusalWords},
 		{"Consume", testConsume},
 		{"DecideRace", testDecideRace},
+		{"EditApprove", testEditApprove},
+		{"EditRace", testEditRace},
 		{"Votes", testVotes},
 		{"VoteSeparate", testVoteSeparate},
 		{"VoteCounted", testVoteCounted},

@@ -1,0 +1,218 @@
+package approval_test
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+)
+
+func approveEdit(args string) countersign.DecisionInput {
+	return countersign.DecisionInput{Decision: countersign.DecisionApprove, Edit: &countersign.Edit{Arguments: json.RawMessage(args)}}
+}
+
+// refusedEdit fails the test unless the decision d on r is refused with
+// code and leaves r and the audit log as they were.
+func (e *env) refusedEdit(what string, who countersign.ApproverPrincipal, r *countersign.Request, d countersign.DecisionInput, code string) error {
+	e.t.Helper()
+	before := e.auditCount()
+	_, err := e.svc.Decide(e.ctx, who, r.ID, d)
+	wantCode(e.t, what, err, code)
+	if e.auditCount() != before {
+		e.t.Errorf("%s: a refused edit wrote to the audit log", what)
+	}
+	got := e.stored(r.ID)
+	if got.Status != countersign.StatusPending || got.Original != nil || got.ArgsHash != r.ArgsHash {
+		e.t.Errorf("%s: the request changed: %s %+v", what, got.Status, got.Original)
+	}
+	return err
+}
+
+// TestEditBash: an approver edits a Bash command before approving it; the
+// approval binds the edited command, keeps the original, and the agent
+// consumes the edited arguments; the audit holds both versions.
+func TestEditBash(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"rm -rf /work/proj/build /work/proj/src","description":"clean"}`), Preview: "rm -rf build src",
+		RiskReasons: []string{"recursive delete"}, Context: countersign.RequestContext{Cwd: "/work/proj", SessionID: "s1"}})
+
+	edit := `{"command":"rm -rf /work/proj/build","description":"clean"}`
+	preview, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)})
+	if err != nil {
+		t.Fatalf("Edited: %v", err)
+	}
+	if e.stored(r.ID).ArgsHash != r.ArgsHash {
+		t.Fatal("Edited saved the edit")
+	}
+	got, err := e.svc.Decide(e.ctx, e.alice, r.ID, approveEdit(edit))
+	if err != nil {
+		t.Fatalf("approve with an edit: %v", err)
+	}
+	if got.Status != countersign.StatusApproved || got.Original == nil || got.Original.ArgsHash != r.ArgsHash ||
+		got.Original.Preview != "rm -rf build src" || string(got.Original.Arguments) != string(r.Arguments) {
+		t.Fatalf("approved: %s, original %+v", got.Status, got.Original)
+	}
+	if string(got.Arguments) != edit || got.ArgsHash != sha(edit) || got.BindingHash() != preview.BindingHash() || got.BindingHash() == r.BindingHash() {
+		t.Fatalf("approved arguments %s, binding %s; the preview's %s", got.Arguments, got.BindingHash(), preview.BindingHash())
+	}
+	if !slices.Contains(got.RiskReasons, "recursive delete") || !slices.Contains(got.RiskReasons, "edited command: rm deletes files") {
+		t.Errorf("risk reasons %q: want the original's and the server's", got.RiskReasons)
+	}
+	if got.Protected {
+		t.Errorf("a delete inside the project is not protected")
+	}
+	if got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/work/proj/build"}) || !slices.Equal(got.Scope.Commands, []string{"rm"}) {
+		t.Errorf("scope %+v, want the edited command's", got.Scope)
+	}
+	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	if err != nil || string(c.Arguments) != edit || c.Original == nil {
+		t.Fatalf("consume: %+v, %v", c, err)
+	}
+	entries, _ := e.store.AuditLog(e.ctx, 0, 1000)
+	var detail map[string]any
+	for _, en := range entries {
+		if en.RequestID == r.ID && en.Event == "approved" {
+			json.Unmarshal([]byte(en.Detail), &detail)
+		}
+	}
+	if detail["edited"] != true || detail["original_args_hash"] != r.ArgsHash || detail["args_hash"] != sha(edit) ||
+		detail["arguments"] != edit || detail["original_arguments"] != string(r.Arguments) {
+		t.Errorf("audit detail %v: want both versions", detail)
+	}
+}
+
+// TestEditAddsRisk: an edit that adds a destroyer of a protected path to a
+// Bash command gains its risk reasons and Protected, and so the step-up:
+// without a passkey bound to the edited request it is refused, with one
+// bound to the original it is refused, with one bound to the edited
+// request it passes.
+func TestEditAddsRisk(t *testing.T) {
+	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls"}`), Context: countersign.RequestContext{Cwd: "/work/proj"}})
+	edit := `{"command":"ls && rm -rf /etc/nginx"}`
+	d := approveEdit(edit)
+	err := e.refusedEdit("edit without a passkey", e.alice, r, d, countersign.EFORBIDDEN)
+	if !errors.Is(err, approval.ErrPasskeyNeeded) {
+		t.Fatalf("edit without a passkey: %v", err)
+	}
+	edited, err := e.svc.Edited(e.ctx, e.alice, r.ID, *d.Edit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !edited.Protected || !slices.Contains(edited.RiskReasons, "protected path: /etc/nginx") || !slices.Contains(edited.RiskReasons, "edited command: rm deletes files") {
+		t.Fatalf("edited: protected %v, reasons %q", edited.Protected, edited.RiskReasons)
+	}
+	v := &countersign.Verification{Method: "webauthn", CredentialID: "Y3JlZA", PasskeyID: "pk_1", RequestID: r.ID,
+		BindingHash: r.BindingHash(), Decision: countersign.DecisionApprove}
+	d.Verified = v
+	e.refusedEdit("edit with a passkey bound to the original", e.alice, r, d, countersign.EFORBIDDEN)
+	good := *v
+	good.BindingHash = edited.BindingHash()
+	d.Verified = &good
+	got, err := e.svc.Decide(e.ctx, e.alice, r.ID, d)
+	if err != nil || !got.Protected || got.ArgsHash != sha(edit) {
+		t.Fatalf("edit with a passkey bound to it: %+v, %v", got, err)
+	}
+}
+
+// TestEditRm: an rm request's targets may only be narrowed.
+func TestEditRm(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	args := `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":["/p/a","/p/b","/p/c"]}`
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindRm, Action: "rm", Arguments: json.RawMessage(args)})
+	for _, tt := range []struct{ name, args string }{
+		{"a new target", `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":["/p/a","/etc"]}`},
+		{"no target", `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":[]}`},
+		{"a target twice", `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":["/p/a","/p/a"]}`},
+		{"another field changed", `{"args":["-rf","a","b","c","/"],"bytes":10,"file_count":3,"targets":["/p/a"]}`},
+		{"a field added", `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":["/p/a"],"x":1}`},
+		{"a field removed", `{"args":["-rf","a","b","c"],"bytes":10,"targets":["/p/a"]}`},
+		{"not an object", `["/p/a"]`},
+		{"not JSON", `{"targets":`},
+	} {
+		e.refusedEdit("rm edit: "+tt.name, e.alice, r, approveEdit(tt.args), countersign.EINVALID)
+	}
+	fewer := `{"args":["-rf","a","b","c"],"bytes":10,"file_count":3,"targets":["/p/c","/p/a"]}`
+	got, err := e.svc.Decide(e.ctx, e.alice, r.ID, approveEdit(fewer))
+	if err != nil {
+		t.Fatalf("narrowing edit: %v", err)
+	}
+	if got.Original == nil || got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/p/a", "/p/c"}) {
+		t.Fatalf("narrowed: original %+v, scope %+v", got.Original, got.Scope)
+	}
+}
+
+// TestEditRefusals: an edit goes only with approve, never with an
+// auto-approve window; another account's approver and a viewer cannot
+// edit; an edit equal to the original is a plain approval; mcp and
+// generic requests take any arguments of their kind.
+func TestEditRefusals(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	r := e.create(e.keyA, e.toolCall("Bash", "s1"))
+	edit := `{"command":"ls"}`
+	for _, dec := range []countersign.Decision{countersign.DecisionDeny, countersign.DecisionRespond, countersign.DecisionStop} {
+		d := approveEdit(edit)
+		d.Decision, d.Text = dec, "x"
+		e.refusedEdit("edit with "+string(dec), e.alice, r, d, countersign.EINVALID)
+	}
+	d := approveEdit(edit)
+	d.AutoApproveMinutes = 5
+	e.refusedEdit("edit with a window", e.alice, r, d, countersign.EINVALID)
+	e.refusedEdit("another account's approver", e.bob, r, approveEdit(edit), countersign.ENOTFOUND)
+	if _, err := e.svc.Edited(e.ctx, e.bob, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)}); countersign.ErrorCode(err) != countersign.ENOTFOUND {
+		t.Errorf("Edited by another account's approver: %v", err)
+	}
+	e.refusedEdit("a Bash edit without a command", e.alice, r, approveEdit(`{"cmd":"ls"}`), countersign.EINVALID)
+	e.refusedEdit("a Bash edit that does not parse", e.alice, r, approveEdit(`{"command":"ls 'unclosed"}`), countersign.EINVALID)
+	e.refusedEdit("an empty edit", e.alice, r, approveEdit(``), countersign.EINVALID)
+
+	vic := e.newApprover("vic", "acme")
+	if err := e.world.Admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	vic = e.approver(e.world.Token("vic", "acme"))
+	e.refusedEdit("a viewer", vic, r, approveEdit(edit), countersign.EFORBIDDEN)
+	if _, err := e.svc.Edited(e.ctx, vic, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)}); countersign.ErrorCode(err) != countersign.EFORBIDDEN {
+		t.Errorf("Edited by a viewer: %v", err)
+	}
+
+	// The same arguments, written otherwise: a plain approval.
+	same := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash", Arguments: json.RawMessage(`{"command":"ls","n":1}`)})
+	got, err := e.svc.Decide(e.ctx, e.alice, same.ID, approveEdit(`{ "n": 1, "command": "ls" }`))
+	if err != nil || got.Original != nil || got.ArgsHash != same.ArgsHash {
+		t.Fatalf("an edit equal to the original: %+v, %v", got, err)
+	}
+	// A decided request cannot be edited.
+	_, err = e.svc.Decide(e.ctx, e.alice, same.ID, approveEdit(`{"command":"pwd"}`))
+	wantCode(t, "edit of a decided request", err, countersign.ECONFLICT)
+
+	m := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindMCP, Action: "files.write", Tier: countersign.TierWrite,
+		Arguments: json.RawMessage(`{"path":"a","text":"x"}`)})
+	e.refusedEdit("mcp arguments that are no object", e.alice, m, approveEdit(`"x"`), countersign.EINVALID)
+	got, err = e.svc.Decide(e.ctx, e.alice, m.ID, approveEdit(`{"path":"a","text":"y"}`))
+	if err != nil || got.Tier != countersign.TierWrite || got.Original == nil || !strings.Contains(got.Preview, `"y"`) {
+		t.Fatalf("mcp edit: %+v, %v", got, err)
+	}
+	g := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindGeneric, Action: "post", Arguments: json.RawMessage(`{"text":"hello"}`)})
+	got, err = e.svc.Decide(e.ctx, e.alice, g.ID, approveEdit(`{"text":"hello, world"}`))
+	if err != nil || string(got.Arguments) != `{"text":"hello, world"}` {
+		t.Fatalf("generic edit: %+v, %v", got, err)
+	}
+}
+
+// TestEditQuorum: a request that needs several votes cannot be edited,
+// and the refusal says why.
+func TestEditQuorum(t *testing.T) {
+	e, _, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	err := e.refusedEdit("edit of a quorum request", e.alice, r, approveEdit(`{"n":99}`), countersign.EINVALID)
+	if err == nil || !strings.Contains(err.Error(), "cannot be edited") {
+		t.Fatalf("refusal: %v", err)
+	}
+}

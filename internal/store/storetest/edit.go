@@ -1,0 +1,123 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/countersign/countersign"
+)
+
+// edited returns r as an approver's edit to args and preview makes it,
+// with a risk reason added and the path protected, keeping r's action as
+// its original.
+func edited(r *countersign.Request, args, preview string) *countersign.Request {
+	e := *r
+	e.Original = &countersign.Original{Arguments: r.Arguments, ArgsHash: r.ArgsHash, Preview: r.Preview,
+		PreviewHash: r.PreviewHash, RiskReasons: r.RiskReasons}
+	e.Arguments, e.ArgsHash, e.Preview, e.PreviewHash = json.RawMessage(args), sha(args), preview, sha(preview)
+	e.RiskReasons = append(append([]string{}, r.RiskReasons...), "writes to a protected path")
+	e.Protected, e.ArgumentsText = true, args
+	e.Scope = &countersign.Scope{StatedScope: countersign.StatedScope{Paths: []string{"/etc/x"}}, Classes: []string{"delete"}}
+	return &e
+}
+
+// testEditApprove: an approval with an edit replaces the request's action
+// (arguments, hashes, preview, reasons, protected, scope) and keeps the
+// original, in one change; the approval binds the edited action only.
+func testEditApprove(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s, ctx := f.s, t.Context()
+	r := create(t, s, newRequest(f.key, "Bash", `{"command":"rm -rf /src/a /src/b"}`, "rm -rf /src/a /src/b"), Base)
+	e := edited(r, `{"command":"rm -rf /etc/x"}`, "rm -rf /etc/x")
+	now := Base.Add(time.Minute)
+	got, err := s.Transition(ctx, countersign.Transition{
+		ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: now,
+		AccountID: f.account.ID, DecidedBy: "alice", Edited: e,
+	}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: `{"edited":true}`})
+	if err != nil {
+		t.Fatalf("approve with an edit: %v", err)
+	}
+	want := *e
+	want.Status, want.DecidedAt, want.DecidedBy = countersign.StatusApproved, now, "alice"
+	same(t, "approved edited request", got, &want)
+	stored, err := s.Request(ctx, r.ID)
+	if err != nil {
+		t.Fatalf("Request: %v", err)
+	}
+	same(t, "stored edited request", stored, &want)
+	if stored.BindingHash() == r.BindingHash() {
+		t.Errorf("the edited request keeps the original binding")
+	}
+	list, err := s.Requests(ctx, countersign.RequestFilter{AccountID: f.account.ID})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("Requests: %v, %v", list, err)
+	}
+	same(t, "listed edited request", list[0], &want)
+
+	// The approval is of the edited action: the original's binding finds
+	// nothing, the edited one is consumed.
+	_, err = s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
+	wantCode(t, "consume the original's binding", err, countersign.ENOTFOUND)
+	c, err := s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, e.ArgsHash, e.PreviewHash, r.Tier, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
+	if err != nil || c.ID != r.ID || c.Original == nil || c.Original.ArgsHash != r.ArgsHash {
+		t.Fatalf("consume the edited binding: %+v, %v", c, err)
+	}
+
+	// An edit of a request whose action is no longer the one edited
+	// changes nothing: here, one edited already (a second edit names
+	// the first's original).
+	r2 := create(t, s, newRequest(f.key, "Bash", `{"command":"ls"}`, "ls"), Base)
+	stale := edited(r2, `{"command":"ls -l"}`, "ls -l")
+	stale.Original.ArgsHash = sha("something else")
+	_, err = s.Transition(ctx, countersign.Transition{ID: r2.ID, From: fromPending, To: countersign.StatusApproved, Now: now, Edited: stale},
+		countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
+	wantCode(t, "edit of another action", err, countersign.ECONFLICT)
+	wantMessage(t, "edit of another action", err, "changed")
+	if got, _ := s.Request(ctx, r2.ID); got == nil || got.Status != countersign.StatusPending || got.Original != nil || got.ArgsHash != r2.ArgsHash {
+		t.Errorf("after a refused edit: %+v", got)
+	}
+	// Only an approval from pending carries an edit.
+	_, err = s.Transition(ctx, countersign.Transition{ID: r2.ID, From: fromPending, To: countersign.StatusDenied, Now: now, Edited: edited(r2, `{}`, "x")},
+		countersign.AuditEvent{Event: "denied", Actor: "approver:alice", Detail: "{}"})
+	wantCode(t, "deny with an edit", err, countersign.EINVALID)
+}
+
+// testEditRace: an approval with an edit races plain approvals and
+// denials of the same request: exactly one decision is made, and the
+// request holds the edit only when the edit won.
+func testEditRace(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	for run := range 10 {
+		r := create(t, s, newRequest(f.key, "Bash", `{"command":"rm -rf /src/a /src/b"}`, "race"), Base)
+		e := edited(r, `{"command":"rm -rf /src/a"}`, "rm -rf /src/a")
+		seq, _, _ := s.AuditHead(t.Context())
+		wins := race(t, s, 20, func(i int) countersign.Transition {
+			tr := countersign.Transition{ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base.Add(time.Second), DecidedBy: "alice"}
+			switch i % 3 {
+			case 0:
+				tr.Edited = e
+			case 1:
+				tr.To = countersign.StatusDenied
+			}
+			return tr
+		})
+		if wins != 1 {
+			t.Fatalf("run %d: %d decisions succeeded, want exactly 1", run, wins)
+		}
+		if seq2, _, _ := s.AuditHead(t.Context()); seq2 != seq+1 {
+			t.Fatalf("run %d: audit head moved from %d to %d, want one entry", run, seq, seq2)
+		}
+		got, err := s.Request(t.Context(), r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got.Original != nil) != (got.ArgsHash == e.ArgsHash) || (got.Original != nil && got.Status != countersign.StatusApproved) {
+			t.Fatalf("run %d: status %s, args hash %s, original %+v: a decision half applied", run, got.Status, got.ArgsHash, got.Original)
+		}
+		if _, err := s.ExpireRequests(t.Context(), r.ID, r.ExpiresAt); err != nil {
+			t.Fatalf("ExpireRequests: %v", err)
+		}
+	}
+}
