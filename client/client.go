@@ -51,6 +51,11 @@ type (
 	Scope = api.Scope
 	// Decision is what an approver decides.
 	Decision = api.Decision
+	// Edit is an approver's change of a request's action, with approve.
+	Edit = api.Edit
+	// Original is the action as the agent asked for it, on a request an
+	// approver edited before approving.
+	Original = api.Original
 	// RanInput is what a coding agent's hook reports after a call ran.
 	RanInput = api.RanInput
 	// Ran is what the server recorded of what ran.

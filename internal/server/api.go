@@ -340,6 +340,14 @@ type decisionInput struct {
 	Decision           countersign.Decision `json:"decision"`
 	Text               string               `json:"text"`
 	AutoApproveMinutes int                  `json:"auto_approve_minutes"`
+	// Edit, with approve only, approves the request with its action
+	// changed: the whole new arguments.
+	Edit *editInput `json:"edit,omitempty"`
+}
+
+// editInput is an approver's edit of a request's action.
+type editInput struct {
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap countersign.ApproverPrincipal) error {
@@ -349,9 +357,11 @@ func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap counte
 	}
 	id := r.PathValue("id")
 	return s.idempotent(w, r, approverPrincipal(ap), countersign.IdemDecision, id, in, func(ctx context.Context) (*countersign.Request, int, error) {
-		req, err := s.service.Decide(ctx, ap, id, countersign.DecisionInput{
-			Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes,
-		})
+		d := countersign.DecisionInput{Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes}
+		if in.Edit != nil {
+			d.Edit = &countersign.Edit{Arguments: in.Edit.Arguments}
+		}
+		req, err := s.service.Decide(ctx, ap, id, d)
 		return req, http.StatusOK, err
 	})
 }

@@ -33,7 +33,38 @@ type requestJSON struct {
 	ConsumedAt       *time.Time                 `json:"consumed_at,omitempty"`
 	Scope            *countersign.Scope         `json:"scope,omitempty"`
 	Ran              *ranJSON                   `json:"ran,omitempty"`
-	InboxURL         string                     `json:"inbox_url"`
+	// Edited and Original say that an approver changed the action before
+	// approving it: the fields above are the edited action, what the
+	// agent is to run, and Original the action as the agent asked.
+	Edited   bool          `json:"edited,omitempty"`
+	Original *originalJSON `json:"original,omitempty"`
+	InboxURL string        `json:"inbox_url"`
+}
+
+// originalJSON is the action as the agent asked for it, on a request an
+// approver edited.
+type originalJSON struct {
+	Arguments   json.RawMessage `json:"arguments"`
+	ArgsHash    string          `json:"args_hash"`
+	Preview     string          `json:"preview"`
+	PreviewHash string          `json:"preview_hash"`
+	RiskReasons []string        `json:"risk_reasons"`
+}
+
+// originalOf is the original field of a request; nil when not edited.
+func originalOf(r *countersign.Request) *originalJSON {
+	o := r.Original
+	if o == nil {
+		return nil
+	}
+	args, reasons := o.Arguments, o.RiskReasons
+	if len(args) == 0 {
+		args = json.RawMessage("{}")
+	}
+	if reasons == nil {
+		reasons = []string{}
+	}
+	return &originalJSON{Arguments: args, ArgsHash: o.ArgsHash, Preview: o.Preview, PreviewHash: o.PreviewHash, RiskReasons: reasons}
 }
 
 // ranJSON is what the agent reported it ran under the approval: the tool,
@@ -70,7 +101,7 @@ func (s *Server) requestJSON(r *countersign.Request) requestJSON {
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
 		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,
 		AutoApproveUntil: timePtr(r.AutoApproveUntil), ConsumedAt: timePtr(r.ConsumedAt),
-		Scope: r.Scope, Ran: ranOf(r), InboxURL: s.inboxURL(r.ID),
+		Scope: r.Scope, Ran: ranOf(r), Edited: r.Original != nil, Original: originalOf(r), InboxURL: s.inboxURL(r.ID),
 	}
 }
 
