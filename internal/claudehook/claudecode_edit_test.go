@@ -12,32 +12,39 @@ import (
 )
 
 // editNext waits for the rig's next request and approves it as the
-// approver edited it: its tool input with the command replaced, through
-// the API with the approver's token; then it decides the requests that
-// come after it, the decisions in turn. It returns a wait for that.
+// approver edited it (editAsItComes).
 func (r *claudeRig) editNext(command string, then ...client.Decision) func() {
+	return r.srv.editAsItComes(r.t, r.exited, command, then...)
+}
+
+// editAsItComes waits for the server's next request and approves it as
+// the approver edited it: its tool input with the command replaced,
+// through the API with the approver's token; then it decides the
+// requests that come after it, the decisions in turn, until the agent
+// exits (exited closes). It returns a wait for that.
+func (s *testServer) editAsItComes(t testing.TB, exited <-chan struct{}, command string, then ...client.Decision) func() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		q := r.srv.nextPending(r.exited)
+		q := s.nextPending(exited)
 		if q == nil {
-			r.t.Errorf("no request was pending before Claude Code exited")
+			t.Errorf("no request was pending before the agent exited")
 			return
 		}
 		var in map[string]any
 		if err := json.Unmarshal(q.Arguments, &in); err != nil {
-			r.t.Errorf("the request's arguments: %v", err)
+			t.Errorf("the request's arguments: %v", err)
 			return
 		}
 		in["command"] = command
 		args, _ := json.Marshal(in)
-		r.srv.decide(r.t, q, client.Decision{Decision: "approve", Edit: &api.Edit{Arguments: args}})
+		s.decide(t, q, client.Decision{Decision: "approve", Edit: &api.Edit{Arguments: args}})
 		for _, d := range then {
-			if q = r.srv.nextPending(r.exited); q == nil {
-				r.t.Errorf("no request to %s was pending before Claude Code exited", d.Decision)
+			if q = s.nextPending(exited); q == nil {
+				t.Errorf("no request to %s was pending before the agent exited", d.Decision)
 				return
 			}
-			r.srv.decide(r.t, q, d)
+			s.decide(t, q, d)
 		}
 	}()
 	return func() { <-done }
@@ -104,4 +111,42 @@ func TestClaudeCodeEdited(t *testing.T) {
 			t.Errorf("the audit log holds %+v of what ran; want one ran_as_approved", got)
 		}
 	})
+}
+
+// TestGeminiCLIEdited drives the real Gemini CLI: the approver edits the
+// shell command before approving it, and Gemini CLI runs the edited
+// command (its arguments as the hook wrote them back in its own names).
+func TestGeminiCLIEdited(t *testing.T) {
+	t.Parallel()
+	r := newGeminiRig(t, false)
+	wait := r.editNext("touch edited.txt")
+	out, results := r.run(nil, geminiShell("rm -r build"))
+	wait()
+	res := oneResult(t, out, results)
+	q := r.askedOnce("Bash")
+	if res.IsError || !exists(filepath.Join(r.w.project, "edited.txt")) || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+		t.Fatalf("the model got %+v; want the edited command run and the asked delete not", res)
+	}
+	if !q.Edited || q.Status != "consumed" {
+		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
+	}
+}
+
+// TestCodexEdited drives the real Codex CLI: the approver edits the
+// command before approving it, and Codex runs the edited command (the
+// PreToolUse hook's updatedInput).
+func TestCodexEdited(t *testing.T) {
+	t.Parallel()
+	r := newCodexRig(t, codexOptions{})
+	wait := r.srv.editAsItComes(t, r.exited, "touch edited.txt")
+	out, results := r.run(codexSandboxless, shellCall{Cmd: "rm -r build"})
+	wait()
+	res := oneOutput(t, out, results)
+	q := r.askedCodex(1)[0]
+	if !exists(filepath.Join(r.w.project, "edited.txt")) || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+		t.Fatalf("the model got %q; want the edited command run and the asked delete not", res)
+	}
+	if !q.Edited || q.Status != "consumed" {
+		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
+	}
 }
