@@ -150,3 +150,22 @@ func TestCodexEdited(t *testing.T) {
 		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
 	}
 }
+
+// TestCopilotCLIEdited drives the real GitHub Copilot CLI: the approver
+// edits the shell command before approving it, and Copilot runs the
+// edited command (the preToolUse hook's modifiedArgs).
+func TestCopilotCLIEdited(t *testing.T) {
+	t.Parallel()
+	r := newCopilotRig(t, "")
+	wait := r.editNext("touch edited.txt")
+	out, results := r.run(nil, shell("rm -r build"))
+	wait()
+	res := oneResult(t, out, results)
+	q := r.askedCopilot("Bash")
+	if strings.Contains(res.Text, "enied") || !exists(filepath.Join(r.w.project, "edited.txt")) || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+		t.Fatalf("the model got %+v; want the edited command run and the asked delete not", res)
+	}
+	if !q.Edited || q.Status != "consumed" {
+		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
+	}
+}
