@@ -69,7 +69,15 @@ func TestEditBash(t *testing.T) {
 	if got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/work/proj/build"}) || !slices.Equal(got.Scope.Commands, []string{"rm"}) {
 		t.Errorf("scope %+v, want the edited command's", got.Scope)
 	}
-	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	// An agent that does not run edits gets no edited approval: it would
+	// run the original.
+	_, err = e.svc.Consume(e.ctx, e.keyA, r.ID)
+	wantCode(t, "consume by an agent that does not run edits", err, countersign.ECONFLICT)
+	if err == nil || !strings.Contains(err.Error(), "edited") {
+		t.Fatalf("refusal: %v", err)
+	}
+	e.wantStatus(r.ID, countersign.StatusApproved)
+	c, err := e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r.ID)
 	if err != nil || string(c.Arguments) != edit || c.Original == nil {
 		t.Fatalf("consume: %+v, %v", c, err)
 	}
@@ -234,7 +242,7 @@ func TestEditQuorum(t *testing.T) {
 	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
 		t.Fatalf("alice's vote on the edit: %+v, %v", got, err)
 	}
-	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	c, err := e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r.ID)
 	if err != nil || string(c.Arguments) != `{"n":99}` {
 		t.Fatalf("consume: %+v, %v", c, err)
 	}
