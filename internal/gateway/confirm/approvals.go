@@ -145,7 +145,9 @@ func (s *serviceApprovals) wait(ctx context.Context, p gateway.Principal, id str
 }
 
 func (s *serviceApprovals) consume(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
-	return s.ticket(s.svc.Consume(ctx, p.Agent(), id))
+	// The gateway runs an approval's action as approved, an approver's
+	// edit of the arguments included (approvedArgs).
+	return s.ticket(s.svc.Consume(approval.AcceptEdits(ctx), p.Agent(), id))
 }
 
 func (s *serviceApprovals) cancel(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
