@@ -107,3 +107,26 @@ func TestEditedElicitation(t *testing.T) {
 		})
 	}
 }
+
+// TestEditedStdio: `countersign mcp` asking a server through the API (the
+// stdio gateway with COUNTERSIGN_URL). An approver's edit made through the
+// API is what the upstream receives when the model retries its call; the
+// original call never runs.
+func TestEditedStdio(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+	g, logFile := h.stdioGateway("agent")
+	cs := stdioConnect(t, g, clientOpts{})
+	asked := map[string]any{"id": "precious"}
+	wantStatus(t, call(t, cs, "delete_note", asked), "approval_pending")
+	r := h.pending("delete_note")
+	if err := h.editAndApprove(r.ID, map[string]any{"id": "spare"}); err != nil {
+		t.Fatal(err)
+	}
+	res := call(t, cs, "delete_note", asked)
+	if res.IsError || !strings.HasPrefix(textOf(res), "deleted spare") || res.Meta["countersign/edited"] != true {
+		t.Fatalf("result %q (error %v, meta %v); want the edited call run", textOf(res), res.IsError, res.Meta)
+	}
+	wantStatus(t, call(t, cs, "delete_note", asked), "approval_pending")
+	wantCalls(t, logFile, "delete_note spare")
+}
