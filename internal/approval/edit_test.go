@@ -66,6 +66,9 @@ func TestEditBash(t *testing.T) {
 	if got.Protected {
 		t.Errorf("a delete inside the project is not protected")
 	}
+	if !strings.Contains(got.Preview, "$ rm -rf /work/proj/build\n") {
+		t.Errorf("edited preview:\n%s", got.Preview)
+	}
 	if got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/work/proj/build"}) || !slices.Equal(got.Scope.Commands, []string{"rm"}) {
 		t.Errorf("scope %+v, want the edited command's", got.Scope)
 	}
@@ -153,6 +156,9 @@ func TestEditRm(t *testing.T) {
 	}
 	if got.Original == nil || got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/p/a", "/p/c"}) {
 		t.Fatalf("narrowed: original %+v, scope %+v", got.Original, got.Scope)
+	}
+	if !strings.Contains(got.Preview, "only 2 of the 3 targets") || !strings.Contains(got.Preview, "Not deleted:\n  /p/b\n") {
+		t.Errorf("narrowed preview:\n%s", got.Preview)
 	}
 }
 
