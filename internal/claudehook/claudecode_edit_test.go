@@ -169,3 +169,26 @@ func TestCopilotCLIEdited(t *testing.T) {
 		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
 	}
 }
+
+// TestCodexEditedEscalation: in its sandbox with approvals, Codex asks
+// the hook before a command that asks to leave the sandbox (PreToolUse).
+// An approver's edit there is answered as updatedInput, and Codex 0.169.0
+// then refuses the rewritten command itself ("approval policy is Never;
+// reject command"), before its own prompt to leave the sandbox: neither
+// the edit nor the asked command runs, and the model is told.
+func TestCodexEditedEscalation(t *testing.T) {
+	t.Parallel()
+	r := newCodexRig(t, codexOptions{})
+	wait := r.srv.editAsItComes(t, r.exited, "touch edited.txt")
+	out, results := r.run(codexApproveForMe, shellCall{Cmd: "rm -r build", Escalate: true})
+	wait()
+	res := oneOutput(t, out, results)
+	q := r.askedCodex(1)[0]
+	p := r.w.project
+	if !strings.Contains(res, "reject") || exists(filepath.Join(p, "edited.txt")) || !exists(filepath.Join(p, "build", "x.o")) {
+		t.Errorf("the model got %q; want a refusal, and nothing run", res)
+	}
+	if !q.Edited || q.Status != "consumed" {
+		t.Errorf("the request: edited %v, %s; want the edit consumed", q.Edited, q.Status)
+	}
+}
