@@ -90,7 +90,8 @@ func writeCodex(ev Event, in *Input, o outcome) ([]byte, int) {
 	case ev == EventBefore && (o.action == Allow || o.action == Deny):
 	case ev == EventPermission && (o.action == Allow || o.action == Deny):
 		// A PermissionRequest cannot change the input: the approval
-		// allows the call as it was asked.
+		// allows the call as it was asked, and an edited one denies.
+		o = noRewrite(o, in, "Codex")
 		o.input = nil
 	default:
 		return nil, ExitOK

@@ -109,6 +109,8 @@ type copilotCall struct {
 	// Deferred is set on a preToolUse call that permissionRequest
 	// decides (a file write, an MCP tool): preToolUse leaves it alone.
 	Deferred bool
+	// agent is the call in Copilot's words.
+	agent *agentCall
 }
 
 // readCopilot parses a Copilot hook input. An input it cannot read fully
@@ -153,6 +155,7 @@ func readCopilot(data []byte) (*copilotCall, error) {
 		return c, err
 	}
 	c.Input = &Input{SessionID: in.SessionID, Cwd: in.Cwd, Event: hookEvent, ToolName: tool, ToolInput: ti}
+	c.agent = &agentCall{tool: in.ToolName, args: raw}
 	if ev == CopilotPostToolUse {
 		c.Input.Event = "PostToolUse"
 	}
@@ -375,6 +378,7 @@ func readCopilotEvent(data []byte, cwd string, _ func(string) string) (Event, *I
 		in = &Input{}
 	}
 	in.Event = c.Event
+	in.agent = c.agent
 	if c.Deferred {
 		return EventOther, in, call, nil
 	}
@@ -384,6 +388,19 @@ func readCopilotEvent(data []byte, cwd string, _ func(string) string) (Event, *I
 // writeCopilot renders an answer as Copilot reads it: JSON on standard
 // output and status 0.
 func writeCopilot(_ Event, in *Input, o outcome) ([]byte, int) {
+	if o.action == Allow && o.edit != nil {
+		switch in.Event {
+		case CopilotPreToolUse:
+			args, err := copilotEdited(in, o.input)
+			if err != nil {
+				o = o.edit.refused(in.ToolName, "Copilot cannot run it as edited: "+err.Error())
+			} else {
+				o.input = args
+			}
+		default:
+			o = noRewrite(o, in, "Copilot")
+		}
+	}
 	return o.renderCopilot(in.Event), ExitOK
 }
 

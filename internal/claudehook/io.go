@@ -37,6 +37,19 @@ type Input struct {
 	ToolUseID      string          `json:"tool_use_id"`
 	AgentID        string          `json:"agent_id"`
 	AgentType      string          `json:"agent_type"`
+
+	// agent is the call in the agent's own words, where they are not
+	// Claude Code's: what an edited call is written back into.
+	agent *agentCall
+}
+
+// agentCall is a call in its agent's own words: the tool's name and
+// arguments, and what else reading it in Claude Code's words took.
+type agentCall struct {
+	tool string
+	args json.RawMessage
+	cwd  string
+	mcp  *geminiMCP
 }
 
 // MaxInput bounds what the hook reads: a Write of a large file carries the
@@ -187,6 +200,9 @@ type outcome struct {
 	// input, with Allow, is the tool input to run instead of the one
 	// asked about (Claude Code's updatedInput).
 	input json.RawMessage
+	// edit, with Allow, is the approver's edit of the call: input is
+	// then the edited call's, which must run or nothing.
+	edit *edit
 }
 
 // preToolUseOut is the JSON answer to PreToolUse.
