@@ -1,0 +1,397 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/callview"
+	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
+)
+
+// maxEditArgs bounds the arguments an edit in the inbox may have: the
+// approve form carries them back, urlencoded (up to three bytes a byte),
+// with a passkey's answer, within a page's maxBody.
+const maxEditArgs = 12 << 10
+
+// maxEditTargets bounds the targets of a delete the edit form lists.
+const maxEditTargets = 200
+
+// The forms of an edit, by what the request is (editFormOf).
+const (
+	editCommand = "command"   // a Bash call: its command line
+	editTargets = "targets"   // a delete of the rm wrapper: which targets stay
+	editText    = "text"      // a generic request with a text: the text
+	editJSON    = "arguments" // anything else: the arguments as JSON
+)
+
+// editForm is the form of an edit: which one, and the values it shows.
+type editForm struct {
+	// Mode is one of the edit* forms; empty when the request cannot be
+	// edited here, Why then says why.
+	Mode, Why string
+	Command   string
+	Targets   []editTarget
+	Text      string
+	JSON      string
+	Label     string // what the JSON is
+	Max       int    // characters a field takes
+}
+
+// editTarget is a target of a delete as a checkbox: its place in the
+// request's own list, which the form sends back, never the path.
+type editTarget struct {
+	Index int
+	Path  string
+	Keep  bool
+}
+
+// reasonView is a risk reason of an edited request; New when the edit
+// added it.
+type reasonView struct {
+	Text string
+	New  bool
+}
+
+// editPage is the data of a request's edit page: the form and, once the
+// approver asked to see the edit, the request as the edit makes it.
+type editPage struct {
+	pageBase
+	R        *requestView // the request as the agent asked
+	Form     editForm
+	Error    string
+	Edited   *requestView // nil until the approver asks to see the edit
+	Reasons  []reasonView
+	EditJSON string // the edit's arguments, for the approve form
+	Same     bool   // the edit changes nothing
+	StepUp   stepUpView
+	Team     *approval.Team
+	Votes    bool
+}
+
+// objectOf reads arguments as a JSON object, each value as sent; nil
+// when they are none.
+func objectOf(args json.RawMessage) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if len(args) > callview.MaxRaw || json.Unmarshal(args, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// editFormOf is the form that edits req, filled with args: the request's
+// own arguments, or an edit of them.
+func editFormOf(req *countersign.Request, args json.RawMessage) editForm {
+	f := editForm{Max: maxEditArgs}
+	if req.SeedID != "" {
+		f.Why = "A request of the seed-compatible API cannot be edited: its client runs only what it asked. Approve or deny it as it is."
+		return f
+	}
+	if req.Original != nil {
+		f.Why = "This request was edited already: approve or deny it as it is."
+		return f
+	}
+	if len(req.Arguments) > maxEditArgs {
+		f.Why = fmt.Sprintf("The arguments of this request are too large to edit here (%d bytes, at most %d): approve or deny it as it is.", len(req.Arguments), maxEditArgs)
+		return f
+	}
+	orig := objectOf(req.Arguments)
+	switch {
+	case req.Kind == countersign.KindTool && req.Action == "Bash" && callview.Str(req.Arguments, "command") != "":
+		f.Mode, f.Command = editCommand, callview.Str(args, "command")
+	case req.Kind == countersign.KindRm && orig != nil:
+		targets := stringsOf(orig["targets"])
+		if len(targets) == 0 {
+			f.Why = "This delete names no targets to choose from: approve or deny it as it is."
+			return f
+		}
+		if len(targets) > maxEditTargets {
+			f.Why = fmt.Sprintf("This delete has %d targets, too many to choose from here (at most %d): approve or deny it as it is.", len(targets), maxEditTargets)
+			return f
+		}
+		kept := stringsOf(objectOf(args)["targets"])
+		f.Mode = editTargets
+		for i, t := range targets {
+			f.Targets = append(f.Targets, editTarget{Index: i, Path: visible.Line(limit.Text(t, 4096)), Keep: slices.Contains(kept, t)})
+		}
+	case req.Kind == countersign.KindGeneric && callview.Str(req.Arguments, "text") != "":
+		f.Mode, f.Text = editText, callview.Str(args, "text")
+	default:
+		f.Mode, f.JSON, f.Label = editJSON, indentJSON(args), "The arguments"
+		switch req.Kind {
+		case countersign.KindMCP:
+			f.Label = "The arguments of the call"
+		case countersign.KindTool:
+			f.Label = "The tool's input"
+		}
+	}
+	return f
+}
+
+// stringsOf reads a JSON list of strings; nil for anything else.
+func stringsOf(raw json.RawMessage) []string {
+	var out []string
+	if json.Unmarshal(raw, &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// indentJSON is JSON as a person edits it.
+func indentJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// formText is a text field of a form as typed: a browser sends a
+// textarea's line breaks as CRLF.
+func formText(r *http.Request, name string) string {
+	return strings.ReplaceAll(r.PostFormValue(name), "\r\n", "\n")
+}
+
+// editOf reads the edit form of req: the edit, and the form as the
+// approver filled it, to show again. Errors: EINVALID with what is
+// wrong; the service checks the rest.
+func editOf(req *countersign.Request, r *http.Request) (*countersign.Edit, editForm, error) {
+	f := editFormOf(req, req.Arguments)
+	var args json.RawMessage
+	var err error
+	switch f.Mode {
+	case "":
+		return nil, f, countersign.Errorf(countersign.EINVALID, "%s", f.Why)
+	case editCommand:
+		f.Command = formText(r, "command")
+		if strings.TrimSpace(f.Command) == "" {
+			return nil, f, countersign.Errorf(countersign.EINVALID, "The command is empty. To run nothing, deny the request")
+		}
+		args, err = withField(req.Arguments, "command", f.Command)
+	case editTargets:
+		var kept []string
+		kept, err = keptTargets(r, f.Targets, stringsOf(objectOf(req.Arguments)["targets"]))
+		for i := range f.Targets {
+			f.Targets[i].Keep = slices.Contains(r.PostForm["keep"], strconv.Itoa(i))
+		}
+		if err == nil {
+			args, err = withField(req.Arguments, "targets", kept)
+		}
+	case editText:
+		f.Text = formText(r, "text")
+		if strings.TrimSpace(f.Text) == "" {
+			return nil, f, countersign.Errorf(countersign.EINVALID, "The text is empty")
+		}
+		args, err = withField(req.Arguments, "text", f.Text)
+	case editJSON:
+		f.JSON = formText(r, "arguments")
+		args, err = jsonArguments(f.JSON)
+	}
+	if err != nil {
+		return nil, f, err
+	}
+	if len(args) > maxEditArgs {
+		return nil, f, countersign.Errorf(countersign.EINVALID, "The edited arguments are %d bytes: at most %d can be approved here", len(args), maxEditArgs)
+	}
+	return &countersign.Edit{Arguments: args}, f, nil
+}
+
+// keptTargets are the targets whose boxes are ticked, in the request's
+// order: at least one, each a place in the request's own list.
+func keptTargets(r *http.Request, boxes []editTarget, targets []string) ([]string, error) {
+	keep := make([]bool, len(targets))
+	for _, v := range r.PostForm["keep"] {
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 0 || i >= len(targets) || i >= len(boxes) {
+			return nil, countersign.Errorf(countersign.EINVALID, "The form named a target the delete does not have: an edit can only delete fewer")
+		}
+		keep[i] = true
+	}
+	var kept []string
+	for i, k := range keep {
+		if k {
+			kept = append(kept, targets[i])
+		}
+	}
+	if len(kept) == 0 {
+		return nil, countersign.Errorf(countersign.EINVALID, "Keep at least one target ticked. To delete nothing, deny the request")
+	}
+	return kept, nil
+}
+
+// withField is the arguments object with one field set, every other
+// field as sent.
+func withField(args json.RawMessage, name string, v any) (json.RawMessage, error) {
+	m := objectOf(args)
+	if m == nil {
+		return nil, countersign.Errorf(countersign.EINVALID, "The request's arguments are not an object: edit them as JSON")
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m[name] = raw
+	return json.Marshal(m)
+}
+
+// jsonArguments reads the JSON an approver typed, compacted.
+func jsonArguments(s string) (json.RawMessage, error) {
+	if len(s) > 3*maxEditArgs {
+		return nil, countersign.Errorf(countersign.EINVALID, "The arguments are too large: at most %d bytes can be approved here", maxEditArgs)
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, countersign.Errorf(countersign.EINVALID, "The arguments are not JSON: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return nil, countersign.Errorf(countersign.EINVALID, "The arguments are not JSON: there is more after the first value")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, []byte(strings.TrimSpace(s))); err != nil {
+		return nil, countersign.Errorf(countersign.EINVALID, "The arguments are not JSON: %s", jsonProblem(err))
+	}
+	return b.Bytes(), nil
+}
+
+// jsonProblem says what is wrong with JSON, without echoing it.
+func jsonProblem(err error) string {
+	if se, ok := err.(*json.SyntaxError); ok {
+		return fmt.Sprintf("%s (at byte %d)", se.Error(), se.Offset)
+	}
+	return "it ends too early or holds something else"
+}
+
+// editRequest shows a pending request's edit form.
+func (s *Server) editRequest(w http.ResponseWriter, r *http.Request, b *browser) error {
+	req, err := s.editable(r, b)
+	if err != nil || req.Status != countersign.StatusPending {
+		return s.notEditable(w, r, req, err)
+	}
+	return s.renderEdit(w, r, b, http.StatusOK, req, editFormOf(req, req.Arguments), nil, "")
+}
+
+// previewEdit reads the edit form and shows the request as the edit
+// makes it, with the form again to change it: nothing is saved.
+func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser) error {
+	req, err := s.editable(r, b)
+	if err != nil || req.Status != countersign.StatusPending {
+		return s.notEditable(w, r, req, err)
+	}
+	edit, form, err := editOf(req, r)
+	if err != nil {
+		return s.renderEdit(w, r, b, http.StatusBadRequest, req, form, nil, countersign.ErrorMessage(err)+".")
+	}
+	return s.renderEdit(w, r, b, http.StatusOK, req, form, edit, "")
+}
+
+// editable finds the request of an edit page: pending, and one the
+// approver may decide; one decided meanwhile is returned as it is.
+func (s *Server) editable(r *http.Request, b *browser) (*countersign.Request, error) {
+	if !b.approver.Role.Decides() {
+		return nil, approval.ErrViewer()
+	}
+	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+	if err != nil {
+		return nil, err
+	}
+	if req.Status != countersign.StatusPending {
+		return req, nil
+	}
+	team, err := s.service.TeamOf(r.Context(), b.approver, req)
+	if err != nil {
+		return nil, err
+	}
+	if team != nil && !team.May {
+		return nil, countersign.Errorf(countersign.EFORBIDDEN, "This request is routed to %s: you see it but do not decide it", team.Route)
+	}
+	return req, nil
+}
+
+// notEditable answers an edit of a request that cannot be edited: the
+// error, or, for one decided meanwhile, its page.
+func (s *Server) notEditable(w http.ResponseWriter, r *http.Request, req *countersign.Request, err error) error {
+	if err != nil {
+		return err
+	}
+	http.Redirect(w, r, "/approvals/"+req.ID, http.StatusSeeOther)
+	return nil
+}
+
+// renderEdit shows the edit page of req with the form; with an edit, the
+// request as the service says the edit makes it, or the service's
+// refusal of the edit.
+func (s *Server) renderEdit(w http.ResponseWriter, r *http.Request, b *browser, status int, req *countersign.Request, form editForm, edit *countersign.Edit, msg string) error {
+	base, err := s.base(r.Context(), b)
+	if err != nil {
+		return err
+	}
+	p := editPage{pageBase: base, R: viewOf(req, s.filesOf(req)...), Form: form, Error: msg}
+	if p.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+		return err
+	}
+	p.Votes = p.Team != nil && p.Team.Quorum > 0
+	if edit != nil {
+		edited, err := s.service.Edited(r.Context(), b.approver, req.ID, *edit)
+		switch countersign.ErrorCode(err) {
+		case "":
+			if p.StepUp, err = s.stepUpOf(r, b, edited); err != nil {
+				return err
+			}
+			p.Edited, p.Reasons, p.EditJSON = viewOf(edited, s.filesOf(edited)...), reasonsAdded(req, edited), string(edit.Arguments)
+			p.Same = edited.Original == nil
+		case countersign.ECONFLICT:
+			// Decided or edited meanwhile: the request's page says so.
+			cur, ferr := s.service.Find(r.Context(), b.approver, req.ID)
+			if ferr != nil {
+				return ferr
+			}
+			return s.renderRequest(w, r, b, http.StatusConflict, cur, countersign.ErrorMessage(err)+".")
+		case countersign.EINVALID:
+			// The edit is refused: the form again, with why.
+			status = http.StatusBadRequest
+			if p.Error == "" {
+				p.Error = countersign.ErrorMessage(err) + "."
+			}
+		default:
+			return err
+		}
+	}
+	return s.render(w, status, "edit", p)
+}
+
+// reasonsAdded are the reasons of the edited request, each marked when
+// the edit added it.
+func reasonsAdded(orig, edited *countersign.Request) []reasonView {
+	had := reasonsOf(orig)
+	var out []reasonView
+	for _, r := range reasonsOf(edited) {
+		out = append(out, reasonView{Text: r, New: !slices.Contains(had, r)})
+	}
+	return out
+}
+
+// decideEdit answers a decision form that carried an edit and was
+// refused: the edit page again, with the edit and the service's words;
+// the page of the request when it was decided meanwhile.
+func (s *Server) decideEdit(w http.ResponseWriter, r *http.Request, b *browser, status int, d countersign.DecisionInput, msg string) error {
+	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if req.Status != countersign.StatusPending {
+		return s.renderRequest(w, r, b, http.StatusConflict, req, msg)
+	}
+	return s.renderEdit(w, r, b, status, req, editFormOf(req, d.Edit.Arguments), d.Edit, msg)
+}

@@ -1,0 +1,231 @@
+package server_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"html"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client"
+)
+
+// editInputs are one request of each form of the edit page.
+func editInputs() map[string]client.CreateInput {
+	return map[string]client.CreateInput{
+		"command": {Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"rm -rf ./build <b>","description":"clean"}`), Preview: "rm -rf ./build"},
+		"targets": {Kind: "rm", Action: "rm -r /srv/a /srv/b", Arguments: []byte(`{"targets":["/srv/a","/srv/<b>"],"affected_paths":["/srv/a","/srv/<b>"],"recursive":true}`), Preview: "rm -r /srv/a /srv/b"},
+		"text":    {Kind: "generic", Action: "post", Arguments: []byte(`{"text":"hello <i>world</i>","channel":"ops"}`), Preview: "post hello"},
+		"json":    {Kind: "mcp", Action: "files.write", Arguments: []byte(`{"path":"/srv/x","size":3,"force":false}`), Preview: "write /srv/x", Tier: "write", RiskReasons: []string{"tier: write"}},
+	}
+}
+
+// TestInboxEditForm: the edit page offers, per kind, the command as a
+// text field, the targets as ticked boxes, the text, or the arguments as
+// JSON, every value escaped; the request's page links to it; a viewer,
+// another account and a decided request get no form.
+func TestInboxEditForm(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice := e.signIn("alice")
+	ins := editInputs()
+	want := map[string][]string{
+		"command": {`name="command"`, "\nrm -rf ./build &lt;b&gt;</textarea>"},
+		"targets": {`type="checkbox" name="keep" value="0" checked`, `type="checkbox" name="keep" value="1" checked`, "/srv/&lt;b&gt;"},
+		"text":    {`name="text"`, "\nhello &lt;i&gt;world&lt;/i&gt;</textarea>"},
+		"json":    {`name="arguments"`, "The arguments of the call, as JSON", html.EscapeString("\"path\": \"/srv/x\"")},
+	}
+	ids := map[string]string{}
+	for mode, in := range ins {
+		r := e.create(e.agentA, in)
+		ids[mode] = r.ID
+		page := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, mode+": the request's page", http.StatusOK)
+		if !strings.Contains(page.body, `href="/approvals/`+r.ID+`/edit"`) {
+			t.Errorf("%s: the request's page does not link to its edit:\n%s", mode, page.body)
+		}
+		edit := e.get("/approvals/"+r.ID+"/edit", e.as(alice.id)).want(t, mode+": the edit page", http.StatusOK)
+		for _, w := range want[mode] {
+			if !strings.Contains(edit.body, w) {
+				t.Errorf("%s: the edit page lacks %q:\n%s", mode, w, edit.body)
+			}
+		}
+		if strings.Contains(edit.body, "build <b>") || strings.Contains(edit.body, "/srv/<b>") || strings.Contains(edit.body, "<i>") {
+			t.Errorf("%s: the edit page holds the agent's markup unescaped:\n%s", mode, edit.body)
+		}
+	}
+
+	// A viewer, another account: no form.
+	e.World.Approver("vic", "acme")
+	if err := e.Admin.SetRole(e.Ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	vic := e.signIn("vic")
+	got := e.get("/approvals/"+ids["command"]+"/edit", e.as(vic.id)).want(t, "a viewer's edit page", http.StatusForbidden)
+	if !strings.Contains(got.body, "viewer") {
+		t.Errorf("a viewer's edit page does not say why:\n%s", got.body)
+	}
+	if page := e.get("/approvals/"+ids["command"], e.as(vic.id)); strings.Contains(page.body, "/edit\"") {
+		t.Errorf("a viewer's request page links to an edit:\n%s", page.body)
+	}
+	bob := e.signIn("bob")
+	e.get("/approvals/"+ids["command"]+"/edit", e.as(bob.id)).want(t, "another account's edit page", http.StatusNotFound)
+	e.post("/approvals/"+ids["command"]+"/edit", url.Values{"csrf": {bob.csrf}, "command": {"ls"}}, e.as(bob.id)).
+		want(t, "another account's edit", http.StatusNotFound)
+
+	// A decided request's edit page leads to its page.
+	e.decide(alice, ids["text"], url.Values{"decision": {"deny"}}).wantRedirect(t, "deny", "/approvals/"+ids["text"])
+	e.get("/approvals/"+ids["text"]+"/edit", e.as(alice.id)).wantRedirect(t, "a decided request's edit page", "/approvals/"+ids["text"])
+}
+
+// TestInboxEditBadInputs: every bad edit gets a clear error on the edit
+// page, keeps what the approver typed, and changes nothing.
+func TestInboxEditBadInputs(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice := e.signIn("alice")
+	ins := editInputs()
+	reqs := map[string]*client.Request{}
+	for mode, in := range ins {
+		reqs[mode] = e.create(e.agentA, in)
+	}
+	before := map[string]*countersign.Request{}
+	for mode, r := range reqs {
+		before[mode] = e.request(r.ID)
+	}
+	cases := []struct {
+		name, mode string
+		form       url.Values
+		says       string
+	}{
+		{"an empty command", "command", url.Values{"command": {" \r\n "}}, "The command is empty"},
+		{"no command", "command", url.Values{}, "The command is empty"},
+		{"no target kept", "targets", url.Values{}, "Keep at least one target ticked"},
+		{"a target of another place", "targets", url.Values{"keep": {"2"}}, "a target the delete does not have"},
+		{"a negative target", "targets", url.Values{"keep": {"0", "-1"}}, "a target the delete does not have"},
+		{"a target by its path", "targets", url.Values{"keep": {"/etc"}}, "a target the delete does not have"},
+		{"an empty text", "text", url.Values{"text": {""}}, "The text is empty"},
+		{"JSON cut short", "json", url.Values{"arguments": {`{"path": "/srv/<y>"`}}, "The arguments are not JSON"},
+		{"two JSON values", "json", url.Values{"arguments": {`{} {}`}}, "there is more after the first value"},
+		{"too large", "json", url.Values{"arguments": {`{"a":"` + strings.Repeat("x", 13<<10) + `"}`}}, "at most 12288 can be approved here"},
+	}
+	for _, c := range cases {
+		form := url.Values{"csrf": {alice.csrf}}
+		for k, v := range c.form {
+			form[k] = v
+		}
+		id := reqs[c.mode].ID
+		got := e.post("/approvals/"+id+"/edit", form, e.as(alice.id)).want(t, c.name, http.StatusBadRequest)
+		if !strings.Contains(got.body, `class="error"`) || !strings.Contains(html.UnescapeString(got.body), c.says) {
+			t.Errorf("%s: the page does not say %q:\n%s", c.name, c.says, got.body)
+		}
+		if strings.Contains(got.body, "Approve the edit") {
+			t.Errorf("%s: a refused edit is offered for approval:\n%s", c.name, got.body)
+		}
+		if c.name == "JSON cut short" && !strings.Contains(got.body, `&#34;/srv/&lt;y&gt;&#34;`) {
+			t.Errorf("%s: the form does not keep what was typed, escaped:\n%s", c.name, got.body)
+		}
+	}
+
+	// The approve form's edit field, when it is not what the server
+	// wrote: refused, and nothing changes.
+	for _, c := range []struct {
+		name string
+		form url.Values
+		code int
+	}{
+		{"edit not JSON", url.Values{"decision": {"approve"}, "edit": {`{"command":`}}, http.StatusBadRequest},
+		{"edit with deny", url.Values{"decision": {"deny"}, "edit": {`{"command":"ls"}`}}, http.StatusBadRequest},
+		{"edit with a window", url.Values{"decision": {"approve"}, "auto_approve_minutes": {"5"}, "edit": {`{"command":"ls"}`}}, http.StatusBadRequest},
+		{"edit without the token", url.Values{"decision": {"approve"}, "edit": {`{"command":"ls"}`}, "csrf": {"x"}}, http.StatusForbidden},
+	} {
+		got := e.decide(alice, reqs["command"].ID, c.form)
+		if got.status != c.code {
+			t.Errorf("%s: status %d, want %d:\n%s", c.name, got.status, c.code, got.body)
+		}
+	}
+	// The CSRF token guards the edit form too.
+	e.post("/approvals/"+reqs["command"].ID+"/edit", url.Values{"command": {"ls"}}, e.as(alice.id)).want(t, "an edit without the token", http.StatusForbidden)
+
+	for mode, r := range reqs {
+		after := e.request(r.ID)
+		if after.Status != countersign.StatusPending || after.ArgsHash != before[mode].ArgsHash || after.Original != nil {
+			t.Errorf("%s: after the bad edits the request is %s with hash %s (was %s), original %v", mode, after.Status, after.ArgsHash, before[mode].ArgsHash, after.Original)
+		}
+	}
+}
+
+var editField = regexp.MustCompile(`name="edit" value="([^"]*)"`)
+
+// TestInboxEditApprove: per form, the edit is shown before it is
+// approved (nothing changes yet), the approve form carries it, and the
+// approval keeps the original: the request's page says who edited it and
+// shows both versions, and the Decided row is marked.
+func TestInboxEditApprove(t *testing.T) {
+	t.Parallel()
+	e := ibSetup(t)
+	alice := e.signIn("alice")
+	ins := editInputs()
+	cases := []struct {
+		mode  string
+		form  url.Values
+		want  string // in the edited arguments
+		shown string // on the preview
+	}{
+		{"command", url.Values{"command": {"ls -la ./build\r\necho done"}}, `"command":"ls -la ./build\necho done"`, "echo done"},
+		{"targets", url.Values{"keep": {"1"}}, `"targets":["/srv/<b>"]`, "/srv/&lt;b&gt;"},
+		{"text", url.Values{"text": {"hello team"}}, `"text":"hello team"`, "hello team"},
+		{"json", url.Values{"arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "/srv/y"},
+	}
+	for _, c := range cases {
+		r := e.create(e.agentA, ins[c.mode])
+		before := e.request(r.ID)
+		form := url.Values{"csrf": {alice.csrf}}
+		for k, v := range c.form {
+			form[k] = v
+		}
+		page := e.post("/approvals/"+r.ID+"/edit", form, e.as(alice.id)).want(t, c.mode+": show the edit", http.StatusOK)
+		m := editField.FindStringSubmatch(page.body)
+		if m == nil || !strings.Contains(page.body, "Approve the edit") || !strings.Contains(page.body, c.shown) {
+			t.Fatalf("%s: the preview does not offer the edit or show %q:\n%s", c.mode, c.shown, page.body)
+		}
+		if got := e.request(r.ID); got.Status != countersign.StatusPending || got.ArgsHash != before.ArgsHash {
+			t.Fatalf("%s: showing the edit changed the request: %s %s", c.mode, got.Status, got.ArgsHash)
+		}
+		edit := html.UnescapeString(m[1])
+		if !strings.Contains(plainJSON(t, edit), c.want) {
+			t.Errorf("%s: the approve form carries %s, want %s in it", c.mode, edit, c.want)
+		}
+		e.decide(alice, r.ID, url.Values{"decision": {"approve"}, "edit": {edit}}).wantRedirect(t, c.mode+": approve the edit", "/approvals/"+r.ID)
+		after := e.request(r.ID)
+		if after.Status != countersign.StatusApproved || after.Original == nil || after.Original.ArgsHash != before.ArgsHash ||
+			!strings.Contains(string(after.Arguments), c.want) {
+			t.Fatalf("%s: after the edit the request is %s with %s (original %+v)", c.mode, after.Status, after.Arguments, after.Original)
+		}
+		shown := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, c.mode+": the edited request's page", http.StatusOK)
+		if !strings.Contains(shown.body, "Edited by alice") || !strings.Contains(shown.body, "As the agent asked") || !strings.Contains(shown.body, c.shown) {
+			t.Errorf("%s: the edited request's page does not show who edited it and both versions:\n%s", c.mode, shown.body)
+		}
+	}
+	inbox := e.get("/approvals", e.as(alice.id)).want(t, "the inbox", http.StatusOK)
+	if n := strings.Count(inbox.body, `class="status status-edited"`); n != len(cases) {
+		t.Errorf("the Decided rows mark %d requests edited, want %d:\n%s", n, len(cases), inbox.body)
+	}
+}
+
+// plainJSON is JSON written again without escaping <, > and &.
+func plainJSON(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return strings.TrimSpace(b.String())
+}
