@@ -72,8 +72,6 @@ type editPage struct {
 	EditJSON string // the edit's arguments, for the approve form
 	Same     bool   // the edit changes nothing
 	StepUp   stepUpView
-	Team     *approval.Team
-	Votes    bool
 }
 
 // objectOf reads arguments as a JSON object, each value as sent; nil
@@ -275,19 +273,31 @@ func jsonProblem(err error) string {
 
 // editRequest shows a pending request's edit form.
 func (s *Server) editRequest(w http.ResponseWriter, r *http.Request, b *browser) error {
-	req, err := s.editable(r, b)
+	req, team, err := s.editable(r, b)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
 	}
-	return s.renderEdit(w, r, b, http.StatusOK, req, editFormOf(req, req.Arguments), nil, "")
+	return s.renderEdit(w, r, b, http.StatusOK, req, formFor(req, team, req.Arguments), nil, "")
+}
+
+// formFor is editFormOf for a request and what its team rule says: a
+// request that needs several approvals is approved as the agent asked.
+func formFor(req *countersign.Request, team *approval.Team, args json.RawMessage) editForm {
+	if team != nil && team.Quorum > 1 {
+		return editForm{Why: fmt.Sprintf("This request needs the approval of %d approvers, so it cannot be edited: approve or deny it as the agent asked.", team.Quorum)}
+	}
+	return editFormOf(req, args)
 }
 
 // previewEdit reads the edit form and shows the request as the edit
 // makes it, with the form again to change it: nothing is saved.
 func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser) error {
-	req, err := s.editable(r, b)
+	req, team, err := s.editable(r, b)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
+	}
+	if f := formFor(req, team, req.Arguments); f.Mode == "" {
+		return s.renderEdit(w, r, b, http.StatusBadRequest, req, f, nil, "")
 	}
 	edit, form, err := editOf(req, r)
 	if err != nil {
@@ -298,25 +308,25 @@ func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser)
 
 // editable finds the request of an edit page: pending, and one the
 // approver may decide; one decided meanwhile is returned as it is.
-func (s *Server) editable(r *http.Request, b *browser) (*countersign.Request, error) {
+func (s *Server) editable(r *http.Request, b *browser) (*countersign.Request, *approval.Team, error) {
 	if !b.approver.Role.Decides() {
-		return nil, approval.ErrViewer()
+		return nil, nil, approval.ErrViewer()
 	}
 	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if req.Status != countersign.StatusPending {
-		return req, nil
+		return req, nil, nil
 	}
 	team, err := s.service.TeamOf(r.Context(), b.approver, req)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if team != nil && !team.May {
-		return nil, countersign.Errorf(countersign.EFORBIDDEN, "This request is routed to %s: you see it but do not decide it", team.Route)
+		return nil, nil, countersign.Errorf(countersign.EFORBIDDEN, "This request is routed to %s: you see it but do not decide it", team.Route)
 	}
-	return req, nil
+	return req, team, nil
 }
 
 // notEditable answers an edit of a request that cannot be edited: the
@@ -338,10 +348,6 @@ func (s *Server) renderEdit(w http.ResponseWriter, r *http.Request, b *browser, 
 		return err
 	}
 	p := editPage{pageBase: base, R: viewOf(req, s.filesOf(req)...), Form: form, Error: msg}
-	if p.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
-		return err
-	}
-	p.Votes = p.Team != nil && p.Team.Quorum > 0
 	if edit != nil {
 		edited, err := s.service.Edited(r.Context(), b.approver, req.ID, *edit)
 		switch countersign.ErrorCode(err) {
@@ -393,5 +399,13 @@ func (s *Server) decideEdit(w http.ResponseWriter, r *http.Request, b *browser, 
 	if req.Status != countersign.StatusPending {
 		return s.renderRequest(w, r, b, http.StatusConflict, req, msg)
 	}
-	return s.renderEdit(w, r, b, status, req, editFormOf(req, d.Edit.Arguments), d.Edit, msg)
+	team, err := s.service.TeamOf(r.Context(), b.approver, req)
+	if err != nil {
+		return err
+	}
+	form := formFor(req, team, d.Edit.Arguments)
+	if form.Mode == "" {
+		return s.renderEdit(w, r, b, status, req, form, nil, msg)
+	}
+	return s.renderEdit(w, r, b, status, req, form, d.Edit, msg)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // editInputs are one request of each form of the edit page.
@@ -20,7 +21,7 @@ func editInputs() map[string]client.CreateInput {
 		"command": {Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"rm -rf ./build <b>","description":"clean"}`), Preview: "rm -rf ./build"},
 		"targets": {Kind: "rm", Action: "rm -r /srv/a /srv/b", Arguments: []byte(`{"targets":["/srv/a","/srv/<b>"],"affected_paths":["/srv/a","/srv/<b>"],"recursive":true}`), Preview: "rm -r /srv/a /srv/b"},
 		"text":    {Kind: "generic", Action: "post", Arguments: []byte(`{"text":"hello <i>world</i>","channel":"ops"}`), Preview: "post hello"},
-		"json":    {Kind: "mcp", Action: "files.write", Arguments: []byte(`{"path":"/srv/x","size":3,"force":false}`), Preview: "write /srv/x", Tier: "write", RiskReasons: []string{"tier: write"}},
+		"json":    {Kind: "mcp", Action: "files.write", Arguments: []byte(`{"path":"/srv/x","size":3,"force":false}`), Preview: "MCP tool call through countersign\nTool:     files.write\nServer:   fs (its tool \"write\")\nTier:     write\nArguments (40 bytes):\n{}", Tier: "write", RiskReasons: []string{"tier: write"}},
 	}
 }
 
@@ -176,9 +177,9 @@ func TestInboxEditApprove(t *testing.T) {
 		shown string // on the preview
 	}{
 		{"command", url.Values{"command": {"ls -la ./build\r\necho done"}}, `"command":"ls -la ./build\necho done"`, "echo done"},
-		{"targets", url.Values{"keep": {"1"}}, `"targets":["/srv/<b>"]`, "/srv/&lt;b&gt;"},
+		{"targets", url.Values{"keep": {"1"}}, `"targets":["/srv/<b>"]`, "Delete only 1 target of the 2 the command names"},
 		{"text", url.Values{"text": {"hello team"}}, `"text":"hello team"`, "hello team"},
-		{"json", url.Values{"arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "/srv/y"},
+		{"json", url.Values{"arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "on the MCP server <b>fs</b>"},
 	}
 	for _, c := range cases {
 		r := e.create(e.agentA, ins[c.mode])
@@ -228,4 +229,32 @@ func plainJSON(t *testing.T, s string) string {
 	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 	return strings.TrimSpace(b.String())
+}
+
+// TestInboxEditQuorum: a request that needs two approvals is approved
+// as the agent asked: its page offers no edit, its edit page says why,
+// and an edit is refused and changes nothing.
+func TestInboxEditQuorum(t *testing.T) {
+	t.Parallel()
+	e := ibSetupWith(t, approval.Config{Teams: &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool, Tool: "Bash",
+		Approvers: []string{"alice", "carol"}, Quorum: 2}}}})
+	alice := e.signIn("alice")
+	r := e.create(e.agentA, editInputs()["command"])
+	if page := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "the request's page", http.StatusOK); strings.Contains(page.body, `/edit"`) {
+		t.Errorf("a request of two approvals offers an edit:\n%s", page.body)
+	}
+	const why = "needs the approval of 2 approvers, so it cannot be edited"
+	if page := e.get("/approvals/"+r.ID+"/edit", e.as(alice.id)).want(t, "the edit page", http.StatusOK); !strings.Contains(page.body, why) || strings.Contains(page.body, `name="command"`) {
+		t.Errorf("the edit page of a request of two approvals does not say why it offers no form:\n%s", page.body)
+	}
+	if page := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {alice.csrf}, "command": {"ls"}}, e.as(alice.id)).want(t, "an edit", http.StatusBadRequest); !strings.Contains(page.body, why) {
+		t.Errorf("an edit of a request of two approvals does not say why it is refused:\n%s", page.body)
+	}
+	got := e.decide(alice, r.ID, url.Values{"decision": {"approve"}, "edit": {`{"command":"ls"}`}}).want(t, "approve an edit", http.StatusBadRequest)
+	if !strings.Contains(got.body, "so it cannot be edited") {
+		t.Errorf("the refused approval does not say why:\n%s", got.body)
+	}
+	if after := e.request(r.ID); after.Status != countersign.StatusPending || after.Original != nil {
+		t.Errorf("after the refused edits the request is %s, original %v", after.Status, after.Original)
+	}
 }
