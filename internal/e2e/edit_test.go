@@ -40,7 +40,8 @@ func commandOf(t *testing.T, args json.RawMessage) string {
 // edits the command in the form, sees the edited command and its risk
 // reasons, approves the edit, and the agent's consume answer over the
 // API carries the edited command; the page then says who edited it and
-// shows both versions. An edit that deletes a protected path needs the
+// shows both versions. An MCP call's argument is edited in its field
+// the same way. An edit that deletes a protected path needs the
 // passkey: the approve form without an assertion is refused, and the
 // virtual authenticator's assertion, whose challenge is bound to the
 // edited action, lets it through.
@@ -127,6 +128,31 @@ func TestBrowserEditThenApprove(t *testing.T) {
 	}
 	if cmd := commandOf(t, got.Arguments); cmd != edited || !got.Edited || got.Original == nil || commandOf(t, got.Original.Arguments) != "ls -la build" {
 		t.Errorf("the consume answer runs %q (edited %v, original %+v), want %q and the original", cmd, got.Edited, got.Original, edited)
+	}
+
+	// An MCP call's argument, in the form of its arguments.
+	call := e.create(t, ctx, client.CreateInput{Kind: "mcp", Action: "files.write", Tier: "write",
+		Arguments: []byte(`{"content":"hello","path":"/data/notes.txt"}`), Preview: "write /data/notes.txt"})
+	do(t, ctx, "edit the call", 15*time.Second,
+		chromedp.Navigate(e.URL+"/approvals/"+call.ID),
+		press(`section.decide a[href$="/edit"]`),
+		chromedp.WaitVisible(chromedp.ID("edit-f1")),
+	)
+	if v := eval[string](t, ctx, `document.querySelector('label[for="edit-f1"]').innerText + "=" + document.getElementById("edit-f1").value`); v != "path=/data/notes.txt" {
+		t.Fatalf("the second field of the call's form is %q", v)
+	}
+	fitsPhone(t, ctx, "the form of a call's arguments")
+	eval[bool](t, ctx, `document.getElementById("edit-f1").value = "/data/notes-2.txt"; true`)
+	do(t, ctx, "show and approve the call's edit", 15*time.Second,
+		press(`form.edit-form button`),
+		appears("Approve the edit"),
+		appears("/data/notes-2.txt"),
+		press(`form.approve-edit button`),
+		appears("Edited by alice"),
+	)
+	got, err = e.agent.Consume(t.Context(), call.ID)
+	if err != nil || string(got.Arguments) != `{"content":"hello","path":"/data/notes-2.txt"}` {
+		t.Fatalf("consume of the edited call: %+v, %v", got, err)
 	}
 
 	// An edit that deletes a protected path needs the passkey.

@@ -29,8 +29,13 @@ const (
 	editCommand = "command"   // a Bash call: its command line
 	editTargets = "targets"   // a delete of the rm wrapper: which targets stay
 	editText    = "text"      // a generic request with a text: the text
-	editJSON    = "arguments" // anything else: the arguments as JSON
+	editFields  = "fields"    // an object of a few arguments: each its own field
+	editJSON    = "arguments" // anything else, or on asking: the arguments as JSON
 )
+
+// maxEditFields bounds the arguments the fields form shows one by one;
+// a call of more is edited as JSON.
+const maxEditFields = 30
 
 // editForm is the form of an edit: which one, and the values it shows.
 type editForm struct {
@@ -43,6 +48,21 @@ type editForm struct {
 	JSON      string
 	Label     string // what the JSON is
 	Max       int    // characters a field takes
+	Fields    []editField
+	// AsJSON: the fields form can also be had as JSON (a link to it).
+	AsJSON bool
+}
+
+// editField is one argument of the fields form, typed by the value the
+// agent sent: a string, a number, true or false, or any other JSON.
+// The form names it by its place among the arguments, never by its
+// name, which the agent chose.
+type editField struct {
+	Index       int
+	Name        string
+	Kind        string // "string", "text" (several lines), "number", "bool", "json"
+	Value       string
+	True, False bool // a bool's value
 }
 
 // editTarget is a target of a delete as a checkbox: its place in the
@@ -85,8 +105,9 @@ func objectOf(args json.RawMessage) map[string]json.RawMessage {
 }
 
 // editFormOf is the form that edits req, filled with args: the request's
-// own arguments, or an edit of them.
-func editFormOf(req *countersign.Request, args json.RawMessage) editForm {
+// own arguments, or an edit of them; asJSON asks for the arguments as
+// JSON where a form of fields would do.
+func editFormOf(req *countersign.Request, args json.RawMessage, asJSON bool) editForm {
 	f := editForm{Max: maxEditArgs}
 	if req.SeedID != "" {
 		f.Why = "A request of the seed-compatible API cannot be edited: its client runs only what it asked. Approve or deny it as it is."
@@ -121,8 +142,11 @@ func editFormOf(req *countersign.Request, args json.RawMessage) editForm {
 		}
 	case req.Kind == countersign.KindGeneric && callview.Str(req.Arguments, "text") != "":
 		f.Mode, f.Text = editText, callview.Str(args, "text")
+	case !asJSON && fieldsFit(orig, objectOf(args)):
+		f.Mode, f.AsJSON, f.Fields = editFields, true, fieldsOf(orig, objectOf(args))
 	default:
 		f.Mode, f.JSON, f.Label = editJSON, indentJSON(args), "The arguments"
+		f.AsJSON = asJSON
 		switch req.Kind {
 		case countersign.KindMCP:
 			f.Label = "The arguments of the call"
@@ -131,6 +155,112 @@ func editFormOf(req *countersign.Request, args json.RawMessage) editForm {
 		}
 	}
 	return f
+}
+
+// fieldsFit reports whether args, the arguments of the original orig or
+// an edit of them, are edited as fields: an object of a few arguments,
+// the same names as the original's.
+func fieldsFit(orig, args map[string]json.RawMessage) bool {
+	if len(orig) == 0 || len(orig) > maxEditFields || len(args) != len(orig) {
+		return false
+	}
+	for k := range orig {
+		if _, ok := args[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// sortedKeys are the names of the arguments, in the order of canonical
+// JSON's: the places the form names them by.
+func sortedKeys(m map[string]json.RawMessage) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// kindOf is the field kind of a JSON value as the agent sent it.
+func kindOf(raw json.RawMessage) string {
+	var str string
+	switch {
+	case json.Unmarshal(raw, &str) == nil:
+		if strings.Contains(str, "\n") || len(str) > 80 {
+			return "text"
+		}
+		return "string"
+	case string(raw) == "true" || string(raw) == "false":
+		return "bool"
+	case len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9'):
+		return "number"
+	}
+	return "json"
+}
+
+// fieldsOf is the fields form of the original's arguments, each typed by
+// the original's value, filled with args.
+func fieldsOf(orig, args map[string]json.RawMessage) []editField {
+	var out []editField
+	for i, k := range sortedKeys(orig) {
+		f := editField{Index: i, Name: visible.Line(limit.Text(k, 200)), Kind: kindOf(orig[k])}
+		v := args[k]
+		switch f.Kind {
+		case "string", "text":
+			json.Unmarshal(v, &f.Value)
+		case "bool":
+			f.True, f.False = string(v) == "true", string(v) == "false"
+		case "number":
+			f.Value = string(v)
+		default:
+			f.Value = indentJSON(v)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// fieldsArguments reads the fields form: every argument of the original
+// by its place, each of the original's kind.
+func fieldsArguments(r *http.Request, orig map[string]json.RawMessage, f *editForm) (json.RawMessage, error) {
+	out := make(map[string]json.RawMessage, len(orig))
+	for i, k := range sortedKeys(orig) {
+		name := "f" + strconv.Itoa(i)
+		fld := &f.Fields[i]
+		var raw json.RawMessage
+		var err error
+		switch fld.Kind {
+		case "string", "text":
+			fld.Value = formText(r, name)
+			raw, err = json.Marshal(fld.Value)
+		case "bool":
+			v := r.PostFormValue(name)
+			fld.True, fld.False = v == "true", v == "false"
+			if !fld.True && !fld.False {
+				return nil, countersign.Errorf(countersign.EINVALID, "%s must be true or false", fld.Name)
+			}
+			raw = json.RawMessage(v)
+		case "number":
+			fld.Value = strings.TrimSpace(r.PostFormValue(name))
+			raw, err = jsonArguments(fld.Value)
+			if err != nil || kindOf(raw) != "number" {
+				return nil, countersign.Errorf(countersign.EINVALID, "%s must be a number, such as 3 or 2.5", fld.Name)
+			}
+		default:
+			fld.Value = formText(r, name)
+			raw, err = jsonArguments(fld.Value)
+			if err != nil {
+				return nil, countersign.Errorf(countersign.EINVALID, "%s: %s", fld.Name, strings.TrimPrefix(countersign.ErrorMessage(err), "The arguments are "))
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[k] = raw
+	}
+	return json.Marshal(out)
 }
 
 // stringsOf reads a JSON list of strings; nil for anything else.
@@ -164,7 +294,7 @@ func formText(r *http.Request, name string) string {
 // approver filled it, to show again. Errors: EINVALID with what is
 // wrong; the service checks the rest.
 func editOf(req *countersign.Request, r *http.Request) (*countersign.Edit, editForm, error) {
-	f := editFormOf(req, req.Arguments)
+	f := editFormOf(req, req.Arguments, r.PostFormValue("as") == "json")
 	var args json.RawMessage
 	var err error
 	switch f.Mode {
@@ -191,6 +321,8 @@ func editOf(req *countersign.Request, r *http.Request) (*countersign.Edit, editF
 			return nil, f, countersign.Errorf(countersign.EINVALID, "The text is empty")
 		}
 		args, err = withField(req.Arguments, "text", f.Text)
+	case editFields:
+		args, err = fieldsArguments(r, objectOf(req.Arguments), &f)
 	case editJSON:
 		f.JSON = formText(r, "arguments")
 		args, err = jsonArguments(f.JSON)
@@ -277,16 +409,16 @@ func (s *Server) editRequest(w http.ResponseWriter, r *http.Request, b *browser)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
 	}
-	return s.renderEdit(w, r, b, http.StatusOK, req, formFor(req, team, req.Arguments), nil, "")
+	return s.renderEdit(w, r, b, http.StatusOK, req, formFor(req, team, req.Arguments, r.URL.Query().Get("as") == "json"), nil, "")
 }
 
 // formFor is editFormOf for a request and what its team rule says: a
 // request that needs several approvals is approved as the agent asked.
-func formFor(req *countersign.Request, team *approval.Team, args json.RawMessage) editForm {
+func formFor(req *countersign.Request, team *approval.Team, args json.RawMessage, asJSON bool) editForm {
 	if team != nil && team.Quorum > 1 {
 		return editForm{Why: fmt.Sprintf("This request needs the approval of %d approvers, so it cannot be edited: approve or deny it as the agent asked.", team.Quorum)}
 	}
-	return editFormOf(req, args)
+	return editFormOf(req, args, asJSON)
 }
 
 // previewEdit reads the edit form and shows the request as the edit
@@ -296,7 +428,7 @@ func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
 	}
-	if f := formFor(req, team, req.Arguments); f.Mode == "" {
+	if f := formFor(req, team, req.Arguments, false); f.Mode == "" {
 		return s.renderEdit(w, r, b, http.StatusBadRequest, req, f, nil, "")
 	}
 	edit, form, err := editOf(req, r)
@@ -403,7 +535,7 @@ func (s *Server) decideEdit(w http.ResponseWriter, r *http.Request, b *browser, 
 	if err != nil {
 		return err
 	}
-	form := formFor(req, team, d.Edit.Arguments)
+	form := formFor(req, team, d.Edit.Arguments, false)
 	if form.Mode == "" {
 		return s.renderEdit(w, r, b, status, req, form, nil, msg)
 	}

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"html"
 	"net/http"
@@ -21,6 +22,7 @@ func editInputs() map[string]client.CreateInput {
 		"command": {Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"rm -rf ./build <b>","description":"clean"}`), Preview: "rm -rf ./build"},
 		"targets": {Kind: "rm", Action: "rm -r /srv/a /srv/b", Arguments: []byte(`{"targets":["/srv/a","/srv/<b>"],"affected_paths":["/srv/a","/srv/<b>"],"recursive":true}`), Preview: "rm -r /srv/a /srv/b"},
 		"text":    {Kind: "generic", Action: "post", Arguments: []byte(`{"text":"hello <i>world</i>","channel":"ops"}`), Preview: "post hello"},
+		"fields":  {Kind: "mcp", Action: "files.write", Arguments: []byte(`{"path":"/srv/f <b>","size":3,"force":false,"note":"one\ntwo","opts":{"mode":"0644"}}`), Preview: "write /srv/f", Tier: "write"},
 		"json":    {Kind: "mcp", Action: "files.write", Arguments: []byte(`{"path":"/srv/x","size":3,"force":false}`), Preview: "MCP tool call through countersign\nTool:     files.write\nServer:   fs (its tool \"write\")\nTier:     write\nArguments (40 bytes):\n{}", Tier: "write", RiskReasons: []string{"tier: write"}},
 	}
 }
@@ -38,8 +40,13 @@ func TestInboxEditForm(t *testing.T) {
 		"command": {`name="command"`, "\nrm -rf ./build &lt;b&gt;</textarea>"},
 		"targets": {`type="checkbox" name="keep" value="0" checked`, `type="checkbox" name="keep" value="1" checked`, "/srv/&lt;b&gt;"},
 		"text":    {`name="text"`, "\nhello &lt;i&gt;world&lt;/i&gt;</textarea>"},
-		"json":    {`name="arguments"`, "The arguments of the call, as JSON", html.EscapeString("\"path\": \"/srv/x\"")},
+		"json":    {`name="arguments"`, "The arguments of the call, as JSON", html.EscapeString("\"path\": \"/srv/x\""), `name="as" value="json"`},
+		"fields": {`<select id="edit-f0" name="f0"><option value="true">true</option><option value="false" selected>false</option></select>`,
+			`name="f1" rows="4" spellcheck="false" autocapitalize="off">` + "\none\ntwo</textarea>", `name="f2" rows="3"`, html.EscapeString(`"mode": "0644"`),
+			`name="f3" type="text" value="/srv/f &lt;b&gt;"`, `name="f4" type="text" inputmode="decimal" value="3"`, "?as=json"},
 	}
+	// The JSON form, on asking, where fields would do.
+	path := map[string]string{"json": "/edit?as=json"}
 	ids := map[string]string{}
 	for mode, in := range ins {
 		r := e.create(e.agentA, in)
@@ -48,7 +55,7 @@ func TestInboxEditForm(t *testing.T) {
 		if !strings.Contains(page.body, `href="/approvals/`+r.ID+`/edit"`) {
 			t.Errorf("%s: the request's page does not link to its edit:\n%s", mode, page.body)
 		}
-		edit := e.get("/approvals/"+r.ID+"/edit", e.as(alice.id)).want(t, mode+": the edit page", http.StatusOK)
+		edit := e.get("/approvals/"+r.ID+cmp.Or(path[mode], "/edit"), e.as(alice.id)).want(t, mode+": the edit page", http.StatusOK)
 		for _, w := range want[mode] {
 			if !strings.Contains(edit.body, w) {
 				t.Errorf("%s: the edit page lacks %q:\n%s", mode, w, edit.body)
@@ -109,9 +116,15 @@ func TestInboxEditBadInputs(t *testing.T) {
 		{"a negative target", "targets", url.Values{"keep": {"0", "-1"}}, "a target the delete does not have"},
 		{"a target by its path", "targets", url.Values{"keep": {"/etc"}}, "a target the delete does not have"},
 		{"an empty text", "text", url.Values{"text": {""}}, "The text is empty"},
-		{"JSON cut short", "json", url.Values{"arguments": {`{"path": "/srv/<y>"`}}, "The arguments are not JSON"},
-		{"two JSON values", "json", url.Values{"arguments": {`{} {}`}}, "there is more after the first value"},
-		{"too large", "json", url.Values{"arguments": {`{"a":"` + strings.Repeat("x", 13<<10) + `"}`}}, "at most 12288 can be approved here"},
+		{"JSON cut short", "json", url.Values{"as": {"json"}, "arguments": {`{"path": "/srv/<y>"`}}, "The arguments are not JSON"},
+		{"two JSON values", "json", url.Values{"as": {"json"}, "arguments": {`{} {}`}}, "there is more after the first value"},
+		{"too large", "json", url.Values{"as": {"json"}, "arguments": {`{"a":"` + strings.Repeat("x", 13<<10) + `"}`}}, "at most 12288 can be approved here"},
+		{"a number of letters", "fields", fieldsForm("f4", "three"), "size must be a number"},
+		{"a number of two", "fields", fieldsForm("f4", "3 4"), "size must be a number"},
+		{"a number as text", "fields", fieldsForm("f4", `"3"`), "size must be a number"},
+		{"a bool of neither", "fields", fieldsForm("f0", "maybe"), "force must be true or false"},
+		{"a bool left out", "fields", fieldsForm("f0", ""), "force must be true or false"},
+		{"JSON of a field", "fields", fieldsForm("f2", `{"mode":`), "opts: not JSON"},
 	}
 	for _, c := range cases {
 		form := url.Values{"csrf": {alice.csrf}}
@@ -179,7 +192,8 @@ func TestInboxEditApprove(t *testing.T) {
 		{"command", url.Values{"command": {"ls -la ./build\r\necho done"}}, `"command":"ls -la ./build\necho done"`, "echo done"},
 		{"targets", url.Values{"keep": {"1"}}, `"targets":["/srv/<b>"]`, "Delete only 1 target of the 2 the command names"},
 		{"text", url.Values{"text": {"hello team"}}, `"text":"hello team"`, "hello team"},
-		{"json", url.Values{"arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "on the MCP server <b>fs</b>"},
+		{"json", url.Values{"as": {"json"}, "arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "on the MCP server <b>fs</b>"},
+		{"fields", fieldsForm("f3", "/srv/g"), `{"force":true,"note":"one\ntwo","opts":{"mode":"0600"},"path":"/srv/g","size":4.5}`, "/srv/g"},
 	}
 	for _, c := range cases {
 		r := e.create(e.agentA, ins[c.mode])
@@ -257,4 +271,16 @@ func TestInboxEditQuorum(t *testing.T) {
 	if after := e.request(r.ID); after.Status != countersign.StatusPending || after.Original != nil {
 		t.Errorf("after the refused edits the request is %s, original %v", after.Status, after.Original)
 	}
+}
+
+// fieldsForm is the fields form of the "fields" request, filled, with
+// one field set to v ("" leaves it out).
+func fieldsForm(field, v string) url.Values {
+	f := url.Values{"f0": {"true"}, "f1": {"one\r\ntwo"}, "f2": {`{"mode": "0600"}`}, "f3": {"/srv/f"}, "f4": {"4.5"}}
+	if v == "" {
+		f.Del(field)
+	} else {
+		f.Set(field, v)
+	}
+	return f
 }
