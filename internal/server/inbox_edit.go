@@ -233,7 +233,9 @@ func fieldsArguments(r *http.Request, orig map[string]json.RawMessage, f *editFo
 		var err error
 		switch fld.Kind {
 		case "string", "text":
-			fld.Value = formText(r, name)
+			var was string
+			json.Unmarshal(orig[k], &was)
+			fld.Value = asTyped(was, formText(r, name), fld.Kind == "string")
 			raw, err = json.Marshal(fld.Value)
 		case "bool":
 			v := r.PostFormValue(name)
@@ -290,6 +292,21 @@ func formText(r *http.Request, name string) string {
 	return strings.ReplaceAll(r.PostFormValue(name), "\r\n", "\n")
 }
 
+// asTyped is what a form field sent, or the agent's own value when the
+// field is that value as a browser sends it back unchanged: line breaks
+// as LF, none in a one-line field, NUL as U+FFFD. An argument the
+// approver left alone stays exactly as the agent sent it.
+func asTyped(was, got string, oneLine bool) string {
+	shown := strings.NewReplacer("\r\n", "\n", "\r", "\n", "\x00", "\uFFFD").Replace(was)
+	if oneLine {
+		shown = strings.NewReplacer("\n", "").Replace(shown)
+	}
+	if got == shown {
+		return was
+	}
+	return got
+}
+
 // editOf reads the edit form of req: the edit, and the form as the
 // approver filled it, to show again. Errors: EINVALID with what is
 // wrong; the service checks the rest.
@@ -301,7 +318,7 @@ func editOf(req *countersign.Request, r *http.Request) (*countersign.Edit, editF
 	case "":
 		return nil, f, countersign.Errorf(countersign.EINVALID, "%s", f.Why)
 	case editCommand:
-		f.Command = formText(r, "command")
+		f.Command = asTyped(callview.Str(req.Arguments, "command"), formText(r, "command"), false)
 		if strings.TrimSpace(f.Command) == "" {
 			return nil, f, countersign.Errorf(countersign.EINVALID, "The command is empty. To run nothing, deny the request")
 		}
@@ -316,7 +333,7 @@ func editOf(req *countersign.Request, r *http.Request) (*countersign.Edit, editF
 			args, err = withField(req.Arguments, "targets", kept)
 		}
 	case editText:
-		f.Text = formText(r, "text")
+		f.Text = asTyped(callview.Str(req.Arguments, "text"), formText(r, "text"), false)
 		if strings.TrimSpace(f.Text) == "" {
 			return nil, f, countersign.Errorf(countersign.EINVALID, "The text is empty")
 		}
