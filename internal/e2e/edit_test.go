@@ -139,9 +139,13 @@ func TestBrowserEditThenApprove(t *testing.T) {
 		chromedp.WaitVisible(chromedp.ID("edit-f1")),
 	)
 	if v := eval[string](t, ctx, `document.querySelector('label[for="edit-f1"]').innerText + "=" + document.getElementById("edit-f1").value`); v != "path=/data/notes.txt" {
-		t.Fatalf("the second field of the call's form is %q", v)
+		t.Fatalf("the field of path in the call's form is %q", v)
+	}
+	if v := eval[string](t, ctx, `document.querySelector('form.edit-form label').innerText`); v != "path" {
+		t.Errorf("the call's form leads with %q, want path, as its page does", v)
 	}
 	fitsPhone(t, ctx, "the form of a call's arguments")
+	shoot(t, ctx, "request-edit-fields-360")
 	eval[bool](t, ctx, `document.getElementById("edit-f1").value = "/data/notes-2.txt"; true`)
 	do(t, ctx, "show and approve the call's edit", 15*time.Second,
 		press(`form.edit-form button`),
@@ -169,6 +173,7 @@ func TestBrowserEditThenApprove(t *testing.T) {
 		appears("new with the edit"),
 	)
 	fitsPhone(t, ctx, "the preview of a risky edit")
+	shoot(t, ctx, "request-edit-stepup-360")
 	// Without an assertion, the same form is refused.
 	eval[bool](t, ctx, postJS+"; window.post = post; true")
 	refused := evalAsync[string](t, ctx, `(async () => post("`+risky.ID+`", {decision: "approve", edit: document.querySelector('form.approve-edit input[name=edit]').value}))()`)

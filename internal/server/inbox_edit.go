@@ -219,6 +219,29 @@ func fieldsOf(orig, args map[string]json.RawMessage) []editField {
 		}
 		out = append(out, f)
 	}
+	// In the order the request's page shows them (callview.Fields):
+	// what the call acts on first.
+	raw, _ := json.Marshal(orig)
+	place := map[string]int{}
+	for _, cf := range callview.Fields(raw, nil) {
+		if _, seen := place[cf.Name]; cf.Depth == 0 && !seen {
+			place[cf.Name] = len(place)
+		}
+	}
+	keys := sortedKeys(orig)
+	slices.SortStableFunc(out, func(a, b editField) int {
+		pa, oka := place[keys[a.Index]]
+		pb, okb := place[keys[b.Index]]
+		switch {
+		case oka && okb:
+			return pa - pb
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
 	return out
 }
 
@@ -228,7 +251,11 @@ func fieldsArguments(r *http.Request, orig map[string]json.RawMessage, f *editFo
 	out := make(map[string]json.RawMessage, len(orig))
 	for i, k := range sortedKeys(orig) {
 		name := "f" + strconv.Itoa(i)
-		fld := &f.Fields[i]
+		j := slices.IndexFunc(f.Fields, func(x editField) bool { return x.Index == i })
+		if j < 0 {
+			return nil, countersign.Errorf(countersign.EINVALID, "The form does not match the request: open its edit page again")
+		}
+		fld := &f.Fields[j]
 		var raw json.RawMessage
 		var err error
 		switch fld.Kind {
