@@ -46,15 +46,24 @@ type VoteInput struct {
 	// agent session: a vote cast before it counts for nothing, as the
 	// approvals given before it end.
 	Since time.Time
+	// Edited, when set, is the request as the voter's edit makes it
+	// (see Transition.Edited): in the same transaction its action
+	// replaces the request's, which must still hold the binding of
+	// Edited.Original and no original of its own (else ECONFLICT), and
+	// the vote, for Edited's binding (v.BindingHash), is counted with
+	// only the votes for that binding: those cast before the edit count
+	// for nothing, and their approvers may vote again.
+	Edited *Request
 }
 
-// CountedVotes returns the votes of votes whose approver is in counted
-// (any, when counted is nil) and that were cast at or after since, in
-// their order.
-func CountedVotes(votes []Vote, counted []string, since time.Time) []Vote {
+// CountedVotes returns the votes of votes cast for binding (the
+// request's BindingHash now: a vote for the action before an approver
+// edited it counts for nothing), whose approver is in counted (any, when
+// counted is nil) and that were cast at or after since, in their order.
+func CountedVotes(votes []Vote, binding string, counted []string, since time.Time) []Vote {
 	out := []Vote{}
 	for _, v := range votes {
-		if (counted == nil || slices.Contains(counted, v.ApproverID)) && !v.CreatedAt.Before(since) {
+		if v.BindingHash == binding && (counted == nil || slices.Contains(counted, v.ApproverID)) && !v.CreatedAt.Before(since) {
 			out = append(out, v)
 		}
 	}
@@ -65,8 +74,10 @@ func CountedVotes(votes []Vote, counted []string, since time.Time) []Vote {
 type VoteStore interface {
 	// Vote records v in one transaction: the request must be of
 	// v.AccountID (else ENOTFOUND), pending and unexpired at v.Now, and
-	// have v.BindingHash (else ECONFLICT); a second vote of the same
-	// approver is ErrAlreadyVoted and changes nothing; with v.Separate,
+	// have v.BindingHash (else ECONFLICT), or with v.Edited be edited in
+	// the same transaction; a second vote of the same approver for the
+	// same binding is ErrAlreadyVoted and changes nothing, while one for
+	// the binding of an edit replaces the approver's earlier vote; with v.Separate,
 	// a vote of the approver who made the request's key or allowed its
 	// grant is ErrOwnKey. It writes voted for the vote; when the votes
 	// that count (v.Counted, v.Since) reach v.Quorum it moves the request to approved in the same

@@ -15,7 +15,8 @@ import (
 )
 
 // maxEditAudit bounds each version of the arguments an audit entry of an
-// edited approval holds, so that both fit the entry's detail.
+// edited approval holds (as JSON, escapes included), so that both fit
+// the entry's detail.
 const maxEditAudit = 1500
 
 // Edited returns the request idOrRef as the approver's edit e would make
@@ -332,6 +333,19 @@ func protectedPath(p string) bool {
 	return false
 }
 
+// auditText is s cut so that it takes at most max bytes as a JSON string
+// of an audit detail, escapes included.
+func auditText(s string, max int) string {
+	t := limit.Text(s, max)
+	for n := max; n > 64; n = n * 2 / 3 {
+		if b, _ := json.Marshal(t); len(b) <= max {
+			return t
+		}
+		t = limit.Text(s, n*2/3)
+	}
+	return t
+}
+
 // editDetail adds to an approval's audit detail both versions of an
 // edited action: hashes, and the arguments, each bounded.
 func editDetail(detail map[string]any, e *countersign.Request) {
@@ -339,8 +353,8 @@ func editDetail(detail map[string]any, e *countersign.Request) {
 	detail["edited"] = true
 	detail["original_args_hash"], detail["original_preview_hash"] = o.ArgsHash, o.PreviewHash
 	detail["args_hash"], detail["preview_hash"] = e.ArgsHash, e.PreviewHash
-	detail["original_arguments"] = limit.Text(string(o.Arguments), maxEditAudit)
-	detail["arguments"] = limit.Text(string(e.Arguments), maxEditAudit)
+	detail["original_arguments"] = auditText(string(o.Arguments), maxEditAudit)
+	detail["arguments"] = auditText(string(e.Arguments), maxEditAudit)
 	if added := len(e.RiskReasons) - len(o.RiskReasons); added > 0 {
 		detail["added_risk_reasons"] = added
 	}

@@ -206,13 +206,39 @@ func TestEditRefusals(t *testing.T) {
 	}
 }
 
-// TestEditQuorum: a request that needs several votes cannot be edited,
-// and the refusal says why.
+// TestEditQuorum: on a request that needs two votes, an edit is the
+// editor's vote for the edited action and leaves the request pending; the
+// vote cast for the action before it counts for nothing, and its approver
+// votes again on the edited one, which approves it as edited. An
+// approver the rule does not route it to cannot edit it.
 func TestEditQuorum(t *testing.T) {
-	e, _, _ := teamEnv(t, "")
+	e, carol, dave := teamEnv(t, "")
 	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
-	err := e.refusedEdit("edit of a quorum request", e.alice, r, approveEdit(`{"n":99}`), countersign.EINVALID)
-	if err == nil || !strings.Contains(err.Error(), "cannot be edited") {
-		t.Fatalf("refusal: %v", err)
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	if got, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil || got.Status != countersign.StatusPending {
+		t.Fatalf("alice's vote: %+v, %v", got, err)
+	}
+	e.refusedEdit("dave's edit", dave, r, approveEdit(`{"n":99}`), countersign.EFORBIDDEN)
+	got, err := e.svc.Decide(e.ctx, carol, r.ID, approveEdit(`{"n":99}`))
+	if err != nil || got.Status != countersign.StatusPending || got.Original == nil || string(got.Arguments) != `{"n":99}` {
+		t.Fatalf("carol's edit: %+v, %v", got, err)
+	}
+	team, err := e.svc.TeamOf(e.ctx, e.alice, e.stored(r.ID))
+	if err != nil || len(team.Votes) != 1 || team.Votes[0].Username != "carol" {
+		t.Fatalf("votes after the edit: %+v, %v; want carol's alone", team, err)
+	}
+	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
+		t.Fatalf("consume after the edit: %v, want ECONFLICT", err)
+	}
+	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, approve)
+	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
+		t.Fatalf("alice's vote on the edit: %+v, %v", got, err)
+	}
+	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	if err != nil || string(c.Arguments) != `{"n":99}` {
+		t.Fatalf("consume: %+v, %v", c, err)
+	}
+	if ev := strings.Join(e.events(r.ID), " "); ev != "created voted voted voted approved consumed" {
+		t.Errorf("events %s", ev)
 	}
 }

@@ -265,10 +265,12 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 
 // decideEdited approves r as the approver's edit makes it (edited): the
 // team rules and the step-up of both the original and the edited request
-// apply, the passkey binding the edited one. A request that needs
-// several votes cannot be edited.
+// apply, the passkey binding the edited one. On a request that needs
+// several votes, the edit replaces the action and is the approver's vote
+// for it; the votes for the action before it count for nothing.
 func (s *Service) decideEdited(ctx context.Context, ap countersign.ApproverPrincipal, r, edited *countersign.Request, d countersign.DecisionInput) (*countersign.Request, error) {
-	for _, x := range []*countersign.Request{r, edited} {
+	var voting *TeamRule
+	for _, x := range []*countersign.Request{edited, r} {
 		rule := s.cfg.Teams.Rule(x)
 		if rule == nil {
 			continue
@@ -276,8 +278,8 @@ func (s *Service) decideEdited(ctx context.Context, ap countersign.ApproverPrinc
 		if err := s.mayDecide(ap, rule); err != nil {
 			return nil, err
 		}
-		if rule.Votes() {
-			return nil, countersign.Errorf(countersign.EINVALID, "this request needs %s, so it cannot be edited; approve or deny it as the agent asked", rule.needs())
+		if rule.Votes() && voting == nil {
+			voting = rule
 		}
 	}
 	if s.cfg.StepUp.Requires(r, d) && !s.cfg.StepUp.Requires(edited, d) {
@@ -285,6 +287,9 @@ func (s *Service) decideEdited(ctx context.Context, ap countersign.ApproverPrinc
 	}
 	if err := s.checkStepUp(edited, d); err != nil {
 		return nil, err
+	}
+	if voting != nil {
+		return s.voteAs(ctx, ap, r, voting, d, edited)
 	}
 	return s.decideAs(ctx, ap, r.ID, countersign.StatusApproved, d, edited, nil, edited)
 }

@@ -29,6 +29,14 @@ func (s *Service) mayDecide(ap countersign.ApproverPrincipal, rule *TeamRule) er
 // asks for. The vote that reaches the quorum approves r in the same
 // transaction; an earlier one leaves r pending, and so unusable.
 func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r *countersign.Request, rule *TeamRule, d countersign.DecisionInput) (*countersign.Request, error) {
+	return s.voteAs(ctx, ap, r, rule, d, nil)
+}
+
+// voteAs is vote, with the approver's edit of the request (edited, see
+// Service.Edited) made in the same transaction when set: the vote is for
+// the edited binding, and the votes for the action before it count for
+// nothing.
+func (s *Service) voteAs(ctx context.Context, ap countersign.ApproverPrincipal, r *countersign.Request, rule *TeamRule, d countersign.DecisionInput, edited *countersign.Request) (*countersign.Request, error) {
 	if !ap.Role.Decides() {
 		return nil, ErrViewer()
 	}
@@ -37,7 +45,13 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	}
 	now := s.clock.Now()
 	hash := r.BindingHash()
+	if edited != nil {
+		hash = edited.BindingHash()
+	}
 	detail := map[string]any{"binding_hash": hash, "quorum": rule.Quorum}
+	if edited != nil {
+		editDetail(detail, edited)
+	}
 	if v := d.Verified; v != nil {
 		detail["verified"] = v.Method
 		detail["credential_id"] = v.CredentialID
@@ -60,7 +74,7 @@ func (s *Service) vote(ctx context.Context, ap countersign.ApproverPrincipal, r 
 	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
 		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
 		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
-		Counted: counted, Since: since,
+		Counted: counted, Since: since, Edited: edited,
 	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
 		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
 	if err != nil {
@@ -180,7 +194,7 @@ func (s *Service) TeamOf(ctx context.Context, ap countersign.ApproverPrincipal, 
 		if err != nil {
 			return nil, err
 		}
-		t.Votes = countersign.CountedVotes(votes, counted, since)
+		t.Votes = countersign.CountedVotes(votes, r.BindingHash(), counted, since)
 	}
 	return t, nil
 }

@@ -247,18 +247,11 @@ func updateSQL(t countersign.Transition) (string, args, error) {
 		set = append(set, "auto_approve_until = "+a.add(nanos(t.Window.Until)))
 	}
 	if e := t.Edited; e != nil {
-		reasons, _, err := encodeJSON(e)
+		es, err := editSet(e, &a)
 		if err != nil {
 			return "", nil, err
 		}
-		original, err := countersign.EncodeOriginal(e.Original)
-		if err != nil {
-			return "", nil, err
-		}
-		set = append(set, "arguments = "+a.add(string(e.Arguments)), "args_hash = "+a.add(e.ArgsHash),
-			"preview = "+a.add(e.Preview), "preview_hash = "+a.add(e.PreviewHash), "risk_reasons = "+a.add(reasons),
-			"protected = "+a.add(e.Protected), "scope = "+a.add(countersign.EncodeScope(e.Scope)),
-			"arguments_text = "+a.add(e.ArgumentsText), "original = "+a.add(original))
+		set = append(set, es...)
 	}
 
 	from := make([]string, len(t.From))
@@ -279,6 +272,24 @@ func updateSQL(t countersign.Transition) (string, args, error) {
 
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
 		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a, nil
+}
+
+// editSet returns the assignments, their values added to a, that
+// replace a request's action with the edited request e's and keep its
+// original.
+func editSet(e *countersign.Request, a *args) ([]string, error) {
+	reasons, _, err := encodeJSON(e)
+	if err != nil {
+		return nil, err
+	}
+	original, err := countersign.EncodeOriginal(e.Original)
+	if err != nil {
+		return nil, err
+	}
+	return []string{"arguments = " + a.add(string(e.Arguments)), "args_hash = " + a.add(e.ArgsHash),
+		"preview = " + a.add(e.Preview), "preview_hash = " + a.add(e.PreviewHash), "risk_reasons = " + a.add(reasons),
+		"protected = " + a.add(e.Protected), "scope = " + a.add(countersign.EncodeScope(e.Scope)),
+		"arguments_text = " + a.add(e.ArgumentsText), "original = " + a.add(original)}, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

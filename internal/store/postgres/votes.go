@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/countersign/countersign"
 	"github.com/jackc/pgx/v5"
@@ -46,6 +47,11 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	if r.AccountID != v.AccountID || r.Status != countersign.StatusPending || r.Expired(v.Now) {
 		return nil, nil, countersign.RefuseTransition(t, r)
 	}
+	if v.Edited != nil {
+		if r, err = editPending(ctx, tx, r, v); err != nil {
+			return nil, nil, err
+		}
+	}
 	if r.BindingHash() != v.BindingHash {
 		return nil, nil, countersign.ErrVoteBinding()
 	}
@@ -59,8 +65,11 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 			return nil, nil, countersign.ErrOwnKey()
 		}
 	}
+	// A vote for the binding of an edit replaces the approver's vote for
+	// the action before it.
 	tag, err := tx.Exec(ctx, `INSERT INTO votes (request_id, approver_id, username, binding_hash, created_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (request_id, approver_id) DO NOTHING`,
+		ON CONFLICT (request_id, approver_id) DO UPDATE SET username = excluded.username, binding_hash = excluded.binding_hash,
+		created_at = excluded.created_at WHERE votes.binding_hash <> excluded.binding_hash`,
 		r.ID, v.ApproverID, v.Username, v.BindingHash, nanos(v.Now))
 	if err != nil {
 		return nil, nil, fmt.Errorf("record vote: %w", badText(err))
@@ -71,7 +80,7 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
+	votes = countersign.CountedVotes(votes, r.BindingHash(), v.Counted, v.Since)
 	items := []auditItem{{r.AccountID, r.ID, voted}}
 	got := r
 	if len(votes) >= v.Quorum {
@@ -148,4 +157,26 @@ func listVotes(ctx context.Context, q querier, requestID string) ([]countersign.
 		return nil, fmt.Errorf("list votes: %w", err)
 	}
 	return out, nil
+}
+
+// editPending replaces the action of the pending request r, as read and
+// locked in the transaction, with the voter's edit, keeping the original,
+// and returns the request as edited. Errors: ECONFLICT when r no longer
+// holds the action edited.
+func editPending(ctx context.Context, tx pgx.Tx, r *countersign.Request, v countersign.VoteInput) (*countersign.Request, error) {
+	e := v.Edited
+	if e.Original == nil || r.Original != nil || r.ArgsHash != e.Original.ArgsHash || r.PreviewHash != e.Original.PreviewHash {
+		return nil, countersign.Errorf(countersign.ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
+	}
+	var a args
+	set, err := editSet(e, &a)
+	if err != nil {
+		return nil, err
+	}
+	got, err := scanRequest(tx.QueryRow(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+`
+		WHERE id = `+a.add(r.ID)+` AND status = 'pending' AND original = '' RETURNING `+requestColumns, a...))
+	if err != nil {
+		return nil, fmt.Errorf("edit the request: %w", badText(err))
+	}
+	return got, nil
 }

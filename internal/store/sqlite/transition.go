@@ -162,14 +162,11 @@ func updateStatement(t countersign.Transition) (string, []any, error) {
 	}
 	var edited []any
 	if e := t.Edited; e != nil {
-		enc, err := encodeRequest(e)
+		es, ea, err := editSet(e)
 		if err != nil {
 			return "", nil, err
 		}
-		set = append(set, "arguments = ?", "args_hash = ?", "preview = ?", "preview_hash = ?", "risk_reasons = ?",
-			"protected = ?", "scope = ?", "arguments_text = ?", "original = ?")
-		args = append(args, string(e.Arguments), e.ArgsHash, e.Preview, e.PreviewHash, string(enc.reasons),
-			e.Protected, enc.scope, e.ArgumentsText, enc.original)
+		set, args = append(set, es...), append(args, ea...)
 		// The action edited is the one the request still holds.
 		edited = []any{e.Original.ArgsHash, e.Original.PreviewHash}
 	}
@@ -194,6 +191,19 @@ func updateStatement(t countersign.Transition) (string, []any, error) {
 	// step, so reading only the one row it returns is enough.
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
 		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args, nil
+}
+
+// editSet returns the assignments, and their values, that replace a
+// request's action with the edited request e's and keep its original.
+func editSet(e *countersign.Request) ([]string, []any, error) {
+	enc, err := encodeRequest(e)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []string{"arguments = ?", "args_hash = ?", "preview = ?", "preview_hash = ?", "risk_reasons = ?",
+			"protected = ?", "scope = ?", "arguments_text = ?", "original = ?"},
+		[]any{string(e.Arguments), e.ArgsHash, e.Preview, e.PreviewHash, string(enc.reasons),
+			e.Protected, enc.scope, e.ArgumentsText, enc.original}, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

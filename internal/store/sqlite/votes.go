@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/countersign/countersign"
 )
@@ -38,6 +39,11 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 	if r.AccountID != v.AccountID || r.Status != countersign.StatusPending || r.Expired(v.Now) {
 		return nil, nil, countersign.RefuseTransition(t, r)
 	}
+	if e := v.Edited; e != nil {
+		if r, err = editPending(ctx, tx, r, v); err != nil {
+			return nil, nil, err
+		}
+	}
 	if r.BindingHash() != v.BindingHash {
 		return nil, nil, countersign.ErrVoteBinding()
 	}
@@ -51,12 +57,19 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 			return nil, nil, countersign.ErrOwnKey()
 		}
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO votes (request_id, approver_id, username, binding_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
+	// A vote for the binding of an edit replaces the approver's vote for
+	// the action before it.
+	res, err := tx.ExecContext(ctx, `INSERT INTO votes (request_id, approver_id, username, binding_hash, created_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (request_id, approver_id) DO UPDATE SET username = excluded.username, binding_hash = excluded.binding_hash,
+		created_at = excluded.created_at WHERE votes.binding_hash <> excluded.binding_hash`,
 		r.ID, v.ApproverID, v.Username, v.BindingHash, nanos(v.Now))
-	if isUnique(err) {
-		return nil, nil, countersign.ErrAlreadyVoted()
-	} else if err != nil {
+	if err != nil {
 		return nil, nil, fmt.Errorf("record vote: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, nil, fmt.Errorf("record vote: %w", err)
+	} else if n == 0 {
+		return nil, nil, countersign.ErrAlreadyVoted()
 	}
 	if err := appendAudit(ctx, tx, v.Now, r.AccountID, r.ID, voted); err != nil {
 		return nil, nil, err
@@ -65,7 +78,7 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, v.Counted, v.Since)
+	votes = countersign.CountedVotes(votes, r.BindingHash(), v.Counted, v.Since)
 	if len(votes) < v.Quorum {
 		// The vote is the decision asked for, though the request stays
 		// pending: a retry with its key gets this answer again.
@@ -118,4 +131,26 @@ func listVotes(ctx context.Context, q querier, requestID string) ([]countersign.
 		return nil, fmt.Errorf("list votes: %w", err)
 	}
 	return out, nil
+}
+
+// editPending replaces the action of the pending request r, as read in
+// the transaction, with the voter's edit, keeping the original, and
+// returns the request as edited. Errors: ECONFLICT when r no longer holds
+// the action edited.
+func editPending(ctx context.Context, tx querier, r *countersign.Request, v countersign.VoteInput) (*countersign.Request, error) {
+	e := v.Edited
+	if e.Original == nil || r.Original != nil || r.ArgsHash != e.Original.ArgsHash || r.PreviewHash != e.Original.PreviewHash {
+		return nil, countersign.Errorf(countersign.ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
+	}
+	set, args, err := editSet(e)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, r.ID)
+	got, err := scanRequest(tx.QueryRowContext(ctx, `UPDATE requests SET `+strings.Join(set, ", ")+`
+		WHERE id = ? AND status = 'pending' AND original = '' RETURNING `+requestColumns, args...))
+	if err != nil {
+		return nil, fmt.Errorf("edit the request: %w", err)
+	}
+	return got, nil
 }

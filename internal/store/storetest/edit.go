@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,5 +120,53 @@ func testEditRace(t *testing.T, open Opener) {
 		if _, err := s.ExpireRequests(t.Context(), r.ID, r.ExpiresAt); err != nil {
 			t.Fatalf("ExpireRequests: %v", err)
 		}
+	}
+}
+
+// testEditVotes: on a request that needs several votes, a vote with an
+// edit replaces the action in the same transaction and leaves the request
+// pending; votes for the action before the edit count for nothing, their
+// approvers may vote again on the edited one, and a second edit, or a
+// vote for the old binding, changes nothing.
+func testEditVotes(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	r := create(t, s, newRequest(f.key, "deploy", `{"to":"staging"}`, "deploy to staging"), Base)
+	now := Base.Add(time.Second)
+	if _, _, err := castVote(t, s, voteIn(r, "alice", 2, now)); err != nil {
+		t.Fatalf("alice's vote: %v", err)
+	}
+	e := edited(r, `{"to":"prod"}`, "deploy to prod")
+	v := voteIn(e, "bob", 2, now)
+	v.Edited = e
+	got, votes, err := castVote(t, s, v)
+	if err != nil || got.Status != countersign.StatusPending || got.ArgsHash != e.ArgsHash || got.Original == nil ||
+		got.Original.ArgsHash != r.ArgsHash || len(votes) != 1 || votes[0].Username != "bob" {
+		t.Fatalf("bob's vote with an edit: %+v %+v %v, want pending, edited, bob's vote alone counted", got, votes, err)
+	}
+	stored, _ := s.Request(t.Context(), r.ID)
+	if stored.ArgsHash != e.ArgsHash || !stored.Protected || stored.Original == nil || stored.Status != countersign.StatusPending {
+		t.Fatalf("stored after the edit: %+v", stored)
+	}
+	seq, _, _ := s.AuditHead(t.Context())
+	_, _, err = castVote(t, s, voteIn(r, "carol", 2, now))
+	wantCode(t, "a vote for the action before the edit", err, countersign.ECONFLICT)
+	again := voteIn(edited(r, `{"to":"dev"}`, "deploy to dev"), "carol", 2, now)
+	again.Edited = edited(r, `{"to":"dev"}`, "deploy to dev")
+	_, _, err = castVote(t, s, again)
+	wantCode(t, "a second edit", err, countersign.ECONFLICT)
+	_, _, err = castVote(t, s, voteIn(e, "bob", 2, now))
+	wantCode(t, "bob's second vote", err, countersign.ECONFLICT)
+	if seq2, _, _ := s.AuditHead(t.Context()); seq2 != seq {
+		t.Fatalf("refused votes wrote %d audit entries", seq2-seq)
+	}
+	if after, _ := s.Request(t.Context(), r.ID); after.ArgsHash != e.ArgsHash {
+		t.Fatalf("a refused edit changed the request: %s", after.ArgsHash)
+	}
+
+	got, votes, err = castVote(t, s, voteIn(e, "alice", 2, now.Add(time.Second)))
+	if err != nil || got.Status != countersign.StatusApproved || len(votes) != 2 || got.ArgsHash != e.ArgsHash ||
+		!strings.Contains(got.DecidedBy, "alice") || !strings.Contains(got.DecidedBy, "bob") {
+		t.Fatalf("alice's vote on the edit: %+v %+v %v, want approved by alice and bob", got, votes, err)
 	}
 }

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"DecideRace", testDecideRace},
 		{"EditApprove", testEditApprove},
 		{"EditRace", testEditRace},
+		{"EditVotes", testEditVotes},
 		{"Votes", testVotes},
 		{"VoteSeparate", testVoteSeparate},
 		{"VoteCounted", testVoteCounted},
