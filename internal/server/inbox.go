@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // requestView is a request as the pages show it.
@@ -299,9 +300,12 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	p.Votes = p.Team != nil && p.Team.Quorum > 0
-	// A request that needs several approvals is approved as the agent
-	// asked (Service.Decide).
-	p.Editable = p.R.Pending && p.R.Edited == nil && req.SeedID == "" && !p.Votes && b.approver.Role.Decides() && (p.Team == nil || p.Team.May)
+	if p.R.Edited != nil && p.Votes && len(p.Team.Votes) > 0 {
+		// The votes that count are those for the edited action, which
+		// did not exist before the edit: the oldest is the editor's.
+		p.R.Edited.By = visible.Line(p.Team.Votes[0].Username)
+	}
+	p.Editable = p.R.Pending && p.R.Edited == nil && req.SeedID == "" && b.approver.Role.Decides() && (p.Team == nil || p.Team.May)
 	if p.R.Pending {
 		p.Live = "request"
 	}

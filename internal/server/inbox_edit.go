@@ -92,6 +92,10 @@ type editPage struct {
 	EditJSON string // the edit's arguments, for the approve form
 	Same     bool   // the edit changes nothing
 	StepUp   stepUpView
+	// Team is what a team rule says of the request; Votes is set when
+	// it needs several approvals, the edit then being one of them.
+	Team  *approval.Team
+	Votes bool
 }
 
 // objectOf reads arguments as a JSON object, each value as sent; nil
@@ -449,30 +453,21 @@ func jsonProblem(err error) string {
 
 // editRequest shows a pending request's edit form.
 func (s *Server) editRequest(w http.ResponseWriter, r *http.Request, b *browser) error {
-	req, team, err := s.editable(r, b)
+	req, err := s.editable(r, b)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
 	}
-	return s.renderEdit(w, r, b, http.StatusOK, req, formFor(req, team, req.Arguments, r.URL.Query().Get("as") == "json"), nil, "")
-}
-
-// formFor is editFormOf for a request and what its team rule says: a
-// request that needs several approvals is approved as the agent asked.
-func formFor(req *countersign.Request, team *approval.Team, args json.RawMessage, asJSON bool) editForm {
-	if team != nil && team.Quorum > 1 {
-		return editForm{Why: fmt.Sprintf("This request needs the approval of %d approvers, so it cannot be edited: approve or deny it as the agent asked.", team.Quorum)}
-	}
-	return editFormOf(req, args, asJSON)
+	return s.renderEdit(w, r, b, http.StatusOK, req, editFormOf(req, req.Arguments, r.URL.Query().Get("as") == "json"), nil, "")
 }
 
 // previewEdit reads the edit form and shows the request as the edit
 // makes it, with the form again to change it: nothing is saved.
 func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser) error {
-	req, team, err := s.editable(r, b)
+	req, err := s.editable(r, b)
 	if err != nil || req.Status != countersign.StatusPending {
 		return s.notEditable(w, r, req, err)
 	}
-	if f := formFor(req, team, req.Arguments, false); f.Mode == "" {
+	if f := editFormOf(req, req.Arguments, false); f.Mode == "" {
 		return s.renderEdit(w, r, b, http.StatusBadRequest, req, f, nil, "")
 	}
 	edit, form, err := editOf(req, r)
@@ -484,25 +479,25 @@ func (s *Server) previewEdit(w http.ResponseWriter, r *http.Request, b *browser)
 
 // editable finds the request of an edit page: pending, and one the
 // approver may decide; one decided meanwhile is returned as it is.
-func (s *Server) editable(r *http.Request, b *browser) (*countersign.Request, *approval.Team, error) {
+func (s *Server) editable(r *http.Request, b *browser) (*countersign.Request, error) {
 	if !b.approver.Role.Decides() {
-		return nil, nil, approval.ErrViewer()
+		return nil, approval.ErrViewer()
 	}
 	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if req.Status != countersign.StatusPending {
-		return req, nil, nil
+		return req, nil
 	}
 	team, err := s.service.TeamOf(r.Context(), b.approver, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if team != nil && !team.May {
-		return nil, nil, countersign.Errorf(countersign.EFORBIDDEN, "This request is routed to %s: you see it but do not decide it", team.Route)
+		return nil, countersign.Errorf(countersign.EFORBIDDEN, "This request is routed to %s: you see it but do not decide it", team.Route)
 	}
-	return req, team, nil
+	return req, nil
 }
 
 // notEditable answers an edit of a request that cannot be edited: the
@@ -524,6 +519,10 @@ func (s *Server) renderEdit(w http.ResponseWriter, r *http.Request, b *browser, 
 		return err
 	}
 	p := editPage{pageBase: base, R: viewOf(req, s.filesOf(req)...), Form: form, Error: msg}
+	if p.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
+		return err
+	}
+	p.Votes = p.Team != nil && p.Team.Quorum > 0
 	if edit != nil {
 		edited, err := s.service.Edited(r.Context(), b.approver, req.ID, *edit)
 		switch countersign.ErrorCode(err) {
@@ -575,11 +574,7 @@ func (s *Server) decideEdit(w http.ResponseWriter, r *http.Request, b *browser, 
 	if req.Status != countersign.StatusPending {
 		return s.renderRequest(w, r, b, http.StatusConflict, req, msg)
 	}
-	team, err := s.service.TeamOf(r.Context(), b.approver, req)
-	if err != nil {
-		return err
-	}
-	form := formFor(req, team, d.Edit.Arguments, false)
+	form := editFormOf(req, d.Edit.Arguments, false)
 	if form.Mode == "" {
 		return s.renderEdit(w, r, b, status, req, form, nil, msg)
 	}

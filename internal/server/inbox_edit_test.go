@@ -245,31 +245,48 @@ func plainJSON(t *testing.T, s string) string {
 	return strings.TrimSpace(b.String())
 }
 
-// TestInboxEditQuorum: a request that needs two approvals is approved
-// as the agent asked: its page offers no edit, its edit page says why,
-// and an edit is refused and changes nothing.
+// TestInboxEditQuorum: on a request that needs two approvals, an edit
+// approved by one approver is their vote for the edited action: the
+// request stays pending with the edit, its page says who edited it and
+// shows both versions, offers no second edit, and the second approver's
+// vote approves the edit.
 func TestInboxEditQuorum(t *testing.T) {
 	t.Parallel()
 	e := ibSetupWith(t, approval.Config{Teams: &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool, Tool: "Bash",
 		Approvers: []string{"alice", "carol"}, Quorum: 2}}}})
-	alice := e.signIn("alice")
+	alice, carol := e.signIn("alice"), e.signIn("carol")
 	r := e.create(e.agentA, editInputs()["command"])
-	if page := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "the request's page", http.StatusOK); strings.Contains(page.body, `/edit"`) {
-		t.Errorf("a request of two approvals offers an edit:\n%s", page.body)
+	page := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {alice.csrf}, "command": {"ls ./build"}}, e.as(alice.id)).want(t, "show the edit", http.StatusOK)
+	if !strings.Contains(page.body, "one of the 2 the request needs") {
+		t.Errorf("the preview of the edit does not say the approval is a vote:\n%s", page.body)
 	}
-	const why = "needs the approval of 2 approvers, so it cannot be edited"
-	if page := e.get("/approvals/"+r.ID+"/edit", e.as(alice.id)).want(t, "the edit page", http.StatusOK); !strings.Contains(page.body, why) || strings.Contains(page.body, `name="command"`) {
-		t.Errorf("the edit page of a request of two approvals does not say why it offers no form:\n%s", page.body)
+	m := editField.FindStringSubmatch(page.body)
+	if m == nil {
+		t.Fatalf("no approve form:\n%s", page.body)
 	}
-	if page := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {alice.csrf}, "command": {"ls"}}, e.as(alice.id)).want(t, "an edit", http.StatusBadRequest); !strings.Contains(page.body, why) {
-		t.Errorf("an edit of a request of two approvals does not say why it is refused:\n%s", page.body)
+	e.decide(alice, r.ID, url.Values{"decision": {"approve"}, "edit": {html.UnescapeString(m[1])}}).wantRedirect(t, "alice approves the edit", "/approvals/"+r.ID)
+	if got := e.request(r.ID); got.Status != countersign.StatusPending || got.Original == nil || !strings.Contains(string(got.Arguments), "ls ./build") {
+		t.Fatalf("after alice's edit the request is %s with %s", got.Status, got.Arguments)
 	}
-	got := e.decide(alice, r.ID, url.Values{"decision": {"approve"}, "edit": {`{"command":"ls"}`}}).want(t, "approve an edit", http.StatusBadRequest)
-	if !strings.Contains(got.body, "so it cannot be edited") {
-		t.Errorf("the refused approval does not say why:\n%s", got.body)
+	shown := e.get("/approvals/"+r.ID, e.as(carol.id)).want(t, "carol's page", http.StatusOK)
+	for _, want := range []string{"Edited by alice before approving: the approvals are for this edit", "1 of 2 approvals: alice", "As the agent asked", "ls ./build"} {
+		if !strings.Contains(shown.body, want) {
+			t.Errorf("carol's page lacks %q:\n%s", want, shown.body)
+		}
 	}
-	if after := e.request(r.ID); after.Status != countersign.StatusPending || after.Original != nil {
-		t.Errorf("after the refused edits the request is %s, original %v", after.Status, after.Original)
+	if strings.Contains(shown.body, `/edit"`) {
+		t.Errorf("an edited request offers another edit:\n%s", shown.body)
+	}
+	if again := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {carol.csrf}, "command": {"ls"}}, e.as(carol.id)).want(t, "a second edit", http.StatusBadRequest); !strings.Contains(again.body, "edited already") {
+		t.Errorf("a second edit does not say why it is refused:\n%s", again.body)
+	}
+	e.decide(carol, r.ID, url.Values{"decision": {"approve"}}).wantRedirect(t, "carol approves", "/approvals/"+r.ID)
+	got := e.request(r.ID)
+	if got.Status != countersign.StatusApproved || !strings.Contains(string(got.Arguments), "ls ./build") {
+		t.Fatalf("after carol's vote the request is %s with %s", got.Status, got.Arguments)
+	}
+	if shown := e.get("/approvals/"+r.ID, e.as(carol.id)); !strings.Contains(shown.body, "Edited by alice before approving: this edit is what was approved") {
+		t.Errorf("the approved page does not say alice edited it:\n%s", shown.body)
 	}
 }
 
