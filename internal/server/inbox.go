@@ -251,6 +251,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 			if row.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
 				return err
 			}
+			if row.Edited != nil && row.Team != nil && len(row.Team.Votes) > 0 {
+				row.Edited.By = visible.Line(row.Team.Votes[0].Username) // as on its page
+			}
 			p.Pending = append(p.Pending, row)
 		} else {
 			p.History = append(p.History, historyOf(req))

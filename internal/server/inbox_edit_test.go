@@ -277,6 +277,9 @@ func TestInboxEditQuorum(t *testing.T) {
 	if strings.Contains(shown.body, `/edit"`) {
 		t.Errorf("an edited request offers another edit:\n%s", shown.body)
 	}
+	if inbox := e.get("/approvals", e.as(carol.id)); !strings.Contains(inbox.body, `<span class="status status-edited">edited by alice</span>`) {
+		t.Errorf("the inbox card of the edited request does not say alice edited it:\n%s", inbox.body)
+	}
 	if again := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {carol.csrf}, "command": {"ls"}}, e.as(carol.id)).want(t, "a second edit", http.StatusBadRequest); !strings.Contains(again.body, "edited already") {
 		t.Errorf("a second edit does not say why it is refused:\n%s", again.body)
 	}
