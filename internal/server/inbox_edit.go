@@ -49,8 +49,6 @@ type editForm struct {
 	Label     string // what the JSON is
 	Max       int    // characters a field takes
 	Fields    []editField
-	// AsJSON: the fields form can also be had as JSON (a link to it).
-	AsJSON bool
 }
 
 // editField is one argument of the fields form, typed by the value the
@@ -130,33 +128,36 @@ func editFormOf(req *countersign.Request, args json.RawMessage, asJSON bool) edi
 	case req.Kind == countersign.KindTool && req.Action == "Bash" && callview.Str(req.Arguments, "command") != "":
 		f.Mode, f.Command = editCommand, callview.Str(args, "command")
 	case req.Kind == countersign.KindRm && orig != nil:
-		targets := stringsOf(orig["targets"])
-		if len(targets) == 0 {
-			f.Why = "This delete names no targets to choose from: approve or deny it as it is."
-			return f
-		}
-		if len(targets) > maxEditTargets {
-			f.Why = fmt.Sprintf("This delete has %d targets, too many to choose from here (at most %d): approve or deny it as it is.", len(targets), maxEditTargets)
-			return f
-		}
-		kept := stringsOf(objectOf(args)["targets"])
-		f.Mode = editTargets
-		for i, t := range targets {
-			f.Targets = append(f.Targets, editTarget{Index: i, Path: visible.Line(limit.Text(t, 4096)), Keep: slices.Contains(kept, t)})
-		}
+		return targetsForm(f, stringsOf(orig["targets"]), stringsOf(objectOf(args)["targets"]))
 	case req.Kind == countersign.KindGeneric && callview.Str(req.Arguments, "text") != "":
 		f.Mode, f.Text = editText, callview.Str(args, "text")
 	case !asJSON && fieldsFit(orig, objectOf(args)):
-		f.Mode, f.AsJSON, f.Fields = editFields, true, fieldsOf(orig, objectOf(args))
+		f.Mode, f.Fields = editFields, fieldsOf(orig, objectOf(args))
 	default:
 		f.Mode, f.JSON, f.Label = editJSON, indentJSON(args), "The arguments"
-		f.AsJSON = asJSON
 		switch req.Kind {
 		case countersign.KindMCP:
 			f.Label = "The arguments of the call"
 		case countersign.KindTool:
 			f.Label = "The tool's input"
 		}
+	}
+	return f
+}
+
+// targetsForm is the form of a delete's targets, those of kept ticked.
+func targetsForm(f editForm, targets, kept []string) editForm {
+	if len(targets) == 0 {
+		f.Why = "This delete names no targets to choose from: approve or deny it as it is."
+		return f
+	}
+	if len(targets) > maxEditTargets {
+		f.Why = fmt.Sprintf("This delete has %d targets, too many to choose from here (at most %d): approve or deny it as it is.", len(targets), maxEditTargets)
+		return f
+	}
+	f.Mode = editTargets
+	for i, t := range targets {
+		f.Targets = append(f.Targets, editTarget{Index: i, Path: visible.Line(limit.Text(t, 4096)), Keep: slices.Contains(kept, t)})
 	}
 	return f
 }

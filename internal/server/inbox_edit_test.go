@@ -192,7 +192,7 @@ func TestInboxEditApprove(t *testing.T) {
 		{"command", url.Values{"command": {"ls -la ./build\r\necho done"}}, `"command":"ls -la ./build\necho done"`, "echo done"},
 		{"targets", url.Values{"keep": {"1"}}, `"targets":["/srv/<b>"]`, "Delete only 1 target of the 2 the command names"},
 		{"text", url.Values{"text": {"hello team"}}, `"text":"hello team"`, "hello team"},
-		{"json", url.Values{"as": {"json"}, "arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false}"}}, `"path":"/srv/y"`, "on the MCP server <b>fs</b>"},
+		{"json", url.Values{"as": {"json"}, "arguments": {"{\"path\": \"/srv/y\", \"size\": 4, \"force\": false, \"mode\": \"0600\"}"}}, `"mode":"0600","path":"/srv/y"`, "on the MCP server <b>fs</b>"},
 		{"fields", fieldsForm("f3", "/srv/g"), `{"force":true,"note":"one\ntwo","opts":{"mode":"0600"},"path":"/srv/g","size":4.5}`, "/srv/g"},
 	}
 	for _, c := range cases {
@@ -206,6 +206,9 @@ func TestInboxEditApprove(t *testing.T) {
 		m := editField.FindStringSubmatch(page.body)
 		if m == nil || !strings.Contains(page.body, "Approve the edit") || !strings.Contains(page.body, c.shown) {
 			t.Fatalf("%s: the preview does not offer the edit or show %q:\n%s", c.mode, c.shown, page.body)
+		}
+		if c.form.Has("as") && !strings.Contains(page.body, `name="as" value="json"`) {
+			t.Errorf("%s: the form to change the edit is not the JSON form again:\n%s", c.mode, page.body)
 		}
 		if got := e.request(r.ID); got.Status != countersign.StatusPending || got.ArgsHash != before.ArgsHash {
 			t.Fatalf("%s: showing the edit changed the request: %s %s", c.mode, got.Status, got.ArgsHash)
