@@ -89,8 +89,9 @@ func TestInboxEditForm(t *testing.T) {
 	e.get("/approvals/"+ids["text"]+"/edit", e.as(alice.id)).wantRedirect(t, "a decided request's edit page", "/approvals/"+ids["text"])
 }
 
-// TestInboxEditBadInputs: every bad edit gets a clear error on the edit
-// page, keeps what the approver typed, and changes nothing.
+// TestInboxEditBadInputs: every bad edit, refused by the form's reading
+// or by the service, gets a clear error on the edit page, keeps what the
+// approver typed, and changes nothing.
 func TestInboxEditBadInputs(t *testing.T) {
 	t.Parallel()
 	e := ibSetup(t)
@@ -111,6 +112,8 @@ func TestInboxEditBadInputs(t *testing.T) {
 	}{
 		{"an empty command", "command", url.Values{"command": {" \r\n "}}, "The command is empty"},
 		{"no command", "command", url.Values{}, "The command is empty"},
+		{"a command that is no Bash", "command", url.Values{"command": {`echo "unclosed`}}, "the edited command does not parse as Bash"},
+		{"JSON that is no object", "json", url.Values{"as": {"json"}, "arguments": {`["/srv/x"]`}}, "edit.arguments must be a JSON object"},
 		{"no target kept", "targets", url.Values{}, "Keep at least one target ticked"},
 		{"a target of another place", "targets", url.Values{"keep": {"2"}}, "a target the delete does not have"},
 		{"a negative target", "targets", url.Values{"keep": {"0", "-1"}}, "a target the delete does not have"},
