@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -341,6 +342,19 @@ type Transition struct {
 	// statement, which changes nothing unless the request still holds
 	// the binding of Edited.Original and no original of its own.
 	Edited *Request
+	// Unedited, set on a consumption by an agent that does not run an
+	// approver's edit, changes nothing when the request was edited
+	// (ErrEditNotAccepted): such an agent would run the action as it
+	// asked for it, not as approved.
+	Unedited bool
+}
+
+// ErrEditNotAccepted refuses the consumption of an approval whose action
+// an approver edited by an agent that does not say it runs the edited
+// action: it would run the original instead. Nothing is consumed.
+func ErrEditNotAccepted() *Error {
+	return Errorf(ECONFLICT, "an approver edited this action before approving it, and this agent's countersign does not run edited actions "+
+		"(it sends no Countersign-Accept-Edit header): nothing ran; update countersign where the agent runs, or deny this request and ask again")
 }
 
 // Validate reports whether t can be tried at all: it needs a known target
@@ -378,6 +392,8 @@ func RefuseTransition(t Transition, r *Request) error {
 	switch {
 	case r.Status == StatusExpired, r.Expired(t.Now):
 		return Errorf(ECONFLICT, "request has expired")
+	case t.Unedited && r.Original != nil && slices.Contains(t.From, r.Status):
+		return ErrEditNotAccepted()
 	case r.Status == StatusPending && t.Edited != nil && t.From[0] == StatusPending:
 		return Errorf(ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
 	case r.Status == StatusPending:

@@ -26,6 +26,11 @@ type Client struct {
 	BaseURL    string
 	Credential string
 	HTTP       *http.Client
+	// AcceptEdits says that the caller runs the action of an approval as
+	// approved: the consumed request's Arguments, which an approver may
+	// have edited, never the ones it asked with. Without it, Consume of
+	// an edited approval is refused (ECONFLICT) and nothing is consumed.
+	AcceptEdits bool
 }
 
 // New returns a client of the server at baseURL.
@@ -235,6 +240,9 @@ func (c *Client) send(ctx context.Context, method, path, key string, in, out any
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Credential)
 	req.Header.Set("Accept", "application/json")
+	if c.AcceptEdits {
+		req.Header.Set(api.AcceptEditHeader, "1")
+	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

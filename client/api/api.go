@@ -59,6 +59,12 @@ type Original struct {
 	RiskReasons []string        `json:"risk_reasons"`
 }
 
+// AcceptEditHeader, set to 1 on a consumption, says that the client runs
+// the action of the approval as approved (the answer's Arguments), edited
+// or not; without it the server refuses an edited approval and leaves it
+// unused.
+const AcceptEditHeader = "Countersign-Accept-Edit"
+
 // Edit is an approver's change of a request's action, with approve only:
 // the whole new arguments; the action (tool name, command word) stays.
 type Edit struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/bashscope"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -76,7 +78,7 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 	if err != nil {
 		return nil, false, err
 	}
-	preview := DefaultPreview(r.Action, args)
+	preview := editedPreview(r, args)
 	got := *r
 	got.Original = &countersign.Original{Arguments: r.Arguments, ArgsHash: r.ArgsHash, Preview: r.Preview,
 		PreviewHash: r.PreviewHash, RiskReasons: slices.Clone(r.RiskReasons)}
@@ -85,6 +87,9 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 	got.ArgumentsText = ArgumentsText(args)
 	got.RiskReasons = slices.Clone(r.RiskReasons)
 	for _, reason := range a.reasons {
+		// Words of the edited action: shown as a human reads them,
+		// nothing hidden, bounded as an agent's reasons are.
+		reason = limit.Text(visible.String(reason), maxRiskReason)
 		if !slices.Contains(got.RiskReasons, reason) {
 			got.RiskReasons = append(got.RiskReasons, reason)
 		}
@@ -98,6 +103,37 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 		rmScope(got.Scope, args)
 	}
 	return &got, false, nil
+}
+
+// editedPreview is what the human reads of an edited action: for a
+// delete, the targets kept and those left out; for a Bash call, the
+// edited command line; else the action and its arguments. The agent's
+// own preview is kept in the original.
+func editedPreview(r *countersign.Request, args json.RawMessage) string {
+	var b strings.Builder
+	switch {
+	case r.Kind == countersign.KindRm:
+		var was, now struct {
+			Targets []string `json:"targets"`
+		}
+		json.Unmarshal(r.Arguments, &was)
+		json.Unmarshal(args, &now)
+		fmt.Fprintf(&b, "Edited by the approver: delete only %d of the %d targets the agent asked for.\n\nTargets:\n", len(now.Targets), len(was.Targets))
+		for _, t := range now.Targets {
+			b.WriteString("  " + t + "\n")
+		}
+		b.WriteString("\nNot deleted:\n")
+		for _, t := range was.Targets {
+			if !slices.Contains(now.Targets, t) {
+				b.WriteString("  " + t + "\n")
+			}
+		}
+	case r.Kind == countersign.KindTool && r.Action == "Bash":
+		b.WriteString("Edited by the approver: Bash\n$ " + bashCommand(args) + "\n")
+	default:
+		return DefaultPreview(r.Action, args)
+	}
+	return limit.Text(visible.String(b.String()), MaxPreview)
 }
 
 // assessment is the server's own judgement of an edited action: what it

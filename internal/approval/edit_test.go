@@ -66,10 +66,21 @@ func TestEditBash(t *testing.T) {
 	if got.Protected {
 		t.Errorf("a delete inside the project is not protected")
 	}
+	if !strings.Contains(got.Preview, "$ rm -rf /work/proj/build\n") {
+		t.Errorf("edited preview:\n%s", got.Preview)
+	}
 	if got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/work/proj/build"}) || !slices.Equal(got.Scope.Commands, []string{"rm"}) {
 		t.Errorf("scope %+v, want the edited command's", got.Scope)
 	}
-	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	// An agent that does not run edits gets no edited approval: it would
+	// run the original.
+	_, err = e.svc.Consume(e.ctx, e.keyA, r.ID)
+	wantCode(t, "consume by an agent that does not run edits", err, countersign.ECONFLICT)
+	if err == nil || !strings.Contains(err.Error(), "edited") {
+		t.Fatalf("refusal: %v", err)
+	}
+	e.wantStatus(r.ID, countersign.StatusApproved)
+	c, err := e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r.ID)
 	if err != nil || string(c.Arguments) != edit || c.Original == nil {
 		t.Fatalf("consume: %+v, %v", c, err)
 	}
@@ -145,6 +156,9 @@ func TestEditRm(t *testing.T) {
 	}
 	if got.Original == nil || got.Scope == nil || !slices.Equal(got.Scope.Paths, []string{"/p/a", "/p/c"}) {
 		t.Fatalf("narrowed: original %+v, scope %+v", got.Original, got.Scope)
+	}
+	if !strings.Contains(got.Preview, "only 2 of the 3 targets") || !strings.Contains(got.Preview, "Not deleted:\n  /p/b\n") {
+		t.Errorf("narrowed preview:\n%s", got.Preview)
 	}
 }
 
@@ -234,7 +248,7 @@ func TestEditQuorum(t *testing.T) {
 	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
 		t.Fatalf("alice's vote on the edit: %+v, %v", got, err)
 	}
-	c, err := e.svc.Consume(e.ctx, e.keyA, r.ID)
+	c, err := e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r.ID)
 	if err != nil || string(c.Arguments) != `{"n":99}` {
 		t.Fatalf("consume: %+v, %v", c, err)
 	}

@@ -120,13 +120,32 @@ func (s *Service) waitAnswer(ctx context.Context, agent countersign.Agent, id st
 // waitAnswerTimeout bounds the read that answers an undecided wait.
 const waitAnswerTimeout = 5 * time.Second
 
-// Consume turns an approved request into a consumed one, exactly once.
-// Errors: ENOTFOUND, ECONFLICT.
+// Consume turns an approved request into a consumed one, exactly once. A
+// request an approver edited is consumed only when ctx says the caller
+// runs the edited action (AcceptEdits); otherwise it is
+// ErrEditNotAccepted and stays approved. Errors: ENOTFOUND, ECONFLICT.
 func (s *Service) Consume(ctx context.Context, agent countersign.Agent, id string) (*countersign.Request, error) {
 	return s.transition(ctx, countersign.Transition{
 		ID: id, From: []countersign.Status{countersign.StatusApproved}, To: countersign.StatusConsumed,
-		KeyID: agent.KeyID, AccountID: agent.AccountID,
+		KeyID: agent.KeyID, AccountID: agent.AccountID, Unedited: !EditsAccepted(ctx),
 	}, countersign.AuditEvent{Event: "consumed", Actor: "key:" + agent.KeyID, Detail: "{}"})
+}
+
+// acceptEditsKey marks a context whose caller runs an approver's edit.
+type acceptEditsKey struct{}
+
+// AcceptEdits returns ctx marked as the context of a caller that runs
+// the action of an approval as approved, edited or not: the request's
+// Arguments, never the ones it asked with. Only such a caller consumes
+// an edited approval.
+func AcceptEdits(ctx context.Context) context.Context {
+	return context.WithValue(ctx, acceptEditsKey{}, true)
+}
+
+// EditsAccepted reports whether ctx is marked by AcceptEdits.
+func EditsAccepted(ctx context.Context) bool {
+	ok, _ := ctx.Value(acceptEditsKey{}).(bool)
+	return ok
 }
 
 // Cancel turns a pending request into a cancelled one. Errors: ENOTFOUND,

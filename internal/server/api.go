@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/client/api"
 	"github.com/countersign/countersign/internal/approval"
 )
 
@@ -239,7 +240,13 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 		return err
 	}
 	id := r.PathValue("id")
+	// Only a client that runs an approver's edit says so: any other
+	// would run the action as it asked, so it gets no edited approval.
+	accepts := r.Header.Get(api.AcceptEditHeader) == "1"
 	return s.idempotent(w, r, agentPrincipal(agent), countersign.IdemConsume, id, nil, func(ctx context.Context) (*countersign.Request, int, error) {
+		if accepts {
+			ctx = approval.AcceptEdits(ctx)
+		}
 		req, err := s.service.Consume(ctx, agent, id)
 		return req, http.StatusOK, err
 	})

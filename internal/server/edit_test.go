@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/countersign/countersign"
@@ -68,6 +70,15 @@ func TestEditOverAPI(t *testing.T) {
 	if err != nil || !seen.Edited || seen.Original == nil || seen.Original.ArgsHash != r.ArgsHash {
 		t.Fatalf("Get: %+v, %v", seen, err)
 	}
+	// An agent that does not say it runs edits gets no edited approval:
+	// it would run what it asked; nothing is consumed.
+	before = s.snapshot()
+	var ce *client.Error
+	if _, err := agent.Consume(ctx, r.ID); !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "edited") {
+		t.Fatalf("Consume without accepting edits: %v, want 409 naming the edit", err)
+	}
+	s.unchanged("a refused consumption", before)
+	agent.AcceptEdits = true
 	c, err := agent.Consume(ctx, r.ID)
 	if err != nil {
 		t.Fatalf("Consume: %v", err)

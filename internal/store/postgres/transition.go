@@ -269,6 +269,9 @@ func updateSQL(t countersign.Transition) (string, args, error) {
 		// The action edited is the one the request still holds.
 		where = append(where, "args_hash = "+a.add(e.Original.ArgsHash), "preview_hash = "+a.add(e.Original.PreviewHash), "original = ''")
 	}
+	if t.Unedited {
+		where = append(where, "original = ''")
+	}
 
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
 		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, a, nil

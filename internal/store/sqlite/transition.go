@@ -186,6 +186,9 @@ func updateStatement(t countersign.Transition) (string, []any, error) {
 	if edited != nil {
 		where, args = append(where, "args_hash = ?", "preview_hash = ?", "original = ''"), append(args, edited...)
 	}
+	if t.Unedited {
+		where = append(where, "original = ''")
+	}
 
 	// SQLite makes every change of an UPDATE … RETURNING in its first
 	// step, so reading only the one row it returns is enough.

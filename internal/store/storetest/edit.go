@@ -56,6 +56,15 @@ func testEditApprove(t *testing.T, open Opener) {
 	}
 	same(t, "listed edited request", list[0], &want)
 
+	// An agent that does not run edits consumes no edited approval.
+	_, err = s.Transition(ctx, countersign.Transition{ID: r.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: now, KeyID: f.key.ID, Unedited: true},
+		countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
+	wantCode(t, "consume an edit without running edits", err, countersign.ECONFLICT)
+	wantMessage(t, "consume an edit without running edits", err, "edited")
+	stored, _ = s.Request(ctx, r.ID)
+	same(t, "request after a refused consumption", stored, &want)
+
 	// The approval is of the edited action: the original's binding finds
 	// nothing, the edited one is consumed.
 	_, err = s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
@@ -82,6 +91,15 @@ func testEditApprove(t *testing.T, open Opener) {
 	_, err = s.Transition(ctx, countersign.Transition{ID: r2.ID, From: fromPending, To: countersign.StatusDenied, Now: now, Edited: edited(r2, `{}`, "x")},
 		countersign.AuditEvent{Event: "denied", Actor: "approver:alice", Detail: "{}"})
 	wantCode(t, "deny with an edit", err, countersign.EINVALID)
+
+	// An approval no one edited is consumed as ever by such an agent.
+	plain := create(t, s, newRequest(f.key, "Bash", `{"command":"pwd"}`, "pwd"), Base)
+	approve(t, s, plain.ID, now)
+	if _, err := s.Transition(ctx, countersign.Transition{ID: plain.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: now, KeyID: f.key.ID, Unedited: true},
+		countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"}); err != nil {
+		t.Fatalf("consume an unedited approval: %v", err)
+	}
 }
 
 // testEditRace: an approval with an edit races plain approvals and
