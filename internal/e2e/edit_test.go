@@ -49,6 +49,7 @@ func TestBrowserEditThenApprove(t *testing.T) {
 	t.Parallel()
 	exe := chromium(t)
 	e := startPasskeys(t)
+	e.agent.AcceptEdits = true // the agent runs what is approved, edited or not
 	ctx := browser(t, exe)
 	virtualAuthenticator(t, ctx)
 	do(t, ctx, "sign in", 15*time.Second,
