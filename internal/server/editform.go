@@ -46,7 +46,6 @@ type editForm struct {
 	Text      string
 	JSON      string
 	Label     string // what the JSON is
-	Max       int    // characters a field takes
 	Fields    []editField
 }
 
@@ -84,7 +83,7 @@ func objectOf(args json.RawMessage) map[string]json.RawMessage {
 // own arguments, or an edit of them; asJSON asks for the arguments as
 // JSON where a form of fields would do.
 func editFormOf(req *countersign.Request, args json.RawMessage, asJSON bool) editForm {
-	f := editForm{Max: maxEditArgs}
+	var f editForm
 	if req.SeedID != "" {
 		f.Why = "A request of the seed-compatible API cannot be edited: its client runs only what it asked. Approve or deny it as it is."
 		return f

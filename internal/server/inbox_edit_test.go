@@ -61,6 +61,11 @@ func TestInboxEditForm(t *testing.T) {
 				t.Errorf("%s: the edit page lacks %q:\n%s", mode, w, edit.body)
 			}
 		}
+		if strings.Contains(edit.body, "maxlength") {
+			// A browser refuses to send a field it was given longer than
+			// its maxlength once edited; the server bounds the edit.
+			t.Errorf("%s: the edit form bounds a field with maxlength:\n%s", mode, edit.body)
+		}
 		if strings.Contains(edit.body, "build <b>") || strings.Contains(edit.body, "/srv/<b>") || strings.Contains(edit.body, "<i>") {
 			t.Errorf("%s: the edit page holds the agent's markup unescaped:\n%s", mode, edit.body)
 		}
