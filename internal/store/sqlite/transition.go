@@ -23,12 +23,22 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	}
 	update, args := updateStatement(t)
 	var row *requestRow
-	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
+	var k keep
+	err := db.updateKept(ctx, func(ctx context.Context, tx querier) (err error) {
+		if t.To == countersign.StatusStopped {
+			// A stop ends other requests of the session too.
+			db.changeStarts()
+		} else {
+			k = db.keepStamp()
+		}
 		row, err = transition(ctx, tx, t, update, args, ev)
 		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if t.To != countersign.StatusStopped {
+		db.keepRequest(row, k)
 	}
 	return row.decode()
 }

@@ -456,12 +456,14 @@ func (g *groupRun) commitAndAnswer() {
 	if _, err := g.tx.ExecContext(ctx, `COMMIT`); err != nil {
 		// Whether anything was kept is not known for sure: entries
 		// read before are not served again either way.
+		g.db.countCommit()
 		g.bumpIf(func(j *writeJob) bool { return !j.uncached })
 		g.fail(fmt.Errorf("commit: %w", err))
 		return
 	}
 	g.tx.Close()
 	g.tx = nil
+	g.db.countCommit()
 	g.bumpIf(func(j *writeJob) bool { return !j.uncached && j.err == nil })
 	for _, j := range g.ran {
 		j.answer(j.err)
