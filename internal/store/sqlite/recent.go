@@ -105,6 +105,17 @@ func (c *recent) close() {
 	c.mu.Unlock()
 }
 
+// keptRow returns the row of request id as this process last kept it,
+// however old, or nil: only what no change sets after the insert may be
+// taken from it (see mutableColumns).
+func (db *DB) keptRow(id string) *requestRow {
+	c := &db.recent
+	c.mu.Lock()
+	e := c.m[id]
+	c.mu.Unlock()
+	return e.row
+}
+
 // fresh reports whether nothing but changes that keep their requests ran
 // since the change numbered order, stamped s.
 func (db *DB) fresh(order uint64, s engine.Stamp) bool {

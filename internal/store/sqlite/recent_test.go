@@ -110,6 +110,19 @@ func TestRecentRequestAnotherProcess(t *testing.T) {
 	if s := f.status(f.db, r2.ID); s != countersign.StatusConsumed {
 		t.Errorf("after another process consumed it, the request reads %s", s)
 	}
+
+	// A transition of a request this process wrote, last changed by
+	// another, returns the row as the file holds it.
+	r3 := f.create("s", time.Hour)
+	f.move(other, r3.ID, countersign.StatusPending, countersign.StatusApproved)
+	consumed := f.move(f.db, r3.ID, countersign.StatusApproved, countersign.StatusConsumed)
+	file, err := getRequest(t.Context(), f.db.read, r3.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(consumed, file) || consumed.DecidedBy != "admin" {
+		t.Errorf("the consume returned\n  %#v\nthe file holds\n  %#v", consumed, file)
+	}
 }
 
 // A change of this process that changes requests without keeping them (a

@@ -21,7 +21,17 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	update, args := updateStatement(t)
+	// A request this process has written before needs only the columns
+	// a change may set back: the others are as the row was made, for good.
+	base := db.keptRow(t.ID)
+	if t.To == countersign.StatusStopped {
+		base = nil // a stop reads the session of the row as it is
+	}
+	returning := requestColumns
+	if base != nil {
+		returning = mutableColumns
+	}
+	update, args := updateStatement(t, returning)
 	var row *requestRow
 	var k keep
 	err := db.updateKept(ctx, func(ctx context.Context, tx querier) (err error) {
@@ -31,7 +41,7 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 		} else {
 			k = db.keepStamp()
 		}
-		row, err = transition(ctx, tx, t, update, args, ev)
+		row, err = transition(ctx, tx, t, update, args, ev, base)
 		return err
 	})
 	if err != nil {
@@ -43,8 +53,16 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	return row.decode()
 }
 
-func transition(ctx context.Context, tx querier, t countersign.Transition, update string, args []any, ev countersign.AuditEvent) (*requestRow, error) {
-	row, err := scanRequestRow(tx.QueryRowContext(ctx, update, args...))
+// transition runs update, which returns requestColumns, or mutableColumns
+// when base, a row of the same request read or written before, is set.
+func transition(ctx context.Context, tx querier, t countersign.Transition, update string, args []any, ev countersign.AuditEvent, base *requestRow) (*requestRow, error) {
+	var row *requestRow
+	var err error
+	if base != nil {
+		row, err = scanMutable(tx.QueryRowContext(ctx, update, args...), base)
+	} else {
+		row, err = scanRequestRow(tx.QueryRowContext(ctx, update, args...))
+	}
 	if err == sql.ErrNoRows {
 		return nil, transitionRefusal(ctx, tx, t)
 	} else if err != nil {
@@ -151,8 +169,9 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 }
 
 // updateStatement returns the one conditional UPDATE of t, which returns
-// the changed row, or none when it changed nothing.
-func updateStatement(t countersign.Transition) (string, []any) {
+// the columns returning of the changed row, or none when it changed
+// nothing.
+func updateStatement(t countersign.Transition, returning string) (string, []any) {
 	set, args := []string{"status = ?"}, []any{t.To}
 	if t.To.IsDecision() {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
@@ -184,7 +203,26 @@ func updateStatement(t countersign.Transition) (string, []any) {
 	// SQLite makes every change of an UPDATE … RETURNING in its first
 	// step, so reading only the one row it returns is enough.
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
-		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + returning, args
+}
+
+// mutableColumns are the columns of requestColumns that a change after
+// the insert may set (a transition, an expiry, a stop, a run); the others
+// keep what the insert wrote as long as the row lives, and ids are never
+// used again.
+const mutableColumns = `status, expires_at, decided_at, decided_by, reason, auto_approve_until, consumed_at,
+	ran_at, ran_action, ran_args_hash`
+
+// scanMutable reads one row of mutableColumns into a copy of base, a row
+// of the same request.
+func scanMutable(s scanner, base *requestRow) (*requestRow, error) {
+	row := *base
+	r := &row.r
+	if err := s.Scan(&r.Status, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil, &row.consumed,
+		&row.ran, &r.Ran.Action, &r.Ran.ArgsHash); err != nil {
+		return nil, err
+	}
+	return &row, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

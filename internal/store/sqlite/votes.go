@@ -77,8 +77,8 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 		return r, votes, nil
 	}
 	t.DecidedBy = countersign.VotersOf(votes)
-	update, args := updateStatement(t)
-	row, err := transition(ctx, tx, t, update, args, approved)
+	update, args := updateStatement(t, requestColumns)
+	row, err := transition(ctx, tx, t, update, args, approved, nil)
 	if err != nil {
 		return nil, nil, err
 	}
