@@ -27,6 +27,7 @@ import (
 type recent struct {
 	mu     sync.Mutex
 	m      map[string]recentRow
+	bytes  int  // the size of what m holds (rowSize)
 	closed bool // the store is closed: nothing is kept or served
 	// order numbers the changes in the order the writer runs them;
 	// generic is the number of the last change that may have changed a
@@ -41,8 +42,24 @@ type recentRow struct {
 	at    time.Time
 }
 
-// recentMax bounds the entries; when full, the map starts again empty.
-const recentMax = 4096
+// recentMax and recentBytes bound the entries, in number and in size;
+// when full, the map starts again empty.
+const (
+	recentMax   = 4096
+	recentBytes = 8 << 20
+)
+
+// rowSize is about the memory row holds.
+func rowSize(row *requestRow) int {
+	r := &row.r
+	n := 512 // the row itself, the entry, the map's slot
+	for _, s := range []string{row.args, row.reasons, row.rctx, row.seed, row.scope, r.ID, r.AccountID, r.KeyID, r.KeyName,
+		r.Reference, string(r.Kind), r.Action, r.ArgsHash, r.Preview, r.PreviewHash, r.DecidedBy, r.Reason, r.SeedID, r.ArgumentsText,
+		string(r.Tier), r.Ran.Action, r.Ran.ArgsHash} {
+		n += len(s)
+	}
+	return n
+}
 
 // keep is where a change that keeps its request ran, taken in its
 // transaction.
@@ -73,13 +90,19 @@ func (db *DB) keepRequest(row *requestRow, k keep) {
 	c := &db.recent
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.m[row.r.ID]; c.closed || ok && e.order >= k.order {
+	e, ok := c.m[row.r.ID]
+	if c.closed || ok && e.order >= k.order {
 		return
 	}
-	if c.m == nil || len(c.m) >= recentMax {
-		c.m = make(map[string]recentRow)
+	size := rowSize(row)
+	if ok {
+		c.bytes -= rowSize(e.row)
+	}
+	if c.m == nil || len(c.m) >= recentMax || c.bytes+size > recentBytes {
+		c.m, c.bytes = make(map[string]recentRow), 0
 	}
 	c.m[row.r.ID] = recentRow{row: row, order: k.order, stamp: k.stamp, at: time.Now()}
+	c.bytes += size
 }
 
 // recentRequest returns the request id as this process last wrote it,
@@ -101,7 +124,7 @@ func (db *DB) recentRequest(id string) *requestRow {
 // close drops what is kept, for good: a closed store answers no read.
 func (c *recent) close() {
 	c.mu.Lock()
-	c.m, c.closed = nil, true
+	c.m, c.bytes, c.closed = nil, 0, true
 	c.mu.Unlock()
 }
 

@@ -1,8 +1,10 @@
 package sqlite
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,5 +145,32 @@ func TestRecentRequestOtherChanges(t *testing.T) {
 	}
 	if s := f.status(f.db, short.ID); s != countersign.StatusExpired {
 		t.Errorf("an expired request reads %s", s)
+	}
+}
+
+// What is kept in memory stays within its bound, however large the
+// requests written.
+func TestRecentRequestBounded(t *testing.T) {
+	f := newRecentFixture(t, filepath.Join(t.TempDir(), "countersign.db"))
+	big := `{"a":"` + strings.Repeat("x", 256<<10) + `"}`
+	for range 2 * recentBytes / len(big) {
+		r := &countersign.Request{
+			AccountID: f.key.AccountID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: countersign.NewReference(),
+			Kind: countersign.KindGeneric, Action: "deploy", Arguments: json.RawMessage(big), ArgsHash: countersign.NewID("a"),
+			PreviewHash: "p", Status: countersign.StatusPending, ExpiresAt: f.now.Add(time.Hour),
+		}
+		if _, _, err := f.db.CreateRequest(t.Context(), r, 0, f.now, countersign.AuditEvent{Event: "created", Actor: "key", Detail: "{}"}); err != nil {
+			t.Fatal(err)
+		}
+		c := &f.db.recent
+		c.mu.Lock()
+		n, size := 0, 0
+		for _, e := range c.m {
+			n, size = n+1, size+len(e.row.args)
+		}
+		c.mu.Unlock()
+		if n == 0 || size > recentBytes {
+			t.Fatalf("%d requests kept, %d bytes of arguments", n, size)
+		}
 	}
 }
