@@ -45,8 +45,8 @@ type recentRow struct {
 // recentMax and recentBytes bound the entries, in number and in size;
 // when full, the map starts again empty.
 const (
-	recentMax   = 4096
-	recentBytes = 8 << 20
+	recentMax   = 1024
+	recentBytes = 4 << 20
 )
 
 // rowSize is about the memory row holds.
