@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
+	"sync"
 
 	"github.com/countersign/countersign/internal/seal"
 )
@@ -27,6 +29,9 @@ type SecretKey struct {
 	wrap  *seal.Key
 	audit []byte
 	check []byte
+	// macs are HMACs under audit, their key set up once and reset
+	// between entries: an entry costs its own blocks only.
+	macs *sync.Pool
 }
 
 // NewSecretKey derives the working keys from the raw key of a key file.
@@ -45,7 +50,9 @@ func NewSecretKey(raw []byte) (*SecretKey, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &SecretKey{wrap: wrap, audit: derive("audit chain v1"), check: derive("key check v1")}, nil
+	audit := derive("audit chain v1")
+	macs := &sync.Pool{New: func() any { return hmac.New(sha256.New, audit) }}
+	return &SecretKey{wrap: wrap, audit: audit, check: derive("key check v1"), macs: macs}, nil
 }
 
 // serverKeyAD binds a wrapped server key to its name, so that one wrapped
@@ -75,9 +82,17 @@ func (k *SecretKey) UnwrapServerKey(name string, wrapped []byte) ([]byte, error)
 // key of the same encoding ComputeHash hashes, in hex. Without the key, a
 // rewritten chain cannot be given valid values.
 func (k *SecretKey) AuditMAC(e *AuditEntry) string {
-	m := hmac.New(sha256.New, k.audit)
+	var m hash.Hash
+	if k.macs != nil {
+		m = k.macs.Get().(hash.Hash)
+		defer k.macs.Put(m)
+		m.Reset()
+	} else {
+		m = hmac.New(sha256.New, k.audit)
+	}
 	m.Write([]byte(e.encode()))
-	return hex.EncodeToString(m.Sum(nil))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(m.Sum(sum[:0]))
 }
 
 // AuditPads returns the audit key XORed with HMAC's inner and outer pads,

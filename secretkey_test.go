@@ -71,6 +71,13 @@ func TestAuditPads(t *testing.T) {
 	if got := hex.EncodeToString(outer.Sum(nil)); got != e.Hash {
 		t.Fatalf("from the pads %s, AuditMAC %s", got, e.Hash)
 	}
+	// The key's MACs are used again: one entry's leaves nothing in the next.
+	for range 3 {
+		k.AuditMAC(&countersign.AuditEntry{Seq: 5, Event: "denied", Detail: "{}", PrevHash: e.Hash})
+		if again := k.AuditMAC(e); again != e.Hash {
+			t.Fatalf("AuditMAC of the same entry after another: %s, then %s", e.Hash, again)
+		}
+	}
 }
 
 // encodeLikeStore is the length-prefixed encoding of an entry.

@@ -41,6 +41,9 @@ type DB struct {
 	// outbox rings after every commit that added outbox items (see
 	// countersign.OutboxWatcher).
 	outbox countersign.Bell
+
+	// recent keeps the requests this process has just written (recent.go).
+	recent recent
 }
 
 var _ countersign.OutboxWatcher = (*DB)(nil)
@@ -104,7 +107,10 @@ func (db *DB) EngineStats() engine.Stats { return db.eng.Stats() }
 
 // Close stops the writer, after the group it is committing, and closes the
 // connections. Changes asked for afterwards fail.
-func (db *DB) Close() error { return db.eng.Close() }
+func (db *DB) Close() error {
+	db.recent.close()
+	return db.eng.Close()
+}
 
 // updateCached makes a change that may change what the caches hold (keys,
 // tokens, sessions, grants, accounts, channels): once it is committed, the
@@ -113,14 +119,20 @@ func (db *DB) Close() error { return db.eng.Close() }
 // is served stale, such as a revoked key honoured until the cache entry
 // ages out. See engine.DB.UpdateCached.
 func (db *DB) updateCached(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
-	return db.eng.UpdateCached(ctx, fn)
+	return db.eng.UpdateCached(ctx, func(ctx context.Context, tx querier) error {
+		db.changeStarts()
+		return fn(ctx, tx)
+	})
 }
 
 // updateUncached makes a change that touches nothing a cache holds:
 // requests, auto-approve windows, the audit log, the outbox. It does not
 // move the change counter. See engine.DB.UpdateUncached.
 func (db *DB) updateUncached(ctx context.Context, fn func(ctx context.Context, tx querier) error) error {
-	return db.eng.UpdateUncached(ctx, fn)
+	return db.eng.UpdateUncached(ctx, func(ctx context.Context, tx querier) error {
+		db.changeStarts()
+		return fn(ctx, tx)
+	})
 }
 
 // configExec runs one statement that changes what a cache may hold, in a

@@ -72,7 +72,7 @@ func TestGroupAuditChain(t *testing.T) {
 		{"create, then fail", func() error {
 			return db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
 				r := newReq(100)
-				if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
+				if _, _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
 					return err
 				}
 				return errors.New("refused after its audit entry")
@@ -302,7 +302,7 @@ func TestGroupCleanRefusal(t *testing.T) {
 			r := &countersign.Request{ID: dirtyID, AccountID: f.account.ID, KeyID: f.key.ID, KeyName: f.key.Name, Reference: testRef(99),
 				Kind: countersign.KindGeneric, Action: "x", Arguments: json.RawMessage(`{}`), ArgsHash: countersign.HashSecret("{}"),
 				Preview: "x", PreviewHash: countersign.HashSecret("x"), Status: countersign.StatusPending, ExpiresAt: now.Add(time.Hour)}
-			if _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
+			if _, _, _, err := createRequest(ctx, tx, r, mustEncode(t, r), 0, now, countersign.AuditEvent{Event: "created", Actor: "key:x", Detail: "{}"}); err != nil {
 				return err
 			}
 			return errors.New("refused after writing")

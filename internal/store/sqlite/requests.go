@@ -29,22 +29,27 @@ func (db *DB) CreateRequest(ctx context.Context, r *countersign.Request, maxPend
 	if err != nil {
 		return nil, false, err
 	}
-	err = db.updateUncached(ctx, func(ctx context.Context, tx querier) error {
-		got, created, err = createRequest(ctx, tx, r, enc, maxPending, now, ev)
+	var row *requestRow
+	var k keep
+	err = db.updateKept(ctx, func(ctx context.Context, tx querier) error {
+		k = db.keepStamp()
+		got, row, created, err = createRequest(ctx, tx, r, enc, maxPending, now, ev)
 		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
+	db.keepRequest(row, k)
 	if created && len(r.Outbox) > 0 {
 		db.outbox.Ring()
 	}
 	return got, created, nil
 }
 
-func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, bool, error) {
+// The row is that of a new request, nil for a twin.
+func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest, maxPending int, now time.Time, ev countersign.AuditEvent) (*countersign.Request, *requestRow, bool, error) {
 	if !r.Status.Valid() {
-		return nil, false, countersign.ErrUnknownStatus(r.Status)
+		return nil, nil, false, countersign.ErrUnknownStatus(r.Status)
 	}
 	// The twin is looked for first: asking again for what is already
 	// waiting is not a new request and must not hit the limit. One
@@ -52,23 +57,23 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	limit := countersign.PendingLimit(r, maxPending)
 	twinID, pending, err := twinAndPending(ctx, tx, r, enc, limit, now)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if twinID != "" {
 		twin, err := getRequest(ctx, tx, twinID)
 		if i := countersign.IdempotencyFrom(ctx); err == nil && i != nil && i.Op == countersign.IdemCreate {
 			err = recordIdempotent(ctx, tx, twin, false, now)
 		}
-		return twin, false, err
+		return twin, nil, false, err
 	}
 	if limit > 0 && pending >= limit {
-		return nil, false, pendingLimit(ctx, tx, r.AccountID, pending, now)
+		return nil, nil, false, pendingLimit(ctx, tx, r.AccountID, pending, now)
 	}
 	if err := windowStillOpen(ctx, tx, r); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if err := coverageStillHeld(ctx, tx, r); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if r.ID == "" {
 		r.ID = countersign.NewOrderedID("req_")
@@ -76,28 +81,28 @@ func createRequest(ctx context.Context, tx querier, r *countersign.Request, enc 
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = now
 	}
-	got, err := insertRequest(ctx, tx, r, enc)
+	got, row, err := insertRequest(ctx, tx, r, enc)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	for _, l := range r.Links {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO links (hash, request_id, action, created_at) VALUES (?, ?, ?, ?)`,
 			l.Hash, r.ID, l.Action, nanos(r.CreatedAt)); err != nil {
-			return nil, false, fmt.Errorf("insert link: %w", err)
+			return nil, nil, false, fmt.Errorf("insert link: %w", err)
 		}
 	}
 	if err := insertOutbox(ctx, tx, r.OutboxItems(), r.CreatedAt); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if err := appendAudit(ctx, tx, now, r.AccountID, r.ID, ev); err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	if i := countersign.IdempotencyFrom(ctx); i != nil && i.Op == countersign.IdemCreate {
 		if err := recordIdempotent(ctx, tx, got, true, now); err != nil {
-			return nil, false, err
+			return nil, nil, false, err
 		}
 	}
-	return got, true, nil
+	return got, row, true, nil
 }
 
 // windowStillOpen checks, for a request an auto-approve window let
@@ -227,33 +232,49 @@ func encodeRequest(r *countersign.Request) (*encodedRequest, error) {
 
 // insertRequest writes r as a new row and returns the request as reading
 // the row back would, without reading it.
-func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, error) {
+func insertRequest(ctx context.Context, tx querier, r *countersign.Request, enc *encodedRequest) (*countersign.Request, *requestRow, error) {
+	// The row is made first and written as it is, so that it is what
+	// scanning the row back would give (recent.go keeps it).
+	row := &requestRow{
+		args: string(r.Arguments), reasons: string(enc.reasons), rctx: string(enc.context), seed: string(r.Seed), scope: enc.scope, original: enc.original,
+		created: nanos(r.CreatedAt), expires: nanos(r.ExpiresAt), decided: nanos(r.DecidedAt),
+		autoUntil: nanos(r.AutoApproveUntil), consumed: nanos(r.ConsumedAt), ran: nanos(r.Ran.At),
+	}
+	c := &row.r
+	c.ID, c.AccountID, c.KeyID, c.KeyName, c.Reference, c.Kind, c.Action = r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action
+	c.ArgsHash, c.Preview, c.PreviewHash, c.Status = r.ArgsHash, r.Preview, r.PreviewHash, r.Status
+	c.DecidedBy, c.Reason, c.SeedID, c.ArgumentsText, c.Tier, c.Protected = r.DecidedBy, r.Reason, r.SeedID, r.ArgumentsText, r.Tier, r.Protected
+	c.Ran.Action, c.Ran.ArgsHash = r.Ran.Action, r.Ran.ArgsHash
 	_, err := tx.ExecContext(ctx, `INSERT INTO requests (`+requestColumns+`, call_id)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.AccountID, r.KeyID, r.KeyName, r.Reference, r.Kind, r.Action,
-		string(r.Arguments), r.ArgsHash, r.Preview, r.PreviewHash, string(enc.reasons), string(enc.context), r.Status,
-		nanos(r.CreatedAt), nanos(r.ExpiresAt), nanos(r.DecidedAt), r.DecidedBy, r.Reason, nanos(r.AutoApproveUntil),
-		nanos(r.ConsumedAt), string(r.Seed), r.SeedID, r.ArgumentsText, enc.scope, r.Tier, r.Protected,
-		nanos(r.Ran.At), r.Ran.Action, r.Ran.ArgsHash, enc.original, r.Context.CallID)
+		c.ID, c.AccountID, c.KeyID, c.KeyName, c.Reference, c.Kind, c.Action,
+		row.args, c.ArgsHash, c.Preview, c.PreviewHash, row.reasons, row.rctx, c.Status,
+		row.created, row.expires, row.decided, c.DecidedBy, c.Reason, row.autoUntil,
+		row.consumed, row.seed, c.SeedID, c.ArgumentsText, row.scope, c.Tier, c.Protected,
+		row.ran, c.Ran.Action, c.Ran.ArgsHash, row.original, r.Context.CallID)
 	switch {
 	case isUnique(err) && strings.Contains(err.Error(), "requests.reference"):
-		return nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
+		return nil, nil, fmt.Errorf("reference code %s: %w", countersign.FormatReference(r.Reference), countersign.ErrReferenceTaken)
 	case isUnique(err) && strings.Contains(err.Error(), "requests.seed_id"):
-		return nil, countersign.ErrSeedIDTaken()
+		return nil, nil, countersign.ErrSeedIDTaken()
 	case isUnique(err):
-		return nil, countersign.ErrExists("request")
+		return nil, nil, countersign.ErrExists("request")
 	case isForeignKey(err):
-		return nil, countersign.NotFound("account or agent key")
+		return nil, nil, countersign.NotFound("account or agent key")
 	case err != nil:
-		return nil, fmt.Errorf("insert request: %w", err)
+		return nil, nil, fmt.Errorf("insert request: %w", err)
 	}
 	got := enc.got
 	got.ID, got.CreatedAt = r.ID, fromNanos(nanos(r.CreatedAt))
-	return &got, nil
+	return &got, row, nil
 }
 
-// Request returns a request by id. Errors: ENOTFOUND.
+// Request returns a request by id. Errors: ENOTFOUND. A request this
+// process has just written is answered from memory (recent.go).
 func (db *DB) Request(ctx context.Context, id string) (*countersign.Request, error) {
+	if row := db.recentRequest(id); row != nil {
+		return row.decode()
+	}
 	return getRequest(ctx, db.read, id)
 }
 

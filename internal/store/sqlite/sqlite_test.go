@@ -238,12 +238,15 @@ func TestReturnedRequestIsTheStoredOne(t *testing.T) {
 		if err != nil || !created {
 			t.Fatalf("create %d: %v, %v", i, created, err)
 		}
-		stored, err := db.Request(ctx, got.ID)
+		stored, err := getRequest(ctx, db.read, got.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(got, stored) {
 			t.Errorf("create %d returned\n  %#v\nthe row reads\n  %#v", i, got, stored)
+		}
+		if kept, err := db.Request(ctx, got.ID); err != nil || !reflect.DeepEqual(kept, stored) {
+			t.Errorf("create %d: the request kept in memory\n  %#v (%v)\nthe row reads\n  %#v", i, kept, err, stored)
 		}
 		decided, err := db.Transition(ctx, countersign.Transition{
 			ID: got.ID, From: []countersign.Status{countersign.StatusPending}, To: countersign.StatusApproved,
@@ -252,12 +255,15 @@ func TestReturnedRequestIsTheStoredOne(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stored, err = db.Request(ctx, got.ID)
+		stored, err = getRequest(ctx, db.read, got.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(decided, stored) || decided.Status != countersign.StatusApproved || decided.AutoApproveUntil.IsZero() {
 			t.Errorf("transition %d returned\n  %#v\nthe row reads\n  %#v", i, decided, stored)
+		}
+		if kept, err := db.Request(ctx, got.ID); err != nil || !reflect.DeepEqual(kept, stored) {
+			t.Errorf("transition %d: the request kept in memory\n  %#v (%v)\nthe row reads\n  %#v", i, kept, err, stored)
 		}
 	}
 }

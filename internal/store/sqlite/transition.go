@@ -21,23 +21,54 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	update, args, err := updateStatement(t)
-	if err != nil {
-		return nil, err
-	}
 	var row *requestRow
-	err = db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
-		row, err = transition(ctx, tx, t, update, args, ev)
+	var k keep
+	err := db.updateKept(ctx, func(ctx context.Context, tx querier) error {
+		// A request this process has written before needs only the
+		// columns a change may set back: the others are as the row was
+		// made, and stay so but for an approver's edit, which sets them.
+		// The kept row is read here, on the writer, after every change
+		// that ran before this one.
+		base := db.keptRow(t.ID)
+		if t.To == countersign.StatusStopped || t.Edited != nil {
+			base = nil // a stop reads the session of the row as it is
+		}
+		returning := requestColumns
+		if base != nil {
+			returning = mutableColumns
+		}
+		update, args, err := updateStatement(t, returning)
+		if err != nil {
+			return err
+		}
+		if t.To == countersign.StatusStopped {
+			// A stop ends other requests of the session too.
+			db.changeStarts()
+		} else {
+			k = db.keepStamp()
+		}
+		row, err = transition(ctx, tx, t, update, args, ev, base)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	if t.To != countersign.StatusStopped {
+		db.keepRequest(row, k)
+	}
 	return row.decode()
 }
 
-func transition(ctx context.Context, tx querier, t countersign.Transition, update string, args []any, ev countersign.AuditEvent) (*requestRow, error) {
-	row, err := scanRequestRow(tx.QueryRowContext(ctx, update, args...))
+// transition runs update, which returns requestColumns, or mutableColumns
+// when base, a row of the same request read or written before, is set.
+func transition(ctx context.Context, tx querier, t countersign.Transition, update string, args []any, ev countersign.AuditEvent, base *requestRow) (*requestRow, error) {
+	var row *requestRow
+	var err error
+	if base != nil {
+		row, err = scanMutable(tx.QueryRowContext(ctx, update, args...), base)
+	} else {
+		row, err = scanRequestRow(tx.QueryRowContext(ctx, update, args...))
+	}
 	if err == sql.ErrNoRows {
 		return nil, transitionRefusal(ctx, tx, t)
 	} else if err != nil {
@@ -144,8 +175,9 @@ func stopApprovals(ctx context.Context, tx querier, t countersign.Transition, st
 }
 
 // updateStatement returns the one conditional UPDATE of t, which returns
-// the changed row, or none when it changed nothing.
-func updateStatement(t countersign.Transition) (string, []any, error) {
+// the columns returning of the changed row, or none when it changed
+// nothing.
+func updateStatement(t countersign.Transition, returning string) (string, []any, error) {
 	set, args := []string{"status = ?"}, []any{t.To}
 	if t.To.IsDecision() {
 		set = append(set, "decided_at = ?", "decided_by = ?", "reason = ?")
@@ -193,7 +225,7 @@ func updateStatement(t countersign.Transition) (string, []any, error) {
 	// SQLite makes every change of an UPDATE … RETURNING in its first
 	// step, so reading only the one row it returns is enough.
 	return `UPDATE requests SET ` + strings.Join(set, ", ") +
-		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + requestColumns, args, nil
+		` WHERE ` + strings.Join(where, " AND ") + ` RETURNING ` + returning, args, nil
 }
 
 // editSet returns the assignments, and their values, that replace a
@@ -207,6 +239,27 @@ func editSet(e *countersign.Request) ([]string, []any, error) {
 			"protected = ?", "scope = ?", "arguments_text = ?", "original = ?"},
 		[]any{string(e.Arguments), e.ArgsHash, e.Preview, e.PreviewHash, string(enc.reasons),
 			e.Protected, enc.scope, e.ArgumentsText, enc.original}, nil
+}
+
+// mutableColumns are the columns of requestColumns that a change after
+// the insert may set (a transition, an expiry, a stop, a run); the others
+// keep what the insert wrote as long as the row lives, and ids are never
+// used again. An approver's edit sets the action's columns too: its
+// change reads the whole row back (Transition) or forgets what is kept
+// (a vote).
+const mutableColumns = `status, expires_at, decided_at, decided_by, reason, auto_approve_until, consumed_at,
+	ran_at, ran_action, ran_args_hash`
+
+// scanMutable reads one row of mutableColumns into a copy of base, a row
+// of the same request.
+func scanMutable(s scanner, base *requestRow) (*requestRow, error) {
+	row := *base
+	r := &row.r
+	if err := s.Scan(&r.Status, &row.expires, &row.decided, &r.DecidedBy, &r.Reason, &row.autoUntil, &row.consumed,
+		&row.ran, &r.Ran.Action, &r.Ran.ArgsHash); err != nil {
+		return nil, err
+	}
+	return &row, nil
 }
 
 // transitionRefusal explains why the UPDATE of t changed nothing, by the

@@ -21,6 +21,10 @@ func (db *DB) Vote(ctx context.Context, v countersign.VoteInput, voted, approved
 		votes []countersign.Vote
 	)
 	err := db.updateUncached(ctx, func(ctx context.Context, tx querier) (err error) {
+		if v.Edited != nil {
+			// The edit sets what a kept row holds for good (keptRow).
+			db.forgetRequest(v.RequestID)
+		}
 		got, votes, err = vote(ctx, tx, v, voted, approved)
 		return err
 	})
@@ -98,11 +102,11 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 		return r, votes, nil
 	}
 	t.DecidedBy = countersign.VotersOf(votes)
-	update, args, err := updateStatement(t)
+	update, args, err := updateStatement(t, requestColumns)
 	if err != nil {
 		return nil, nil, err
 	}
-	row, err := transition(ctx, tx, t, update, args, approved)
+	row, err := transition(ctx, tx, t, update, args, approved, nil)
 	if err != nil {
 		return nil, nil, err
 	}

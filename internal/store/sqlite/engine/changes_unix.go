@@ -12,16 +12,22 @@ import (
 	"unsafe"
 )
 
-// changeCounter is a 64-bit counter in a small file beside the database,
-// mapped into the memory of every process that opens the database, so that
-// a change one process commits is seen by all at the cost of one load.
-// SQLite's write-ahead log already needs the processes on one machine,
-// sharing memory this way.
+// changeCounter is two 64-bit counters in a small file beside the
+// database, mapped into the memory of every process that opens the
+// database, so that a change one process commits is seen by all at the
+// cost of one load. SQLite's write-ahead log already needs the processes
+// on one machine, sharing memory this way. The first counts the changes to
+// what caches hold; the second every commit (see Stamp).
 type changeCounter struct {
 	mem      []byte
 	n        *uint64
+	commits  *uint64
 	dev, ino uint64 // the file mapped
 }
+
+// counterBytes is the size of the counter file: the two counters. A file
+// of 8 bytes, made by an earlier version, is grown to it.
+const counterBytes = 16
 
 // counters are the counters this process has mapped, by database path.
 // A mapping is never undone: a call still running when its DB is closed
@@ -98,24 +104,27 @@ func mapChangeCounter(dbPath string) (*changeCounter, error) {
 	if created {
 		sameOwner(f, &st, dbPath)
 	}
-	if st.Size < 8 {
+	if st.Size < counterBytes {
 		// Growing a file to the size it already has changes nothing,
 		// so two processes creating it at once agree.
-		if err := f.Truncate(8); err != nil {
+		if err := f.Truncate(counterBytes); err != nil {
 			return nil, fmt.Errorf("open change counter: %w", err)
 		}
 	}
-	mem, err := syscall.Mmap(fd, 0, 8, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	mem, err := syscall.Mmap(fd, 0, counterBytes, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("map change counter: %w", err)
 	}
-	// The mapping is page-aligned, so the counter is 8-byte aligned, as
+	// The mapping is page-aligned, so the counters are 8-byte aligned, as
 	// atomic operations need.
-	return &changeCounter{mem: mem, n: (*uint64)(unsafe.Pointer(&mem[0])), dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
+	return &changeCounter{mem: mem, n: (*uint64)(unsafe.Pointer(&mem[0])), commits: (*uint64)(unsafe.Pointer(&mem[8])),
+		dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
 }
 
-func (c *changeCounter) load() uint64 { return atomic.LoadUint64(c.n) }
-func (c *changeCounter) bump()        { atomic.AddUint64(c.n, 1) }
+func (c *changeCounter) load() uint64        { return atomic.LoadUint64(c.n) }
+func (c *changeCounter) bump()               { atomic.AddUint64(c.n, 1) }
+func (c *changeCounter) loadCommits() uint64 { return atomic.LoadUint64(c.commits) }
+func (c *changeCounter) bumpCommits()        { atomic.AddUint64(c.commits, 1) }
 
 // runtimeSharesMemory: on this system every process on the database must
 // map the change counter, or another's caches would miss its changes.

@@ -102,6 +102,9 @@ type DB struct {
 	health health
 
 	changes *changeCounter // moved by every change to what caches hold; nil: nothing is cached
+	// ownCommits counts the commits of this process, beside the count of
+	// every process's in changes (see Stamp).
+	ownCommits atomic.Uint64
 
 	// rowChanges counts the rows the write connection has changed;
 	// rowHook is whether it does (SQLite built with the pre-update hook).
