@@ -186,11 +186,11 @@ func TestEditRefusals(t *testing.T) {
 	e.refusedEdit("a Bash edit that does not parse", e.alice, r, approveEdit(`{"command":"ls 'unclosed"}`), countersign.EINVALID)
 	e.refusedEdit("an empty edit", e.alice, r, approveEdit(``), countersign.EINVALID)
 
-	vic := e.newApprover("vic", "acme")
+	e.newApprover("vic", "acme")
 	if err := e.world.Admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
-	vic = e.approver(e.world.Token("vic", "acme"))
+	vic := e.approver(e.world.Token("vic", "acme"))
 	e.refusedEdit("a viewer", vic, r, approveEdit(edit), countersign.EFORBIDDEN)
 	if _, err := e.svc.Edited(e.ctx, vic, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)}); countersign.ErrorCode(err) != countersign.EFORBIDDEN {
 		t.Errorf("Edited by a viewer: %v", err)
