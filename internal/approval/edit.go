@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/bashscope"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/shellword"
 	"github.com/countersign/countersign/internal/visible"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -200,11 +201,55 @@ var destroyers = map[string]string{
 	"npm": "runs package scripts", "pip": "installs packages", "apt": "installs packages", "apt-get": "installs packages",
 }
 
-// runners run another command that the delete paths below do not see:
-// a line with one is judged as touching a protected path.
-var runners = map[string]bool{"sudo": true, "doas": true, "su": true, "xargs": true, "eval": true, "exec": true,
-	"source": true, ".": true, "sh": true, "bash": true, "zsh": true, "dash": true, "env": true, "nohup": true,
-	"timeout": true, "ssh": true, "python": true, "python3": true, "perl": true, "ruby": true, "node": true}
+// deleters are the commands that delete files: one the walk of the
+// line's deletes (bashscope.Deletes) cannot follow, inside a command or
+// process substitution or a coprocess, makes the line protected.
+var deleters = map[string]bool{"rm": true, "rmdir": true, "unlink": true, "shred": true, "find": true}
+
+// commandName is the literal name of the command a call runs (its base
+// name, \rm and "rm" read as rm); ok is false when it is computed only
+// when the line runs, or made by a brace expansion.
+func commandName(w *syntax.Word) (string, bool) {
+	cp := *w // SplitBraces replaces the parts
+	if syntax.SplitBraces(&cp) {
+		return "", false
+	}
+	name, ok := shellword.Literal(w, "")
+	if !ok || name == "" {
+		return "", false
+	}
+	base := path.Base(name)
+	if strings.HasPrefix(base, "mkfs") {
+		base = "mkfs"
+	}
+	return base, true
+}
+
+// hidesDelete reports whether n, a substitution or a coprocess, runs a
+// command that deletes, runs others, or is computed: the walk of the
+// line's deletes does not look inside it.
+func hidesDelete(n syntax.Node) bool {
+	hides := false
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
+			name, ok := commandName(c.Args[0])
+			hides = hides || !ok || deleters[name] || bashscope.Runner(name)
+		}
+		return !hides
+	})
+	return hides
+}
+
+// runsCommand reports whether the arguments of find hold an action that
+// runs a command (-exec, -execdir, -ok, -okdir).
+func runsCommand(args []*syntax.Word) bool {
+	for _, w := range args[1:] {
+		if v, ok := shellword.Literal(w, ""); !ok || v == "-exec" || v == "-execdir" || v == "-ok" || v == "-okdir" {
+			return true
+		}
+	}
+	return false
+}
 
 // assessBashEdit judges an edited Bash command from its words alone (the
 // server cannot look at the agent's files): each command of a destroying
@@ -234,28 +279,38 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 			if len(n.Args) == 0 {
 				return true
 			}
-			name := n.Args[0].Lit()
-			if name == "" {
+			base, ok := commandName(n.Args[0])
+			if !ok {
 				add("edited command: runs a computed command")
 				a.protected = true
 				return true
-			}
-			base := path.Base(name)
-			if strings.HasPrefix(base, "mkfs") {
-				base = "mkfs"
 			}
 			commands = append(commands, base)
 			if why, ok := destroyers[base]; ok {
 				add("edited command: " + base + " " + why)
 			}
-			if runners[base] {
+			switch {
+			case bashscope.Runner(base):
+				// What it runs is not followed: a delete behind it
+				// could be of anything.
+				if _, ok := destroyers[base]; !ok {
+					add("edited command: " + base + " runs another command")
+				}
+				a.protected = true
+			case base == "find" && runsCommand(n.Args):
+				add("edited command: find runs a command on what it finds")
+				a.protected = true
+			}
+		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.CoprocClause:
+			if hidesDelete(n) {
+				add("edited command: deletes or runs commands where the server does not follow them")
 				a.protected = true
 			}
 		case *syntax.Redirect:
-			if n.Op == syntax.RdrOut || n.Op == syntax.AppOut || n.Op == syntax.RdrAll || n.Op == syntax.AppAll || n.Op == syntax.RdrClob {
+			if writes(n) {
 				target := ""
 				if n.Word != nil {
-					target = n.Word.Lit()
+					target, _ = shellword.Literal(n.Word, "")
 				}
 				switch {
 				case target == "/dev/null":
@@ -294,6 +349,33 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 		a.stated.Paths = paths
 	}
 	return a, nil
+}
+
+// writes reports whether the redirection n opens a file for writing:
+// >, >>, &>, &>>, >|, <> and >& to a word that names no file descriptor.
+func writes(n *syntax.Redirect) bool {
+	switch n.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut:
+		return true
+	case syntax.DplOut:
+		v, ok := "", false
+		if n.Word != nil {
+			v, ok = shellword.Literal(n.Word, "")
+		}
+		if !ok {
+			return false // >&$fd: a descriptor, as Bash reads it most often
+		}
+		if v == "-" {
+			return false
+		}
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				return true
+			}
+		}
+		return v == ""
+	}
+	return false
 }
 
 // assessFileEdit judges an edited call of a file tool: a file in a

@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -255,4 +256,62 @@ func TestEditQuorum(t *testing.T) {
 	if ev := strings.Join(e.events(r.ID), " "); ev != "created voted voted voted approved consumed" {
 		t.Errorf("events %s", ev)
 	}
+}
+
+// TestEditBashHiddenDeletes: an edited Bash command that deletes through a
+// command the server's delete walk does not follow (a wrapper, another
+// shell or interpreter, a substitution, a coprocess, a trap, find -exec)
+// is judged protected, as a delete the server cannot follow, and so needs
+// the step-up; a write to a protected path through any redirection says so.
+func TestEditBashHiddenDeletes(t *testing.T) {
+	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls"}`), Context: countersign.RequestContext{Cwd: "/work/proj"}})
+	for _, line := range []string{
+		`command rm -rf /etc`, `nice rm -rf /etc`, `stdbuf -o0 rm -rf /etc`, `busybox rm -rf /etc`, `setsid rm -rf /etc`,
+		`watch rm -rf /etc`, `chroot / rm -rf /etc`, `ionice -c3 rm -rf /etc`, `taskset 1 rm -rf /etc`, `builtin rm -rf /etc`,
+		`{command,rm,-rf,/etc}`, `ksh -c 'rm -rf /etc'`, `fish -c 'rm -rf /etc'`, `php -r 'unlink("/etc/passwd");'`,
+		`awk 'BEGIN{system("rm -rf /etc")}'`, `find /etc -exec rm -rf {} +`, `coproc rm -rf /etc`, `echo $(rm -rf /etc)`,
+		`cat <(rm -rf /etc)`, `trap 'rm -rf /etc' EXIT`, `parallel rm ::: /etc`,
+	} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		if !got.Protected || len(got.RiskReasons) == 0 {
+			t.Errorf("%s: protected %v, reasons %q; want a delete the server cannot follow", line, got.Protected, got.RiskReasons)
+		}
+		if !e.svc.NeedsStepUp(got, countersign.DecisionInput{Decision: countersign.DecisionApprove}) {
+			t.Errorf("%s: approving the edit needs no passkey", line)
+		}
+	}
+	for _, line := range []string{`echo x >& /etc/passwd`, `echo x 1<>/etc/passwd`, `echo x &>/etc/passwd`} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || !got.Protected || !slices.Contains(got.RiskReasons, "protected path: /etc/passwd") {
+			t.Errorf("%s: %v; want a write to a protected path", line, edits(got, err))
+		}
+	}
+	// A harmless edit stays harmless, and \rm is rm.
+	for line, want := range map[string]bool{`ls -la`: false, `echo "$(git rev-parse HEAD)" > out.txt`: false, `echo x 2>&1`: false, `\rm -rf /work/proj/build`: false} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || got.Protected != want {
+			t.Errorf("%s: %v; want protected %v", line, edits(got, err), want)
+		}
+	}
+	args, _ := json.Marshal(map[string]string{"command": `\rm -rf /work/proj/build`})
+	if got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args}); err != nil || !slices.Contains(got.RiskReasons, "edited command: rm deletes files") {
+		t.Errorf(`\rm: %v; want rm's reason`, edits(got, err))
+	}
+}
+
+// edits says what Edited answered, for a test's failure.
+func edits(r *countersign.Request, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("protected %v, reasons %q", r.Protected, r.RiskReasons)
 }
