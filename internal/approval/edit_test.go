@@ -245,7 +245,8 @@ func TestEditQuorum(t *testing.T) {
 	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
 		t.Fatalf("consume after the edit: %v, want ECONFLICT", err)
 	}
-	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, approve)
+	// alice votes for the edited action she was shown.
+	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: e.stored(r.ID).BindingHash()})
 	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
 		t.Fatalf("alice's vote on the edit: %+v, %v", got, err)
 	}
@@ -314,4 +315,42 @@ func edits(r *countersign.Request, err error) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("protected %v, reasons %q", r.Protected, r.RiskReasons)
+}
+
+// TestEditQuorumStaleVote: on a request that needs two votes, an approver
+// who read the action before another approver's edit cannot vote for the
+// edited action without seeing it: an approval naming the binding it saw
+// is refused once the action changed, and one naming none is refused on
+// an edited request; naming the edited binding, it counts.
+func TestEditQuorumStaleVote(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	seen := r.BindingHash() // alice's page, read before the edit
+	got, err := e.svc.Decide(e.ctx, carol, r.ID, approveEdit(`{"n":99}`))
+	if err != nil || got.Status != countersign.StatusPending || got.Original == nil {
+		t.Fatalf("carol's edit: %+v, %v", got, err)
+	}
+	edited := got.BindingHash()
+	for what, d := range map[string]countersign.DecisionInput{
+		"a vote for the action alice saw": {Decision: countersign.DecisionApprove, Binding: seen},
+		"a vote naming no action":         {Decision: countersign.DecisionApprove},
+	} {
+		before := e.auditCount()
+		_, err := e.svc.Decide(e.ctx, e.alice, r.ID, d)
+		wantCode(t, what, err, countersign.ECONFLICT)
+		if st := e.stored(r.ID); st.Status != countersign.StatusPending || e.auditCount() != before {
+			t.Fatalf("%s changed the request: %s", what, st.Status)
+		}
+	}
+	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: edited})
+	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
+		t.Fatalf("alice's vote on the edit she saw: %+v, %v", got, err)
+	}
+	// Without an edit, an approval naming another binding is refused too.
+	r2 := e.create(e.keyA, e.toolCall("Bash", ""))
+	_, err = e.svc.Decide(e.ctx, e.alice, r2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: edited})
+	wantCode(t, "an approval naming another action", err, countersign.ECONFLICT)
+	if got, err := e.svc.Decide(e.ctx, e.alice, r2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: r2.BindingHash()}); err != nil || got.Status != countersign.StatusApproved {
+		t.Fatalf("an approval naming its action: %+v, %v", got, err)
+	}
 }
