@@ -36,16 +36,19 @@ type VoteInput struct {
 	// Now is when the vote is cast: the request must be pending and not
 	// expired at Now.
 	Now time.Time
-	// Counted, when not nil, are the ids of the approvers whose votes
-	// count toward Quorum: those who may decide the request now. The
-	// vote of anyone else (an approver since made a viewer, taken out of
-	// the account or no longer routed the request) stays recorded, but
-	// counts for nothing. Nil counts every vote.
-	Counted []string
-	// Since, when not zero, is when the human last stopped the request's
-	// agent session: a vote cast before it counts for nothing, as the
-	// approvals given before it end.
-	Since time.Time
+	// Members: only the votes of approvers who may decide the request
+	// now count toward Quorum, and only those cast at or after the human
+	// last stopped the request's agent session (of its key), as a stop
+	// ends the approvals given before it. Who may decide is a member of
+	// the account whose role decides and, when Routed is not nil, whom
+	// Routed names (usernames). The vote of anyone else (an approver
+	// since made a viewer, taken out of the account or no longer routed
+	// the request) stays recorded, but counts for nothing. Both are read
+	// inside the vote's transaction: a change of membership or a stop
+	// committed before the vote is seen by it, and one that comes later
+	// comes after the vote. Without Members, every vote counts.
+	Members bool
+	Routed  []string
 	// Edited, when set, is the request as the voter's edit makes it
 	// (see Transition.Edited): in the same transaction its action
 	// replaces the request's, which must still hold the binding of
@@ -54,6 +57,12 @@ type VoteInput struct {
 	// only the votes for that binding: those cast before the edit count
 	// for nothing, and their approvers may vote again.
 	Edited *Request
+}
+
+// MayCount reports whether the member's votes count under v (Members):
+// their role decides, and Routed, when set, names them.
+func (v *VoteInput) MayCount(m *Member) bool {
+	return m.Role.Decides() && (v.Routed == nil || slices.Contains(v.Routed, m.Username))
 }
 
 // CountedVotes returns the votes of votes cast for binding (the
@@ -80,7 +89,7 @@ type VoteStore interface {
 	// the binding of an edit replaces the approver's earlier vote; with v.Separate,
 	// a vote of the approver who made the request's key or allowed its
 	// grant is ErrOwnKey. It writes voted for the vote; when the votes
-	// that count (v.Counted, v.Since) reach v.Quorum it moves the request to approved in the same
+	// that count (v.Members) reach v.Quorum it moves the request to approved in the same
 	// transaction, with one conditional statement (DecidedBy the voters'
 	// usernames in the order they voted), and writes approved. It returns
 	// the request as it is after the vote and its votes that count,

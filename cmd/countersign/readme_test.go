@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/testutil"
 )
 
@@ -140,5 +142,41 @@ func docBlocks(t *testing.T, path, heading, lang string) []string {
 		}
 		blocks = append(blocks, block)
 		section = "\n" + after
+	}
+}
+
+// TestReadmeTeams loads the README's teams file as written and resolves it
+// against a store that has the account and approvers it names: a rule the
+// server would refuse at start fails here.
+func TestReadmeTeams(t *testing.T) {
+	t.Parallel()
+	blocks := docBlocks(t, "README.md", "### A team", "toml")
+	if len(blocks) != 1 {
+		t.Fatalf("the README's team set-up has %d toml blocks, want 1", len(blocks))
+	}
+	path := filepath.Join(t.TempDir(), "teams.toml")
+	if err := os.WriteFile(path, []byte(blocks[0]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := approval.LoadTeams(path)
+	if err != nil {
+		t.Fatalf("the README's teams file: %v", err)
+	}
+	w := testutil.NewWorld(t) // alice and bob are there already
+	w.Account("default")
+	for _, name := range []string{"alice", "bob"} {
+		if _, err := w.Admin.CreateApprover(w.Ctx, "default", name, "", countersign.RoleApprover); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"carol", "dave", "erin"} {
+		w.Approver(name, "default")
+	}
+	teams, err := f.Resolve(t.Context(), w.Store)
+	if err != nil {
+		t.Fatalf("the README's teams file against its approvers: %v", err)
+	}
+	if len(teams.Rules) != 2 || teams.Rules[0].Quorum != 2 || !teams.Rules[0].Separate || !teams.Rules[1].Protected {
+		t.Fatalf("the README's rules resolved to %+v", teams.Rules)
 	}
 }

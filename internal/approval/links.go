@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 
 	"github.com/countersign/countersign"
@@ -70,12 +71,55 @@ func (s *Service) DecideByLink(ctx context.Context, seedID, action, token string
 	if err != nil {
 		return nil, err
 	}
+	return s.decideByLink(ctx, r, action, d)
+}
+
+// decideByLink takes the decision of the link of action on r, unless r's
+// account has a viewer: a link decides for whoever holds it, and a viewer
+// may read the channel that carried it.
+func (s *Service) decideByLink(ctx context.Context, r *countersign.Request, action string, d countersign.DecisionInput) (*countersign.Request, error) {
 	d, ok := linkDecision(action, d)
 	if !ok {
 		return nil, linkNotFound()
 	}
+	if err := s.LinksDecide(ctx, r); err != nil {
+		return nil, err
+	}
 	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID, Role: countersign.RoleApprover}
 	return s.Decide(ctx, ap, r.ID, d)
+}
+
+// LinksDecide returns ErrLinksOff when no link may decide r now (its
+// account has a viewer), so that a link's page says so before anyone
+// presses its button; nil otherwise.
+func (s *Service) LinksDecide(ctx context.Context, r *countersign.Request) error {
+	viewers, err := s.hasViewers(ctx, r.AccountID)
+	if err != nil {
+		return err
+	}
+	if viewers {
+		return ErrLinksOff()
+	}
+	return nil
+}
+
+// ErrLinksOff is the refusal of a one-time link on an account that has a
+// viewer. Nothing changes.
+func ErrLinksOff() error {
+	return countersign.Errorf(countersign.EFORBIDDEN, "this account has viewers, so a link decides nothing: decide it in the inbox, signed in")
+}
+
+// hasViewers reports whether any member of the account is a viewer. Such
+// an account's notifications carry no one-time links, and the links sent
+// before a viewer joined decide nothing: a link stands for no approver,
+// and the people who read the account's channels may include one who may
+// see its requests but not decide them.
+func (s *Service) hasViewers(ctx context.Context, accountID string) (bool, error) {
+	members, err := s.store.Members(ctx, accountID)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(members, func(m *countersign.Member) bool { return !m.Role.Decides() }), nil
 }
 
 // linkDecision is the decision a link's action stands for, with only the
@@ -152,10 +196,5 @@ func (s *Service) DecideByToken(ctx context.Context, token string, d countersign
 	if err != nil {
 		return nil, err
 	}
-	d, ok := linkDecision(action, d)
-	if !ok {
-		return nil, linkNotFound()
-	}
-	ap := countersign.ApproverPrincipal{Username: DecidedByLink, AccountID: r.AccountID, Role: countersign.RoleApprover}
-	return s.Decide(ctx, ap, r.ID, d)
+	return s.decideByLink(ctx, r, action, d)
 }

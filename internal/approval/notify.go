@@ -31,6 +31,18 @@ func (s *Service) announce(ctx context.Context, r *countersign.Request) {
 		return
 	}
 	r.Audience = s.audience(r)
+	if r.Audience == nil {
+		// An account with a viewer gets no one-time links either: its
+		// channels may be read by someone who may not decide.
+		viewers, err := s.hasViewers(ctx, r.AccountID)
+		if err != nil {
+			s.log.Error("read the account's members; the request goes on without notifications", "request", r.ID, "err", err)
+			return
+		}
+		if viewers {
+			r.Audience = &countersign.Audience{NoLinks: true}
+		}
+	}
 	items, links, err := n.Announce(ctx, r)
 	r.Audience = nil
 	if err != nil {
@@ -86,7 +98,8 @@ func (s *Service) followUpExpired(ctx context.Context, list []countersign.Expire
 
 // audience is who r's notifications are for under the team rules: the
 // approvers a rule routes it to, and no decision link when a rule routes
-// it or counts its approvals; nil when no rule does.
+// it or counts its approvals; nil when no rule does. announce adds that an
+// account with a viewer gets no decision link.
 func (s *Service) audience(r *countersign.Request) *countersign.Audience {
 	rule := s.cfg.Teams.Rule(r)
 	if rule == nil || (!rule.Routed() && !rule.Votes()) {

@@ -200,7 +200,55 @@ func (f *TeamsFile) check() error {
 			return fmt.Errorf("rule %d: quorum %d is more than the %d approvers it names (%s)", i+1, r.Quorum, len(names), strings.Join(r.Approvers, ", "))
 		}
 	}
+	return f.checkOrder()
+}
+
+// checkOrder refuses a rule that can never apply: an earlier rule matches
+// every request it would, and the first match wins. A rule that sets no
+// matcher but its account matches all of that account's requests, so it
+// is a catch-all and must come last; left earlier, it would silently take
+// the requests of every rule after it.
+func (f *TeamsFile) checkOrder() error {
+	for j, later := range f.Rules {
+		for i, earlier := range f.Rules[:j] {
+			if !earlier.covers(later) {
+				continue
+			}
+			if earlier.catchAll() {
+				return fmt.Errorf("rule %d sets no kind, tier, tool, protected or key, so it matches every request of %s, and rule %d after it would never apply: a catch-all rule goes last",
+					i+1, earlier.accountWords(), j+1)
+			}
+			return fmt.Errorf("rule %d would never apply: rule %d before it matches every request it matches (the first rule that matches wins); put the narrower rule first",
+				j+1, i+1)
+		}
+	}
 	return nil
+}
+
+// catchAll reports whether the rule sets no matcher but its account.
+func (r fileRule) catchAll() bool {
+	return r.Kind == "" && r.Tier == "" && r.Tool == "" && !r.Protected && r.Key == ""
+}
+
+// accountWords names the requests of the rule's account.
+func (r fileRule) accountWords() string {
+	if r.Account == "" {
+		return "every account"
+	}
+	return fmt.Sprintf("account %q", r.Account)
+}
+
+// covers reports whether every request b matches, r matches too. A glob
+// covers another when it matches the other's text with its '*' taken as
+// a character: r's literal parts then lie within b's, in order, and so
+// in every action b matches.
+func (r fileRule) covers(b fileRule) bool {
+	return (r.Account == "" || r.Account == b.Account) &&
+		(r.Kind == "" || r.Kind == b.Kind) &&
+		(r.Tier == "" || r.Tier == b.Tier) &&
+		(r.Tool == "" || b.Tool != "" && glob(r.Tool, b.Tool)) &&
+		(!r.Protected || b.Protected) &&
+		(r.Key == "" || b.Key != "" && glob(r.Key, b.Key))
 }
 
 // expand turns a rule's approvers into distinct usernames, groups

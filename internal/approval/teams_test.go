@@ -1,6 +1,7 @@
 package approval_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -33,6 +34,14 @@ func TestTeamsFileRefusals(t *testing.T) {
 		{"tier", "[[rule]]\nkind = \"mcp\"\ntier = \"danger\"\n", `no tier "danger"`},
 		{"tier of another kind", "[[rule]]\nkind = \"rm\"\ntier = \"commit\"\n", "goes with kind"},
 		{"group of groups", "[groups]\na = [\"group:b\"]\n", "not a username"},
+		{"catch-all first", "[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\nquorum = 2\n",
+			`rule 1 sets no kind, tier, tool, protected or key, so it matches every request of account "acme", and rule 2 after it would never apply: a catch-all rule goes last`},
+		{"catch-all of every account first", "[[rule]]\nseparate = true\n[[rule]]\naccount = \"acme\"\nkind = \"rm\"\n",
+			"matches every request of every account, and rule 2 after it"},
+		{"broader first", "[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n[[rule]]\naccount = \"acme\"\nkind = \"tool\"\ntool = \"deploy-prod\"\nquorum = 2\n",
+			"rule 2 would never apply: rule 1 before it matches every request it matches"},
+		{"same twice", "[[rule]]\naccount = \"acme\"\nprotected = true\n[[rule]]\naccount = \"acme\"\nprotected = true\nkind = \"rm\"\n",
+			"rule 2 would never apply"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := teamsFile(t, tt.text)
@@ -40,6 +49,24 @@ func TestTeamsFileRefusals(t *testing.T) {
 				t.Fatalf("LoadTeams: %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestTeamsRuleOrder: a catch-all rule (no matcher but its account) is
+// taken when it comes last, after the narrower rules, or when the rules
+// after it are of other accounts; narrower rules before broader ones are
+// taken as they are.
+func TestTeamsRuleOrder(t *testing.T) {
+	for _, text := range []string{
+		"[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\nquorum = 2\n[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n",
+		"[[rule]]\naccount = \"acme\"\napprovers = [\"alice\"]\n[[rule]]\naccount = \"other\"\ntool = \"deploy*\"\n",
+		"[[rule]]\naccount = \"acme\"\ntool = \"deploy-prod\"\nquorum = 2\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n[[rule]]\nseparate = true\n",
+		"[[rule]]\naccount = \"acme\"\ntool = \"*-prod\"\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\n",
+		"[[rule]]\naccount = \"acme\"\nkind = \"mcp\"\ntier = \"commit\"\n[[rule]]\naccount = \"acme\"\nprotected = true\n",
+	} {
+		if _, err := teamsFile(t, text); err != nil {
+			t.Errorf("LoadTeams:\n%s\n%v, want it taken", text, err)
+		}
 	}
 }
 
@@ -410,5 +437,73 @@ func TestSeparateWords(t *testing.T) {
 	wantCode(t, "a window", err, countersign.EINVALID)
 	if strings.Contains(err.Error(), "1 approvers") {
 		t.Fatalf("refusal: %v", err)
+	}
+}
+
+// racingStore runs before, once, just as the service hands a vote to the
+// store: what a removal or a stop committed by another approver at that
+// moment looks like.
+type racingStore struct {
+	countersign.Store
+	before func()
+}
+
+func (s *racingStore) Vote(ctx context.Context, v countersign.VoteInput, voted, approved countersign.AuditEvent) (*countersign.Request, []countersign.Vote, error) {
+	if f := s.before; f != nil {
+		s.before = nil
+		f()
+	}
+	return s.Store.Vote(ctx, v, voted, approved)
+}
+
+// TestQuorumRacesRemovalAndStop: who counts and the session's last stop
+// are read in the vote's own transaction. alice's vote stops counting when
+// she is made a viewer, or the agent's session is stopped, between the
+// service's checks and carol's vote reaching the store: carol's vote then
+// leaves the request pending.
+func TestQuorumRacesRemovalAndStop(t *testing.T) {
+	approve := countersign.DecisionInput{Decision: countersign.DecisionApprove}
+	for name, race := range map[string]func(e *env, session string){
+		"made a viewer": func(e *env, _ string) {
+			if err := e.world.Admin.SetRole(e.ctx, "acme", "alice", countersign.RoleViewer); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"session stopped": func(e *env, session string) {
+			other := e.create(e.keyA, e.toolCall("Bash", session))
+			if _, err := e.svc.Decide(e.ctx, e.alice, other.ID, countersign.DecisionInput{Decision: countersign.DecisionStop}); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(time.Second)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			// dave is in sre too, so that the quorum stays in reach of
+			// the service's own check when alice is made a viewer.
+			e := newEnv(t, approval.Config{})
+			carol := e.newApprover("carol", "acme")
+			e.newApprover("dave", "acme")
+			f, err := teamsFile(t, "[groups]\nsre = [\"alice\", \"carol\", \"dave\"]\n\n[[rule]]\naccount = \"acme\"\ntool = \"deploy*\"\napprovers = [\"group:sre\"]\nquorum = 2\n")
+			if err != nil {
+				t.Fatal(err)
+			}
+			teams, err := f.Resolve(e.ctx, e.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			racing := &racingStore{Store: e.store}
+			e.svc = approval.New(racing, e.clock, e.hub, approval.Config{Teams: teams}, nil, nil)
+			r := e.create(e.keyA, e.toolCall("deploy-prod", "s1"))
+			if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approve); err != nil {
+				t.Fatal(err)
+			}
+			e.clock.Advance(time.Second)
+			racing.before = func() { race(e, "s1") }
+			got, err := e.svc.Decide(e.ctx, carol, r.ID, approve)
+			if err != nil || got.Status != countersign.StatusPending {
+				t.Fatalf("carol's vote, raced: %+v %v; want pending, alice's vote no longer counting", got, err)
+			}
+			e.wantStatus(r.ID, countersign.StatusPending)
+		})
 	}
 }

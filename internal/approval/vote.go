@@ -67,14 +67,12 @@ func (s *Service) voteAs(ctx context.Context, ap countersign.ApproverPrincipal, 
 		s.log.Warn("a team rule's quorum is out of reach", "request", r.ID, "route", rule.Route, "quorum", rule.Quorum, "approvers", len(counted))
 		return nil, ErrQuorumOutOfReach(rule, len(counted))
 	}
-	since, err := s.lastStop(ctx, r)
-	if err != nil {
-		return nil, err
-	}
+	// Who counts and the session's last stop are read again in the
+	// vote's own transaction: a removal or a stop in between is seen.
 	got, votes, err := s.store.Vote(ctx, countersign.VoteInput{
 		Vote:      countersign.Vote{RequestID: r.ID, ApproverID: ap.ApproverID, Username: ap.Username, BindingHash: hash, CreatedAt: now},
 		AccountID: ap.AccountID, Quorum: rule.Quorum, Separate: rule.Separate, ExpiresAt: now.Add(s.cfg.ConsumeGrace), Now: now,
-		Counted: counted, Since: since, Edited: edited,
+		Members: true, Routed: routed(rule), Edited: edited,
 	}, countersign.AuditEvent{Event: "voted", Actor: actor, Detail: string(b)},
 		countersign.AuditEvent{Event: string(countersign.StatusApproved), Actor: actor, Detail: string(done)})
 	if err != nil {
@@ -127,6 +125,15 @@ func (s *Service) counted(ctx context.Context, accountID string, rule *TeamRule)
 		}
 	}
 	return ids, nil
+}
+
+// routed is who a vote under rule may come from, as VoteInput.Routed
+// says it: nil for any approver of the account whose role decides.
+func routed(rule *TeamRule) []string {
+	if !rule.Routed() {
+		return nil
+	}
+	return rule.Approvers
 }
 
 // lastStop returns when the human last stopped r's agent session (of r's

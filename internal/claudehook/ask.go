@@ -65,7 +65,7 @@ func (k *asker) ask(ctx context.Context, p *Protocol, in *Input, call *Call, v V
 		r = got
 	}
 	o := k.decided(r)
-	if o.action == Allow {
+	if o.action == Allow && o.edit == nil {
 		// The deletes the human approved run through the rm wrapper,
 		// which would ask for them again: it is told of this approval.
 		o.input = coverInput(p.Agent, in, call, v.Scope, r.ID)
@@ -121,8 +121,14 @@ func (k *asker) decided(r *api.Request) outcome {
 func (k *asker) consume(r *api.Request) outcome {
 	ctx, cancel := context.WithDeadline(context.Background(), k.hard)
 	defer cancel()
-	if _, err := k.c.Consume(ctx, r.ID); err != nil {
+	used, err := k.c.Consume(ctx, r.ID)
+	if err != nil {
 		return deny("countersign: %s was approved, but the approval could not be used (%v); the call was not run. Try again.", r.Reference, err)
+	}
+	if e := editOf(used); e != nil {
+		// What runs is the edit, which the caller checks and writes
+		// as the agent's new input (applyEdit).
+		return outcome{action: Allow, edit: e}
 	}
 	if r.AutoApproved {
 		until := ""

@@ -38,26 +38,22 @@ func TestClaudeCodeHTTPHookKey(t *testing.T) {
 	}
 }
 
-// TestClaudeCodeHTTPHookServerDown records what Claude Code does when the
-// HTTP hook's server cannot be reached: no decision, so its own
-// permission rules decide (in -p, a command that needs approval is
-// refused), and the rm wrapper, which asks the same server, refuses the
-// delete that Claude Code's acceptEdits mode runs unasked. The command
-// hook denies instead (TestGolden's server: down cases): where an outage
-// must block every call, the command hook is the one to install.
+// TestClaudeCodeHTTPHookServerDown: when the HTTP hook's server cannot
+// be reached, Claude Code blocks the call, since the hook `hook claude
+// install --http` wrote says onFailure "block": in default mode, and in
+// acceptEdits mode, which would run the delete unasked.
 func TestClaudeCodeHTTPHookServerDown(t *testing.T) {
 	t.Parallel()
 	r := newClaudeRig(t, rigOptions{http: true})
 	r.down()
 	out, results := r.run(nil, bash("git push --force origin main"))
-	if res := oneResult(t, out, results); !res.IsError || !strings.Contains(res.Text, "requires approval") {
-		t.Errorf("default mode, server down: the model got %+v; want Claude Code's own refusal", res)
+	if res := oneResult(t, out, results); !res.IsError || !strings.Contains(res.Text, `blocking because onFailure is "block"`) {
+		t.Errorf("default mode, server down: the model got %+v; want the call blocked by the failed hook", res)
 	}
 	out, results = r.run([]string{"--permission-mode", "acceptEdits"}, bash("rm -r build"))
 	res := oneResult(t, out, results)
-	if !res.IsError || !strings.Contains(res.Text, "countersign rm: cannot reach the countersign server") ||
-		!strings.Contains(res.Text, "nothing was deleted") || !exists(filepath.Join(r.w.project, "build", "x.o")) {
-		t.Errorf("acceptEdits, server down: the model got %+v; want the wrapper's refusal and build kept", res)
+	if !res.IsError || !strings.Contains(res.Text, `blocking because onFailure is "block"`) || !exists(filepath.Join(r.w.project, "build", "x.o")) {
+		t.Errorf("acceptEdits, server down: the model got %+v; want the call blocked and build kept", res)
 	}
 }
 

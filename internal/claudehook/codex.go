@@ -90,7 +90,8 @@ func writeCodex(ev Event, in *Input, o outcome) ([]byte, int) {
 	case ev == EventBefore && (o.action == Allow || o.action == Deny):
 	case ev == EventPermission && (o.action == Allow || o.action == Deny):
 		// A PermissionRequest cannot change the input: the approval
-		// allows the call as it was asked.
+		// allows the call as it was asked, and an edited one denies.
+		o = noRewrite(o, in, "Codex")
 		o.input = nil
 	default:
 		return nil, ExitOK
@@ -145,7 +146,7 @@ func installCodex(args []string, stdout, stderr io.Writer, getenv func(string) s
 	fmt.Fprintf(stdout, "countersign hook: %s %s (%s)\n", changed, o.Settings, strings.Join(o.Events, ", "))
 	if *trust {
 		config := filepath.Join(home, "config.toml")
-		n, err := trustCodexHooks(o.Settings, config, hookEntry(o).Command, o.Events)
+		n, err := trustCodexHooks(o.Settings, config, hookEntry(o, "").Command, o.Events)
 		if err != nil {
 			return fmt.Errorf("the hooks are installed, but not trusted: %w", err)
 		}

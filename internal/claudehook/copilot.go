@@ -33,6 +33,14 @@ import (
 //     "Permission denied by a PermissionRequest hook: <message>".
 //   - postToolUse, after a call that succeeded: the preToolUse fields and
 //     toolResult {resultType, textResultForLlm}.
+//   - preMcpToolCall, just before an MCP tool is called, after
+//     permissionRequest: sessionId, timestamp, cwd, toolCallId,
+//     serverName, toolName (the tool's own name), arguments. It sets the
+//     request's metadata and cannot stop the call (1.0.102 runs the tool
+//     whatever the hook answers or exits with), so the hook reads it as
+//     what it is and answers nothing: MCP tools are decided at
+//     permissionRequest. Taken for a preToolUse, it would be a call of a
+//     Copilot tool of the MCP tool's name, without arguments.
 //
 // An "allow" to preToolUse skips Copilot's permission check of a shell
 // command only: a file write or an MCP tool still goes through it, and so
@@ -48,6 +56,7 @@ const (
 	CopilotPreToolUse        = "preToolUse"
 	CopilotPermissionRequest = "permissionRequest"
 	CopilotPostToolUse       = "postToolUse"
+	CopilotPreMcpToolCall    = "preMcpToolCall"
 )
 
 // copilotInput is what Copilot writes to the hook's standard input.
@@ -61,6 +70,7 @@ type copilotInput struct {
 	ToolInput  json.RawMessage `json:"toolInput"`
 	ToolResult json.RawMessage `json:"toolResult"`
 	Error      json.RawMessage `json:"error"`
+	ServerName *string         `json:"serverName"` // preMcpToolCall's alone
 }
 
 // copilotEvent names the event of an input: Copilot's command hooks carry
@@ -73,6 +83,8 @@ func copilotEvent(in *copilotInput) string {
 		return CopilotPostToolUse
 	case written(in.Error):
 		return "postToolUseFailure"
+	case in.ServerName != nil:
+		return CopilotPreMcpToolCall
 	case in.ToolArgs != nil || in.ToolName != "":
 		return CopilotPreToolUse
 	}
@@ -97,6 +109,8 @@ type copilotCall struct {
 	// Deferred is set on a preToolUse call that permissionRequest
 	// decides (a file write, an MCP tool): preToolUse leaves it alone.
 	Deferred bool
+	// agent is the call in Copilot's words.
+	agent *agentCall
 }
 
 // readCopilot parses a Copilot hook input. An input it cannot read fully
@@ -141,6 +155,7 @@ func readCopilot(data []byte) (*copilotCall, error) {
 		return c, err
 	}
 	c.Input = &Input{SessionID: in.SessionID, Cwd: in.Cwd, Event: hookEvent, ToolName: tool, ToolInput: ti}
+	c.agent = &agentCall{tool: in.ToolName, args: raw}
 	if ev == CopilotPostToolUse {
 		c.Input.Event = "PostToolUse"
 	}
@@ -363,6 +378,7 @@ func readCopilotEvent(data []byte, cwd string, _ func(string) string) (Event, *I
 		in = &Input{}
 	}
 	in.Event = c.Event
+	in.agent = c.agent
 	if c.Deferred {
 		return EventOther, in, call, nil
 	}
@@ -372,6 +388,19 @@ func readCopilotEvent(data []byte, cwd string, _ func(string) string) (Event, *I
 // writeCopilot renders an answer as Copilot reads it: JSON on standard
 // output and status 0.
 func writeCopilot(_ Event, in *Input, o outcome) ([]byte, int) {
+	if o.action == Allow && o.edit != nil {
+		switch in.Event {
+		case CopilotPreToolUse:
+			args, err := copilotEdited(in, o.input)
+			if err != nil {
+				o = o.edit.refused(in.ToolName, "Copilot cannot run it as edited: "+err.Error())
+			} else {
+				o.input = args
+			}
+		default:
+			o = noRewrite(o, in, "Copilot")
+		}
+	}
 	return o.renderCopilot(in.Event), ExitOK
 }
 

@@ -329,3 +329,40 @@ func TestCopilotNullFields(t *testing.T) {
 		}
 	}
 }
+
+// copilotPreMcpCall is the input of Copilot's preMcpToolCall (1.0.102),
+// as the real binary gives it just before an MCP tool runs.
+const copilotPreMcpCall = `{"sessionId":"93f8338c-c4b3-447f-b953-cceb565bb545","timestamp":1796689693416,"cwd":"/tmp/cp/proj","toolCallId":"toolu_1","serverName":"peer","toolName":"echo","arguments":{"text":"hello"}}`
+
+// TestCopilotPreMcpToolCall: preMcpToolCall, which comes after
+// permissionRequest has decided the MCP call and cannot stop it, is read
+// as what it is and answered with nothing: not as a preToolUse of a
+// Copilot tool named like the MCP tool, which a rule on that name would
+// ask a human about again, or which the policy would judge without its
+// arguments.
+func TestCopilotPreMcpToolCall(t *testing.T) {
+	c, err := readCopilot([]byte(copilotPreMcpCall))
+	if err != nil || c.Event != CopilotPreMcpToolCall || c.Input != nil {
+		t.Fatalf("readCopilot: %+v %v; want preMcpToolCall with no call to decide", c, err)
+	}
+	w := newWorld(t)
+	srv := newTestServer(t)
+	w.env["COUNTERSIGN_URL"], w.env["COUNTERSIGN_KEY"] = srv.URL, srv.agentKey
+	w.writeConfig("[hook]\nask = [\"echo\", \"bash\", \"mcp__*\"]\n")
+	for _, input := range []string{
+		copilotPreMcpCall,
+		strings.ReplaceAll(copilotPreMcpCall, `"toolName":"echo","arguments":{"text":"hello"}`, `"toolName":"bash","arguments":{"command":"rm -rf /"}`),
+		strings.ReplaceAll(copilotPreMcpCall, `"toolName":"echo"`, `"toolName":"write_powershell"`),
+	} {
+		input = strings.ReplaceAll(input, "/tmp/cp/proj", w.project)
+		var out, errs bytes.Buffer
+		code := RunProtocol(context.Background(), &Env{Connect: connect, Args: []string{"--timeout", "5"}, Stdin: strings.NewReader(input),
+			Stdout: &out, Stderr: &errs, Getenv: w.getenv, Cwd: w.project, Start: time.Now(), Load: w.load()}, Copilot)
+		if code != ExitOK || out.Len() != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want no answer", input, code, out.String(), errs.String())
+		}
+	}
+	if got := srv.requests(t); len(got) != 0 {
+		t.Errorf("preMcpToolCall asked a human %d times", len(got))
+	}
+}

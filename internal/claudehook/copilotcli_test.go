@@ -354,3 +354,46 @@ func TestCopilotCLIHookInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCopilotCLIPreMcpToolCall runs the real Copilot with countersign's
+// hook also on preMcpToolCall, beside a hook there that blocks (exit 2):
+// Copilot runs the MCP tool whatever preMcpToolCall answers, so the call
+// is guarded at permissionRequest, where a human is asked once, and
+// countersign's hook on preMcpToolCall asks nobody again.
+func TestCopilotCLIPreMcpToolCall(t *testing.T) {
+	t.Parallel()
+	r := newCopilotRig(t, "[hook]\nask = [\"mcp__peer__*\", \"echo\"]\n")
+	data, err := os.ReadFile(filepath.Join(r.w.home, ".copilot", "hooks", "countersign.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var installed struct {
+		Hooks map[string][]copilotEntry `json:"hooks"`
+	}
+	if err := json.Unmarshal(data, &installed); err != nil || len(installed.Hooks[CopilotPreToolUse]) != 1 {
+		t.Fatalf("the installed hooks file: %s %v", data, err)
+	}
+	ours := installed.Hooks[CopilotPreToolUse][0]
+	extra, _ := json.Marshal(map[string]any{"version": 1, "hooks": map[string]any{CopilotPreMcpToolCall: []any{
+		ours, map[string]any{"type": "command", "bash": "cat >/dev/null; echo 'blocked by another hook' >&2; exit 2", "timeoutSec": 30}}}})
+	r.w.file(".copilot/hooks/mcp-call.json", string(extra))
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(r.w.root, "peer.log")
+	mcpConfig, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"peer": map[string]any{
+		"type": "local", "command": self, "args": []string{}, "tools": []string{"*"}, "env": map[string]string{"COUNTERSIGN_TEST_MCP_PEER": ran}}}})
+	wait := r.human(client.Decision{Decision: "approve"})
+	out, results := r.run([]string{"--additional-mcp-config", string(mcpConfig)}, toolUse{Name: "peer-echo", Input: map[string]any{"text": "hello"}})
+	wait()
+	res := oneResult(t, out, results)
+	q := r.askedCopilot("mcp__peer__echo")
+	log, _ := os.ReadFile(ran)
+	if !strings.Contains(res.Text, "echo: hello") || string(log) != "hello\n" || q.Status != "consumed" {
+		t.Errorf("the model got %+v, the peer ran %q, the request is %s; want the call run once approved", res, log, q.Status)
+	}
+	if n := len(r.srv.requests(t)); n != 1 {
+		t.Errorf("%d requests; want the one of permissionRequest", n)
+	}
+}

@@ -101,6 +101,7 @@ func readGemini(data []byte, cwd string, getenv func(string) string) (Event, *In
 		ci = &Input{}
 	}
 	ci.Event = in.Event
+	ci.agent = &agentCall{tool: in.ToolName, args: in.ToolInput, cwd: in.Cwd, mcp: in.MCP}
 	return ev, ci, call, err
 }
 
@@ -218,12 +219,23 @@ type geminiOutSpec struct {
 
 // renderGemini returns the stdout of the answer: always one JSON object,
 // since Gemini CLI reads an empty stdout's stderr as the answer.
-func renderGemini(o outcome) []byte {
+func renderGemini(in *Input, o outcome) []byte {
+	var edited map[string]any
+	if o.action == Allow && o.edit != nil {
+		var err error
+		if edited, err = geminiEdited(in, o.input); err != nil {
+			o = o.edit.refused(in.ToolName, "Gemini CLI cannot run it as edited: "+err.Error())
+		}
+	}
 	var out geminiOut
 	switch o.action {
 	case Allow:
 		out.Decision, out.Reason = "allow", o.reason
-		if cmd := updatedCommand(o.input); cmd != "" {
+		if edited != nil {
+			// The call's arguments whole, as edited: Gemini CLI
+			// merges them over its own, or builds the call of them.
+			out.HookSpecificOutput = &geminiOutSpec{ToolInput: edited}
+		} else if cmd := updatedCommand(o.input); cmd != "" {
 			// The only input the hook changes is a Bash line's (the
 			// approval the rm wrapper reads): run_shell_command's
 			// command has the same name.
@@ -256,8 +268,8 @@ func updatedCommand(input json.RawMessage) string {
 
 // writeGemini renders an answer as Gemini CLI reads it: JSON on standard
 // output and status 0.
-func writeGemini(_ Event, _ *Input, o outcome) ([]byte, int) {
-	return renderGemini(o), ExitOK
+func writeGemini(_ Event, in *Input, o outcome) ([]byte, int) {
+	return renderGemini(in, o), ExitOK
 }
 
 // geminiHookName names countersign's hook entries in Gemini CLI's

@@ -171,6 +171,13 @@ func decide(ctx context.Context, e *Env, opts Options, p *Protocol, in *Input, c
 		k.c = e.Connect(cfg.ServerURL, cfg.AgentKey)
 	}
 	o := k.ask(ctx, p, in, call, v)
+	if o.action == Allow && o.edit != nil {
+		// The wait may have used the time up to deadline: checking the
+		// edit may take until hard.
+		ectx, cancel := context.WithDeadline(ctx, hard)
+		o = applyEdit(ectx, pol, p, in, call, o)
+		cancel()
+	}
 	if o.action == Allow {
 		markAsked(e, p, in)
 	}

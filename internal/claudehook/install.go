@@ -54,7 +54,7 @@ func Install(args []string, stdout, stderr io.Writer, getenv func(string) string
 func printHooks(stdout io.Writer, o InstallOptions) error {
 	hooks := &object{vals: map[string]json.RawMessage{}}
 	for _, ev := range o.Events {
-		hooks.set(ev, []groupJSON{group(o)})
+		hooks.set(ev, []groupJSON{group(o, ev)})
 	}
 	root := &object{vals: map[string]json.RawMessage{}}
 	root.setObject("hooks", hooks)
@@ -150,7 +150,19 @@ type hookJSON struct {
 	Headers        map[string]string `json:"headers,omitempty"`
 	AllowedEnvVars []string          `json:"allowedEnvVars,omitempty"`
 	Timeout        int               `json:"timeout"`
+	// OnFailure "block" makes a hook that fails (cannot start, times out,
+	// exits with another status than 0 or 2, or answers what Claude Code
+	// cannot read) block the call it guards, as exit status 2 does; left
+	// out, Claude Code reports the failure and runs the call.
+	OnFailure string `json:"onFailure,omitempty"`
 }
+
+// onFailureBlock is the onFailure of the hooks that guard a call.
+const onFailureBlock = "block"
+
+// guards reports whether the event's hook guards a call, and so must
+// block it when it fails: not those after a call, which block nothing.
+func guards(ev string) bool { return ev == EventPreToolUse || ev == EventPermissionRequest }
 
 // groupJSON is a matcher group of settings.json.
 type groupJSON struct {
@@ -158,17 +170,28 @@ type groupJSON struct {
 	Hooks   []hookJSON `json:"hooks"`
 }
 
-// hookEntry is the hook entry. The command passes the timeout on, and so
-// does the URL, so that the hook answers before Claude Code gives up on
-// it. The HTTP hook's key comes from Claude Code's environment when it
-// posts: settings.json holds the name of the variable, never the key.
-func hookEntry(o InstallOptions) hookJSON {
+// hookEntry is the hook entry of the event ev ("" for any). The command
+// passes the timeout on, and so does the URL, so that the hook answers
+// before Claude Code gives up on it. The HTTP hook's key comes from Claude
+// Code's environment when it posts: settings.json holds the name of the
+// variable, never the key. A hook that guards a call blocks it when it
+// fails (onFailure): the hook always answers before its timeout, so a
+// failure is one it could not help (killed, a server that does not answer
+// the HTTP hook), and a call nobody checked does not run.
+func hookEntry(o InstallOptions, ev string) hookJSON {
+	var h hookJSON
 	if o.HTTP != "" {
-		return hookJSON{Type: "http", URL: fmt.Sprintf("%s?timeout=%d", o.HTTP, o.seconds()),
+		h = hookJSON{Type: "http", URL: fmt.Sprintf("%s?timeout=%d", o.HTTP, o.seconds()),
 			Headers:        map[string]string{"Authorization": "Bearer $COUNTERSIGN_KEY", ProjectDirHeader: "$PWD", PathHeader: "$PATH"},
 			AllowedEnvVars: []string{"COUNTERSIGN_KEY", "PWD", "PATH"}, Timeout: o.seconds()}
+	} else {
+		h = hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
 	}
-	return hookJSON{Type: "command", Command: fmt.Sprintf("%s --timeout %d", o.Command, o.seconds()), Timeout: o.seconds()}
+	if (o.Agent == "" || o.Agent == "claude") && guards(ev) {
+		// Claude Code's field; Codex reads the same file's shape without it.
+		h.OnFailure = onFailureBlock
+	}
+	return h
 }
 
 // ProjectDirHeader carries Claude Code's project directory to the HTTP
@@ -206,10 +229,11 @@ func hookURL(base string, getenv func(string) string) (string, error) {
 	return strings.TrimSuffix(u.String(), "/") + HTTPPath, nil
 }
 
-// group is the matcher group holding the hook: every tool, since the
-// policy has an opinion on reads, MCP tools and the rest too.
-func group(o InstallOptions) groupJSON {
-	return groupJSON{Matcher: "*", Hooks: []hookJSON{hookEntry(o)}}
+// group is the matcher group holding the hook of the event ev: every
+// tool, since the policy has an opinion on reads, MCP tools and the rest
+// too.
+func group(o InstallOptions, ev string) groupJSON {
+	return groupJSON{Matcher: "*", Hooks: []hookJSON{hookEntry(o, ev)}}
 }
 
 // MergeSettings merges the hook into a settings.json, creating it when
@@ -271,15 +295,18 @@ func readSettings(path string) ([]byte, fs.FileMode, error) {
 func mergeEvent(hooks *object, ev string, o InstallOptions) (updated bool, err error) {
 	ours := func(entry *object) bool { return isCountersign(entry, o.Agent) }
 	return mergeEntry(hooks, ev, ours, func(entry *object) json.RawMessage {
-		if want := hookEntry(o); want.Type == "command" && entryType(entry) == "command" {
+		if want := hookEntry(o, ev); want.Type == "command" && entryType(entry) == "command" {
 			entry.set("command", want.Command)
 			entry.set("timeout", o.seconds())
+			if want.OnFailure != "" {
+				entry.set("onFailure", want.OnFailure)
+			}
 			return entry.marshal()
 		}
 		// Another kind of hook, or the HTTP hook, whose URL, headers and
 		// variables go together: replaced whole.
-		return mustJSON(hookEntry(o))
-	}, mustJSON(group(o)))
+		return mustJSON(hookEntry(o, ev))
+	}, mustJSON(group(o, ev)))
 }
 
 // mergeEntry updates, among one event's matcher groups, the first hook

@@ -19,7 +19,8 @@ const printedBlock = `{
           {
             "type": "command",
             "command": "countersign hook claude --timeout 600",
-            "timeout": 600
+            "timeout": 600,
+            "onFailure": "block"
           }
         ]
       }
@@ -72,7 +73,8 @@ func TestInstallPrints(t *testing.T) {
 	}
 	for _, ev := range []string{"PreToolUse", "PermissionRequest"} {
 		g := v.Hooks[ev]
-		if len(g) != 1 || g[0].Hooks[0].Command != "/usr/local/bin/countersign hook claude --timeout 120" || g[0].Hooks[0].Timeout != 120 {
+		if len(g) != 1 || g[0].Hooks[0].Command != "/usr/local/bin/countersign hook claude --timeout 120" || g[0].Hooks[0].Timeout != 120 ||
+			g[0].Hooks[0].OnFailure != "block" {
 			t.Errorf("%s: %+v", ev, g)
 		}
 	}
@@ -130,8 +132,15 @@ func TestInstallMerges(t *testing.T) {
 	if len(pre) != 2 || pre[0].Hooks[0].Command != "other-check" || pre[1].Hooks[0].Command != "countersign hook claude --timeout 600" || pre[1].Matcher != "*" {
 		t.Errorf("PreToolUse = %+v", pre)
 	}
-	// After a call: the other hook kept first, countersign's added.
+	if pre[1].Hooks[0].OnFailure != "block" || pre[0].Hooks[0].OnFailure != "" {
+		t.Errorf("onFailure: countersign's %q, the other hook's %q; want block, and the other left alone", pre[1].Hooks[0].OnFailure, pre[0].Hooks[0].OnFailure)
+	}
+	// After a call: the other hook kept first, countersign's added; a
+	// report that fails blocks nothing.
 	post := s.Hooks["PostToolUse"]
+	if len(post) == 2 && post[1].Hooks[0].OnFailure != "" {
+		t.Errorf("the hook after a call blocks on failure: %+v", post[1].Hooks[0])
+	}
 	if len(post) != 2 || post[0].Hooks[0].Command != "gofmt -w" || post[1].Hooks[0].Command != "countersign hook claude --timeout 600" ||
 		len(s.Hooks["PostToolUseFailure"]) != 1 || s.Env["A"] != "<&>" || s.Permissions["allow"][0] != "Bash(ls:*)" {
 		t.Errorf("other settings changed, or the hook is not installed after a call: %s", data)
@@ -168,6 +177,8 @@ func TestInstallRecognisesOtherPaths(t *testing.T) {
 	json.Unmarshal(readFile(t, path), &s)
 	if pre := s.Hooks["PreToolUse"]; len(pre) != 1 || len(pre[0].Hooks) != 1 || pre[0].Matcher != "Bash|Write" {
 		t.Errorf("an existing countersign entry was duplicated: %+v", pre)
+	} else if pre[0].Hooks[0].OnFailure != "block" {
+		t.Errorf("the updated entry does not block the call when it fails: %+v", pre[0].Hooks[0])
 	}
 }
 
@@ -241,7 +252,8 @@ const printedHTTPBlock = `{
               "PWD",
               "PATH"
             ],
-            "timeout": 600
+            "timeout": 600,
+            "onFailure": "block"
           }
         ]
       }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign/internal/limit"
 )
@@ -35,6 +37,19 @@ type Input struct {
 	ToolUseID      string          `json:"tool_use_id"`
 	AgentID        string          `json:"agent_id"`
 	AgentType      string          `json:"agent_type"`
+
+	// agent is the call in the agent's own words, where they are not
+	// Claude Code's: what an edited call is written back into.
+	agent *agentCall
+}
+
+// agentCall is a call in its agent's own words: the tool's name and
+// arguments, and what else reading it in Claude Code's words took.
+type agentCall struct {
+	tool string
+	args json.RawMessage
+	cwd  string
+	mcp  *geminiMCP
 }
 
 // MaxInput bounds what the hook reads: a Write of a large file carries the
@@ -60,6 +75,40 @@ func readInput(r io.Reader) ([]byte, error) {
 	}
 	return data, nil
 }
+
+// readInputBy is readInput that gives up at the deadline: an agent that
+// starts the hook and never closes its standard input gets a blocked call
+// from the hook, before its own timeout would leave the call to the
+// agent's rules. The read itself ends at the deadline where the input is a
+// pipe; elsewhere it is left behind, and ends with the process.
+func readInputBy(r io.Reader, deadline time.Time) ([]byte, error) {
+	if f, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok {
+		f.SetReadDeadline(deadline) // a regular file has none, and needs none
+	}
+	type read struct {
+		data []byte
+		err  error
+	}
+	done := make(chan read, 1)
+	go func() {
+		data, err := readInput(r)
+		done <- read{data, err}
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case got := <-done:
+		if errors.Is(got.err, os.ErrDeadlineExceeded) {
+			return nil, errLateInput
+		}
+		return got.data, got.err
+	case <-t.C:
+		return nil, errLateInput
+	}
+}
+
+// errLateInput is an input that did not end before the hook's deadline.
+var errLateInput = errors.New("the hook input did not end (standard input still open) before the hook's deadline")
 
 // eventName returns the hook_event_name of an input.
 func eventName(data []byte) (string, error) {
@@ -151,6 +200,9 @@ type outcome struct {
 	// input, with Allow, is the tool input to run instead of the one
 	// asked about (Claude Code's updatedInput).
 	input json.RawMessage
+	// edit, with Allow, is the approver's edit of the call: input is
+	// then the edited call's, which must run or nothing.
+	edit *edit
 }
 
 // preToolUseOut is the JSON answer to PreToolUse.

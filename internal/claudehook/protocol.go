@@ -100,7 +100,7 @@ func RunProtocol(ctx context.Context, e *Env, p *Protocol) int {
 		fmt.Fprintf(e.Stderr, "countersign hook %s: %v; the call is blocked\n", p.Name, err)
 		return ExitBlock
 	}
-	data, err := readInput(e.Stdin)
+	data, err := readInputBy(e.Stdin, e.Start.Add(opts.Timeout-Margin(opts.Timeout)))
 	if err != nil {
 		fmt.Fprintf(e.Stderr, "countersign: %v; the call is blocked\n", err)
 		return ExitBlock

@@ -28,5 +28,15 @@ func exitCode(code int) error {
 // HTTP.
 func (env *Env) agent(start time.Time) *agent.Env {
 	return &agent.Env{Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv, Start: start,
-		Connect: func(serverURL, credential string) saferm.Server { return client.New(serverURL, credential) }}
+		Connect: connectAgent}
+}
+
+// connectAgent is the server as the hooks and the rm wrapper ask it. Both
+// run an approval's action as approved, an approver's edit included (the
+// hook answers the edited input, the wrapper deletes only the targets
+// kept), so they accept edited approvals.
+func connectAgent(serverURL, credential string) saferm.Server {
+	c := client.New(serverURL, credential)
+	c.AcceptEdits = true
+	return c
 }

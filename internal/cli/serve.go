@@ -91,6 +91,14 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 	}
 	defer closeStore()
 
+	// The teams file is checked before the first start too, against the
+	// account and admin it would make, so that a mistake stops the start
+	// before any secret is printed or anything is stored.
+	if cfg.teams != nil {
+		if _, err := cfg.teams.Resolve(ctx, firstStartView{store}); err != nil {
+			return fmt.Errorf("%w: %v (COUNTERSIGN_TEAMS_CONFIG or --teams-config)", ErrUsage, err)
+		}
+	}
 	// Listen before the first start, so that a taken port fails before any
 	// secret is printed.
 	ln, err := net.Listen("tcp", cfg.addr)
@@ -362,19 +370,53 @@ func newLogger(env *Env, level, format string) (*slog.Logger, error) {
 // firstStart sets up an empty store with the account "default", the
 // approver "admin" and one agent key, and prints their secrets once, to
 // standard output and never to the log.
+// firstStartView is the store as the teams file sees it before the first
+// start: a store that has no account yet answers as if the first start had
+// made the account "default" with its admin. A store with accounts answers
+// as it is.
+type firstStartView struct{ store countersign.Store }
+
+// The account and the approver the first start makes.
+const (
+	firstAccount = "default"
+	firstAdmin   = "admin"
+)
+
+// firstStartAccount is the id the view gives the account the first start
+// would make; it names no stored account.
+const firstStartAccount = "acc_first_start"
+
+func (v firstStartView) AccountByName(ctx context.Context, name string) (*countersign.Account, error) {
+	accounts, err := v.store.Accounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(accounts) == 0 && name == firstAccount {
+		return &countersign.Account{ID: firstStartAccount, Name: name}, nil
+	}
+	return v.store.AccountByName(ctx, name)
+}
+
+func (v firstStartView) Members(ctx context.Context, accountID string) ([]*countersign.Member, error) {
+	if accountID == firstStartAccount {
+		return []*countersign.Member{{Username: firstAdmin, Role: countersign.RoleAdmin}}, nil
+	}
+	return v.store.Members(ctx, accountID)
+}
+
 func firstStart(ctx context.Context, env *Env, store countersign.Store) error {
 	accounts, err := store.Accounts(ctx)
 	if err != nil || len(accounts) > 0 {
 		return err
 	}
 	admin := &identity.Admin{Store: store}
-	if _, err := admin.CreateAccount(ctx, "default"); countersign.ErrorCode(err) == countersign.ECONFLICT {
+	if _, err := admin.CreateAccount(ctx, firstAccount); countersign.ErrorCode(err) == countersign.ECONFLICT {
 		return nil // another replica on the same database is doing the first start
 	} else if err != nil {
 		return err
 	}
 	password := identity.NewPassword()
-	if _, err := admin.CreateApprover(ctx, "default", "admin", password, countersign.RoleAdmin); err != nil {
+	if _, err := admin.CreateApprover(ctx, firstAccount, firstAdmin, password, countersign.RoleAdmin); err != nil {
 		return err
 	}
 	_, key, err := admin.CreateAgentKey(ctx, "default", "default")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/countersign/countersign/internal/approval"
+	"github.com/countersign/countersign/internal/store/sqlite"
 )
 
 // testEnv is an Env with the given variables and captured streams.
@@ -210,7 +211,10 @@ func TestPublicURL(t *testing.T) {
 // TestServeTeamsConfig: a teams configuration is checked at start: a file
 // with an unknown key stops the server before the data directory is made,
 // and one whose rule names an approver the account does not have, or asks
-// a quorum its approvers cannot reach, stops it before it listens.
+// a quorum its approvers cannot reach, stops it before it listens. On a
+// new data directory, that is before the first start: no secret is
+// printed and no account made, so the next start with the file fixed is
+// the first start.
 func TestServeTeamsConfig(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct{ text, want string }{
@@ -223,13 +227,59 @@ func TestServeTeamsConfig(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tt.text), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		env, _, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": filepath.Join(dir, "data"),
+		env, stdout, stderr := testEnv(map[string]string{"COUNTERSIGN_DATA": filepath.Join(dir, "data"),
 			"COUNTERSIGN_ADDR": "127.0.0.1:0", "COUNTERSIGN_TEAMS_CONFIG": path})
 		if code := Run(context.Background(), env, []string{"serve"}); code != 2 {
 			t.Errorf("%q: exit %d, want 2; stderr %q", tt.text, code, stderr)
 		}
 		if !strings.Contains(stderr.String(), tt.want) || !strings.Contains(stderr.String(), "COUNTERSIGN_TEAMS_CONFIG") {
 			t.Errorf("%q: stderr %q; want %q", tt.text, stderr, tt.want)
+		}
+		if out := stdout.String(); out != "" {
+			t.Errorf("%q: the refused start printed %q", tt.text, out)
+		}
+		if data := filepath.Join(dir, "data"); exists(filepath.Join(data, "countersign.db")) {
+			store, err := openStoreKey(context.Background(), data, storeKey{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			accounts, err := store.Accounts(context.Background())
+			store.Close()
+			if err != nil || len(accounts) != 0 {
+				t.Errorf("%q: the refused start stored %d accounts (%v)", tt.text, len(accounts), err)
+			}
+		}
+	}
+}
+
+// TestTeamsBeforeFirstStart: before the first start, the teams file is
+// checked against the account "default" and the approver "admin" the
+// first start makes: a rule that routes to admin is taken, one that names
+// anyone else or a quorum of two is refused.
+func TestTeamsBeforeFirstStart(t *testing.T) {
+	t.Parallel()
+	store, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "countersign.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for text, want := range map[string]string{
+		"[[rule]]\naccount = \"default\"\ntool = \"deploy*\"\napprovers = [\"admin\"]\n": "",
+		"[[rule]]\naccount = \"default\"\napprovers = [\"alice\"]\n":                     `"alice" is not an approver of account "default"`,
+		"[[rule]]\naccount = \"default\"\nquorum = 2\n":                                  "quorum 2 is more than the 1 approvers",
+		"[[rule]]\naccount = \"acme\"\n":                                                 `account "acme"`,
+	} {
+		path := filepath.Join(t.TempDir(), "teams.toml")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f, err := approval.LoadTeams(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Resolve(t.Context(), firstStartView{store})
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%q: %v, want %q", text, err, want)
 		}
 	}
 }

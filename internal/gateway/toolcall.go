@@ -124,6 +124,17 @@ func (c *ToolCall) Forward(ctx context.Context) (*mcp.CallToolResult, error) {
 	return g.keepFiles(ctx, c, res), nil
 }
 
+// WithArguments returns the call with other arguments: an approver's
+// edit of them, which is then what Forward sends the upstream (and what
+// it looks uploads up in). The original call is left as it is.
+func (c *ToolCall) WithArguments(args json.RawMessage) *ToolCall {
+	req := *c.Request
+	params := *req.Params
+	params.Arguments = args
+	req.Params = &params
+	return &ToolCall{Request: &req, Principal: c.Principal, Tool: c.Tool, g: c.g, e: c.e}
+}
+
 // upstreamFailed is the answer to a call the upstream failed.
 func upstreamFailed(ctx context.Context, e *toolEntry, err error) (*mcp.CallToolResult, error) {
 	if ctx.Err() != nil {

@@ -392,3 +392,48 @@ func TestWorkerWokenByCommit(t *testing.T) {
 		t.Fatalf("third delivery = %+v, want the decision of %s", f, r.ID)
 	}
 }
+
+// TestViewerAccountLinksOff: once an account has a viewer, its
+// notifications carry no one-time links, and a link sent before the
+// viewer joined decides nothing: a link stands for whoever holds it, and a
+// viewer may read the account's channels.
+func TestViewerAccountLinksOff(t *testing.T) {
+	e := newEnv(t)
+	hook := &hookReceiver{secret: "a webhook secret"}
+	rcv := newReceiver(t, hook)
+	addWebhook(t, e, "n8n", rcv.URL(), hook.secret)
+
+	before := e.ask("rm -rf /srv/data")
+	e.runOnce(1)
+	old := hook.deliveries()[0].body
+	if old.ApproveURL == "" || old.DenyURL == "" {
+		t.Fatalf("an account without viewers got no links: %+v", old)
+	}
+
+	e.srv.World.Approver("vic", "acme")
+	if err := e.srv.Admin.SetRole(e.ctx, "acme", "vic", countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	after := e.ask("rm -rf /srv/other")
+	e.runOnce(1)
+	b := hook.deliveries()[1].body
+	if b.Request == nil || b.Request.ID != after.ID || b.ApproveURL != "" || b.DenyURL != "" || b.StopURL != "" ||
+		b.InboxURL != e.public.String()+"/approvals/"+after.ID {
+		t.Fatalf("with a viewer, the notification = %+v; want the inbox link alone", b)
+	}
+
+	for name, link := range map[string]string{"approve": old.ApproveURL, "deny": old.DenyURL} {
+		// The page says so at once, with no button to press.
+		code, page := e.follow(link)
+		if code != http.StatusOK || !strings.Contains(page, "decide it in the inbox") || strings.Contains(page, "<form") {
+			t.Errorf("GET %s link with a viewer = %d, want the reason and no form\n%s", name, code, page)
+		}
+		code, page = e.press(link, nil)
+		if code != http.StatusForbidden || !strings.Contains(page, "decide it in the inbox") || strings.Contains(page, "<form") {
+			t.Errorf("POST %s link with a viewer = %d, want 403 with the reason and no form\n%s", name, code, page)
+		}
+	}
+	if got := e.request(before.ID); got.Status != countersign.StatusPending {
+		t.Fatalf("a link decided on an account with a viewer: %s by %q", got.Status, got.DecidedBy)
+	}
+}

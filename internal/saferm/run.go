@@ -128,7 +128,9 @@ func Run(ctx context.Context, e *Env) int {
 	for range maxRounds {
 		code, again := f.ask(ctx, a)
 		if !again {
-			if code < 0 {
+			if code < 0 && f.narrowed != nil {
+				return e.exec(realRm, f.narrowed)
+			} else if code < 0 {
 				return e.exec(realRm, inv.RmArgs)
 			}
 			return code
@@ -154,6 +156,9 @@ type flow struct {
 	// may run under, its agent session and its coding agent; coveredBy is
 	// named in the first request only.
 	coveredBy, session, agent string
+	// narrowed, when set, are the arguments that delete only the
+	// targets an approver kept (narrow): what runs instead of args.
+	narrowed []string
 }
 
 // hookApproval reads what the Claude Code hook told this command: the id
@@ -236,8 +241,9 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	} else if req, code = f.wait(ctx, req); code >= 0 {
 		return code, false
 	}
-	err = f.call(ctx, func(ctx context.Context) error {
-		_, err := f.c.Consume(ctx, req.ID)
+	var used *api.Request
+	err = f.call(ctx, func(ctx context.Context) (err error) {
+		used, err = f.c.Consume(ctx, req.ID)
 		return err
 	})
 	if errors.Is(err, errInterrupted) {
@@ -259,6 +265,18 @@ func (f *flow) ask(ctx context.Context, a *Assessment) (code int, again bool) {
 	if grew(a, now) {
 		f.env.say("what the targets hold grew since %s was approved; asking again", req.Reference)
 		return 0, true
+	}
+	if used != nil && (used.Edited || used.Original != nil) {
+		// The approver kept fewer targets: only those are deleted, and
+		// only if they are this command's own.
+		narrowed, err := f.narrow(ctx, a, used)
+		if err != nil {
+			f.env.say("%s was approved only as edited, but %v; nothing was deleted", req.Reference, err)
+			return ExitRefused, false
+		}
+		f.narrowed = narrowed
+		f.env.say("%s: %s kept only %d of the %d targets; deleting only those", req.Reference, oneLine(used.DecidedBy),
+			len(ParseRmArgs(narrowed).Operands), len(a.Targets))
 	}
 	select {
 	case <-f.env.Interrupt:

@@ -145,6 +145,8 @@ func (s *Server) claudeHook(w http.ResponseWriter, r *http.Request) {
 	// hook's key: the same routes, rules and account as the requests of
 	// the command hook.
 	ask := client.New(s.cfg.PublicURL.String(), secret)
+	// The hook answers an approver's edit as the input to run.
+	ask.AcceptEdits = true
 	ask.HTTP = &http.Client{Transport: &inProcess{h: s.handler, remote: r.RemoteAddr}}
 	answer(s.answerHook(r.Context(), input, timeout, r.Header.Get(ProjectDirHeader), path, start, secret, ask))
 }

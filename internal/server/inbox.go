@@ -11,6 +11,7 @@ import (
 	"github.com/countersign/countersign/internal/approval"
 	"github.com/countersign/countersign/internal/callview"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/visible"
 )
 
 // requestView is a request as the pages show it.
@@ -57,6 +58,30 @@ type requestView struct {
 	// ShowAction: a request shown by its preview shows its action too,
 	// when the preview does not say it.
 	ShowAction bool
+	// Edited is set on a request an approver edited before approving
+	// it: the view is then of the edited action, and Edited says who
+	// edited it and what the agent asked for.
+	Edited *editedView
+}
+
+// editedView is what an approver's edit changed of a request.
+type editedView struct {
+	By       string
+	Original *requestView
+}
+
+// asAsked is the request as the agent asked for it, before an
+// approver's edit; nil for a request no one edited.
+func asAsked(r *countersign.Request) *countersign.Request {
+	o := r.Original
+	if o == nil {
+		return nil
+	}
+	orig := *r
+	orig.Original = nil
+	orig.Arguments, orig.ArgsHash, orig.Preview, orig.PreviewHash, orig.RiskReasons = o.Arguments, o.ArgsHash, o.Preview, o.PreviewHash, o.RiskReasons
+	orig.ArgumentsText = approval.ArgumentsText(o.Arguments)
+	return &orig
 }
 
 // coverView is the delete of the rm wrapper that approving a Bash call
@@ -134,6 +159,10 @@ func viewOf(r *countersign.Request, files ...fileView) *requestView {
 		v.Head, _, _ = strings.Cut(r.Action, "\n")
 	}
 	v.ShowAction = v.Call == nil && v.Rm == nil && v.Bash == nil && !strings.Contains(r.Preview, r.Action)
+	if orig := asAsked(r); orig != nil {
+		v.Edited = &editedView{By: deciderOf(r.DecidedBy), Original: viewOf(orig)}
+		v.Edited.Original.Covers = nil
+	}
 	if v.Arguments == "" && len(r.Arguments) > 0 && string(r.Arguments) != "{}" {
 		// A request stored before its arguments text was: rendered
 		// here, bounded as at create. Every request created since has
@@ -225,6 +254,9 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request, b *browser) error
 			if row.Team, err = s.service.TeamOf(r.Context(), b.approver, req); err != nil {
 				return err
 			}
+			if row.Edited != nil && row.Team != nil && len(row.Team.Votes) > 0 {
+				row.Edited.By = visible.Line(row.Team.Votes[0].Username) // as on its page
+			}
 			p.Pending = append(p.Pending, row)
 		} else {
 			p.History = append(p.History, historyOf(req))
@@ -246,6 +278,8 @@ type requestPage struct {
 	// it. Votes is set when it needs several approvals (no window opens).
 	Team  *approval.Team
 	Votes bool
+	// Editable: the approver may edit the request before approving it.
+	Editable bool
 }
 
 var windowMinutes = []int{5, 15, 30, 60}
@@ -272,6 +306,12 @@ func (s *Server) renderRequest(w http.ResponseWriter, r *http.Request, b *browse
 		return err
 	}
 	p.Votes = p.Team != nil && p.Team.Quorum > 0
+	if p.R.Edited != nil && p.Votes && len(p.Team.Votes) > 0 {
+		// The votes that count are those for the edited action, which
+		// did not exist before the edit: the oldest is the editor's.
+		p.R.Edited.By = visible.Line(p.Team.Votes[0].Username)
+	}
+	p.Editable = p.R.Pending && p.R.Edited == nil && req.SeedID == "" && b.approver.Role.Decides() && (p.Team == nil || p.Team.May)
 	if p.R.Pending {
 		p.Live = "request"
 	}
@@ -293,6 +333,14 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, b *browser) erro
 		req, err = s.service.Decide(r.Context(), b.approver, r.PathValue("id"), d)
 	}
 	switch code := countersign.ErrorCode(err); {
+	case d.Edit != nil && (passkeyNeeded(err) || code == countersign.EINVALID):
+		// An edit that was refused, or that needs a passkey: its page
+		// again, with why.
+		status := http.StatusBadRequest
+		if code == countersign.EFORBIDDEN {
+			status = http.StatusForbidden
+		}
+		return s.decideEdit(w, r, b, status, d, countersign.ErrorMessage(err)+".")
 	case passkeyNeeded(err):
 		cur, ferr := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
 		if ferr != nil {
@@ -385,5 +433,14 @@ func cutLines(s string) string {
 func historyOf(r *countersign.Request) *requestView {
 	return &requestView{ID: r.ID, Ref: countersign.FormatReference(r.Reference), Status: string(r.Status),
 		Summary:   callview.Summary(string(r.Kind), r.Action, r.Arguments),
-		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, Ran: ranViewOf(r)}
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, Ran: ranViewOf(r), Edited: editedMark(r)}
+}
+
+// editedMark marks a Decided row of an edited request, without the
+// original, which the row does not show.
+func editedMark(r *countersign.Request) *editedView {
+	if r.Original == nil {
+		return nil
+	}
+	return &editedView{By: deciderOf(r.DecidedBy)}
 }

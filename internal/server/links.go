@@ -17,6 +17,9 @@ type confirmPage struct {
 	PostURL string
 	Error   string
 	Done    bool
+	// Off: no link may decide the request (its account has a viewer); the
+	// page shows why, and no button.
+	Off bool
 }
 
 // linkPage serves a one-time link of the seed routes: GET shows the request
@@ -40,6 +43,12 @@ func (s *Server) linkPage(prefix, action string) pageHandler {
 		}
 		p := confirmPage{R: viewOf(req), Action: action, Minutes: minutes, PostURL: r.URL.EscapedPath()}
 		if r.Method != http.MethodPost {
+			if req.Status == countersign.StatusPending {
+				if off := s.service.LinksDecide(r.Context(), req); countersign.ErrorCode(off) == countersign.EFORBIDDEN {
+					// Said before anyone presses a button that would be refused.
+					p.Error, p.Off = countersign.ErrorMessage(off)+".", true
+				}
+			}
 			return s.render(w, http.StatusOK, "confirm", p)
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
@@ -54,11 +63,11 @@ func (s *Server) linkPage(prefix, action string) pageHandler {
 			p.R, p.Done = viewOf(got), true
 			s.log.Info("decided by link", "request", got.ID, "reference", got.Reference, "status", got.Status)
 			return s.render(w, http.StatusOK, "confirm", p)
-		case countersign.ECONFLICT, countersign.EINVALID:
+		case countersign.ECONFLICT, countersign.EINVALID, countersign.EFORBIDDEN:
 			if cur, ferr := s.service.LinkRequest(r.Context(), seedID, action, token); ferr == nil {
 				p.R = viewOf(cur)
 			}
-			p.Error = countersign.ErrorMessage(err) + "."
+			p.Error, p.Off = countersign.ErrorMessage(err)+".", code == countersign.EFORBIDDEN
 			return s.render(w, statusOf[code], "confirm", p)
 		}
 		return err

@@ -30,6 +30,12 @@ func (s *Server) tokenLinkPage(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := confirmPage{R: viewOf(req), Action: action, PostURL: r.URL.EscapedPath()}
 	if r.Method != http.MethodPost {
+		if req.Status == countersign.StatusPending {
+			if off := s.service.LinksDecide(r.Context(), req); countersign.ErrorCode(off) == countersign.EFORBIDDEN {
+				// Said before anyone presses a button that would be refused.
+				p.Error, p.Off = countersign.ErrorMessage(off)+".", true
+			}
+		}
 		return s.render(w, http.StatusOK, "confirm", p)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
@@ -43,11 +49,11 @@ func (s *Server) tokenLinkPage(w http.ResponseWriter, r *http.Request) error {
 		p.R, p.Done = viewOf(got), true
 		s.log.Info("decided by link", "request", got.ID, "reference", got.Reference, "status", got.Status)
 		return s.render(w, http.StatusOK, "confirm", p)
-	case countersign.ECONFLICT, countersign.EINVALID:
+	case countersign.ECONFLICT, countersign.EINVALID, countersign.EFORBIDDEN:
 		if cur, _, ferr := s.service.TokenLink(r.Context(), token); ferr == nil {
 			p.R = viewOf(cur)
 		}
-		p.Error = countersign.ErrorMessage(err) + "."
+		p.Error, p.Off = countersign.ErrorMessage(err)+".", code == countersign.EFORBIDDEN
 		return s.render(w, statusOf[code], "confirm", p)
 	}
 	return err

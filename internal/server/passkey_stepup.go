@@ -22,11 +22,31 @@ func decisionOf(r *http.Request) (countersign.DecisionInput, error) {
 		}
 		d.AutoApproveMinutes = n
 	}
+	if v := r.PostFormValue("edit"); v != "" {
+		// The approve form of an edit page carries the edit's
+		// arguments as the server wrote them; the service checks them.
+		args, err := jsonArguments(v)
+		if err != nil {
+			return d, err
+		}
+		d.Edit = &countersign.Edit{Arguments: args}
+	}
 	return d, nil
 }
 
+// decided is the request a decision is about, as the decision makes it:
+// with an edit, the request as the edit makes it (Service.Edited), whose
+// binding a passkey confirms.
+func (s *Server) decided(r *http.Request, b *browser, d countersign.DecisionInput) (*countersign.Request, error) {
+	if d.Edit != nil {
+		return s.service.Edited(r.Context(), b.approver, r.PathValue("id"), *d.Edit)
+	}
+	return s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+}
+
 // beginStepUp starts the passkey assertion of one decision on one request:
-// its challenge is bound to the request id, its binding hash, the decision
+// its challenge is bound to the request id, its binding hash (of the
+// request as an edit makes it, when the form carries one), the decision
 // and the window's minutes.
 func (s *Server) beginStepUp(w http.ResponseWriter, r *http.Request, b *browser) error {
 	if err := s.beginCeremony(r); err != nil {
@@ -43,7 +63,7 @@ func (s *Server) beginStepUp(w http.ResponseWriter, r *http.Request, b *browser)
 		// No prompt for an approval the service would refuse.
 		return approval.ErrViewer()
 	}
-	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+	req, err := s.decided(r, b, d)
 	if err != nil {
 		return err
 	}
@@ -69,7 +89,7 @@ func (s *Server) stepUpProof(r *http.Request, b *browser, d *countersign.Decisio
 	if err != nil {
 		return err
 	}
-	req, err := s.service.Find(r.Context(), b.approver, r.PathValue("id"))
+	req, err := s.decided(r, b, *d)
 	if err != nil {
 		return err
 	}

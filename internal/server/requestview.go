@@ -40,6 +40,9 @@ type rmView struct {
 	Targets  []string
 	More     int
 	Command  string
+	// Edited: an approver narrowed the targets; the page lists them
+	// whatever their number, and the command is the agent's.
+	Edited bool
 }
 
 // maxTargetsShown bounds the targets a page lists.
@@ -66,7 +69,14 @@ func callOf(r *countersign.Request, files []fileView) *callView {
 	switch {
 	case r.Kind == countersign.KindMCP:
 		c := &callView{Tool: r.Action}
-		c.Server, c.About = gatewayFacts(r.Preview)
+		preview := r.Preview
+		if r.Original != nil {
+			// An edit changes the arguments, not the tool: its server
+			// and its words are in the gateway's preview of the call as
+			// asked.
+			preview = r.Original.Preview
+		}
+		c.Server, c.About = gatewayFacts(preview)
 		c.Fields = callview.Fields(args, uploadsOf(files))
 		return c
 	case r.Kind == countersign.KindTool && claudeTool(r.Action):
@@ -200,6 +210,15 @@ func rmOf(r *countersign.Request) *rmView {
 	}
 	headline, _, _ := strings.Cut(r.Preview, "\n")
 	v := &rmView{Headline: headline, Command: r.Action}
+	if r.Original != nil {
+		// The command line is the agent's, with every target it named:
+		// the edit's targets are what the approval deletes.
+		v.Edited = true
+		v.Headline = fmt.Sprintf("Delete only %s of the command's targets", plural(len(targets), "target", "targets"))
+		if n := len(stringsOf(objectOf(r.Original.Arguments)["targets"])); n > 0 {
+			v.Headline = fmt.Sprintf("Delete only %s of the %d the command names", plural(len(targets), "target", "targets"), n)
+		}
+	}
 	if n := len(targets); n > maxTargetsShown {
 		targets, v.More = targets[:maxTargetsShown], n-maxTargetsShown
 	}
@@ -282,6 +301,11 @@ func bashOf(r *countersign.Request) *bashView {
 		return nil
 	}
 	v := &bashView{Command: visible.String(cmd), Cwd: r.Context.Cwd}
+	if r.Original != nil {
+		// An edited command's preview is the server's, not the hook's:
+		// the command and where it runs; its reasons are listed apart.
+		return v
+	}
 	rest, ok := strings.CutPrefix(r.Preview, "Claude Code wants to run, in "+v.Cwd+":\n\n$ "+v.Command)
 	if !ok {
 		return nil
@@ -323,4 +347,12 @@ func ranViewOf(r *countersign.Request) *ranView {
 	return &ranView{Other: r.RanOther(), At: r.Ran.At, Agent: agent,
 		Action: visible.Line(limit.Text(r.Ran.Action, 200)), ArgsHash: r.Ran.ArgsHash,
 		ApprovedAction: visible.Line(limit.Text(r.Action, 200)), ApprovedHash: r.ArgsHash}
+}
+
+// plural is n and the noun in its number.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -66,6 +66,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /approvals/events", s.page(s.signedIn(s.events)))
 	mux.HandleFunc("GET /approvals/{id}", s.page(s.signedIn(s.requestDetail)))
 	mux.HandleFunc("POST /approvals/{id}/decision", s.page(s.signedIn(s.decide)))
+	mux.HandleFunc("GET /approvals/{id}/edit", s.page(s.signedIn(s.editRequest)))
+	mux.HandleFunc("POST /approvals/{id}/edit", s.page(s.signedIn(s.previewEdit)))
 	s.passkeyRoutes(mux)
 	mux.HandleFunc("GET /grants", s.page(s.signedIn(s.grantList)))
 	mux.HandleFunc("POST /grants/{id}/revoke", s.page(s.signedIn(s.revokeGrant)))

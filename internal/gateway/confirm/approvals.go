@@ -2,6 +2,7 @@ package confirm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"strings"
@@ -37,6 +38,23 @@ type ticket struct {
 	ExpiresAt time.Time
 	InboxURL  string // "" where no link may be shown (the local page)
 	Text      string // the deny reason, or the human's answer
+	// Action, ArgsHash and PreviewHash are the request's binding: the
+	// edited action's when an approver edited it (Edited), whose
+	// arguments are then Arguments, and Original the binding of the call
+	// as asked.
+	Action      string
+	ArgsHash    string
+	PreviewHash string
+	Arguments   json.RawMessage
+	Edited      bool
+	Original    *originalCall
+}
+
+// originalCall is the binding of the call an agent asked about, kept on a
+// request an approver edited before approving it.
+type originalCall struct {
+	ArgsHash    string
+	PreviewHash string
 }
 
 // approvals is where the gateway's approval requests live: the approval
@@ -101,7 +119,11 @@ func (s *serviceApprovals) ticket(r *countersign.Request, err error) (*ticket, e
 	if err != nil {
 		return nil, err
 	}
-	t := &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: r.Status, ExpiresAt: r.ExpiresAt, Text: r.Reason}
+	t := &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: r.Status, ExpiresAt: r.ExpiresAt, Text: r.Reason,
+		Action: r.Action, ArgsHash: r.ArgsHash, PreviewHash: r.PreviewHash, Arguments: r.Arguments}
+	if r.Original != nil {
+		t.Edited, t.Original = true, &originalCall{ArgsHash: r.Original.ArgsHash, PreviewHash: r.Original.PreviewHash}
+	}
 	if s.inbox != nil {
 		t.InboxURL = strings.TrimRight(s.inbox.String(), "/") + "/approvals/" + url.PathEscape(r.ID)
 	}
@@ -123,7 +145,9 @@ func (s *serviceApprovals) wait(ctx context.Context, p gateway.Principal, id str
 }
 
 func (s *serviceApprovals) consume(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
-	return s.ticket(s.svc.Consume(ctx, p.Agent(), id))
+	// The gateway runs an approval's action as approved, an approver's
+	// edit of the arguments included (approvedArgs).
+	return s.ticket(s.svc.Consume(approval.AcceptEdits(ctx), p.Agent(), id))
 }
 
 func (s *serviceApprovals) cancel(ctx context.Context, p gateway.Principal, id string) (*ticket, error) {
@@ -179,8 +203,15 @@ func (a *clientApprovals) ticket(r *client.Request, err error) (*ticket, error) 
 	if err != nil {
 		return nil, apiError(err)
 	}
-	return &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: countersign.Status(r.Status),
-		ExpiresAt: r.ExpiresAt, InboxURL: r.InboxURL, Text: r.Text}, nil
+	t := &ticket{ID: r.ID, Reference: countersign.FormatReference(r.Reference), Status: countersign.Status(r.Status),
+		ExpiresAt: r.ExpiresAt, InboxURL: r.InboxURL, Text: r.Text,
+		Action: r.Action, ArgsHash: r.ArgsHash, PreviewHash: r.PreviewHash, Arguments: r.Arguments, Edited: r.Edited}
+	if r.Original != nil {
+		// An answer that says edited without the original, or the other
+		// way round, binds to no call: the check before running refuses.
+		t.Original = &originalCall{ArgsHash: r.Original.ArgsHash, PreviewHash: r.Original.PreviewHash}
+	}
+	return t, nil
 }
 
 // apiError gives an error answer of the server the code of the catalogue

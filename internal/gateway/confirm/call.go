@@ -52,6 +52,10 @@ func (f *Confirmation) Call(ctx context.Context, call *gateway.ToolCall) (*mcp.C
 		if res := f.reportDecided(ctx, a, hint); res != nil {
 			return res, nil
 		}
+		if t, ok := f.takeEdited(ctx, a, hint); ok {
+			f.recent.forget(p, c)
+			return f.run(ctx, a, t, "retry")
+		}
 	}
 	t, created, err := f.approvals.ask(ctx, p, c)
 	if err != nil {
@@ -300,11 +304,12 @@ func (f *Confirmation) hold(ctx context.Context, a *ask, t *ticket) *ticket {
 	}
 }
 
-// run forwards an approved call and logs it with its binding and outcome.
-// The approval's consumption is already in the audit log.
+// run forwards an approved call, as the approver edited it if they did,
+// and logs it with its binding and outcome. The approval's consumption is
+// already in the audit log.
 func (f *Confirmation) run(ctx context.Context, a *ask, t *ticket, via string) (*mcp.CallToolResult, error) {
 	start := time.Now()
-	res, err := a.Forward(ctx)
+	res, err := f.forward(ctx, a, t)
 	outcome := "ok"
 	switch {
 	case err != nil:
@@ -313,7 +318,7 @@ func (f *Confirmation) run(ctx context.Context, a *ask, t *ticket, via string) (
 		outcome = "tool_error"
 	}
 	f.log.Info("confirmed MCP call", "tool", a.name(), "request", t.ID, "reference", t.Reference, "via", via,
-		"outcome", outcome, "duration_ms", time.Since(start).Milliseconds())
+		"edited", t.Edited, "outcome", outcome, "duration_ms", time.Since(start).Milliseconds())
 	return res, err
 }
 

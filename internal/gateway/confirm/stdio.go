@@ -24,6 +24,9 @@ func NewForClient(cfg *gateway.Config, c *client.Client, log *slog.Logger, stder
 			"with a server, this gateway's one key has the [policy]: remove [keys]", cfg.SourcePrefix())
 	}
 	p := &gateway.Principal{ID: "key:" + countersign.HashSecret(c.Credential)[:32]}
+	// The gateway runs an approval's action as approved, an approver's
+	// edit of the arguments included (approvedArgs).
+	c.AcceptEdits = true
 	return build(cfg, &clientApprovals{c: c}, randomKey(), gateway.Options{Fixed: p, Log: log, Stderr: stderr})
 }
 

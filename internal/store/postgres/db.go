@@ -14,7 +14,8 @@
 //     entries get consecutive numbers in commit order; the database
 //     computes each entry's hash (see appendSQL), so that a change of a
 //     request takes two round trips and the head is never held across
-//     one (see pipe);
+//     one, nor, for a change of a request, while its commit is flushed
+//     (see pipe);
 //   - creating a request holds a transaction-scoped advisory lock of its
 //     account, so that two identical requests or two requests at the
 //     account's pending limit cannot both pass the checks;
@@ -91,6 +92,9 @@ type DB struct {
 	outbox countersign.Bell
 	// channels keeps the channels of accounts while Listen runs.
 	channels channelCache
+	// creds keeps the agent keys and approver tokens looked up while
+	// Listen runs.
+	creds credCache
 	// origin names this DB value in the notifications of its changes,
 	// which Listen passes over (see payload).
 	origin string
@@ -180,6 +184,9 @@ func (db *DB) update(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return err
 	}
 	defer release()
+	// Whatever fn changed, the credentials kept here are read again
+	// (credCache): a revocation holds for the next call at once.
+	defer db.creds.clear()
 	atCommit, err := db.updateOnce(ctx, fn)
 	if err != nil && !atCommit && lostConnection(err) && ctx.Err() == nil {
 		db.pool.Reset()

@@ -41,7 +41,10 @@ func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.Age
 	if hasNUL(hash) {
 		return nil, countersign.NotFound("agent key")
 	}
-	var k *countersign.AgentKey
+	k, gen, ok := db.creds.agentKey(hash)
+	if ok {
+		return k, nil
+	}
 	err := db.read(ctx, func(q querier) (err error) {
 		k, err = scanAgentKey(q.QueryRow(ctx, `SELECT `+agentKeyColumns+` FROM agent_keys WHERE hash = $1 LIMIT 1`, hash))
 		return err
@@ -51,6 +54,7 @@ func (db *DB) AgentKeyByHash(ctx context.Context, hash string) (*countersign.Age
 	} else if err != nil {
 		return nil, fmt.Errorf("read agent key: %w", err)
 	}
+	db.creds.putAgentKey(hash, k, gen)
 	return k, nil
 }
 
@@ -179,6 +183,19 @@ func (db *DB) ApproverTokenByHash(ctx context.Context, hash string) (*countersig
 	if hasNUL(hash) {
 		return nil, nil, countersign.NotFound("approver token")
 	}
+	t, a, gen, ok := db.creds.approverToken(hash)
+	if ok {
+		return t, a, nil
+	}
+	t, a, err := db.approverTokenByHash(ctx, hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	db.creds.putApproverToken(hash, t, a, gen)
+	return t, a, nil
+}
+
+func (db *DB) approverTokenByHash(ctx context.Context, hash string) (*countersign.ApproverToken, *countersign.Approver, error) {
 	var t *countersign.ApproverToken
 	var a countersign.Approver
 	var aCreated int64

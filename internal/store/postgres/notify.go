@@ -69,9 +69,12 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 	}
 	// Listening from here on: whatever was committed before, while no one
 	// listened, is caught by the waiters reading the store again.
-	// Channels are kept from here on, while changes of them are heard.
+	// Channels and credentials are kept from here on, while changes of
+	// them are heard.
 	db.channels.listening(true)
 	defer db.channels.listening(false)
+	db.creds.listening(true)
+	defer db.creds.listening(false)
 	onResync()
 	db.outbox.Ring()
 	db.log.Debug("listening for changes of other replicas")
@@ -104,6 +107,8 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 				db.outbox.Ring()
 			case channelMark:
 				db.channels.clear()
+			case credentialMark:
+				db.creds.clear()
 			}
 			if requestID != "" {
 				onChange(requestID, accountID)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/countersign/countersign"
+	"github.com/countersign/countersign/internal/store/postgres/pgtest"
 	"github.com/countersign/countersign/internal/store/storetest"
 	"github.com/jackc/pgx/v5"
 )
@@ -138,4 +139,88 @@ func explainPG(t *testing.T, db *DB, q string, args []any) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestGenericPlansOfNewStore: the plans a prepared statement keeps, made
+// while the requests table has no statistics (a new store, until
+// autovacuum analyses it), reach the request a decision or a consumption
+// changes by its primary key, and look for a new request's twin among
+// the key's live requests only: never through an index of the account,
+// which would read every request of the account on each call.
+func TestGenericPlansOfNewStore(t *testing.T) {
+	tr := &tracer{seen: map[string][]any{}}
+	db, err := Open(t.Context(), pgtest.SchemaURL(t), nil, func(o *options) { o.tracer = tr })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	tr.on.Store(true)
+	acc, key := seed(t, db, 1)
+	got, err := db.Requests(t.Context(), countersign.RequestFilter{AccountID: acc.ID, Limit: 1})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("Requests = %v, %v", got, err)
+	}
+	ev := countersign.AuditEvent{Event: "x", Actor: "a", Detail: "{}"}
+	if _, err := db.Transition(t.Context(), countersign.Transition{ID: got[0].ID, AccountID: acc.ID, From: []countersign.Status{countersign.StatusPending},
+		To: countersign.StatusApproved, Now: storetest.Base, DecidedBy: "a"}, ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Transition(t.Context(), countersign.Transition{ID: got[0].ID, KeyID: key.ID, From: []countersign.Status{countersign.StatusApproved},
+		To: countersign.StatusConsumed, Now: storetest.Base}, ev); err != nil {
+		t.Fatal(err)
+	}
+	tr.on.Store(false)
+
+	conn, err := db.pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(t.Context(), `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(context.WithoutCancel(t.Context()), `RESET plan_cache_mode`)
+	var updates, inserts int
+	for q := range tr.seen {
+		var want string
+		switch trimmed := strings.TrimSpace(q); {
+		case strings.HasPrefix(trimmed, "UPDATE requests SET status = $1"):
+			want, updates = "requests_pkey", updates+1
+		case strings.HasPrefix(trimmed, "INSERT INTO requests") && strings.Contains(q, "NOT EXISTS"):
+			want, inserts = "requests_live_binding", inserts+1
+		default:
+			continue
+		}
+		sd, err := conn.Conn().Prepare(t.Context(), "generic_plan", q)
+		if err != nil {
+			t.Fatalf("prepare %s: %v", q, err)
+		}
+		nulls := strings.TrimSuffix(strings.Repeat("NULL, ", len(sd.ParamOIDs)), ", ")
+		rows, err := conn.Query(t.Context(), `EXPLAIN EXECUTE generic_plan(`+nulls+`)`)
+		if err != nil {
+			t.Fatalf("explain %s: %v", q, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.Conn().Deallocate(t.Context(), "generic_plan"); err != nil {
+			t.Fatal(err)
+		}
+		plan := strings.Join(lines, "\n")
+		for _, m := range regexp.MustCompile(`using (requests_\w+)`).FindAllStringSubmatch(plan, -1) {
+			if m[1] != want && !(want == "requests_live_binding" && m[1] == "requests_account_pending") {
+				t.Errorf("the generic plan reads requests by %s, want %s:\n%s\nplan:\n%s", m[1], want, q, plan)
+			}
+		}
+		if strings.Count(plan, "using requests_account_pending") > 1 {
+			t.Errorf("the generic plan reads an account's pending requests more than once (for the limit):\n%s\nplan:\n%s", q, plan)
+		}
+		if !strings.Contains(plan, want) {
+			t.Errorf("the generic plan does not use %s:\n%s\nplan:\n%s", want, q, plan)
+		}
+	}
+	if updates != 2 || inserts != 1 {
+		t.Errorf("%d changes of status and %d creates seen, want 2 and 1", updates, inserts)
+	}
 }

@@ -122,10 +122,10 @@ func createAtOnce(p *pipe, r *countersign.Request, maxPending int, now time.Time
 	// $13 context, $23 seed id, $26 tier, $27 protected.
 	lo, hi := countersign.TwinTTLRange(&rc, now)
 	where := `NOT EXISTS (SELECT 1 FROM requests
-		WHERE key_id = $3 AND kind = $6 AND action = $7 AND args_hash = $9 AND preview_hash = $11
-		  AND status = 'pending' AND expires_at > ` + a.add(nanos(now)) + ` AND seed_id = $23
-		  AND risk_reasons = $12 AND context = $13 AND expires_at - created_at BETWEEN ` + a.add(lo) + ` AND ` + a.add(hi) + `
-		  AND tier = $26 AND protected = $27)`
+		WHERE key_id = $3 AND args_hash = $9 AND preview_hash = $11 AND status IN ('pending', 'approved')
+		  AND ` + unindexed("status = 'pending'", "kind = $6", "action = $7", "expires_at > "+a.add(nanos(now)), "seed_id = $23",
+		"risk_reasons = $12", "context = $13", "expires_at - created_at BETWEEN "+a.add(lo)+" AND "+a.add(hi),
+		"tier = $26", "protected = $27") + `)`
 	if countersign.PendingLimit(&rc, maxPending) > 0 {
 		where += ` AND (SELECT COUNT(*) FROM requests
 			WHERE account_id = $2 AND status = 'pending' AND expires_at > ` + a.add(nanos(now)) + `) < ` + a.add(maxPending)
@@ -213,17 +213,18 @@ func checkCreate(p *pipe, r *countersign.Request, maxPending int, now time.Time)
 	// The twin: the pending, unexpired request of the same key with the
 	// same binding, risk reasons, context and TTL (see countersign.Store).
 	// An approved request is never a twin: its approval covers the ask
-	// the human saw, once.
+	// the human saw, once. It is looked for by requests_live_binding
+	// only (see unindexed).
 	reasons, rctx, err := encodeJSON(r)
 	if err != nil {
 		return nil, nil, err
 	}
 	lo, hi := countersign.TwinTTLRange(r, now)
 	batch.Queue(`SELECT `+requestColumns+` FROM requests
-		WHERE key_id = $1 AND kind = $2 AND action = $3 AND args_hash = $4 AND preview_hash = $5
-		  AND status = 'pending' AND expires_at > $6 AND seed_id = $7
-		  AND risk_reasons = $8 AND context = $9 AND expires_at - created_at BETWEEN $10 AND $11
-		  AND tier = $12 AND protected = $13
+		WHERE key_id = $1 AND args_hash = $4 AND preview_hash = $5 AND status IN ('pending', 'approved')
+		  AND `+unindexed("status = 'pending'", "kind = $2", "action = $3", "expires_at > $6", "seed_id = $7",
+		"risk_reasons = $8", "context = $9", "expires_at - created_at BETWEEN $10 AND $11",
+		"tier = $12", "protected = $13")+`
 		ORDER BY created_at DESC, id DESC LIMIT 1`,
 		r.KeyID, string(r.Kind), r.Action, r.ArgsHash, r.PreviewHash, nanos(now), r.SeedID,
 		reasons, rctx, lo, hi, string(r.Tier), r.Protected)

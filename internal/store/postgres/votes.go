@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign"
 	"github.com/jackc/pgx/v5"
@@ -80,7 +81,14 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, r.BindingHash(), v.Counted, v.Since)
+	counted, since := []string(nil), time.Time{}
+	if v.Members {
+		counted, since, err = whoCounts(ctx, tx, v, r)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	votes = countersign.CountedVotes(votes, r.BindingHash(), counted, since)
 	items := []auditItem{{r.AccountID, r.ID, voted}}
 	got := r
 	if len(votes) >= v.Quorum {
@@ -125,6 +133,54 @@ func (db *DB) vote(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, vote
 		return nil, nil, err
 	}
 	return got, votes, nil
+}
+
+// whoCounts reads, in the vote's transaction, the ids of the approvers
+// whose votes on r count under v, and when the human last stopped r's
+// agent session (zero for never, or a request of no session). The
+// account's memberships are locked (FOR SHARE) until the vote commits: a
+// change of role or a removal either committed before, and is read here,
+// or waits for the vote. A stop takes the account's lock before it ends
+// the session's approvals (stopApprovals), and so does this read: a stop
+// committed before is seen, and one after it ends the approval this vote
+// gives.
+func whoCounts(ctx context.Context, tx pgx.Tx, v countersign.VoteInput, r *countersign.Request) ([]string, time.Time, error) {
+	rows, err := tx.Query(ctx, `SELECT a.id, a.username, m.role FROM memberships m JOIN approvers a ON a.id = m.approver_id
+		WHERE m.account_id = $1 FOR SHARE OF m`, r.AccountID)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the account's members: %w", err)
+	}
+	members, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (countersign.Member, error) {
+		var m countersign.Member
+		err := row.Scan(&m.ApproverID, &m.Username, &m.Role)
+		return m, err
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the account's members: %w", err)
+	}
+	counted := []string{}
+	for i := range members {
+		if v.MayCount(&members[i]) {
+			counted = append(counted, members[i].ApproverID)
+		}
+	}
+	session := r.Context.SessionID
+	if session == "" {
+		return counted, time.Time{}, nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1::int4, hashtext($2))`, int32(accountLock), r.AccountID); err != nil {
+		return nil, time.Time{}, fmt.Errorf("lock the account: %w", err)
+	}
+	var since int64
+	if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(decided_at), 0) FROM requests
+		WHERE key_id = $1 AND session_id = $2 AND status = 'stopped' AND account_id = $3`,
+		r.KeyID, session, r.AccountID).Scan(&since); err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the session's last stop: %w", err)
+	}
+	if since == 0 {
+		return counted, time.Time{}, nil
+	}
+	return counted, fromNanos(since), nil
 }
 
 // Votes returns the votes of a request, oldest first.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/countersign/countersign"
 )
@@ -78,7 +79,14 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 	if err != nil {
 		return nil, nil, err
 	}
-	votes = countersign.CountedVotes(votes, r.BindingHash(), v.Counted, v.Since)
+	counted, since := []string(nil), time.Time{}
+	if v.Members {
+		counted, since, err = whoCounts(ctx, tx, v, r)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	votes = countersign.CountedVotes(votes, r.BindingHash(), counted, since)
 	if len(votes) < v.Quorum {
 		// The vote is the decision asked for, though the request stays
 		// pending: a retry with its key gets this answer again.
@@ -103,6 +111,45 @@ func vote(ctx context.Context, tx querier, v countersign.VoteInput, voted, appro
 		return nil, nil, err
 	}
 	return got, votes, nil
+}
+
+// whoCounts reads, in the vote's transaction, the ids of the approvers
+// whose votes on r count under v, and when the human last stopped r's
+// agent session (zero for never, or a request of no session). The writer
+// runs one transaction at a time, so no change of membership and no stop
+// comes between this read and the vote's commit.
+func whoCounts(ctx context.Context, tx querier, v countersign.VoteInput, r *countersign.Request) ([]string, time.Time, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT a.id, a.username, m.role FROM memberships m JOIN approvers a ON a.id = m.approver_id
+		WHERE m.account_id = ?`, r.AccountID)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the account's members: %w", err)
+	}
+	defer rows.Close()
+	counted := []string{}
+	for rows.Next() {
+		var m countersign.Member
+		if err := rows.Scan(&m.ApproverID, &m.Username, &m.Role); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read the account's members: %w", err)
+		}
+		if v.MayCount(&m) {
+			counted = append(counted, m.ApproverID)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("read the account's members: %w", err)
+	}
+	var since int64
+	if session := r.Context.SessionID; session != "" {
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(decided_at), 0) FROM requests
+			WHERE key_id = ? AND status = 'stopped' AND account_id = ? AND json_extract(context, '$.session_id') = ?`,
+			r.KeyID, r.AccountID, session).Scan(&since); err != nil {
+			return nil, time.Time{}, fmt.Errorf("read the session's last stop: %w", err)
+		}
+	}
+	if since == 0 {
+		return counted, time.Time{}, nil
+	}
+	return counted, fromNanos(since), nil
 }
 
 // Votes returns the votes of a request, oldest first.

@@ -65,6 +65,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"Votes", testVotes},
 		{"VoteSeparate", testVoteSeparate},
 		{"VoteCounted", testVoteCounted},
+		{"VoteSinceStop", testVoteSinceStop},
+		{"VoteMembersRace", testVoteMembersRace},
 		{"VoteIdempotency", testVoteIdempotency},
 		{"VoteRace", testVoteRace},
 		{"VoteDenyRace", testVoteDenyRace},

@@ -90,32 +90,111 @@ func testVotes(t *testing.T, open Opener) {
 	}
 }
 
-// testVoteCounted: only the votes of v.Counted count toward the quorum;
-// the others stay recorded.
+// testVoteCounted: with Members, only the votes of the account's members
+// whose role decides (and whom Routed names) count toward the quorum, as
+// the store reads them when the vote is cast; the others stay recorded.
+// A member made a viewer, or taken out, after their vote no longer counts.
 func testVoteCounted(t *testing.T, open Opener) {
 	f := newFixture(t, open)
 	s := f.s
-	r := create(t, s, newRequest(f.key, "deploy", `{}`, "counted"), Base)
-	now := Base.Add(time.Second)
-	counted := []string{"apr_bob", "apr_carol"}
-	in := func(name string) countersign.VoteInput {
-		v := voteIn(r, name, 2, now)
-		v.Counted = counted
-		return v
-	}
-	if _, _, err := castVote(t, s, in("alice")); err != nil {
+	other := mustAccount(t, s, "other")
+	alice := approverIn(t, s, "alice", f.account)
+	bob := approverIn(t, s, "bob", f.account)
+	carol := approverIn(t, s, "carol", f.account)
+	dave := approverIn(t, s, "dave", other)
+	vic := approverIn(t, s, "vic", f.account)
+	if err := s.SetRole(t.Context(), vic.ID, f.account.ID, countersign.RoleViewer); err != nil {
 		t.Fatal(err)
 	}
-	got, votes, err := castVote(t, s, in("bob"))
+	now := Base.Add(time.Second)
+	in := func(r *countersign.Request, a *countersign.Approver, routed ...string) countersign.VoteInput {
+		v := voteIn(r, a.Username, 2, now)
+		v.ApproverID, v.Members, v.Routed = a.ID, true, routed
+		return v
+	}
+
+	// A viewer and an approver of another account count for nothing.
+	r := create(t, s, newRequest(f.key, "deploy", `{}`, "counted"), Base)
+	for _, a := range []*countersign.Approver{vic, dave} {
+		if got, votes, err := castVote(t, s, in(r, a)); err != nil || got.Status != countersign.StatusPending || len(votes) != 0 {
+			t.Fatalf("%s's vote: %+v %+v %v, want recorded, pending, counting nothing", a.Username, got, votes, err)
+		}
+	}
+	if got, votes, err := castVote(t, s, in(r, alice)); err != nil || got.Status != countersign.StatusPending || len(votes) != 1 {
+		t.Fatalf("alice's vote: %+v %+v %v, want pending with alice's vote alone", got, votes, err)
+	}
+	// alice is made a viewer after her vote: it no longer counts.
+	if err := s.SetRole(t.Context(), alice.ID, f.account.ID, countersign.RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	got, votes, err := castVote(t, s, in(r, bob))
 	if err != nil || got.Status != countersign.StatusPending || len(votes) != 1 || votes[0].Username != "bob" {
-		t.Fatalf("bob's vote after alice's, who does not count: %+v %+v %v, want pending with bob's vote alone", got, votes, err)
+		t.Fatalf("bob's vote after alice became a viewer: %+v %+v %v, want pending with bob's vote alone", got, votes, err)
 	}
-	if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 2 {
-		t.Fatalf("Votes: %+v %v, want alice's and bob's", list, err)
+	if list, err := s.Votes(t.Context(), r.ID); err != nil || len(list) != 4 {
+		t.Fatalf("Votes: %+v %v, want all four recorded", list, err)
 	}
-	got, _, err = castVote(t, s, in("carol"))
+	got, _, err = castVote(t, s, in(r, carol))
 	if err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "bob, carol" {
 		t.Fatalf("carol's vote: %+v %v, want approved by bob, carol", got, err)
+	}
+
+	// Routed: only the approvers it names count; one taken out of the
+	// account after the vote counts no more.
+	r = create(t, s, newRequest(f.key, "deploy", `{"routed":1}`, "routed"), Base)
+	if _, votes, err := castVote(t, s, in(r, carol, "bob")); err != nil || len(votes) != 0 {
+		t.Fatalf("carol's vote, routed to bob: %+v %v, want counting nothing", votes, err)
+	}
+	if _, votes, err := castVote(t, s, in(r, bob, "bob", "carol")); err != nil || len(votes) != 2 {
+		t.Fatalf("bob's vote, routed to bob and carol: %+v %v, want both counting", votes, err)
+	}
+	r = create(t, s, newRequest(f.key, "deploy", `{"removed":1}`, "removed"), Base)
+	if _, _, err := castVote(t, s, in(r, bob)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RemoveMembership(t.Context(), bob.ID, f.account.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	if got, votes, err := castVote(t, s, in(r, carol)); err != nil || got.Status != countersign.StatusPending || len(votes) != 1 {
+		t.Fatalf("carol's vote after bob was taken out: %+v %+v %v, want pending with carol's vote alone", got, votes, err)
+	}
+}
+
+// testVoteSinceStop: with Members, a vote cast before the human stopped
+// the request's agent session counts for nothing, as the store reads the
+// last stop when the vote is cast; a vote of another session's request
+// is not touched by the stop.
+func testVoteSinceStop(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	alice := approverIn(t, s, "alice", f.account)
+	bob := approverIn(t, s, "bob", f.account)
+	carol := approverIn(t, s, "carol", f.account)
+	in := func(r *countersign.Request, a *countersign.Approver, at time.Time) countersign.VoteInput {
+		v := voteIn(r, a.Username, 2, at)
+		v.ApproverID, v.Members = a.ID, true
+		v.ExpiresAt = at.Add(time.Minute)
+		return v
+	}
+	r := create(t, s, newRequest(f.key, "deploy", `{}`, "stop"), Base)
+	elsewhere := newRequest(f.key, "deploy", `{"other":1}`, "other session")
+	elsewhere.Context.SessionID = "sess-2"
+	o := create(t, s, elsewhere, Base)
+	for _, q := range []*countersign.Request{r, o} {
+		if _, _, err := castVote(t, s, in(q, alice, asked)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopSession(t, s, f.key)
+	got, votes, err := castVote(t, s, in(r, bob, afterStop))
+	if err != nil || got.Status != countersign.StatusPending || len(votes) != 1 || votes[0].Username != "bob" {
+		t.Fatalf("bob's vote after the stop: %+v %+v %v, want pending with bob's vote alone", got, votes, err)
+	}
+	if got, _, err = castVote(t, s, in(r, carol, afterStop)); err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "bob, carol" {
+		t.Fatalf("carol's vote: %+v %v, want approved by bob, carol", got, err)
+	}
+	if got, _, err = castVote(t, s, in(o, bob, afterStop)); err != nil || got.Status != countersign.StatusApproved || got.DecidedBy != "alice, bob" {
+		t.Fatalf("bob's vote in another session: %+v %v, want approved by alice, bob", got, err)
 	}
 }
 
@@ -329,4 +408,49 @@ func auditCounts(t *testing.T, s countersign.Store, seq int64) map[string]int {
 		out[e.Event]++
 	}
 	return out
+}
+
+// testVoteMembersRace: a last vote races a change of role of the approver
+// whose earlier vote it needs, and a stop of the session: each run ends
+// either approved by both votes (the vote came first) or pending (the
+// change came first), never in an error.
+func testVoteMembersRace(t *testing.T, open Opener) {
+	f := newFixture(t, open)
+	s := f.s
+	now := Base.Add(time.Second)
+	for run := range 10 {
+		alice := approverIn(t, s, fmt.Sprintf("alice%d", run), f.account)
+		bob := approverIn(t, s, fmt.Sprintf("bob%d", run), f.account)
+		r := create(t, s, newRequest(f.key, "deploy", fmt.Sprintf(`{"run":%d}`, run), fmt.Sprintf("members race %d", run)), Base)
+		in := func(a *countersign.Approver) countersign.VoteInput {
+			v := voteIn(r, a.Username, 2, now)
+			v.ApproverID, v.Members = a.ID, true
+			return v
+		}
+		if _, _, err := castVote(t, s, in(alice)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		var got *countersign.Request
+		var voteErr, roleErr error
+		wg.Go(func() {
+			<-start
+			got, _, voteErr = castVote(t, s, in(bob))
+		})
+		wg.Go(func() {
+			<-start
+			roleErr = s.SetRole(t.Context(), alice.ID, f.account.ID, countersign.RoleViewer)
+		})
+		close(start)
+		wg.Wait()
+		if voteErr != nil || roleErr != nil {
+			t.Fatalf("run %d: vote %v, role %v", run, voteErr, roleErr)
+		}
+		if got.Status == countersign.StatusApproved && got.DecidedBy != alice.Username+", "+bob.Username {
+			t.Fatalf("run %d: approved by %q", run, got.DecidedBy)
+		} else if got.Status != countersign.StatusApproved && got.Status != countersign.StatusPending {
+			t.Fatalf("run %d: status %s", run, got.Status)
+		}
+	}
 }
