@@ -73,8 +73,16 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 		a, err = assessRmEdit(r, args)
 	case r.Kind == countersign.KindTool && r.Action == "Bash":
 		a, err = assessBashEdit(r, args)
-	case r.Kind == countersign.KindTool:
+	case r.Kind == countersign.KindTool && strings.HasPrefix(r.Action, "mcp__"):
+		// An MCP server's tool through the hook: as an MCP call's edit.
+	case r.Kind == countersign.KindTool && knownTools[r.Action]:
 		a = assessFileEdit(args)
+	case r.Kind == countersign.KindTool:
+		// A tool whose input the server does not read (a patch, a
+		// PowerShell command, one it does not know) may do anything.
+		a = assessFileEdit(args)
+		a.reasons = append(a.reasons, "edited call: the server cannot judge what "+r.Action+" does")
+		a.protected = true
 	}
 	if err != nil {
 		return nil, false, err
@@ -376,6 +384,16 @@ func writes(n *syntax.Redirect) bool {
 		return v == ""
 	}
 	return false
+}
+
+// knownTools are the coding agents' tools (in Claude Code's words) whose
+// edited input the server judges by the file it names, if any: their
+// effect is that file's, or none on files. An MCP server's tool through
+// the hook (mcp__…) is judged as an MCP call is: any arguments, the same
+// tool. Any other tool's edit is one the server cannot judge.
+var knownTools = map[string]bool{
+	"Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true, "Read": true, "NotebookRead": true,
+	"Glob": true, "Grep": true, "LS": true, "WebFetch": true, "WebSearch": true, "TodoRead": true, "TodoWrite": true,
 }
 
 // assessFileEdit judges an edited call of a file tool: a file in a

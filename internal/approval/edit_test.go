@@ -354,3 +354,37 @@ func TestEditQuorumStaleVote(t *testing.T) {
 		t.Fatalf("an approval naming its action: %+v, %v", got, err)
 	}
 }
+
+// TestEditOpaqueTool: an edit of a coding agent's tool whose input the
+// server cannot read (a patch, a PowerShell command, a tool it does not
+// know) is judged protected, as what it cannot follow; an edit of a file
+// tool outside protected paths, or of an MCP server's tool through the
+// hook, is not.
+func TestEditOpaqueTool(t *testing.T) {
+	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
+	for tool, edit := range map[string]string{
+		"apply_patch":        `{"command":"*** Begin Patch\n*** Delete File: /etc/passwd\n*** End Patch"}`,
+		"powershell":         `{"command":"Remove-Item -Recurse -Force C:\\Windows"}`,
+		"str_replace_editor": `{"command":"create","path":"/etc/cron.d/x","file_text":"x"}`,
+		"SomeNewTool":        `{"anything":"rm -rf /etc"}`,
+	} {
+		r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: tool, Arguments: json.RawMessage(`{"command":"x"}`)})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)})
+		if err != nil || !got.Protected || len(got.RiskReasons) == 0 {
+			t.Errorf("%s: %v; want protected, with a reason", tool, edits(got, err))
+		}
+		e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny}) // within the pending limit
+	}
+	for tool, edit := range map[string]string{
+		"Write":            `{"file_path":"/work/proj/a.txt","content":"y"}`,
+		"Read":             `{"file_path":"/work/proj/a.txt"}`,
+		"mcp__files__read": `{"path":"b"}`,
+	} {
+		r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: tool, Arguments: json.RawMessage(`{"file_path":"/work/proj/b.txt","path":"a"}`)})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)})
+		if err != nil || got.Protected {
+			t.Errorf("%s: %v; want not protected", tool, edits(got, err))
+		}
+		e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny})
+	}
+}
