@@ -281,6 +281,7 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 		}
 	}
 	var commands []string
+	var judged uint // the end of the last substitution judged whole
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CallExpr:
@@ -310,9 +311,14 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 				a.protected = true
 			}
 		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.CoprocClause:
-			if hidesDelete(n) {
-				add("edited command: deletes or runs commands where the server does not follow them")
-				a.protected = true
+			// Judged whole, once: one inside another was judged with it,
+			// so that nesting costs no more than the line's length.
+			if n.Pos().Offset() >= judged {
+				judged = n.End().Offset()
+				if hidesDelete(n) {
+					add("edited command: deletes or runs commands where the server does not follow them")
+					a.protected = true
+				}
 			}
 		case *syntax.Redirect:
 			if writes(n) {

@@ -273,7 +273,7 @@ func TestEditBashHiddenDeletes(t *testing.T) {
 		`watch rm -rf /etc`, `chroot / rm -rf /etc`, `ionice -c3 rm -rf /etc`, `taskset 1 rm -rf /etc`, `builtin rm -rf /etc`,
 		`{command,rm,-rf,/etc}`, `ksh -c 'rm -rf /etc'`, `fish -c 'rm -rf /etc'`, `php -r 'unlink("/etc/passwd");'`,
 		`awk 'BEGIN{system("rm -rf /etc")}'`, `find /etc -exec rm -rf {} +`, `coproc rm -rf /etc`, `echo $(rm -rf /etc)`,
-		`cat <(rm -rf /etc)`, `trap 'rm -rf /etc' EXIT`, `parallel rm ::: /etc`,
+		`cat <(rm -rf /etc)`, `trap 'rm -rf /etc' EXIT`, `parallel rm ::: /etc`, `echo $(echo a) $(echo $(rm -rf /etc))`,
 	} {
 		args, _ := json.Marshal(map[string]string{"command": line})
 		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
