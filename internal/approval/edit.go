@@ -448,14 +448,17 @@ var (
 
 // protectedPath reports whether the absolute, clean path p is a protected
 // path, lies in one, or contains one (/ and /var contain some); a path
-// with ~ or not absolute cannot be judged and counts as protected.
+// with ~ or not absolute cannot be judged and counts as protected. Letters
+// are compared in any case: on the case-insensitive file systems of macOS
+// and Windows, /ETC is /etc.
 func protectedPath(p string) bool {
 	if !path.IsAbs(p) || strings.Contains(p, "~") {
 		return true
 	}
-	p = path.Clean(p)
+	p = strings.ToLower(path.Clean(p))
 	for _, root := range systemProtected {
-		if root == "/home" || root == "/Users" {
+		root = strings.ToLower(root)
+		if root == "/home" || root == "/users" {
 			// A home's own files are not protected, only the homes
 			// themselves and their credentials.
 			if p == "/" || p == root || path.Dir(p) == root {

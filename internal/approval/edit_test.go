@@ -388,3 +388,19 @@ func TestEditOpaqueTool(t *testing.T) {
 		e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny})
 	}
 }
+
+// TestEditProtectedCase: on the case-insensitive file systems of macOS
+// and Windows, /ETC is /etc and ~/.SSH is ~/.ssh: an edit naming a
+// protected path in other letters is protected too.
+func TestEditProtectedCase(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls"}`), Context: countersign.RequestContext{Cwd: "/work/proj"}})
+	for _, line := range []string{`rm -rf /ETC`, `rm -rf /Etc/hosts`, `rm -rf /users/alice`, `rm -rf /Users/alice/.SSH`, `echo x > /USR/bin/ls`} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || !got.Protected {
+			t.Errorf("%s: %v; want protected", line, edits(got, err))
+		}
+	}
+}
