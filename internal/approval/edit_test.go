@@ -274,6 +274,7 @@ func TestEditBashHiddenDeletes(t *testing.T) {
 		`{command,rm,-rf,/etc}`, `ksh -c 'rm -rf /etc'`, `fish -c 'rm -rf /etc'`, `php -r 'unlink("/etc/passwd");'`,
 		`awk 'BEGIN{system("rm -rf /etc")}'`, `find /etc -exec rm -rf {} +`, `coproc rm -rf /etc`, `echo $(rm -rf /etc)`,
 		`cat <(rm -rf /etc)`, `trap 'rm -rf /etc' EXIT`, `parallel rm ::: /etc`, `echo $(echo a) $(echo $(rm -rf /etc))`,
+		"shopt -s expand_aliases\nalias ll='rm -rf /etc'\nll", `enable -f /tmp/x.so ls; ls`, `hash -p /tmp/x ls; ls`,
 	} {
 		args, _ := json.Marshal(map[string]string{"command": line})
 		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})

@@ -20,6 +20,9 @@ var runners = map[string]bool{
 	"tclsh": true, "expect": true, "deno": true, "bun": true, "parallel": true, "flock": true, "strace": true,
 	"ltrace": true, "gdb": true, "script": true, "fakeroot": true, "runuser": true, "pkexec": true,
 	"nsenter": true, "unshare": true, "systemd-run": true, "firejail": true, "coproc": true,
+	// Builtins that make a later command name run other code: an alias,
+	// a builtin loaded from a file, a name bound to another program.
+	"alias": true, "enable": true, "hash": true,
 }
 
 // Runner reports whether the command name (a path's base name) runs
