@@ -513,6 +513,14 @@ type DecisionInput struct {
 	// Edit, with approve only, is the approver's change of the action:
 	// the request is approved as edited (see Edit).
 	Edit *Edit
+	// Binding, with approve, is the binding hash (Request.BindingHash)
+	// of the action the approver saw: an approval of a request whose
+	// action is no longer that one is refused (ECONFLICT). It is needed
+	// to approve a pending request another approver edited, whose
+	// action changed while it waited for more votes: an approver who
+	// read it before the edit, or a client that knows nothing of edits,
+	// would otherwise vote for an action no one showed them.
+	Binding string
 }
 
 // Edit is an approver's change of a request's action before approving it:

@@ -15,28 +15,31 @@ import (
 
 // Request is a request as the API shows it.
 type Request struct {
-	ID               string          `json:"id"`
-	Reference        string          `json:"reference"`
-	Kind             string          `json:"kind"`
-	Action           string          `json:"action"`
-	Arguments        json.RawMessage `json:"arguments"`
-	ArgsHash         string          `json:"args_hash"`
-	Preview          string          `json:"preview"`
-	PreviewHash      string          `json:"preview_hash"`
-	RiskReasons      []string        `json:"risk_reasons"`
-	Tier             string          `json:"tier,omitempty"`
-	Protected        bool            `json:"protected,omitempty"`
-	Context          Context         `json:"context"`
-	Key              string          `json:"key"`
-	Status           string          `json:"status"`
-	CreatedAt        time.Time       `json:"created_at"`
-	ExpiresAt        time.Time       `json:"expires_at"`
-	DecidedAt        *time.Time      `json:"decided_at"`
-	DecidedBy        string          `json:"decided_by"`
-	Text             string          `json:"text"`
-	AutoApproved     bool            `json:"auto_approved"`
-	AutoApproveUntil *time.Time      `json:"auto_approve_until"`
-	ConsumedAt       *time.Time      `json:"consumed_at"`
+	ID          string          `json:"id"`
+	Reference   string          `json:"reference"`
+	Kind        string          `json:"kind"`
+	Action      string          `json:"action"`
+	Arguments   json.RawMessage `json:"arguments"`
+	ArgsHash    string          `json:"args_hash"`
+	Preview     string          `json:"preview"`
+	PreviewHash string          `json:"preview_hash"`
+	// BindingHash is the request's binding, which a Decision names as
+	// the action its approver saw.
+	BindingHash      string     `json:"binding_hash,omitempty"`
+	RiskReasons      []string   `json:"risk_reasons"`
+	Tier             string     `json:"tier,omitempty"`
+	Protected        bool       `json:"protected,omitempty"`
+	Context          Context    `json:"context"`
+	Key              string     `json:"key"`
+	Status           string     `json:"status"`
+	CreatedAt        time.Time  `json:"created_at"`
+	ExpiresAt        time.Time  `json:"expires_at"`
+	DecidedAt        *time.Time `json:"decided_at"`
+	DecidedBy        string     `json:"decided_by"`
+	Text             string     `json:"text"`
+	AutoApproved     bool       `json:"auto_approved"`
+	AutoApproveUntil *time.Time `json:"auto_approve_until"`
+	ConsumedAt       *time.Time `json:"consumed_at"`
 	// Ran is what the agent's hook reported it ran under the approval;
 	// nil before a report.
 	Ran *Ran `json:"ran,omitempty"`
@@ -143,6 +146,11 @@ type Decision struct {
 	// Edit, with approve only, approves the request with its action
 	// changed (see Edit).
 	Edit *Edit `json:"edit,omitempty"`
+	// BindingHash, with approve, is the binding_hash of the request as
+	// its approver saw it: the approval is refused (409) when the action
+	// changed since. It is needed to approve a pending request another
+	// approver edited.
+	BindingHash string `json:"binding_hash,omitempty"`
 }
 
 // Error is an error answer of the server.

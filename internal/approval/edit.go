@@ -12,6 +12,7 @@ import (
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/internal/bashscope"
 	"github.com/countersign/countersign/internal/limit"
+	"github.com/countersign/countersign/internal/shellword"
 	"github.com/countersign/countersign/internal/visible"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -72,8 +73,16 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 		a, err = assessRmEdit(r, args)
 	case r.Kind == countersign.KindTool && r.Action == "Bash":
 		a, err = assessBashEdit(r, args)
-	case r.Kind == countersign.KindTool:
+	case r.Kind == countersign.KindTool && strings.HasPrefix(r.Action, "mcp__"):
+		// An MCP server's tool through the hook: as an MCP call's edit.
+	case r.Kind == countersign.KindTool && knownTools[r.Action]:
 		a = assessFileEdit(args)
+	case r.Kind == countersign.KindTool:
+		// A tool whose input the server does not read (a patch, a
+		// PowerShell command, one it does not know) may do anything.
+		a = assessFileEdit(args)
+		a.reasons = append(a.reasons, "edited call: the server cannot judge what "+r.Action+" does")
+		a.protected = true
 	}
 	if err != nil {
 		return nil, false, err
@@ -200,11 +209,55 @@ var destroyers = map[string]string{
 	"npm": "runs package scripts", "pip": "installs packages", "apt": "installs packages", "apt-get": "installs packages",
 }
 
-// runners run another command that the delete paths below do not see:
-// a line with one is judged as touching a protected path.
-var runners = map[string]bool{"sudo": true, "doas": true, "su": true, "xargs": true, "eval": true, "exec": true,
-	"source": true, ".": true, "sh": true, "bash": true, "zsh": true, "dash": true, "env": true, "nohup": true,
-	"timeout": true, "ssh": true, "python": true, "python3": true, "perl": true, "ruby": true, "node": true}
+// deleters are the commands that delete files: one the walk of the
+// line's deletes (bashscope.Deletes) cannot follow, inside a command or
+// process substitution or a coprocess, makes the line protected.
+var deleters = map[string]bool{"rm": true, "rmdir": true, "unlink": true, "shred": true, "find": true}
+
+// commandName is the literal name of the command a call runs (its base
+// name, \rm and "rm" read as rm); ok is false when it is computed only
+// when the line runs, or made by a brace expansion.
+func commandName(w *syntax.Word) (string, bool) {
+	cp := *w // SplitBraces replaces the parts
+	if syntax.SplitBraces(&cp) {
+		return "", false
+	}
+	name, ok := shellword.Literal(w, "")
+	if !ok || name == "" {
+		return "", false
+	}
+	base := path.Base(name)
+	if strings.HasPrefix(base, "mkfs") {
+		base = "mkfs"
+	}
+	return base, true
+}
+
+// hidesDelete reports whether n, a substitution or a coprocess, runs a
+// command that deletes, runs others, or is computed: the walk of the
+// line's deletes does not look inside it.
+func hidesDelete(n syntax.Node) bool {
+	hides := false
+	syntax.Walk(n, func(n syntax.Node) bool {
+		if c, ok := n.(*syntax.CallExpr); ok && len(c.Args) > 0 {
+			name, ok := commandName(c.Args[0])
+			hides = hides || !ok || deleters[name] || bashscope.Runner(name)
+		}
+		return !hides
+	})
+	return hides
+}
+
+// runsCommand reports whether the arguments of find hold an action that
+// runs a command (-exec, -execdir, -ok, -okdir).
+func runsCommand(args []*syntax.Word) bool {
+	for _, w := range args[1:] {
+		if v, ok := shellword.Literal(w, ""); !ok || v == "-exec" || v == "-execdir" || v == "-ok" || v == "-okdir" {
+			return true
+		}
+	}
+	return false
+}
 
 // assessBashEdit judges an edited Bash command from its words alone (the
 // server cannot look at the agent's files): each command of a destroying
@@ -228,34 +281,50 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 		}
 	}
 	var commands []string
+	var judged uint // the end of the last substitution judged whole
 	syntax.Walk(f, func(n syntax.Node) bool {
 		switch n := n.(type) {
 		case *syntax.CallExpr:
 			if len(n.Args) == 0 {
 				return true
 			}
-			name := n.Args[0].Lit()
-			if name == "" {
+			base, ok := commandName(n.Args[0])
+			if !ok {
 				add("edited command: runs a computed command")
 				a.protected = true
 				return true
-			}
-			base := path.Base(name)
-			if strings.HasPrefix(base, "mkfs") {
-				base = "mkfs"
 			}
 			commands = append(commands, base)
 			if why, ok := destroyers[base]; ok {
 				add("edited command: " + base + " " + why)
 			}
-			if runners[base] {
+			switch {
+			case bashscope.Runner(base):
+				// What it runs is not followed: a delete behind it
+				// could be of anything.
+				if _, ok := destroyers[base]; !ok {
+					add("edited command: " + base + " runs another command")
+				}
+				a.protected = true
+			case base == "find" && runsCommand(n.Args):
+				add("edited command: find runs a command on what it finds")
 				a.protected = true
 			}
+		case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.CoprocClause:
+			// Judged whole, once: one inside another was judged with it,
+			// so that nesting costs no more than the line's length.
+			if n.Pos().Offset() >= judged {
+				judged = n.End().Offset()
+				if hidesDelete(n) {
+					add("edited command: deletes or runs commands where the server does not follow them")
+					a.protected = true
+				}
+			}
 		case *syntax.Redirect:
-			if n.Op == syntax.RdrOut || n.Op == syntax.AppOut || n.Op == syntax.RdrAll || n.Op == syntax.AppAll || n.Op == syntax.RdrClob {
+			if writes(n) {
 				target := ""
 				if n.Word != nil {
-					target = n.Word.Lit()
+					target, _ = shellword.Literal(n.Word, "")
 				}
 				switch {
 				case target == "/dev/null":
@@ -294,6 +363,43 @@ func assessBashEdit(r *countersign.Request, args json.RawMessage) (assessment, e
 		a.stated.Paths = paths
 	}
 	return a, nil
+}
+
+// writes reports whether the redirection n opens a file for writing:
+// >, >>, &>, &>>, >|, <> and >& to a word that names no file descriptor.
+func writes(n *syntax.Redirect) bool {
+	switch n.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut:
+		return true
+	case syntax.DplOut:
+		v, ok := "", false
+		if n.Word != nil {
+			v, ok = shellword.Literal(n.Word, "")
+		}
+		if !ok {
+			return false // >&$fd: a descriptor, as Bash reads it most often
+		}
+		if v == "-" {
+			return false
+		}
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				return true
+			}
+		}
+		return v == ""
+	}
+	return false
+}
+
+// knownTools are the coding agents' tools (in Claude Code's words) whose
+// edited input the server judges by the file it names, if any: their
+// effect is that file's, or none on files. An MCP server's tool through
+// the hook (mcp__…) is judged as an MCP call is: any arguments, the same
+// tool. Any other tool's edit is one the server cannot judge.
+var knownTools = map[string]bool{
+	"Write": true, "Edit": true, "MultiEdit": true, "NotebookEdit": true, "Read": true, "NotebookRead": true,
+	"Glob": true, "Grep": true, "LS": true, "WebFetch": true, "WebSearch": true, "TodoRead": true, "TodoWrite": true,
 }
 
 // assessFileEdit judges an edited call of a file tool: a file in a
@@ -342,14 +448,17 @@ var (
 
 // protectedPath reports whether the absolute, clean path p is a protected
 // path, lies in one, or contains one (/ and /var contain some); a path
-// with ~ or not absolute cannot be judged and counts as protected.
+// with ~ or not absolute cannot be judged and counts as protected. Letters
+// are compared in any case: on the case-insensitive file systems of macOS
+// and Windows, /ETC is /etc.
 func protectedPath(p string) bool {
 	if !path.IsAbs(p) || strings.Contains(p, "~") {
 		return true
 	}
-	p = path.Clean(p)
+	p = strings.ToLower(path.Clean(p))
 	for _, root := range systemProtected {
-		if root == "/home" || root == "/Users" {
+		root = strings.ToLower(root)
+		if root == "/home" || root == "/users" {
 			// A home's own files are not protected, only the homes
 			// themselves and their credentials.
 			if p == "/" || p == root || path.Dir(p) == root {

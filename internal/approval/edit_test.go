@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -244,7 +245,8 @@ func TestEditQuorum(t *testing.T) {
 	if _, err := e.svc.Consume(e.ctx, e.keyA, r.ID); countersign.ErrorCode(err) != countersign.ECONFLICT {
 		t.Fatalf("consume after the edit: %v, want ECONFLICT", err)
 	}
-	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, approve)
+	// alice votes for the edited action she was shown.
+	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: e.stored(r.ID).BindingHash()})
 	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
 		t.Fatalf("alice's vote on the edit: %+v, %v", got, err)
 	}
@@ -254,5 +256,152 @@ func TestEditQuorum(t *testing.T) {
 	}
 	if ev := strings.Join(e.events(r.ID), " "); ev != "created voted voted voted approved consumed" {
 		t.Errorf("events %s", ev)
+	}
+}
+
+// TestEditBashHiddenDeletes: an edited Bash command that deletes through a
+// command the server's delete walk does not follow (a wrapper, another
+// shell or interpreter, a substitution, a coprocess, a trap, find -exec)
+// is judged protected, as a delete the server cannot follow, and so needs
+// the step-up; a write to a protected path through any redirection says so.
+func TestEditBashHiddenDeletes(t *testing.T) {
+	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls"}`), Context: countersign.RequestContext{Cwd: "/work/proj"}})
+	for _, line := range []string{
+		`command rm -rf /etc`, `nice rm -rf /etc`, `stdbuf -o0 rm -rf /etc`, `busybox rm -rf /etc`, `setsid rm -rf /etc`,
+		`watch rm -rf /etc`, `chroot / rm -rf /etc`, `ionice -c3 rm -rf /etc`, `taskset 1 rm -rf /etc`, `builtin rm -rf /etc`,
+		`{command,rm,-rf,/etc}`, `ksh -c 'rm -rf /etc'`, `fish -c 'rm -rf /etc'`, `php -r 'unlink("/etc/passwd");'`,
+		`awk 'BEGIN{system("rm -rf /etc")}'`, `find /etc -exec rm -rf {} +`, `coproc rm -rf /etc`, `echo $(rm -rf /etc)`,
+		`cat <(rm -rf /etc)`, `trap 'rm -rf /etc' EXIT`, `parallel rm ::: /etc`, `echo $(echo a) $(echo $(rm -rf /etc))`,
+		"shopt -s expand_aliases\nalias ll='rm -rf /etc'\nll", `enable -f /tmp/x.so ls; ls`, `hash -p /tmp/x ls; ls`,
+	} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		if !got.Protected || len(got.RiskReasons) == 0 {
+			t.Errorf("%s: protected %v, reasons %q; want a delete the server cannot follow", line, got.Protected, got.RiskReasons)
+		}
+		if !e.svc.NeedsStepUp(got, countersign.DecisionInput{Decision: countersign.DecisionApprove}) {
+			t.Errorf("%s: approving the edit needs no passkey", line)
+		}
+	}
+	for _, line := range []string{`echo x >& /etc/passwd`, `echo x 1<>/etc/passwd`, `echo x &>/etc/passwd`} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || !got.Protected || !slices.Contains(got.RiskReasons, "protected path: /etc/passwd") {
+			t.Errorf("%s: %v; want a write to a protected path", line, edits(got, err))
+		}
+	}
+	// A harmless edit stays harmless, and \rm is rm.
+	for line, want := range map[string]bool{`ls -la`: false, `echo "$(git rev-parse HEAD)" > out.txt`: false, `echo x 2>&1`: false, `\rm -rf /work/proj/build`: false} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || got.Protected != want {
+			t.Errorf("%s: %v; want protected %v", line, edits(got, err), want)
+		}
+	}
+	args, _ := json.Marshal(map[string]string{"command": `\rm -rf /work/proj/build`})
+	if got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args}); err != nil || !slices.Contains(got.RiskReasons, "edited command: rm deletes files") {
+		t.Errorf(`\rm: %v; want rm's reason`, edits(got, err))
+	}
+}
+
+// edits says what Edited answered, for a test's failure.
+func edits(r *countersign.Request, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("protected %v, reasons %q", r.Protected, r.RiskReasons)
+}
+
+// TestEditQuorumStaleVote: on a request that needs two votes, an approver
+// who read the action before another approver's edit cannot vote for the
+// edited action without seeing it: an approval naming the binding it saw
+// is refused once the action changed, and one naming none is refused on
+// an edited request; naming the edited binding, it counts.
+func TestEditQuorumStaleVote(t *testing.T) {
+	e, carol, _ := teamEnv(t, "")
+	r := e.create(e.keyA, e.toolCall("deploy-prod", ""))
+	seen := r.BindingHash() // alice's page, read before the edit
+	got, err := e.svc.Decide(e.ctx, carol, r.ID, approveEdit(`{"n":99}`))
+	if err != nil || got.Status != countersign.StatusPending || got.Original == nil {
+		t.Fatalf("carol's edit: %+v, %v", got, err)
+	}
+	edited := got.BindingHash()
+	for what, d := range map[string]countersign.DecisionInput{
+		"a vote for the action alice saw": {Decision: countersign.DecisionApprove, Binding: seen},
+		"a vote naming no action":         {Decision: countersign.DecisionApprove},
+	} {
+		before := e.auditCount()
+		_, err := e.svc.Decide(e.ctx, e.alice, r.ID, d)
+		wantCode(t, what, err, countersign.ECONFLICT)
+		if st := e.stored(r.ID); st.Status != countersign.StatusPending || e.auditCount() != before {
+			t.Fatalf("%s changed the request: %s", what, st.Status)
+		}
+	}
+	got, err = e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: edited})
+	if err != nil || got.Status != countersign.StatusApproved || string(got.Arguments) != `{"n":99}` {
+		t.Fatalf("alice's vote on the edit she saw: %+v, %v", got, err)
+	}
+	// Without an edit, an approval naming another binding is refused too.
+	r2 := e.create(e.keyA, e.toolCall("Bash", ""))
+	_, err = e.svc.Decide(e.ctx, e.alice, r2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: edited})
+	wantCode(t, "an approval naming another action", err, countersign.ECONFLICT)
+	if got, err := e.svc.Decide(e.ctx, e.alice, r2.ID, countersign.DecisionInput{Decision: countersign.DecisionApprove, Binding: r2.BindingHash()}); err != nil || got.Status != countersign.StatusApproved {
+		t.Fatalf("an approval naming its action: %+v, %v", got, err)
+	}
+}
+
+// TestEditOpaqueTool: an edit of a coding agent's tool whose input the
+// server cannot read (a patch, a PowerShell command, a tool it does not
+// know) is judged protected, as what it cannot follow; an edit of a file
+// tool outside protected paths, or of an MCP server's tool through the
+// hook, is not.
+func TestEditOpaqueTool(t *testing.T) {
+	e := newEnv(t, approval.Config{StepUp: approval.DefaultStepUp})
+	for tool, edit := range map[string]string{
+		"apply_patch":        `{"command":"*** Begin Patch\n*** Delete File: /etc/passwd\n*** End Patch"}`,
+		"powershell":         `{"command":"Remove-Item -Recurse -Force C:\\Windows"}`,
+		"str_replace_editor": `{"command":"create","path":"/etc/cron.d/x","file_text":"x"}`,
+		"SomeNewTool":        `{"anything":"rm -rf /etc"}`,
+	} {
+		r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: tool, Arguments: json.RawMessage(`{"command":"x"}`)})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)})
+		if err != nil || !got.Protected || len(got.RiskReasons) == 0 {
+			t.Errorf("%s: %v; want protected, with a reason", tool, edits(got, err))
+		}
+		e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny}) // within the pending limit
+	}
+	for tool, edit := range map[string]string{
+		"Write":            `{"file_path":"/work/proj/a.txt","content":"y"}`,
+		"Read":             `{"file_path":"/work/proj/a.txt"}`,
+		"mcp__files__read": `{"path":"b"}`,
+	} {
+		r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: tool, Arguments: json.RawMessage(`{"file_path":"/work/proj/b.txt","path":"a"}`)})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: json.RawMessage(edit)})
+		if err != nil || got.Protected {
+			t.Errorf("%s: %v; want not protected", tool, edits(got, err))
+		}
+		e.svc.Decide(e.ctx, e.alice, r.ID, countersign.DecisionInput{Decision: countersign.DecisionDeny})
+	}
+}
+
+// TestEditProtectedCase: on the case-insensitive file systems of macOS
+// and Windows, /ETC is /etc and ~/.SSH is ~/.ssh: an edit naming a
+// protected path in other letters is protected too.
+func TestEditProtectedCase(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash",
+		Arguments: json.RawMessage(`{"command":"ls"}`), Context: countersign.RequestContext{Cwd: "/work/proj"}})
+	for _, line := range []string{`rm -rf /ETC`, `rm -rf /Etc/hosts`, `rm -rf /users/alice`, `rm -rf /Users/alice/.SSH`, `echo x > /USR/bin/ls`} {
+		args, _ := json.Marshal(map[string]string{"command": line})
+		got, err := e.svc.Edited(e.ctx, e.alice, r.ID, countersign.Edit{Arguments: args})
+		if err != nil || !got.Protected {
+			t.Errorf("%s: %v; want protected", line, edits(got, err))
+		}
 	}
 }

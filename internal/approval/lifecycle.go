@@ -239,7 +239,7 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.Edit != nil && d.AutoApproveMinutes != 0 {
 		return nil, countersign.Errorf(countersign.EINVALID, "an edited action opens no auto-approve window; approve the edit without auto_approve_minutes")
 	}
-	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && d.Edit == nil && !s.stepUpPossible(d) && s.cfg.Teams == nil {
+	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && d.Edit == nil && d.Binding == "" && !s.stepUpPossible(d) && s.cfg.Teams == nil {
 		// By id and without a window, nothing of the request is needed
 		// before the change: the conditional update checks the account,
 		// the state and the expiry. When it refuses, the way through
@@ -253,6 +253,9 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	}
 	r, err := s.Find(ctx, ap, idOrRef)
 	if err != nil {
+		return nil, err
+	}
+	if err := sawAction(r, d); err != nil {
 		return nil, err
 	}
 	if d.Edit != nil {
@@ -280,6 +283,22 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 		return s.vote(ctx, ap, r, rule, d)
 	}
 	return s.decide(ctx, ap, r.ID, to, d, r, nil)
+}
+
+// sawAction refuses an approval d of r that names the binding of another
+// action than r's, or, on a pending request another approver edited,
+// names none: its approver did not see the action as it now is.
+func sawAction(r *countersign.Request, d countersign.DecisionInput) error {
+	switch {
+	case d.Decision != countersign.DecisionApprove:
+		return nil
+	case d.Binding != "" && d.Binding != r.BindingHash():
+		return countersign.Errorf(countersign.ECONFLICT, "the request's action changed since it was read; reload the request and decide again")
+	case d.Binding == "" && d.Edit == nil && r.Original != nil && r.Status == countersign.StatusPending:
+		return countersign.Errorf(countersign.ECONFLICT, "an approver edited this request's action since it was asked; "+
+			"review the edited action and approve it naming its binding_hash")
+	}
+	return nil
 }
 
 // decideEdited approves r as the approver's edit makes it (edited): the

@@ -86,7 +86,10 @@ func checkRan(in countersign.RanReport) (json.RawMessage, error) {
 // for this approval and the session the hook named. Anything else before
 // the command is a change, and stays.
 func uncovered(r *countersign.Request, in countersign.RanReport, args json.RawMessage) json.RawMessage {
-	if r.Action != "Bash" || in.Action != "Bash" || !coverable(r) || in.SessionID == "" {
+	// An edited approval's scope is the server's judgement of the edit,
+	// which the hook's own (it expands globs on the agent's files) may
+	// exceed: its cover line is looked for whatever the scope says.
+	if r.Action != "Bash" || in.Action != "Bash" || !(coverable(r) || r.Original != nil) || in.SessionID == "" {
 		return args
 	}
 	var fields map[string]json.RawMessage

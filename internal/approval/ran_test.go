@@ -232,3 +232,33 @@ func TestReportRanCodex(t *testing.T) {
 		t.Errorf("Codex's call under a cover line without its agent: other %v, %v; want ran other than approved", got.RanOther(), err)
 	}
 }
+
+// TestReportRanEdited: the call of an approval an approver edited ran as
+// edited, with the cover line the hook put before it (its own judgement
+// of the edited line found deletes, here through a glob the server does
+// not follow): what ran is what was approved; the original is not.
+func TestReportRanEdited(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, approval.Config{})
+	const claude = countersign.AgentClaudeCode
+	r := e.create(e.keyA, e.bashCall(claude, "s1", "toolu_1", "rm -r /src/build", "/src/build"))
+	edited := "rm -r /src/build/*.o"
+	args, _ := json.Marshal(map[string]string{"command": edited, "description": "run it"})
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approveEdit(string(args))); err != nil {
+		t.Fatalf("approve with an edit: %v", err)
+	}
+	if _, err := e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r.ID); err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	got, err := e.svc.ReportRan(e.ctx, e.keyA, ran(claude, "s1", "toolu_1", bashscope.CoverLine(r.ID, "s1", "")+edited))
+	if err != nil || got.RanOther() {
+		t.Fatalf("the edit ran under its cover line: other %v, %v; want ran as approved", got.RanOther(), err)
+	}
+	r2 := e.create(e.keyA, e.bashCall(claude, "s1", "toolu_2", "rm -r /src/dist", "/src/dist"))
+	args, _ = json.Marshal(map[string]string{"command": "rm -r /src/dist/*.o", "description": "run it"})
+	e.svc.Decide(e.ctx, e.alice, r2.ID, approveEdit(string(args)))
+	e.svc.Consume(approval.AcceptEdits(e.ctx), e.keyA, r2.ID)
+	if got, err := e.svc.ReportRan(e.ctx, e.keyA, ran(claude, "s1", "toolu_2", bashscope.CoverLine(r2.ID, "s1", "")+"rm -r /src/dist")); err != nil || !got.RanOther() {
+		t.Fatalf("the original ran instead of the edit: other %v, %v; want ran other than approved", got.RanOther(), err)
+	}
+}

@@ -350,6 +350,9 @@ type decisionInput struct {
 	// Edit, with approve only, approves the request with its action
 	// changed: the whole new arguments.
 	Edit *editInput `json:"edit,omitempty"`
+	// BindingHash, with approve, is the binding of the action the
+	// approver saw (countersign.DecisionInput.Binding).
+	BindingHash string `json:"binding_hash"`
 }
 
 // editInput is an approver's edit of a request's action.
@@ -364,7 +367,7 @@ func (s *Server) decideRequest(w http.ResponseWriter, r *http.Request, ap counte
 	}
 	id := r.PathValue("id")
 	return s.idempotent(w, r, approverPrincipal(ap), countersign.IdemDecision, id, in, func(ctx context.Context) (*countersign.Request, int, error) {
-		d := countersign.DecisionInput{Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes}
+		d := countersign.DecisionInput{Decision: in.Decision, Text: in.Text, AutoApproveMinutes: in.AutoApproveMinutes, Binding: in.BindingHash}
 		if in.Edit != nil {
 			d.Edit = &countersign.Edit{Arguments: in.Edit.Arguments}
 		}

@@ -3,13 +3,17 @@ package server_test
 import (
 	"encoding/json"
 	"errors"
+	"html"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/countersign/countersign"
 	"github.com/countersign/countersign/client"
+	"github.com/countersign/countersign/internal/approval"
 )
 
 // TestEditOverAPI: an approver approves a Bash call with its command
@@ -106,4 +110,65 @@ func TestEditOverAPI(t *testing.T) {
 	if _, ok := none["original"]; ok || none["edited"] != nil {
 		t.Errorf("a plain approval's JSON: %s", res.body)
 	}
+}
+
+// TestEditStaleVote: on a request that needs two approvals, alice's page
+// shows the action; carol edits it (her vote). alice's approval from the
+// page she read before the edit, and one through the API naming no
+// action, are refused (409) and change nothing; the page read again
+// shows the edited action, and its approval counts.
+func TestEditStaleVote(t *testing.T) {
+	t.Parallel()
+	e := ibSetupWith(t, approval.Config{Teams: &approval.Teams{Rules: []approval.TeamRule{{Kind: countersign.KindTool,
+		Approvers: []string{"alice", "carol"}, Route: "group:sre", Quorum: 2}}}})
+	r, _, err := e.agentA.Create(e.Ctx, client.CreateInput{Kind: "tool", Action: "Bash", Arguments: []byte(`{"command":"make test"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.signIn("alice")
+	stale := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "alice's page", http.StatusOK).body
+	form := formOf(t, stale, "approve")
+
+	carol := client.New(e.URL, e.World.Token("carol", "acme"))
+	if got, err := carol.Decide(e.Ctx, r.ID, client.Decision{Decision: "approve", Edit: &client.Edit{Arguments: []byte(`{"command":"make release"}`)}}); err != nil || got.Status != "pending" {
+		t.Fatalf("carol's edit: %+v, %v", got, err)
+	}
+	edited := e.request(r.ID)
+	e.decide(alice, r.ID, form).want(t, "alice's approval from the page before the edit", http.StatusConflict)
+	aliceAPI := client.New(e.URL, e.World.Token("alice", "acme"))
+	var ce *client.Error
+	if _, err := aliceAPI.Decide(e.Ctx, r.ID, client.Decision{Decision: "approve"}); !errors.As(err, &ce) || ce.Status != http.StatusConflict {
+		t.Fatalf("alice's approval through the API naming no action: %v, want 409", err)
+	}
+	if got := e.request(r.ID); got.Status != countersign.StatusPending || got.BindingHash() != edited.BindingHash() {
+		t.Fatalf("after the refused approvals: %s", got.Status)
+	}
+	page := e.get("/approvals/"+r.ID, e.as(alice.id)).want(t, "alice's page again", http.StatusOK).body
+	if !strings.Contains(page, "make release") {
+		t.Fatalf("alice's page does not show the edited action:\n%s", page)
+	}
+	e.decide(alice, r.ID, formOf(t, page, "approve")).wantRedirect(t, "alice's approval of the edit she saw", "/approvals/"+r.ID)
+	if got := e.request(r.ID); got.Status != countersign.StatusApproved || string(got.Arguments) != `{"command":"make release"}` {
+		t.Fatalf("after alice's approval: %s %s", got.Status, got.Arguments)
+	}
+}
+
+var formField = regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`)
+
+// formOf returns the hidden fields of the page's first form whose
+// decision is decision.
+func formOf(t *testing.T, page, decision string) url.Values {
+	t.Helper()
+	for _, f := range strings.Split(page, "<form")[1:] {
+		f, _, _ = strings.Cut(f, "</form>")
+		v := url.Values{}
+		for _, m := range formField.FindAllStringSubmatch(f, -1) {
+			v.Set(m[1], html.UnescapeString(m[2]))
+		}
+		if v.Get("decision") == decision {
+			return v
+		}
+	}
+	t.Fatalf("no %s form in the page:\n%s", decision, page)
+	return nil
 }

@@ -23,6 +23,9 @@ type requestView struct {
 	CreatedAt, ExpiresAt, DecidedAt             time.Time
 	DecidedBy, Text                             string
 	Pending                                     bool
+	// Binding is the request's binding hash, which an approval form
+	// names as the action its approver saw.
+	Binding string
 	// Window says what an auto-approve window opened on the request lets
 	// through.
 	Window approval.WindowTerms
@@ -139,7 +142,7 @@ func viewOf(r *countersign.Request, files ...fileView) *requestView {
 		Preview: r.Preview, Key: r.KeyName, Status: string(r.Status), Reasons: reasonsOf(r), Ctx: r.Context,
 		Arguments: r.ArgumentsText,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: r.DecidedAt, DecidedBy: r.DecidedBy,
-		Text: r.Reason, Pending: r.Status == countersign.StatusPending,
+		Text: r.Reason, Pending: r.Status == countersign.StatusPending, Binding: r.BindingHash(),
 	}
 	v.Window = approval.DescribeWindow(r)
 	v.Covers = coversOf(r)

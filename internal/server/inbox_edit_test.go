@@ -294,7 +294,9 @@ func TestInboxEditQuorum(t *testing.T) {
 	if again := e.post("/approvals/"+r.ID+"/edit", url.Values{"csrf": {carol.csrf}, "command": {"ls"}}, e.as(carol.id)).want(t, "a second edit", http.StatusBadRequest); !strings.Contains(again.body, "edited already") {
 		t.Errorf("a second edit does not say why it is refused:\n%s", again.body)
 	}
-	e.decide(carol, r.ID, url.Values{"decision": {"approve"}}).wantRedirect(t, "carol approves", "/approvals/"+r.ID)
+	// carol approves from the page that showed her the edit: its form
+	// names the edited action.
+	e.decide(carol, r.ID, formOf(t, shown.body, "approve")).wantRedirect(t, "carol approves", "/approvals/"+r.ID)
 	got := e.request(r.ID)
 	if got.Status != countersign.StatusApproved || !strings.Contains(string(got.Arguments), "ls ./build") {
 		t.Fatalf("after carol's vote the request is %s with %s", got.Status, got.Arguments)

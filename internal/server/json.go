@@ -9,14 +9,17 @@ import (
 
 // requestJSON is a request as the API shows it.
 type requestJSON struct {
-	ID               string                     `json:"id"`
-	Reference        string                     `json:"reference"`
-	Kind             countersign.Kind           `json:"kind"`
-	Action           string                     `json:"action"`
-	Arguments        json.RawMessage            `json:"arguments"`
-	ArgsHash         string                     `json:"args_hash"`
-	Preview          string                     `json:"preview"`
-	PreviewHash      string                     `json:"preview_hash"`
+	ID          string           `json:"id"`
+	Reference   string           `json:"reference"`
+	Kind        countersign.Kind `json:"kind"`
+	Action      string           `json:"action"`
+	Arguments   json.RawMessage  `json:"arguments"`
+	ArgsHash    string           `json:"args_hash"`
+	Preview     string           `json:"preview"`
+	PreviewHash string           `json:"preview_hash"`
+	// BindingHash is the request's binding (kind, action, args_hash,
+	// preview_hash), which an approval names as the action it saw.
+	BindingHash      string                     `json:"binding_hash"`
 	RiskReasons      []string                   `json:"risk_reasons"`
 	Tier             countersign.Tier           `json:"tier,omitempty"`
 	Protected        bool                       `json:"protected"`
@@ -96,7 +99,7 @@ func (s *Server) requestJSON(r *countersign.Request) requestJSON {
 	}
 	return requestJSON{
 		ID: r.ID, Reference: countersign.FormatReference(r.Reference), Kind: r.Kind, Action: r.Action,
-		Arguments: args, ArgsHash: r.ArgsHash, Preview: r.Preview, PreviewHash: r.PreviewHash,
+		Arguments: args, ArgsHash: r.ArgsHash, Preview: r.Preview, PreviewHash: r.PreviewHash, BindingHash: r.BindingHash(),
 		RiskReasons: reasons, Tier: r.Tier, Protected: r.Protected, Context: r.Context, Key: r.KeyName, Status: r.Status,
 		CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, DecidedAt: timePtr(r.DecidedAt),
 		DecidedBy: r.DecidedBy, Text: r.Reason, AutoApproved: r.DecidedBy == countersign.DecidedByAutoApprove,

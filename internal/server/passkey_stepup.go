@@ -13,7 +13,8 @@ import (
 
 // decisionOf reads the decision fields of a request page's form.
 func decisionOf(r *http.Request) (countersign.DecisionInput, error) {
-	d := countersign.DecisionInput{Decision: countersign.Decision(r.PostFormValue("decision")), Text: r.PostFormValue("text")}
+	d := countersign.DecisionInput{Decision: countersign.Decision(r.PostFormValue("decision")), Text: r.PostFormValue("text"),
+		Binding: r.PostFormValue("binding_hash")}
 	if v := r.PostFormValue("auto_approve_minutes"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
