@@ -111,7 +111,36 @@ func (s *Service) editRequest(r *countersign.Request, e countersign.Edit) (edite
 	if r.Kind == countersign.KindRm {
 		rmScope(got.Scope, args)
 	}
+	if err := s.sameRule(r, &got); err != nil {
+		return nil, false, err
+	}
 	return &got, false, nil
+}
+
+// sameRule refuses an edit that would put the request under another team
+// rule than the one it asked under: the votes of one rule would then be
+// counted by another's quorum, routing and separation, and an edit could
+// move a request from a two-person rule to a one-person one. An edit only
+// adds risk, so the agent can ask again for the edited action, which then
+// meets its own rule from the start.
+func (s *Service) sameRule(r, edited *countersign.Request) error {
+	was, now := s.cfg.Teams.Rule(r), s.cfg.Teams.Rule(edited)
+	if was == now {
+		return nil
+	}
+	return countersign.Errorf(countersign.EINVALID, "this edit would put the request under another team rule (%s instead of %s); deny it, and let the agent ask for the edited action",
+		ruleWords(now), ruleWords(was))
+}
+
+// ruleWords names a team rule by whom it routes to and how many it asks.
+func ruleWords(rule *TeamRule) string {
+	if rule == nil {
+		return "no rule: every approver of the account"
+	}
+	if !rule.Votes() {
+		return "routed to " + rule.Route
+	}
+	return "routed to " + rule.Route + ", with " + rule.needs()
 }
 
 // editedPreview is what the human reads of an edited action: for a

@@ -405,3 +405,41 @@ func TestEditProtectedCase(t *testing.T) {
 		}
 	}
 }
+
+// TestEditKeepsTheRule: an edit that would put a request of a two-person
+// rule under another rule (here the protected rule before it, which one
+// approver satisfies) is refused, as preview and as decision, and nothing
+// changes; an edit that stays under the rule is the editor's vote.
+func TestEditKeepsTheRule(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	carol := e.newApprover("carol", "acme")
+	f, err := teamsFile(t, `[[rule]]
+account = "acme"
+protected = true
+approvers = ["alice", "carol"]
+
+[[rule]]
+account = "acme"
+tool = "Bash"
+approvers = ["alice", "carol"]
+quorum = 2
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	teams, err := f.Resolve(e.ctx, e.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = approval.New(e.store, e.clock, e.hub, approval.Config{Teams: teams}, nil, nil)
+	r := e.create(e.keyA, countersign.CreateInput{Kind: countersign.KindTool, Action: "Bash", Arguments: json.RawMessage(`{"command":"ls /tmp/x"}`)})
+	protected := approveEdit(`{"command":"rm -rf /etc/x"}`)
+	if _, err := e.svc.Edited(e.ctx, e.alice, r.ID, *protected.Edit); countersign.ErrorCode(err) != countersign.EINVALID || !strings.Contains(err.Error(), "another team rule") {
+		t.Fatalf("preview of an edit under another rule: %v", err)
+	}
+	e.refusedEdit("an edit under another rule", e.alice, r, protected, countersign.EINVALID)
+	got, err := e.svc.Decide(e.ctx, carol, r.ID, approveEdit(`{"command":"ls /tmp/y"}`))
+	if err != nil || got.Status != countersign.StatusPending || string(got.Arguments) != `{"command":"ls /tmp/y"}` {
+		t.Fatalf("an edit under the same rule: %+v, %v; want carol's vote, pending", got, err)
+	}
+}
