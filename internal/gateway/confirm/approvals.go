@@ -155,7 +155,9 @@ func (s *serviceApprovals) cancel(ctx context.Context, p gateway.Principal, id s
 }
 
 func (s *serviceApprovals) take(ctx context.Context, p gateway.Principal, c *pendingCall, _ string) (*ticket, error) {
-	return s.ticket(s.svc.TakeApproval(ctx, p.Agent(), s.input(c)))
+	// An approval an approver edited is found by the call as asked, and
+	// run with its edited arguments (approvedArgs).
+	return s.ticket(s.svc.TakeApproval(approval.AcceptEdits(ctx), p.Agent(), s.input(c)))
 }
 
 func (s *serviceApprovals) decide(ctx context.Context, p gateway.Principal, id string, approve bool) (*ticket, error) {
