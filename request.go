@@ -541,7 +541,10 @@ type Original struct {
 	RiskReasons []string
 }
 
-// EncodeOriginal is the stored text of o: JSON, "" for none.
+// EncodeOriginal is the stored text of o: JSON, "" for none. Its field
+// names are part of the stores' format: they find an edited approval by
+// its original binding, the "ArgsHash" and "PreviewHash" of this text
+// (Store.ConsumeApproved).
 func EncodeOriginal(o *Original) (string, error) {
 	if o == nil {
 		return "", nil

@@ -134,8 +134,18 @@ type Store interface {
 	// pending, consumed or expired one, or one with any part of the binding
 	// different never matches. It returns the consumed request. The MCP
 	// gateway uses it when a model retries a call that a human approved in
-	// the inbox. Errors: ENOTFOUND when no request matches.
-	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, tier Tier, now time.Time, ev AuditEvent) (*Request, error)
+	// the inbox.
+	//
+	// When no request has the binding, a request an approver edited
+	// before approving it matches by its Original (argument and preview
+	// hashes, with the same key, kind, action and tier): the model retries
+	// the call it asked about, not the edit. Only a caller that runs the
+	// edited action (acceptEdits) consumes it, in the same way and order;
+	// for any other the match is ErrEditNotAccepted and nothing changes.
+	// This second search reads only the key's edited approvals, and only
+	// after the first found nothing. Errors: ENOTFOUND when no request
+	// matches, ECONFLICT (ErrEditNotAccepted).
+	ConsumeApproved(ctx context.Context, keyID string, kind Kind, action, argsHash, previewHash string, tier Tier, acceptEdits bool, now time.Time, ev AuditEvent) (*Request, error)
 	// RequestByCall returns the consumed request of keyID whose context
 	// names the session sessionID (as stored, AgentSession's form) and the
 	// agent's call callID, the newest when several do. Errors: ENOTFOUND.

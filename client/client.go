@@ -123,8 +123,11 @@ func (c *Client) Consume(ctx context.Context, id string) (*Request, error) {
 }
 
 // Take consumes, once, an approved request of the client's key with the
-// binding of in (kind, action, arguments, preview). Errors: a *Error with
-// code not_found when there is none.
+// binding of in (kind, action, arguments, preview). With AcceptEdits, an
+// approval an approver edited is found by the binding of in as asked, and
+// the answer carries the edited Arguments to run. Errors: a *Error with
+// code not_found when there is none, conflict for an edited approval
+// without AcceptEdits.
 func (c *Client) Take(ctx context.Context, in CreateInput) (*Request, error) {
 	var r *Request
 	_, err := c.do(ctx, http.MethodPost, "/api/v1/requests/take", in, &r)

@@ -62,7 +62,9 @@ type Original struct {
 	RiskReasons []string        `json:"risk_reasons"`
 }
 
-// AcceptEditHeader, set to 1 on a consumption, says that the client runs
+// AcceptEditHeader, set to 1 on a consumption (by id, or a take of the
+// approval of a call, which then finds an edited approval by the call as
+// asked too), says that the client runs
 // the action of the approval as approved (the answer's Arguments), edited
 // or not; without it the server refuses an edited approval and leaves it
 // unused.

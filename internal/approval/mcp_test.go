@@ -3,6 +3,7 @@ package approval_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -145,4 +146,44 @@ func TestBindIsTheRequestsBinding(t *testing.T) {
 	if _, err := approval.Bind("fs_write", json.RawMessage(`{"n": 9007199254740993}`), "p"); !errors.Is(err, approval.ErrInexactNumber) {
 		t.Errorf("Bind of an inexact number: %v, want ErrInexactNumber", err)
 	}
+}
+
+// TestTakeApprovalEdited: an approver edited an MCP call before approving
+// it; the model's retry of the call it asked takes that approval once and
+// gets the edited arguments to run, when the caller runs edits; a caller
+// that does not is refused and takes nothing.
+func TestTakeApprovalEdited(t *testing.T) {
+	e := newEnv(t, approval.Config{})
+	call := mcpCall("fs_write", `{"path": "/a", "text": "x"}`)
+	r := e.create(e.keyA, call)
+	edit := `{"path":"/tmp/a","text":"x"}`
+	if _, err := e.svc.Decide(e.ctx, e.alice, r.ID, approveEdit(edit)); err != nil {
+		t.Fatalf("approve with an edit: %v", err)
+	}
+	before := e.auditCount()
+	_, err := e.svc.TakeApproval(e.ctx, e.keyA, call)
+	wantCode(t, "TakeApproval(original, edits not run)", err, countersign.ECONFLICT)
+	if err == nil || !strings.Contains(err.Error(), "edited") {
+		t.Fatalf("refusal: %v, want one naming the edit", err)
+	}
+	_, err = e.svc.TakeApproval(approval.AcceptEdits(e.ctx), e.keyB, call)
+	wantCode(t, "TakeApproval(original, another key)", err, countersign.ENOTFOUND)
+	if n := e.auditCount(); n != before {
+		t.Errorf("refused takes wrote %d audit entries", n-before)
+	}
+	e.wantStatus(r.ID, countersign.StatusApproved)
+
+	got, err := e.svc.TakeApproval(approval.AcceptEdits(e.ctx), e.keyA, call)
+	if err != nil {
+		t.Fatalf("TakeApproval(original): %v", err)
+	}
+	if got.ID != r.ID || got.Status != countersign.StatusConsumed || string(got.Arguments) != edit || got.ArgsHash != sha(edit) ||
+		got.Original == nil || got.Original.ArgsHash != r.ArgsHash || got.Original.PreviewHash != r.PreviewHash {
+		t.Fatalf("took %+v, want %s consumed with the edited arguments and the original", got, r.ID)
+	}
+	if ev := e.events(r.ID); len(ev) != 3 || ev[2] != "consumed" {
+		t.Errorf("audit events %v, want created, approved, consumed", ev)
+	}
+	_, err = e.svc.TakeApproval(approval.AcceptEdits(e.ctx), e.keyA, call)
+	wantCode(t, "TakeApproval(original, twice)", err, countersign.ENOTFOUND)
 }

@@ -130,3 +130,98 @@ func TestEditedStdio(t *testing.T) {
 	wantStatus(t, call(t, cs, "delete_note", asked), "approval_pending")
 	wantCalls(t, logFile, "delete_note spare")
 }
+
+// TestEditedAfterRestart: the gateway that asked about a call is gone —
+// countersign serve restarted (its gateway in process holds nothing in
+// memory), or `countersign mcp`, which asks the server through the API,
+// started again — and meanwhile an approver edited the call and approved
+// it. The model's retry of its own call finds that approval by the call
+// as asked, takes it once, and the upstream receives the edited
+// arguments; the original call never runs, and the next retry asks anew.
+func TestEditedAfterRestart(t *testing.T) {
+	t.Parallel()
+	asked := map[string]any{"id": "precious"}
+	t.Run("serve", func(t *testing.T) {
+		h := newHarness(t, nil)
+		wantStatus(t, call(t, h.connect(clientOpts{}), "delete_note", asked), "approval_pending")
+		r := h.pending("delete_note")
+		if err := h.editAndApprove(r.ID, map[string]any{"id": "spare"}); err != nil {
+			t.Fatal(err)
+		}
+		again := h.restarted(nil)
+		cs := again.connect(clientOpts{})
+		wantEditedRun(t, h, r.ID, call(t, cs, "delete_note", asked))
+		wantStatus(t, call(t, cs, "delete_note", asked), "approval_pending")
+		wantCalls(t, h.logFile, "delete_note spare")
+	})
+	t.Run("stdio", func(t *testing.T) {
+		h := newHarness(t, func(c *gateway.Config) { c.Upstreams = nil })
+		g, _ := h.stdioGateway("agent")
+		wantStatus(t, call(t, stdioConnect(t, g, clientOpts{}), "delete_note", asked), "approval_pending")
+		g.Close()
+		r := h.pending("delete_note")
+		if err := h.editAndApprove(r.ID, map[string]any{"id": "spare"}); err != nil {
+			t.Fatal(err)
+		}
+		again, logFile := h.stdioGateway("agent")
+		cs := stdioConnect(t, again, clientOpts{})
+		wantEditedRun(t, h, r.ID, call(t, cs, "delete_note", asked))
+		wantStatus(t, call(t, cs, "delete_note", asked), "approval_pending")
+		wantCalls(t, logFile, "delete_note spare")
+	})
+}
+
+// TestEditedFilesystemAfterRestart: @modelcontextprotocol/server-filesystem
+// behind countersign serve, which restarts after the model asked to write
+// one file; an approver edits the call to write another, and approves.
+// The model's retry of its own call, through the restarted gateway, which
+// holds no id of the request, runs the edit: the upstream writes the
+// approver's file, never the model's.
+func TestEditedFilesystemAfterRestart(t *testing.T) {
+	t.Parallel()
+	dir := npmDir(t)
+	root := t.TempDir()
+	fs := func(c *gateway.Config) {
+		c.Upstreams = []gateway.UpstreamConfig{{Name: "fs", Command: []string{"node", npmServer(dir, "server-filesystem"), root}}}
+	}
+	h := newHarness(t, fs)
+	asked := map[string]any{"path": filepath.Join(root, "model.txt"), "content": "from the model"}
+	edited := map[string]any{"path": filepath.Join(root, "approver.txt"), "content": "from the approver"}
+	wantStatus(t, call(t, h.connect(clientOpts{}), "write_file", asked), "approval_pending")
+	r := h.pending("write_file")
+	if err := h.editAndApprove(r.ID, edited); err != nil {
+		t.Fatal(err)
+	}
+
+	cs := h.restarted(fs).connect(clientOpts{})
+	res := call(t, cs, "write_file", asked)
+	if res.IsError || res.Meta["countersign/edited"] != true || !strings.Contains(textOf(res), "from the approver") {
+		t.Fatalf("the retry after the restart: %q (error %v, meta %v); want the edited call run, and said so", textOf(res), res.IsError, res.Meta)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "approver.txt")); err != nil || string(b) != "from the approver" {
+		t.Errorf("the approver's file: %q, %v", b, err)
+	}
+	if got := h.request(r.ID); got.Status != countersign.StatusConsumed || got.Original == nil {
+		t.Errorf("the request: %s, original %+v; want consumed, with the original kept", got.Status, got.Original)
+	}
+	wantStatus(t, call(t, cs, "write_file", asked), "approval_pending")
+	if _, err := os.Stat(filepath.Join(root, "model.txt")); !os.IsNotExist(err) {
+		t.Errorf("the model's file was written: %v", err)
+	}
+}
+
+// wantEditedRun fails the test unless res is the run of the approver's
+// edit ("spare") under the request id, which the retry consumed, once.
+func wantEditedRun(t *testing.T, h *harness, id string, res *mcp.CallToolResult) {
+	t.Helper()
+	if res.IsError || !strings.HasPrefix(textOf(res), "deleted spare") || res.Meta["countersign/edited"] != true ||
+		!strings.Contains(textOf(res), `{"id":"spare"}`) {
+		t.Fatalf("result %q (error %v, meta %v); want the edited call run, and said so", textOf(res), res.IsError, res.Meta)
+	}
+	if got := h.request(id); got.Status != countersign.StatusConsumed || got.Original == nil {
+		t.Errorf("the request: %s, original %+v; want consumed, with the original kept", got.Status, got.Original)
+	}
+	if got := h.events(id); strings.Join(got, ",") != "created,approved,consumed" {
+		t.Errorf("audit events %v, want created, approved, consumed", got)
+	}
+}

@@ -255,13 +255,19 @@ func (s *Server) consumeRequest(w http.ResponseWriter, r *http.Request, agent co
 // takeApproval consumes an approved request of the key with the binding of
 // the body (kind, action, arguments, preview) and its tier, once: a client that lost
 // the id (a restarted MCP gateway) still finds the approval the human
-// gave, and no other key's.
+// gave, and no other key's. An approval an approver edited is found by
+// the call as asked too, but taken only by a client that runs the edited
+// arguments of the answer and says so, as with a consumption.
 func (s *Server) takeApproval(w http.ResponseWriter, r *http.Request, agent countersign.Agent) error {
 	var in createInput
 	if err := decodeJSON(w, r, &in, false); err != nil {
 		return err
 	}
-	req, err := s.service.TakeApproval(r.Context(), agent, countersign.CreateInput{
+	ctx := r.Context()
+	if r.Header.Get(api.AcceptEditHeader) == "1" {
+		ctx = approval.AcceptEdits(ctx)
+	}
+	req, err := s.service.TakeApproval(ctx, agent, countersign.CreateInput{
 		Kind: in.Kind, Action: in.Action, Arguments: in.Arguments, Preview: in.Preview, Tier: in.Tier})
 	if err != nil {
 		return err

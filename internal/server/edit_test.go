@@ -172,3 +172,48 @@ func formOf(t *testing.T, page, decision string) url.Values {
 	t.Fatalf("no %s form in the page:\n%s", decision, page)
 	return nil
 }
+
+// TestTakeEditedOverAPI: POST /api/v1/requests/take with the call as the
+// agent asked it finds the approval of an approver's edit of it: a client
+// that does not say it runs edits gets 409 naming the edit and takes
+// nothing; one that does takes it, once, and the answer carries the
+// edited arguments and the original.
+func TestTakeEditedOverAPI(t *testing.T) {
+	t.Parallel()
+	s := newServer(t)
+	ctx := t.Context()
+	agent := client.New(s.URL, s.KeyA)
+	call := client.CreateInput{Kind: "mcp", Action: "delete_note", Arguments: json.RawMessage(`{"id":"x","all":true}`),
+		Preview: "delete all of x", Tier: "commit"}
+	r, _, err := agent.Create(ctx, call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := `{"all":false,"id":"x"}`
+	s.call("POST", "/api/v1/requests/"+r.ID+"/decision", s.alice, `{"decision":"approve","edit":{"arguments":`+edit+`}}`).request(t, http.StatusOK)
+
+	before := s.snapshot()
+	var ce *client.Error
+	if _, err := agent.Take(ctx, call); !errors.As(err, &ce) || ce.Status != http.StatusConflict || !strings.Contains(ce.Message, "edited") {
+		t.Fatalf("Take without accepting edits: %v, want 409 naming the edit", err)
+	}
+	other := client.New(s.URL, s.keyB)
+	other.AcceptEdits = true
+	if _, err := other.Take(ctx, call); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Fatalf("Take by another key: %v, want 404", err)
+	}
+	s.unchanged("refused takes", before)
+
+	agent.AcceptEdits = true
+	got, err := agent.Take(ctx, call)
+	if err != nil {
+		t.Fatalf("Take of the original call: %v", err)
+	}
+	if got.ID != r.ID || got.Status != "consumed" || string(got.Arguments) != edit || !got.Edited || got.Original == nil ||
+		got.Original.ArgsHash != r.ArgsHash || got.Original.PreviewHash != r.PreviewHash {
+		t.Fatalf("take answer: %+v, want %s consumed with the edited arguments", got, r.ID)
+	}
+	if _, err := agent.Take(ctx, call); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Fatalf("Take again: %v, want 404", err)
+	}
+}

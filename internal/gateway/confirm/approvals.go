@@ -71,8 +71,9 @@ type approvals interface {
 	consume(ctx context.Context, p gateway.Principal, id string) (*ticket, error)
 	cancel(ctx context.Context, p gateway.Principal, id string) (*ticket, error)
 	// take consumes an approved request of the principal with the call's
-	// binding, without its id (hint: the id of the last request asked for
-	// this call, if known). ENOTFOUND when there is none.
+	// binding, or else one an approver edited from the call, without its
+	// id (hint: the id of the last request asked for this call, if
+	// known). ENOTFOUND when there is none.
 	take(ctx context.Context, p gateway.Principal, c *pendingCall, hint string) (*ticket, error)
 	// decide records the user's answer to a form elicitation as the
 	// decision: where there is no approver to ask (the standalone
@@ -155,7 +156,9 @@ func (s *serviceApprovals) cancel(ctx context.Context, p gateway.Principal, id s
 }
 
 func (s *serviceApprovals) take(ctx context.Context, p gateway.Principal, c *pendingCall, _ string) (*ticket, error) {
-	return s.ticket(s.svc.TakeApproval(ctx, p.Agent(), s.input(c)))
+	// An approval an approver edited is found by the call as asked, and
+	// run with its edited arguments (approvedArgs).
+	return s.ticket(s.svc.TakeApproval(approval.AcceptEdits(ctx), p.Agent(), s.input(c)))
 }
 
 func (s *serviceApprovals) decide(ctx context.Context, p gateway.Principal, id string, approve bool) (*ticket, error) {

@@ -101,9 +101,10 @@ func compact(raw json.RawMessage) string {
 
 // takeEdited uses, for a retry of the call a, the approval of the request
 // id (the one last asked for this call) where an approver edited the call
-// before approving it: that approval's binding is the edited call's, so
-// a search by the call's own binding does not find it. It returns false
-// when there is no such approval.
+// before approving it: that approval's binding is the edited call's. The
+// take finds it by the original call already; a server of an earlier
+// version does not, and this finds it by id while the gateway remembers
+// the id. It returns false when there is no such approval.
 func (f *Confirmation) takeEdited(ctx context.Context, a *ask, id string) (*ticket, bool) {
 	t, err := f.approvals.get(ctx, a.Principal, id)
 	if err != nil || t.Status != countersign.StatusApproved || !t.Edited {

@@ -65,11 +65,13 @@ func testEditApprove(t *testing.T, open Opener) {
 	stored, _ = s.Request(ctx, r.ID)
 	same(t, "request after a refused consumption", stored, &want)
 
-	// The approval is of the edited action: the original's binding finds
-	// nothing, the edited one is consumed.
-	_, err = s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
-	wantCode(t, "consume the original's binding", err, countersign.ENOTFOUND)
-	c, err := s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, e.ArgsHash, e.PreviewHash, r.Tier, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
+	// The approval is of the edited action: by the original's binding,
+	// an agent that does not run edits takes nothing (the edited
+	// approval is found, and refused); the edited binding is consumed.
+	_, err = s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, false, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
+	wantCode(t, "consume the original's binding without running edits", err, countersign.ECONFLICT)
+	wantMessage(t, "consume the original's binding without running edits", err, "edited")
+	c, err := s.ConsumeApproved(ctx, f.key.ID, r.Kind, r.Action, e.ArgsHash, e.PreviewHash, r.Tier, false, now, countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"})
 	if err != nil || c.ID != r.ID || c.Original == nil || c.Original.ArgsHash != r.ArgsHash {
 		t.Fatalf("consume the edited binding: %+v, %v", c, err)
 	}

@@ -275,7 +275,7 @@ func testStopEndsApprovals(t *testing.T, open Opener) {
 		_, err = s.Transition(ctx, countersign.Transition{ID: r.ID, From: []countersign.Status{countersign.StatusApproved},
 			To: countersign.StatusConsumed, Now: stoppedAt.Add(time.Second), KeyID: r.KeyID}, countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
 		wantCode(t, "consume an approval of a stopped session", err, countersign.ECONFLICT)
-		_, err = s.ConsumeApproved(ctx, r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, stoppedAt.Add(time.Second), countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
+		_, err = s.ConsumeApproved(ctx, r.KeyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, true, stoppedAt.Add(time.Second), countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
 		wantCode(t, "ConsumeApproved of a stopped session", err, countersign.ENOTFOUND)
 	}
 	for _, r := range []*countersign.Request{otherSession, otherKey, noSession} {

@@ -12,7 +12,7 @@ import (
 // pending count), asking again for a waiting one, reaching the pending
 // limit, the approver's pending list and other lists, a lookup by
 // reference code, the seed routes' lists, the auto-approve window lookup,
-// decisions and a consumption, the expiry sweep, the outbox's due items,
+// decisions and a consumption, a model's retries, the expiry sweep, the outbox's due items,
 // the pruning of old history and the store's stats (every /metrics
 // scrape). It returns the store; start is called
 // once the accounts and keys exist, before the hot queries run, so that a
@@ -54,6 +54,15 @@ func HotPaths(t *testing.T, open Opener, start func()) countersign.Store {
 		countersign.AuditEvent{Event: "consumed", Actor: "key:" + f.key.ID, Detail: "{}"}); err != nil {
 		t.Fatal(err)
 	}
+	// A model's retry: of a call no approval has (the first try of every
+	// call that needs a human), and of one an approver edited.
+	mcp := create(t, s, mcpRequest(f.key, "fs_write", `{"path":"/a"}`, "write /a"), Base)
+	e := approveEdited(t, s, mcp, `{"path":"/b"}`, "write /b", Base.Add(time.Minute))
+	if _, err := consumeApproved(t, s, f.key.ID, mcp, Base.Add(2*time.Minute)); err != nil {
+		t.Fatalf("the retry of an edited call: %v", err)
+	}
+	_, err = takeOriginal(t, s, f.key.ID, e, false, Base.Add(2*time.Minute))
+	wantCode(t, "a retry that no approval matches", err, countersign.ENOTFOUND)
 	for _, fl := range []countersign.RequestFilter{
 		{Status: countersign.StatusPending, Limit: 50},
 		{Limit: 100},

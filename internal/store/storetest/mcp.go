@@ -18,7 +18,7 @@ func mcpRequest(key *countersign.AgentKey, action, args, preview string) *counte
 // consumeApproved calls ConsumeApproved with the binding of r.
 func consumeApproved(t *testing.T, s countersign.Store, keyID string, r *countersign.Request, now time.Time) (*countersign.Request, error) {
 	t.Helper()
-	return s.ConsumeApproved(t.Context(), keyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, now,
+	return s.ConsumeApproved(t.Context(), keyID, r.Kind, r.Action, r.ArgsHash, r.PreviewHash, r.Tier, true, now,
 		countersign.AuditEvent{Event: "consumed", Actor: "key:" + keyID, Detail: `{"via":"retry"}`})
 }
 

@@ -182,7 +182,7 @@ func testRefusalWords(t *testing.T, open Opener) {
 	_, err = s.Transition(ctx, countersign.Transition{ID: r.ID, From: fromPending, To: countersign.StatusApproved, Now: Base, DecidedBy: "approver:alice",
 		Window: &countersign.AutoApproveWindow{KeyID: f.key2.ID, Until: Base.Add(time.Hour)}}, countersign.AuditEvent{Event: "approved", Actor: "approver:alice", Detail: "{}"})
 	wantError(t, "a window of another key", err, countersign.EINVALID, "an auto-approve window belongs to the request that opened it")
-	_, err = s.ConsumeApproved(ctx, f.key.ID, countersign.KindTool, "Bash", sha("none"), sha("none"), "", Base, countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
+	_, err = s.ConsumeApproved(ctx, f.key.ID, countersign.KindTool, "Bash", sha("none"), sha("none"), "", true, Base, countersign.AuditEvent{Event: "consumed", Actor: "key:x", Detail: "{}"})
 	wantError(t, "ConsumeApproved of nothing approved", err, countersign.ENOTFOUND, "no approved request matches")
 	_, err = s.Request(ctx, "req_missing")
 	wantError(t, "Request(missing)", err, countersign.ENOTFOUND, "request not found")

@@ -74,6 +74,8 @@ func Run(t *testing.T, open func(t *testing.T) countersign.Store) {
 		{"ConsumeApproved", testConsumeApproved},
 		{"ConsumeApprovedOrder", testConsumeApprovedOrder},
 		{"ConsumeApprovedRace", testConsumeApprovedRace},
+		{"ConsumeApprovedEdited", testConsumeApprovedEdited},
+		{"ConsumeApprovedEditedRace", testConsumeApprovedEditedRace},
 		{"ExpireRequests", testExpireRequests},
 		{"Windows", testWindows},
 		{"StopEndsApprovals", testStopEndsApprovals},
