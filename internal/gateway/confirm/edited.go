@@ -18,9 +18,10 @@ var errNotThisCall = errors.New("this approval is not for this call")
 
 // approvedArgs checks that the approval t is for the call c, and returns
 // the arguments to run it with: nil for the call's own, or the approver's
-// edit of them. An approval is for c in exactly two ways: its binding is
-// c's and it was not edited, or it says it was edited and the original
-// it keeps is c's — then it runs the edited arguments, whose hash must be
+// edit of them. An approval is for c in exactly three ways: its binding
+// is c's and it was not edited; it was edited and its binding, the
+// edited action's, is c's; or it says it was edited and the original it
+// keeps is c's — then it runs the edited arguments, whose hash must be
 // the approval's. Anything else is errNotThisCall, and nothing runs.
 func approvedArgs(c *pendingCall, t *ticket) (json.RawMessage, error) {
 	if t.Action != c.Tool {
@@ -31,6 +32,10 @@ func approvedArgs(c *pendingCall, t *ticket) (json.RawMessage, error) {
 		if !equal(t.ArgsHash, c.ArgsHash) || !equal(t.PreviewHash, c.PreviewHash) {
 			return nil, errNotThisCall
 		}
+		return nil, nil
+	case t.Edited && t.Original != nil && equal(t.ArgsHash, c.ArgsHash) && equal(t.PreviewHash, c.PreviewHash):
+		// The call is the edited action itself (a model that retried
+		// with the arguments the approver chose): it runs as it is.
 		return nil, nil
 	case t.Edited && t.Original != nil:
 		if t.Original.ArgsHash == "" || !equal(t.Original.ArgsHash, c.ArgsHash) || !equal(t.Original.PreviewHash, c.PreviewHash) {

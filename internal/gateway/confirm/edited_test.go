@@ -64,6 +64,12 @@ func TestApprovedArgs(t *testing.T) {
 			}
 		})
 	}
+	// A call that is the edited action itself (the model retried with the
+	// approver's arguments) runs as it is, and uses the approval.
+	asEdited := &pendingCall{Tool: "write_note", Binding: edit}
+	if args, err := approvedArgs(asEdited, edited(nil)); err != nil || args != nil {
+		t.Fatalf("the edited call itself: args %s, err %v; want its own", args, err)
+	}
 }
 
 func mustHash(t *testing.T, raw string) string {
