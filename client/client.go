@@ -172,6 +172,23 @@ func (c *Client) List(ctx context.Context, status string, limit int) ([]*Request
 	return out.Requests, err
 }
 
+// Find returns the approver's account's newest request with the
+// reference code ref (as K7F-2QX or K7F2QX), or an *Error of status 404
+// when there is none.
+func (c *Client) Find(ctx context.Context, ref string) (*Request, error) {
+	q := url.Values{"reference": {ref}, "limit": {"1"}}
+	var out struct {
+		Requests []*Request `json:"requests"`
+	}
+	if _, err := c.do(ctx, http.MethodGet, "/api/v1/requests?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	if len(out.Requests) == 0 {
+		return nil, &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such request"}
+	}
+	return out.Requests[0], nil
+}
+
 // Decide records a decision on a request, named by id or reference code.
 func (c *Client) Decide(ctx context.Context, idOrRef string, d Decision) (*Request, error) {
 	var r *Request

@@ -154,10 +154,12 @@ func runDecide(ctx context.Context, env *Env, decision string, args []string) er
 	token := fs.String("token", "", "approver token (COUNTERSIGN_TOKEN)")
 	var reason *string
 	var minutes *int
+	var edited *bool
 	if decision == "deny" {
 		reason = fs.String("reason", "", "why, told to the agent")
 	} else {
 		minutes = fs.Int("for", 0, "also approve similar requests of the same agent session for this many minutes (1-60)")
+		edited = fs.Bool("edited", false, "approve a request another approver edited, as edited (it is shown first)")
 	}
 	rest, err := parse(fs, args)
 	if err != nil {
@@ -177,12 +179,38 @@ func runDecide(ctx context.Context, env *Env, decision string, args []string) er
 	if minutes != nil {
 		d.AutoApproveMinutes = *minutes
 	}
+	if edited != nil && !strings.HasPrefix(rest[0], "req_") {
+		binding, err := editedBinding(ctx, env, c, rest[0], *edited)
+		if err != nil {
+			return err
+		}
+		d.BindingHash = binding
+	}
 	r, err := c.Decide(ctx, rest[0], d)
 	if err != nil {
 		return apiError(c, err)
 	}
 	fmt.Fprintf(env.Stdout, "%s %s: %s\n", r.Reference, r.Status, oneLine(r.Action, 100))
 	return nil
+}
+
+// editedBinding looks up the pending request ref before an approval:
+// when another approver edited its action (a request that needs several
+// approvals), it shows the edited action beside the agent's, and with
+// --edited returns the binding of what it showed, which the approval then
+// names; without, it refuses, so that nobody approves an edit unseen. A
+// request not edited, or not found, needs nothing ("").
+func editedBinding(ctx context.Context, env *Env, c *client.Client, ref string, approveEdit bool) (string, error) {
+	r, err := c.Find(ctx, ref)
+	if err != nil || r.Original == nil || r.Status != "pending" {
+		return "", nil // the decision itself says what is wrong
+	}
+	fmt.Fprintf(env.Stdout, "%s was edited by an approver:\n  now:          %s\n  agent asked:  %s\n", r.Reference,
+		oneLine(callview.Summary(r.Kind, r.Action, r.Arguments), 100), oneLine(callview.Summary(r.Kind, r.Action, r.Original.Arguments), 100))
+	if !approveEdit {
+		return "", fmt.Errorf("%s was edited since it was asked: approve the edit as shown with countersign approve --edited %s, or deny it", r.Reference, r.Reference)
+	}
+	return r.BindingHash, nil
 }
 
 // apiError says what went wrong with a call to the server in words that
