@@ -133,7 +133,7 @@ func browser(t *testing.T, exe string) context.Context {
 		t.Fatalf("start Chromium: %v", shared.err)
 	}
 	tab, cancelTab := chromedp.NewContext(shared.ctx, chromedp.WithNewBrowserContext())
-	ctx, cancelBudget := context.WithTimeout(tab, 45*time.Second)
+	ctx, cancelBudget := context.WithTimeout(tab, patience*45*time.Second)
 	t.Cleanup(func() {
 		cancelBudget()
 		cancelTab() // waits for the tab to close
@@ -144,10 +144,15 @@ func browser(t *testing.T, exe string) context.Context {
 	return ctx
 }
 
-// do runs browser steps with a timeout of their own.
+// patience multiplies the bounds of a test's browser and of its steps:
+// they catch a browser that hangs, not a slow one, and Chromium on two
+// cores shared with a busy test run takes seconds for a page.
+const patience = 3
+
+// do runs browser steps with a timeout of their own (times patience).
 func do(t *testing.T, ctx context.Context, what string, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, d)
+	sctx, cancel := context.WithTimeout(ctx, patience*d)
 	defer cancel()
 	if err := chromedp.Do(sctx, steps...); err != nil {
 		t.Fatalf("%s: %v\n%s", what, err, state(ctx))
