@@ -2,9 +2,13 @@ package postgres_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +142,46 @@ func TestReplicasOfOtherTeamsDecideNothing(t *testing.T) {
 		}
 		return true
 	}, "A refuses decisions once C started with another teams file")
+}
+
+// TestServeReplicaWithoutTeamsFile: two real `countersign serve` processes
+// on one database; B, started after A, runs a teams file that routes the
+// account's generic requests to admin. A, started without it, refuses
+// decisions with 503 and the reason, and the request stays pending; B
+// decides it. B logs that the configuration changed.
+func TestServeReplicaWithoutTeamsFile(t *testing.T) {
+	url := postgres.Migrated.SchemaURL(t)
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if out, err := exec.Command(binary(t), "secret-key", "create", keyFile).CombinedOutput(); err != nil {
+		t.Fatalf("secret-key create: %v %q", err, out)
+	}
+	teams := filepath.Join(t.TempDir(), "teams.toml")
+	if err := os.WriteFile(teams, []byte("[[rule]]\naccount = \"default\"\nkind = \"generic\"\napprovers = [\"admin\"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startServe(t, "replica A", url, keyFile)
+	b := startServe(t, "replica B", url, keyFile, "--teams-config", teams)
+	if !strings.Contains(b.stderr.String(), "the teams configuration changed") {
+		t.Errorf("B's log:\n%s", b.stderr)
+	}
+	cmd := exec.Command(binary(t), "token", "create", "--database-url", url, "--secret-key-file", keyFile, "--approver", "admin", "--json")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out, err := cmd.Output()
+	var tok struct{ Token string }
+	if err != nil || json.Unmarshal(out, &tok) != nil {
+		t.Fatalf("token create: %v %q", err, out)
+	}
+
+	r := createOn(t, client.New(a.URL, a.agentKey), 1)
+	_, err = client.New(a.URL, tok.Token).Decide(t.Context(), r.ID, client.Decision{Decision: "approve"})
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || !strings.Contains(ae.Message, "this replica's teams file differs from the one the other replicas run") {
+		t.Fatalf("decision on A: %v", err)
+	}
+	if got, err := client.New(b.URL, a.agentKey).Get(t.Context(), r.ID); err != nil || got.Status != "pending" {
+		t.Fatalf("after A's refusal: %+v, %v", got, err)
+	}
+	if got, err := client.New(b.URL, tok.Token).Decide(t.Context(), r.ID, client.Decision{Decision: "approve"}); err != nil || got.Status != "approved" {
+		t.Fatalf("decision on B: %+v, %v", got, err)
+	}
 }
