@@ -55,5 +55,8 @@ func (s *Service) ElicitationDecides(ctx context.Context, agent countersign.Agen
 	if rule := s.cfg.Teams.Rule(r); rule != nil && (rule.Routed() || rule.Votes()) {
 		return false
 	}
+	if s.checkTeams(ctx) != nil {
+		return false
+	}
 	return !s.cfg.StepUp.Requires(r, countersign.DecisionInput{Decision: countersign.DecisionApprove})
 }
