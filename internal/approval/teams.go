@@ -438,7 +438,7 @@ func RecordTeams(ctx context.Context, store countersign.Store, teams *Teams, log
 			"teams", ShortFingerprint(fp), "previous", ShortFingerprint(previous))
 	case previous != "" && previous != fp:
 		log.Warn("the teams configuration changed since the last start", "teams", ShortFingerprint(fp), "previous", ShortFingerprint(previous))
-	default:
+	case fp != NoTeams:
 		log.Info("teams configuration", "teams", ShortFingerprint(fp))
 	}
 	if !shared {
