@@ -603,7 +603,7 @@ func TestDoctorOlderStore(t *testing.T) {
 	// The store as the version before migrations/0020_outbox_oldest.sql
 	// left it; what came after it is forgotten too.
 	db := openDB(t, b.data)
-	for _, q := range []string{`ALTER TABLE requests DROP COLUMN original`, `DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`,
+	for _, q := range []string{`DROP TABLE teams_config`, `ALTER TABLE requests DROP COLUMN original`, `DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`,
 		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
 		`DROP TABLE votes`, `ALTER TABLE agent_keys DROP COLUMN created_by`, `ALTER TABLE memberships DROP COLUMN role`, `DROP INDEX outbox_pending_created`, `DELETE FROM schema_migrations WHERE version >= 20`} {
 		if _, err := db.Exec(q); err != nil {
@@ -689,7 +689,7 @@ func TestDoctorPostgresOlderStore(t *testing.T) {
 
 	// The store as the version before migrations/0020_outbox_oldest.sql
 	// left it; what came after it is forgotten too.
-	pgtest.ExecURL(t, url, `DROP FUNCTION countersign_credentials_changed() CASCADE; ALTER TABLE requests DROP COLUMN original; DROP INDEX requests_call; ALTER TABLE requests DROP COLUMN call_id, DROP COLUMN ran_at, DROP COLUMN ran_action, DROP COLUMN ran_args_hash; DROP TABLE votes; ALTER TABLE agent_keys DROP COLUMN created_by; ALTER TABLE memberships DROP COLUMN role; DROP INDEX outbox_pending_created; DELETE FROM schema_migrations WHERE version >= 20`)
+	pgtest.ExecURL(t, url, `DROP TABLE teams_config; DROP FUNCTION countersign_teams_changed(); DROP FUNCTION countersign_credentials_changed() CASCADE; ALTER TABLE requests DROP COLUMN original; DROP INDEX requests_call; ALTER TABLE requests DROP COLUMN call_id, DROP COLUMN ran_at, DROP COLUMN ran_action, DROP COLUMN ran_args_hash; DROP TABLE votes; ALTER TABLE agent_keys DROP COLUMN created_by; ALTER TABLE memberships DROP COLUMN role; DROP INDEX outbox_pending_created; DELETE FROM schema_migrations WHERE version >= 20`)
 	out = b.doctor(env(url), 1)
 	wantFinding(t, out, "warn", "notifications", fmt.Sprintf("the store is at schema 19, this binary's is %d: notifications not checked, as doctor changes nothing", known),
 		"start countersign serve of this version, which upgrades the store; then run doctor again")

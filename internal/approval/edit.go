@@ -40,6 +40,9 @@ func (s *Service) Edited(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if !ap.Role.Decides() {
 		return nil, ErrViewer()
 	}
+	if err := s.checkTeams(ctx); err != nil {
+		return nil, err
+	}
 	edited, _, err := s.editRequest(r, e)
 	return edited, err
 }

@@ -26,6 +26,9 @@ func (s *Service) DecideByElicitation(ctx context.Context, agent countersign.Age
 	if r.Kind != countersign.KindMCP {
 		return nil, countersign.Errorf(countersign.EFORBIDDEN, "only an MCP call is decided by its client's answer")
 	}
+	if err := s.checkTeams(ctx); err != nil {
+		return nil, err
+	}
 	if rule := s.cfg.Teams.Rule(r); rule != nil && (rule.Routed() || rule.Votes()) {
 		return nil, ErrNeedsApprover(rule)
 	}
@@ -50,6 +53,9 @@ func (s *Service) ElicitationDecides(ctx context.Context, agent countersign.Agen
 		return false
 	}
 	if rule := s.cfg.Teams.Rule(r); rule != nil && (rule.Routed() || rule.Votes()) {
+		return false
+	}
+	if s.checkTeams(ctx) != nil {
 		return false
 	}
 	return !s.cfg.StepUp.Requires(r, countersign.DecisionInput{Decision: countersign.DecisionApprove})

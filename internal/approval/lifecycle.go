@@ -239,6 +239,9 @@ func (s *Service) Decide(ctx context.Context, ap countersign.ApproverPrincipal, 
 	if d.Edit != nil && d.AutoApproveMinutes != 0 {
 		return nil, countersign.Errorf(countersign.EINVALID, "an edited action opens no auto-approve window; approve the edit without auto_approve_minutes")
 	}
+	if err := s.checkTeams(ctx); err != nil {
+		return nil, err
+	}
 	if strings.HasPrefix(idOrRef, "req_") && d.AutoApproveMinutes == 0 && d.Edit == nil && d.Binding == "" && !s.stepUpPossible(d) && s.cfg.Teams == nil {
 		// By id and without a window, nothing of the request is needed
 		// before the change: the conditional update checks the account,

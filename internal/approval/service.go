@@ -45,6 +45,12 @@ type Config struct {
 	// every approver of an account decides its requests, the first
 	// decision wins.
 	Teams *Teams
+	// SharedTeams, on a store that replicas share, holds the fingerprint
+	// of the teams configuration the replicas decide under (the last one
+	// started wrote its own): every decision of a human, and every
+	// approval by a window or a hook approval, is refused unless it is
+	// Teams' (see checkTeams). nil: the server is the store's only one.
+	SharedTeams countersign.TeamsFingerprints
 	// Notifier, when set, builds the notifications of new requests and of
 	// their decisions and expiry; nil: none.
 	Notifier Notifier
@@ -80,6 +86,8 @@ type Service struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
+	// teamsFP is cfg.Teams.Fingerprint().
+	teamsFP string
 }
 
 // New returns a service on the store. A nil clock is the system clock; a nil
@@ -95,7 +103,7 @@ func New(store countersign.Store, clock countersign.Clock, hub *Hub, cfg Config,
 	if m == nil {
 		m = NewMetrics(metrics.NewRegistry(), hub)
 	}
-	return &Service{store: store, clock: clock, hub: hub, cfg: cfg, log: log, metrics: m}
+	return &Service{store: store, clock: clock, hub: hub, cfg: cfg, log: log, metrics: m, teamsFP: cfg.Teams.Fingerprint()}
 }
 
 // Config returns the service's limits after defaults.
@@ -139,7 +147,13 @@ func (s *Service) Create(ctx context.Context, agent countersign.Agent, in counte
 	// rule existed) stands in for them. One a rule routes is approved by
 	// a window or hook approval only when an approver it is routed to
 	// gave that.
-	if rule := s.cfg.Teams.Rule(r); rule == nil || !rule.Votes() {
+	// On a replica whose teams configuration is not the other replicas',
+	// nothing approves a request as it is made: it waits for a decision,
+	// which a replica of the right configuration takes.
+	rule := s.cfg.Teams.Rule(r)
+	if err := s.checkTeams(ctx); err != nil {
+		s.log.Warn("no window or hook approval applied: the teams configuration is not the other replicas'", "request", r.ID, "err", err)
+	} else if rule == nil || !rule.Votes() {
 		covered, err := s.applyCoverage(ctx, r, in.CoveredBy, rule, &ev, extra)
 		if err != nil {
 			return nil, false, err

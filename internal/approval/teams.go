@@ -2,9 +2,14 @@ package approval
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/BurntSushi/toml"
 
@@ -334,4 +339,110 @@ func (f *TeamsFile) Resolve(ctx context.Context, dir TeamsDirectory) (*Teams, er
 		t.Rules = append(t.Rules, rule)
 	}
 	return t, nil
+}
+
+// NoTeams is the fingerprint of no teams configuration (no file, or one of
+// no rules).
+const NoTeams = "none"
+
+// Fingerprint is the SHA-256, in hex, of a canonical form of the rules as
+// resolved (accounts by id, groups expanded, approvers sorted), or NoTeams
+// when there are none: two servers of one fingerprint route and count
+// every request alike, whatever the layout of their files.
+func (t *Teams) Fingerprint() string {
+	if t == nil || len(t.Rules) == 0 {
+		return NoTeams
+	}
+	rules := make([]TeamRule, len(t.Rules))
+	for i, r := range t.Rules {
+		r.Approvers = slices.Sorted(slices.Values(r.Approvers))
+		rules[i] = r
+	}
+	b, err := json.Marshal(struct {
+		Version int
+		Rules   []TeamRule
+	}{1, rules})
+	if err != nil {
+		panic(err) // strings, ints and bools always marshal
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// ShortFingerprint is the fingerprint as logs and errors name it: its
+// first 12 hex digits, or NoTeams.
+func ShortFingerprint(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}
+
+// ErrTeamsDiffer is the refusal of a decision on a replica whose teams
+// configuration (own) is not the one the store records as the replicas'
+// (stored): the last replica started wrote its own. Nothing changes.
+func ErrTeamsDiffer(own, stored string) error {
+	if stored == "" {
+		stored = "none recorded"
+	}
+	return countersign.Errorf(countersign.EUNAVAILABLE,
+		"this replica's teams file differs from the one the other replicas run: this replica's teams configuration is %s, the store's (the last replica started) is %s; "+
+			"this replica decides nothing until every replica is restarted with the same file (--teams-config)",
+		ShortFingerprint(own), ShortFingerprint(stored))
+}
+
+// checkTeams refuses, with ErrTeamsDiffer, when the store that replicas
+// share records another teams configuration than this server's: the
+// rules this server would apply are not the other replicas'. It reads
+// what the store keeps in memory while its change feed listens, so a
+// decision costs no round trip when nothing changed. A store of one
+// server (SharedTeams nil) is never asked.
+func (s *Service) checkTeams(ctx context.Context) error {
+	if s.cfg.SharedTeams == nil {
+		return nil
+	}
+	stored, err := s.cfg.SharedTeams.TeamsFingerprint(ctx)
+	if err != nil {
+		return err
+	}
+	if stored != s.teamsFP {
+		return ErrTeamsDiffer(s.teamsFP, stored)
+	}
+	return nil
+}
+
+// RecordTeams records the fingerprint of teams, the configuration this
+// server runs, in the store, and logs a change from the one recorded
+// before. On a store that replicas share (it has a change feed) the
+// fingerprint recorded is the one the replicas decide under: this
+// replica's from now on, until the next one starts. It returns the store
+// for Config.SharedTeams, nil on a store of one server, whose
+// configuration is its own.
+func RecordTeams(ctx context.Context, store countersign.Store, teams *Teams, log *slog.Logger) (countersign.TeamsFingerprints, error) {
+	rec, ok := store.(countersign.TeamsFingerprints)
+	if !ok {
+		return nil, nil
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	fp := teams.Fingerprint()
+	previous, err := rec.SetTeamsFingerprint(ctx, fp, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	_, shared := store.(countersign.ChangeFeed)
+	switch {
+	case previous != "" && previous != fp && shared:
+		log.Warn("the teams configuration changed: replicas still running the earlier one decide nothing until restarted with this one",
+			"teams", ShortFingerprint(fp), "previous", ShortFingerprint(previous))
+	case previous != "" && previous != fp:
+		log.Warn("the teams configuration changed since the last start", "teams", ShortFingerprint(fp), "previous", ShortFingerprint(previous))
+	case fp != NoTeams:
+		log.Info("teams configuration", "teams", ShortFingerprint(fp))
+	}
+	if !shared {
+		return nil, nil
+	}
+	return rec, nil
 }

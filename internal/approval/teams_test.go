@@ -507,3 +507,27 @@ func TestQuorumRacesRemovalAndStop(t *testing.T) {
 		})
 	}
 }
+
+// TestTeamsFingerprint: the fingerprint names what the rules decide, not
+// how the file was laid out: the order of a rule's approvers does not
+// change it, a quorum does, and no rules are approval.NoTeams.
+func TestTeamsFingerprint(t *testing.T) {
+	t.Parallel()
+	rule := func(approvers []string, quorum int) *approval.Teams {
+		return &approval.Teams{Rules: []approval.TeamRule{{AccountID: "acc_1", Kind: countersign.KindTool, Approvers: approvers, Route: "group:sre", Quorum: quorum}}}
+	}
+	a := rule([]string{"alice", "carol"}, 2).Fingerprint()
+	if b := rule([]string{"carol", "alice"}, 2).Fingerprint(); b != a {
+		t.Errorf("the approvers' order changed the fingerprint: %s, %s", a, b)
+	}
+	if c := rule([]string{"alice", "carol"}, 1).Fingerprint(); c == a {
+		t.Errorf("a quorum of 1 has the fingerprint of a quorum of 2")
+	}
+	if len(a) != 64 {
+		t.Errorf("fingerprint %q, want 64 hex digits", a)
+	}
+	var none *approval.Teams
+	if none.Fingerprint() != approval.NoTeams || (&approval.Teams{}).Fingerprint() != approval.NoTeams {
+		t.Errorf("no rules: %q, %q", none.Fingerprint(), (&approval.Teams{}).Fingerprint())
+	}
+}

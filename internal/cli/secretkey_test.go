@@ -391,6 +391,7 @@ func oldDataDir(t *testing.T, dir string) (seedSecret string, csrf []byte) {
 	// came after it is undone too, so that the directory is as a version
 	// before 10 left it.
 	for _, q := range []string{
+		`DROP TABLE teams_config`,                                                                                         // 25, the teams configuration
 		`ALTER TABLE requests DROP COLUMN original`,                                                                       // 24, the original of an edit
 		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 23, what ran
 		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,

@@ -133,7 +133,12 @@ func runServe(ctx context.Context, env *Env, args []string) error {
 			return fmt.Errorf("%w: %v (COUNTERSIGN_TEAMS_CONFIG or --teams-config)", ErrUsage, err)
 		}
 	}
-	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Teams: teams, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
+	shared, err := approval.RecordTeams(ctx, store, teams, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	svc := approval.New(store, nil, hub, approval.Config{TTL: cfg.ttl, MaxPending: cfg.maxPending, StepUp: stepUp, Teams: teams, SharedTeams: shared, Notifier: notify.NewNotifier(store)}, log, approval.NewMetrics(reg, hub))
 	fileStore, err := openFiles(ctx, cfg, store, ln.Addr().String(), log)
 	if err != nil {
 		ln.Close()

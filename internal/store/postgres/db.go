@@ -95,6 +95,8 @@ type DB struct {
 	// creds keeps the agent keys and approver tokens looked up while
 	// Listen runs.
 	creds credCache
+	// teams keeps the recorded teams configuration while Listen runs.
+	teams teamsCache
 	// origin names this DB value in the notifications of its changes,
 	// which Listen passes over (see payload).
 	origin string

@@ -24,6 +24,7 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	// Undo 15 and what came after it, so that the store is as a version
 	// before 15 left it.
 	for _, q := range []string{
+		`DROP TABLE teams_config`, `DROP FUNCTION countersign_teams_changed()`, // 26, the teams configuration
 		`DROP FUNCTION countersign_credentials_changed() CASCADE`,                                                         // 25, its triggers with it
 		`ALTER TABLE requests DROP COLUMN original`,                                                                       // 24, the original of an edit
 		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 23, what ran

@@ -75,6 +75,8 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 	defer db.channels.listening(false)
 	db.creds.listening(true)
 	defer db.creds.listening(false)
+	db.teams.listening(true)
+	defer db.teams.listening(false)
 	onResync()
 	db.outbox.Ring()
 	db.log.Debug("listening for changes of other replicas")
@@ -109,6 +111,8 @@ func (db *DB) listenOnce(ctx context.Context, onChange func(requestID, accountID
 				db.channels.clear()
 			case credentialMark:
 				db.creds.clear()
+			case teamsMark:
+				db.teams.clear()
 			}
 			if requestID != "" {
 				onChange(requestID, accountID)

@@ -118,14 +118,15 @@ func freeAddr(t *testing.T) string {
 }
 
 // startServe starts a replica on the database, with the secret key file
-// every replica shares, and waits until it answers /healthz. It is stopped
-// (SIGTERM) when the test ends, unless killed before.
-func startServe(t *testing.T, name, url, keyFile string) *process {
+// every replica shares, and more flags, and waits until it answers
+// /healthz. It is stopped (SIGTERM) when the test ends, unless killed
+// before.
+func startServe(t *testing.T, name, url, keyFile string, flags ...string) *process {
 	t.Helper()
 	addr := freeAddr(t)
 	home := t.TempDir()
 	p := &process{t: t, name: name, URL: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary(t), "serve", "--addr", addr, "--rate-limit", "0", "--max-pending", "100", "--log-level", "warn")
+	p.cmd = exec.Command(binary(t), append([]string{"serve", "--addr", addr, "--rate-limit", "0", "--max-pending", "100", "--log-level", "warn"}, flags...)...)
 	// The URL goes through the environment, as a deployment passes it.
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "COUNTERSIGN_DATA=" + filepath.Join(home, "unused"),
 		"COUNTERSIGN_DATABASE_URL=" + url, "COUNTERSIGN_SECRET_KEY_FILE=" + keyFile}

@@ -28,6 +28,7 @@ func TestMigrationEndsStaleGrants(t *testing.T) {
 	// Undo 15 and what came after it, so that the store is as a version
 	// before 15 left it.
 	for _, q := range []string{
+		`DROP TABLE teams_config`,                                                                                         // 25, the teams configuration
 		`ALTER TABLE requests DROP COLUMN original`,                                                                       // 24, the original of an edit
 		`DROP INDEX requests_call`, `ALTER TABLE requests DROP COLUMN call_id`, `ALTER TABLE requests DROP COLUMN ran_at`, // 23, what ran
 		`ALTER TABLE requests DROP COLUMN ran_action`, `ALTER TABLE requests DROP COLUMN ran_args_hash`,
