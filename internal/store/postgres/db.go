@@ -70,6 +70,9 @@ type DB struct {
 	// writers admits at most half the pool's connections to write at
 	// once (see gate).
 	writers chan struct{}
+	// group holds the changes waiting to be written in a group commit
+	// (group.go).
+	group groupQueue
 
 	// backoff bounds the listener's pauses between reconnection attempts.
 	minBackoff, maxBackoff time.Duration

@@ -28,6 +28,17 @@ func (db *DB) Transition(ctx context.Context, t countersign.Transition, ev count
 	if hasNUL(t.ID, t.KeyID, t.AccountID) {
 		return nil, countersign.ErrRequestNotFound()
 	}
+	if idem := countersign.IdempotencyFrom(ctx); t.Window == nil && t.To != countersign.StatusStopped && (idem == nil || !idem.Records(t.To)) {
+		got, err := db.transitionGrouped(ctx, t, ev)
+		if err != nil {
+			return nil, err
+		}
+		if got == nil {
+			// The UPDATE changed nothing: why, by the request as it is now.
+			return nil, db.read(ctx, func(q querier) error { return transitionRefusal(ctx, q, t) })
+		}
+		return got, nil
+	}
 	var got *countersign.Request
 	err := db.pipeline(ctx, func(p *pipe) (err error) {
 		got, err = transition(p, t, ev)
