@@ -470,12 +470,11 @@ func globRoot(p string) string {
 }
 
 // systemProtected are the trees every host keeps protected, as the rm
-// wrapper's defaults; homeProtected the directories of credentials and
-// configuration within any home.
+// wrapper's defaults, and the homes themselves; homeProtected the
+// directories of credentials and configuration within any home.
 var (
-	systemProtected = []string{"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt",
-		"/root", "/sbin", "/srv", "/usr", "/var/lib", "/var/www", "/home", "/Users"}
-	homeProtected = []string{".ssh", ".gnupg", ".aws", ".kube", ".config"}
+	systemProtected = append(countersign.SystemProtected[:], "/home", "/Users")
+	homeProtected   = countersign.HomeProtected[:]
 )
 
 // protectedPath reports whether the absolute, clean path p is a protected

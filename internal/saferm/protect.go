@@ -8,20 +8,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/countersign/countersign"
 )
 
-// systemProtected are protected on every host: the system's own trees and
-// the usual places of served sites and databases.
-var systemProtected = [...]string{
-	"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/opt",
-	"/root", "/sbin", "/srv", "/usr", "/var/lib", "/var/www",
-}
-
-// homeProtected are protected inside the home directory: credentials and
-// configuration. The home directory as a whole is not protected — every
-// rm in a project would ask — but it and everything containing it are
-// hard-blocked.
-var homeProtected = [...]string{".ssh", ".gnupg", ".aws", ".kube", ".config"}
+// systemProtected and homeProtected are the protected paths of every
+// host and of every home (countersign.SystemProtected, HomeProtected).
+// The home directory as a whole is not protected — every rm in a project
+// would ask — but it and everything containing it are hard-blocked.
+var (
+	systemProtected = countersign.SystemProtected
+	homeProtected   = countersign.HomeProtected
+)
 
 // DefaultProtectedPaths returns the protected paths every policy starts
 // with, for the given home directory ("" for none).
